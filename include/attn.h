@@ -1,0 +1,357 @@
+/*
+ * attn.h -- transformer attention on CPUs.
+ *
+ * This header is the manual: read it top to bottom.
+ *
+ * attn computes scaled dot-product attention (SDPA), batched over batch and
+ * heads, as cblas_sgemm calls over head-strided fp32 tensors, with OpenMP
+ * across (batch, head, query block) and a vectorized, masked row softmax in
+ * between.
+ *
+ *   S = scale * Q K^T          (scale defaults to 1/sqrt(dk))
+ *   S += bias                  (optional additive bias)
+ *   hide invisible positions   (window/causal, key/query lengths, element mask)
+ *   P = softmax(S) per row     (over the visible positions only)
+ *   O = P V
+ *
+ * Conventions
+ * - Every function returns an attn_status.  On any error nothing is written
+ *   to any output (O, P, logsumexp) and nothing leaks.  attn never aborts,
+ *   asserts or prints because of user input.
+ * - No global mutable state: every call is thread-safe; one plan may be
+ *   executed concurrently from several threads (each with its own workspace
+ *   or with workspace == NULL), also from inside the caller's OpenMP region.
+ * - Results are bitwise identical for any number of threads.
+ * - All sizes and strides are int64_t and counted in elements, not bytes.
+ */
+#ifndef ATTN_H
+#define ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && !defined(ATTN_STATIC)
+#  ifdef ATTN_BUILDING
+#    define ATTN_API __declspec(dllexport)
+#  else
+#    define ATTN_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__)
+#  define ATTN_API __attribute__((visibility("default")))
+#else
+#  define ATTN_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define ATTN_VERSION_MAJOR 0
+#define ATTN_VERSION_MINOR 1
+#define ATTN_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH */
+#define ATTN_VERSION (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + \
+                      ATTN_VERSION_PATCH)
+
+/* ------------------------------------------------------------------------ */
+/* Status                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum attn_status {
+    ATTN_OK = 0,
+    ATTN_ERR_NULL_ARGUMENT,      /* a required pointer is NULL */
+    ATTN_ERR_BAD_SIZE,           /* a size (B, Hq, Hkv, n, m, dk, dv) is <= 0 */
+    ATTN_ERR_TOO_LARGE,          /* a size or stride exceeds what the BLAS
+                                    takes (INT32_MAX), or a byte count
+                                    overflows size_t */
+    ATTN_ERR_HEAD_RATIO,         /* Hq is not a multiple of Hkv */
+    ATTN_ERR_BAD_STRIDE,         /* a stride is negative, zero where no
+                                    broadcast is allowed, a row stride is
+                                    shorter than its row, or an output view
+                                    overlaps itself */
+    ATTN_ERR_STRIDES_UNSET,      /* a tensor in use has its strides left at
+                                    ATTN_STRIDE_UNSET (e.g. a mask or bias
+                                    enabled without strides) */
+    ATTN_ERR_BAD_SCALE,          /* scale is infinite (NaN means default) */
+    ATTN_ERR_BAD_OPTION,         /* an enum field (alignment, mask polarity)
+                                    holds an unknown value, or a reserved
+                                    field is not zero */
+    ATTN_ERR_BAD_THREADS,        /* threads < 0 */
+    ATTN_ERR_BAD_LENGTH,         /* kv_lens[b] not in [0, m] or q_lens[b]
+                                    not in [0, n] */
+    ATTN_ERR_ARGUMENT_MISMATCH,  /* execute got a pointer for something the
+                                    plan does not use (or the reverse) */
+    ATTN_ERR_WORKSPACE_TOO_SMALL,/* caller workspace smaller than the size
+                                    reported by attn_sdpa_workspace_size */
+    ATTN_ERR_WORKSPACE_ALIGNMENT,/* caller workspace not 64-byte aligned */
+    ATTN_ERR_OUT_OF_MEMORY,      /* an allocation failed */
+    ATTN_ERR_BLAS,               /* the BLAS could not be queried */
+    ATTN_STATUS_COUNT_           /* not a status: the number of statuses */
+} attn_status;
+
+/* A static English description of the status ("unknown status" for values
+ * outside the enum).  Never NULL. */
+ATTN_API const char *attn_status_str(attn_status status);
+
+/* The library's version as "MAJOR.MINOR.PATCH" (the run-time twin of the
+ * ATTN_VERSION_* macros).  Never NULL. */
+ATTN_API const char *attn_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Tensor views                                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A tensor is a pointer plus a view of a 4-D fp32 array
+ * [batch][head][seq][dim]: element strides for batch, head and seq; the dim
+ * stride is always 1.  A (b, h) slice is a row-major matrix whose leading
+ * dimension is the seq stride, so BHSD, BSHD, packed QKV and KV-cache slices
+ * are all views of the same form and are never copied:
+ *
+ *   BHSD  [B][H][S][D]:  {batch = H*S*D, head = S*D, seq = D}
+ *   BSHD  [B][S][H][D]:  {batch = S*H*D, head = D,   seq = H*D}
+ *   packed QKV [B][S][3][H][D] (q at +0, k at +H*D, v at +2*H*D):
+ *                        {batch = 3*S*H*D, head = D, seq = 3*H*D}
+ *
+ * Rules checked at plan time (ATTN_ERR_BAD_STRIDE otherwise):
+ * - strides are >= 0; a stride may be 0 only for a dimension of size 1,
+ *   except where a field says "broadcast";
+ * - the seq stride of Q, K, V, O is >= that tensor's dim, of P >= m;
+ * - output views (O, P, logsumexp) do not overlap themselves.
+ * Outputs must not overlap inputs or each other (not checked).
+ */
+typedef struct attn_view {
+    int64_t batch;
+    int64_t head;
+    int64_t seq;
+} attn_view;
+
+/* The value attn_sdpa_desc_init gives every view: a tensor in use whose
+ * strides are still unset is an error (ATTN_ERR_STRIDES_UNSET). */
+#define ATTN_STRIDE_UNSET INT64_MIN
+
+/* Contiguous [B][H][S][D]. */
+static inline attn_view attn_view_bhsd(int64_t heads, int64_t seq, int64_t dim)
+{
+    attn_view v = { heads * seq * dim, seq * dim, dim };
+    return v;
+}
+
+/* Contiguous [B][S][H][D] (what the Q/K/V projections produce). */
+static inline attn_view attn_view_bshd(int64_t heads, int64_t seq, int64_t dim)
+{
+    attn_view v = { seq * heads * dim, dim, heads * dim };
+    return v;
+}
+
+/* ------------------------------------------------------------------------ */
+/* SDPA description                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Where the diagonal of the visibility window sits. */
+typedef enum attn_align {
+    /* d(i) = i: PyTorch's is_causal. */
+    ATTN_ALIGN_TOP_LEFT = 0,
+    /* d(i) = i + m - n: FlashAttention's causal, what a KV cache needs (the
+     * last query sees the last key). */
+    ATTN_ALIGN_BOTTOM_RIGHT = 1
+} attn_align;
+
+/* How the uint8 element mask is read.  Never a bare bool: PyTorch's SDPA
+ * (True = take part) and nn.MultiheadAttention (True = masked out) disagree. */
+typedef enum attn_mask_mode {
+    ATTN_MASK_NONE = 0,          /* no element mask */
+    ATTN_MASK_KEEP_NONZERO = 1,  /* nonzero = visible, 0 = hidden (SDPA) */
+    ATTN_MASK_DROP_NONZERO = 2   /* nonzero = hidden, 0 = visible (MHA) */
+} attn_mask_mode;
+
+/*
+ * Everything a plan fixes.  Initialize with attn_sdpa_desc_init(), then set
+ * the fields you need; fields may be added in the reserved tail in later
+ * versions without breaking the ABI.
+ *
+ * Visibility of key j to query i in batch b (all that apply combine with AND):
+ * - window: with d(i) = i (TOP_LEFT) or i + m - n (BOTTOM_RIGHT), key j is
+ *   visible iff d(i) - window_left <= j <= d(i) + window_right; a negative
+ *   bound means unbounded.  Causal attention is window_right = 0.
+ * - key lengths (use_kv_lens): j < kv_lens[b].
+ * - query lengths (use_q_lens): rows i >= q_lens[b] are padding; their
+ *   output and probabilities are 0 and their logsumexp is -INFINITY.
+ * - element mask: see attn_mask_mode; [B|1][H|1][n|1][m] uint8 with
+ *   broadcast strides.
+ * - additive bias: [B|1][H|1][n|1][m] float with broadcast strides; a
+ *   -INFINITY entry hides its position.
+ * A row with no visible key has output 0, probabilities 0 and logsumexp
+ * -INFINITY, never NaN.  Inputs (Q rows of padded queries; K, V, mask and
+ * bias entries hidden by lengths or the window) are never read, so NaN or
+ * garbage there does not change any output.
+ */
+typedef struct attn_sdpa_desc {
+    /* Shapes.  Hq % Hkv == 0; query head h reads key/value head
+     * h / (Hq / Hkv) (GQA; Hkv == 1 is MQA). */
+    int64_t batch;       /* B */
+    int64_t q_heads;     /* Hq */
+    int64_t kv_heads;    /* Hkv */
+    int64_t q_len;       /* n, queries */
+    int64_t kv_len;      /* m, keys */
+    int64_t qk_dim;      /* dk */
+    int64_t v_dim;       /* dv */
+
+    /* Views of Q [B][Hq][n][dk], K [B][Hkv][m][dk], V [B][Hkv][m][dv] and
+     * O [B][Hq][n][dv].  Required. */
+    attn_view q, k, v, o;
+
+    /* Scale of Q K^T.  NaN (the default) means 1/sqrt(dk); any finite value
+     * is used as given. */
+    float scale;
+
+    /* Window around the diagonal (see above).  Defaults: TOP_LEFT, -1, -1
+     * (everything visible). */
+    attn_align align;
+    int64_t window_left;
+    int64_t window_right;
+
+    /* Per-batch lengths, given at execute time as int32_t[B]. */
+    int use_kv_lens;
+    int use_q_lens;
+
+    /* Element mask: mode and strides over [B][H][n] (the key stride is 1).
+     * A batch, head or seq stride of 0 broadcasts over that dimension. */
+    attn_mask_mode mask_mode;
+    attn_view mask;
+
+    /* Additive bias: enable and strides over [B][H][n] (key stride 1);
+     * 0 broadcasts, as for the mask. */
+    int use_bias;
+    attn_view bias;
+
+    /* Optional outputs: probabilities P [B][Hq][n][m] (key stride 1) and
+     * logsumexp [B][Hq][n] (natural log of the sum of exp of the scaled,
+     * biased scores over the visible keys; the seq stride is the distance
+     * between consecutive rows' values). */
+    int want_probs;
+    attn_view probs;
+    int want_lse;
+    attn_view lse;
+
+    /* OpenMP threads for execute: 0 = omp_get_max_threads() at plan time.
+     * Without OpenMP support every value >= 0 runs on the calling thread. */
+    int threads;
+
+    /* Must be zero (attn_sdpa_desc_init does it). */
+    int64_t reserved[16];
+} attn_sdpa_desc;
+
+/* Fill *desc with the defaults: all sizes 0, every view ATTN_STRIDE_UNSET,
+ * scale NaN (1/sqrt(dk)), TOP_LEFT with an unbounded window, no lengths,
+ * mask, bias, probabilities or logsumexp, threads 0.
+ * Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_sdpa_desc_init(attn_sdpa_desc *desc);
+
+/* The per-call pointers.  Pointers for features the plan does not use must
+ * be NULL. */
+typedef struct attn_sdpa_args {
+    const float *q;
+    const float *k;
+    const float *v;
+    float *o;
+    const int32_t *kv_lens;   /* [B], when use_kv_lens */
+    const int32_t *q_lens;    /* [B], when use_q_lens */
+    const uint8_t *mask;      /* when mask_mode != ATTN_MASK_NONE */
+    const float *bias;        /* when use_bias */
+    float *probs;             /* when want_probs */
+    float *lse;               /* when want_lse */
+} attn_sdpa_args;
+
+/* ------------------------------------------------------------------------ */
+/* Plan / execute                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct attn_sdpa_plan attn_sdpa_plan;
+
+/*
+ * Validate *desc and make a plan of it (the desc is copied; it may be freed
+ * afterwards).  *plan is set only on success.
+ * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT, ATTN_ERR_BAD_SIZE,
+ * ATTN_ERR_TOO_LARGE, ATTN_ERR_HEAD_RATIO, ATTN_ERR_BAD_STRIDE,
+ * ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_SCALE, ATTN_ERR_BAD_OPTION,
+ * ATTN_ERR_BAD_THREADS or ATTN_ERR_OUT_OF_MEMORY.
+ */
+ATTN_API attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan,
+                                           const attn_sdpa_desc *desc);
+
+/* Free a plan; NULL is accepted (returns ATTN_OK). */
+ATTN_API attn_status attn_sdpa_plan_destroy(attn_sdpa_plan *plan);
+
+/*
+ * Bytes of workspace execute needs with this plan, for a caller that
+ * supplies its own.  It grows with threads x block sizes, never with n x m.
+ * Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT.
+ */
+ATTN_API attn_status attn_sdpa_workspace_size(const attn_sdpa_plan *plan,
+                                              size_t *bytes);
+
+/*
+ * Run the plan on the buffers in *args.  workspace may be NULL (attn then
+ * allocates and frees it inside the call); otherwise it must be 64-byte
+ * aligned, at least attn_sdpa_workspace_size() bytes, and not used by
+ * another call at the same time.
+ * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (plan, args or a pointer the plan
+ * needs), ATTN_ERR_ARGUMENT_MISMATCH, ATTN_ERR_BAD_LENGTH,
+ * ATTN_ERR_WORKSPACE_TOO_SMALL, ATTN_ERR_WORKSPACE_ALIGNMENT or
+ * ATTN_ERR_OUT_OF_MEMORY.  On error no output is written.
+ */
+ATTN_API attn_status attn_sdpa_execute(const attn_sdpa_plan *plan,
+                                       const attn_sdpa_args *args,
+                                       void *workspace, size_t workspace_bytes);
+
+/*
+ * One-shot: plan, execute with internal workspace, destroy.  Returns any
+ * status of attn_sdpa_plan_create or attn_sdpa_execute.
+ */
+ATTN_API attn_status attn_sdpa(const attn_sdpa_desc *desc,
+                               const attn_sdpa_args *args);
+
+/* ------------------------------------------------------------------------ */
+/* BLAS and CPU information                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum attn_blas_threading {
+    ATTN_BLAS_THREADING_UNKNOWN = 0,
+    ATTN_BLAS_THREADING_SEQUENTIAL = 1,
+    ATTN_BLAS_THREADING_PTHREADS = 2,
+    ATTN_BLAS_THREADING_OPENMP = 3
+} attn_blas_threading;
+
+typedef struct attn_blas_info {
+    char backend[16];     /* chosen at build time: "openblas", "blis",
+                             "mkl" or "netlib" */
+    char loaded[32];      /* found at run time in the process: "openblas",
+                             "blis", "mkl", "netlib" or "unknown" */
+    char library[256];    /* file of the shared object providing the sgemm
+                             attn calls ("" if statically linked) */
+    char version[128];    /* the loaded library's own version/config string
+                             ("" when it has none) */
+    char kernel[64];      /* its kernel: OpenBLAS core name, BLIS
+                             architecture, "" otherwise */
+    attn_blas_threading threading;
+    char simd[16];        /* attn's own softmax kernels: "avx512", "avx2"
+                             or "scalar" */
+    int openmp;           /* 1 if attn was built with OpenMP */
+    int max_threads;      /* omp_get_max_threads() now (1 without OpenMP) */
+} attn_blas_info;
+
+/* Describe the BLAS really loaded at run time (on Debian the library
+ * behind libblas.so.3 can change without a rebuild) and attn's own SIMD
+ * path.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_blas_query(attn_blas_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_H */

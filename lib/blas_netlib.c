@@ -1,0 +1,27 @@
+/* Reference BLAS backend (netlib, single-threaded by construction).  The
+ * build pins the library's own directory (RUNPATH), since Debian's plain
+ * libblas.so.3 is an alternatives link that may point to another BLAS;
+ * attn_blas_query() reports what was really loaded. */
+#include "attn_config.h"
+#include "blas.h"
+#include ATTN_CBLAS_HEADER
+
+void attn_sgemm(int trans_b, int M, int N, int K, float alpha,
+                const float *A, int lda, const float *B, int ldb,
+                float beta, float *C, int ldc)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void attn_blas_scope_enter(attn_blas_scope *state) { state->active = 0; state->saved = 0; }
+void attn_blas_scope_leave(const attn_blas_scope *state) { (void)state; }
+
+void attn_blas_describe(attn_blas_info *info)
+{
+    info->version[0] = '\0';
+    info->kernel[0] = '\0';
+    info->threading = ATTN_BLAS_THREADING_SEQUENTIAL;
+}
+
+void *attn_blas_entry_point(void) { return (void *)(uintptr_t)&cblas_sgemm; }

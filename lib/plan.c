@@ -1,0 +1,205 @@
+/* Descriptor defaults, validation, plans and workspace sizing.  Everything
+ * that can be checked once is checked here; execute only checks what changes
+ * per call (pointers, lengths, workspace). */
+#include "internal.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#if ATTN_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+#define ATTN_MAX_THREADS 1024
+
+int attn_max_threads(void)
+{
+#if ATTN_HAVE_OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+attn_status attn_sdpa_desc_init(attn_sdpa_desc *desc)
+{
+    if (!desc)
+        return ATTN_ERR_NULL_ARGUMENT;
+    memset(desc, 0, sizeof *desc);
+    const attn_view unset = { ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET };
+    desc->q = desc->k = desc->v = desc->o = unset;
+    desc->mask = desc->bias = desc->probs = desc->lse = unset;
+    desc->scale = NAN;
+    desc->align = ATTN_ALIGN_TOP_LEFT;
+    desc->window_left = -1;
+    desc->window_right = -1;
+    desc->mask_mode = ATTN_MASK_NONE;
+    return ATTN_OK;
+}
+
+/* One dimension of a view: its size and stride. */
+typedef struct { int64_t size, stride; } dim_t_;
+
+static int view_unset(const attn_view *v)
+{
+    return v->batch == ATTN_STRIDE_UNSET || v->head == ATTN_STRIDE_UNSET ||
+           v->seq == ATTN_STRIDE_UNSET;
+}
+
+/*
+ * Check a view of [B][H][S][D] (dim stride 1).  row_min is the smallest seq
+ * stride allowed (D for matrices); broadcast allows 0 for batch, head and
+ * seq; output asks that no two elements share an address.
+ */
+static attn_status check_view(const attn_view *v, int64_t B, int64_t H, int64_t S,
+                              int64_t D, int broadcast, int output)
+{
+    if (view_unset(v))
+        return ATTN_ERR_STRIDES_UNSET;
+    dim_t_ dims[3] = { { B, v->batch }, { H, v->head }, { S, v->seq } };
+    for (int i = 0; i < 3; i++) {
+        if (dims[i].stride < 0)
+            return ATTN_ERR_BAD_STRIDE;
+        if (dims[i].stride == 0 && dims[i].size > 1 && !broadcast)
+            return ATTN_ERR_BAD_STRIDE;
+    }
+    /* The seq stride is the BLAS leading dimension: at least a row. */
+    if (v->seq != 0 && v->seq < D)
+        return ATTN_ERR_BAD_STRIDE;
+    if (S > 1 && v->seq == 0 && !broadcast)
+        return ATTN_ERR_BAD_STRIDE;
+    if (v->seq > INT32_MAX)
+        return ATTN_ERR_TOO_LARGE;
+    /* Extent in elements and bytes must fit (int64 and size_t). */
+    uint64_t ext = (uint64_t)D, t;
+    for (int i = 0; i < 3; i++) {
+        if (__builtin_mul_overflow((uint64_t)(dims[i].size - 1), (uint64_t)dims[i].stride, &t) ||
+            __builtin_add_overflow(ext, t, &ext))
+            return ATTN_ERR_TOO_LARGE;
+    }
+    if (ext > (uint64_t)INT64_MAX / sizeof(float) || ext > SIZE_MAX / sizeof(float))
+        return ATTN_ERR_TOO_LARGE;
+    if (output) {
+        /* Sort the dimensions of size > 1 by stride; each stride must clear
+         * the extent of everything inside it. */
+        dim_t_ s[3];
+        int k = 0;
+        for (int i = 0; i < 3; i++)
+            if (dims[i].size > 1)
+                s[k++] = dims[i];
+        for (int i = 1; i < k; i++)
+            for (int j = i; j > 0 && s[j].stride < s[j - 1].stride; j--) {
+                dim_t_ tmp = s[j]; s[j] = s[j - 1]; s[j - 1] = tmp;
+            }
+        uint64_t inner = (uint64_t)D;
+        for (int i = 0; i < k; i++) {
+            if ((uint64_t)s[i].stride < inner)
+                return ATTN_ERR_BAD_STRIDE;
+            inner += (uint64_t)(s[i].size - 1) * (uint64_t)s[i].stride;
+        }
+    }
+    return ATTN_OK;
+}
+
+static attn_status validate(const attn_sdpa_desc *d)
+{
+    for (size_t i = 0; i < sizeof d->reserved / sizeof d->reserved[0]; i++)
+        if (d->reserved[i] != 0)
+            return ATTN_ERR_BAD_OPTION;
+    if (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT)
+        return ATTN_ERR_BAD_OPTION;
+    if (d->mask_mode != ATTN_MASK_NONE && d->mask_mode != ATTN_MASK_KEEP_NONZERO &&
+        d->mask_mode != ATTN_MASK_DROP_NONZERO)
+        return ATTN_ERR_BAD_OPTION;
+
+    const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
+                  m = d->kv_len, dk = d->qk_dim, dv = d->v_dim;
+    if (B <= 0 || Hq <= 0 || Hkv <= 0 || n <= 0 || m <= 0 || dk <= 0 || dv <= 0)
+        return ATTN_ERR_BAD_SIZE;
+    /* The BLAS takes int sizes; B and heads only need their products to fit,
+     * which the extent checks below cover. */
+    if (n > INT32_MAX || m > INT32_MAX || dk > INT32_MAX || dv > INT32_MAX)
+        return ATTN_ERR_TOO_LARGE;
+    if (Hq % Hkv != 0)
+        return ATTN_ERR_HEAD_RATIO;
+
+    attn_status st;
+    if ((st = check_view(&d->q, B, Hq, n, dk, 0, 0)) != ATTN_OK) return st;
+    if ((st = check_view(&d->k, B, Hkv, m, dk, 0, 0)) != ATTN_OK) return st;
+    if ((st = check_view(&d->v, B, Hkv, m, dv, 0, 0)) != ATTN_OK) return st;
+    if ((st = check_view(&d->o, B, Hq, n, dv, 0, 1)) != ATTN_OK) return st;
+    if (d->mask_mode != ATTN_MASK_NONE &&
+        (st = check_view(&d->mask, B, Hq, n, m, 1, 0)) != ATTN_OK) return st;
+    if (d->use_bias &&
+        (st = check_view(&d->bias, B, Hq, n, m, 1, 0)) != ATTN_OK) return st;
+    if (d->want_probs &&
+        (st = check_view(&d->probs, B, Hq, n, m, 0, 1)) != ATTN_OK) return st;
+    if (d->want_lse &&
+        (st = check_view(&d->lse, B, Hq, n, 1, 0, 1)) != ATTN_OK) return st;
+
+    if (isinf(d->scale))
+        return ATTN_ERR_BAD_SCALE;
+    if (d->threads < 0 || d->threads > ATTN_MAX_THREADS)
+        return ATTN_ERR_BAD_THREADS;
+    return ATTN_OK;
+}
+
+static size_t round_up(size_t x) { return (x + ATTN_ALIGNMENT - 1) / ATTN_ALIGNMENT * ATTN_ALIGNMENT; }
+
+attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *desc)
+{
+    if (!plan || !desc)
+        return ATTN_ERR_NULL_ARGUMENT;
+    attn_status st = validate(desc);
+    if (st != ATTN_OK)
+        return st;
+
+    attn_sdpa_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    p->d = *desc;
+    p->scale = isnan(desc->scale) ? (float)(1.0 / sqrt((double)desc->qk_dim)) : desc->scale;
+    int nt = desc->threads ? desc->threads : attn_max_threads();
+#if !ATTN_HAVE_OPENMP
+    nt = 1;
+#endif
+    p->nthreads = nt < 1 ? 1 : nt;
+    p->group = desc->q_heads / desc->kv_heads;
+    p->bq = desc->q_len < ATTN_BLOCK_Q ? desc->q_len : ATTN_BLOCK_Q;
+    p->bk = desc->kv_len < ATTN_TILE_K ? desc->kv_len : ATTN_TILE_K;
+    p->nqblocks = (desc->q_len + p->bq - 1) / p->bq;
+    p->nitems = desc->batch * desc->q_heads * p->nqblocks;
+    /* Per thread: the score tile, then m, l, correction (float) and the
+     * visible range lo, hi (int64) of each row of a block. */
+    size_t tile = round_up((size_t)p->bq * (size_t)p->bk * sizeof(float));
+    size_t rows = round_up((size_t)p->bq * (3 * sizeof(float) + 2 * sizeof(int64_t)));
+    p->ws_thread = tile + rows;
+    p->ws_bytes = p->ws_thread * (size_t)p->nthreads;
+    p->kern = attn_kernels_select();
+    *plan = p;
+    return ATTN_OK;
+}
+
+attn_status attn_sdpa_plan_destroy(attn_sdpa_plan *plan)
+{
+    free(plan);
+    return ATTN_OK;
+}
+
+attn_status attn_sdpa_workspace_size(const attn_sdpa_plan *plan, size_t *bytes)
+{
+    if (!plan || !bytes)
+        return ATTN_ERR_NULL_ARGUMENT;
+    *bytes = plan->ws_bytes;
+    return ATTN_OK;
+}
+
+attn_status attn_sdpa(const attn_sdpa_desc *desc, const attn_sdpa_args *args)
+{
+    attn_sdpa_plan *plan = NULL;
+    attn_status st = attn_sdpa_plan_create(&plan, desc);
+    if (st != ATTN_OK)
+        return st;
+    st = attn_sdpa_execute(plan, args, NULL, 0);
+    attn_sdpa_plan_destroy(plan);
+    return st;
+}
