@@ -21,7 +21,7 @@ void attn_blas_describe(attn_blas_info *info)
 {
     char buf[198];
     mkl_get_version_string(buf, (int)sizeof buf);
-    snprintf(info->version, sizeof info->version, "%s", buf);
+    snprintf(info->version, sizeof info->version, "%.127s", buf);
     info->kernel[0] = '\0';
     info->threading = ATTN_BLAS_THREADING_SEQUENTIAL;
 }
