@@ -1,0 +1,434 @@
+/*
+ * attn-bench: times attn on the benchmark cases against the naive path (full
+ * score matrix, softmax, GEMM) and against the sgemm rate of the same BLAS,
+ * measured in the same run with the same thread count.
+ *
+ *   attn-bench [--case S1 ...] [--threads N ...] [--runs R] [--quick] [--json]
+ *              [--no-naive]
+ *
+ * Each (case, threads, impl) runs in a child process, so its peak RSS is its
+ * own.  FLOPs count the attention core, 4*B*Hq*n*m*d; the useful count
+ * leaves out what causality or key padding hides.
+ */
+#include "attn.h"
+#include "blas.h"   /* the same internal sgemm attn uses (static library) */
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#if ATTN_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+typedef struct bench_case {
+    const char *id, *name;
+    int64_t B, Hq, Hkv, n, m, d;
+    int causal;    /* top-left causal */
+    int padded;    /* kv lengths m, m - m/8, ... per batch */
+} bench_case;
+
+static const bench_case cases[] = {
+    { "S1", "bert-base", 8, 12, 12, 512, 512, 64, 0, 0 },
+    { "S2", "gpt2-causal", 4, 12, 12, 1024, 1024, 64, 1, 0 },
+    { "S3", "long-causal", 1, 8, 8, 4096, 4096, 64, 1, 0 },
+    { "S4", "cross", 8, 8, 8, 128, 1024, 64, 0, 0 },
+    { "S5", "decode-gqa", 1, 32, 8, 1, 4096, 128, 0, 0 },
+    { "S7", "tiny", 32, 8, 8, 64, 64, 32, 0, 0 },
+    { "S8", "vit", 8, 12, 12, 197, 197, 64, 0, 0 },
+    { "S9", "padded", 8, 12, 12, 512, 512, 64, 0, 1 },
+};
+#define NCASES (int)(sizeof cases / sizeof cases[0])
+
+typedef struct result {
+    int ok;
+    double ms_median, ms_min, ms_max;
+    double max_err;
+    size_t workspace;
+    long peak_rss_kb;
+    char error[96];
+} result;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static float frand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static float *alloc_fill(size_t count, int fill)
+{
+    float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
+    if (p && fill)
+        for (size_t i = 0; i < count; i++)
+            p[i] = frand();
+    return p;
+}
+
+static int kv_len_of(const bench_case *c, int64_t b)
+{
+    return c->padded ? (int)(c->m - b * (c->m / c->B)) : (int)c->m;
+}
+
+static double useful_flops(const bench_case *c)
+{
+    double f = 0;
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t i = 0; i < c->n; i++) {
+            int64_t vis = kv_len_of(c, b);
+            if (c->causal && i + 1 < vis)
+                vis = i + 1;
+            f += (double)vis;
+        }
+    return 4.0 * c->Hq * c->d * f;
+}
+
+/* The naive path: per (b, h) the full n x m score matrix, a row softmax,
+ * then P V; OpenMP over (b, h) with the BLAS single-threaded inside, as
+ * attn does. */
+static void naive(const bench_case *c, int nthreads, const float *q, const float *k,
+                  const float *v, float *o, const int32_t *kvl, float *scores)
+{
+    const int64_t n = c->n, m = c->m, d = c->d, g = c->Hq / c->Hkv;
+    const float scale = 1.0f / sqrtf((float)d);
+    attn_blas_scope scope;
+    attn_blas_scope_enter(&scope);
+#if ATTN_HAVE_OPENMP
+#pragma omp parallel num_threads(nthreads)
+#endif
+    {
+        int tid = 0;
+#if ATTN_HAVE_OPENMP
+        omp_set_num_threads(1);
+        tid = omp_get_thread_num();
+#endif
+        float *s = scores + (size_t)tid * n * m;
+#if ATTN_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (int64_t bh = 0; bh < c->B * c->Hq; bh++) {
+            int64_t b = bh / c->Hq, h = bh % c->Hq, hk = h / g;
+            const float *qb = q + (b * c->Hq + h) * n * d;
+            const float *kb = k + (b * c->Hkv + hk) * m * d;
+            const float *vb = v + (b * c->Hkv + hk) * m * d;
+            attn_sgemm(1, (int)n, (int)m, (int)d, scale, qb, (int)d, kb, (int)d, 0.0f, s, (int)m);
+            for (int64_t i = 0; i < n; i++) {
+                float *r = s + i * m;
+                int64_t lim = kvl[b];
+                if (c->causal && i + 1 < lim)
+                    lim = i + 1;
+                float mx = -INFINITY;
+                for (int64_t j = 0; j < lim; j++)
+                    mx = r[j] > mx ? r[j] : mx;
+                float sum = 0;
+                for (int64_t j = 0; j < lim; j++) {
+                    r[j] = expf(r[j] - mx);
+                    sum += r[j];
+                }
+                float inv = sum > 0 ? 1.0f / sum : 0.0f;
+                for (int64_t j = 0; j < lim; j++)
+                    r[j] *= inv;
+                for (int64_t j = lim; j < m; j++)
+                    r[j] = 0.0f;
+            }
+            attn_sgemm(0, (int)n, (int)d, (int)m, 1.0f, s, (int)m, vb, (int)d, 0.0f,
+                       o + (b * c->Hq + h) * n * d, (int)d);
+        }
+    }
+    attn_blas_scope_leave(&scope);
+}
+
+/* Runs in the child: impl 0 = attn, 1 = naive. */
+static void run_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
+{
+    const int64_t B = c->B, Hq = c->Hq, Hkv = c->Hkv, n = c->n, m = c->m, d = c->d;
+    size_t nq = (size_t)(B * Hq * n * d), nk = (size_t)(B * Hkv * m * d);
+    float *q = alloc_fill(nq, 1), *k = alloc_fill(nk, 1), *v = alloc_fill(nk, 1);
+    float *o = alloc_fill(nq, 0), *oref = alloc_fill(nq, 0);
+    int32_t *kvl = malloc(sizeof(int32_t) * (size_t)B);
+    if (!q || !k || !v || !o || !oref || !kvl) {
+        snprintf(res->error, sizeof res->error, "out of memory");
+        return;
+    }
+    for (int64_t b = 0; b < B; b++)
+        kvl[b] = kv_len_of(c, b);
+
+    attn_sdpa_desc desc;
+    attn_sdpa_desc_init(&desc);
+    desc.batch = B; desc.q_heads = Hq; desc.kv_heads = Hkv;
+    desc.q_len = n; desc.kv_len = m; desc.qk_dim = d; desc.v_dim = d;
+    desc.q = desc.o = attn_view_bhsd(Hq, n, d);
+    desc.k = desc.v = attn_view_bhsd(Hkv, m, d);
+    if (c->causal)
+        desc.window_right = 0;
+    desc.use_kv_lens = c->padded;
+    desc.threads = nthreads;
+    attn_sdpa_args args = { .q = q, .k = k, .v = v, .o = o, .kv_lens = c->padded ? kvl : NULL };
+
+    float *scores = NULL;
+    attn_sdpa_plan *plan = NULL;
+    void *ws = NULL;
+    attn_status st = attn_sdpa_plan_create(&plan, &desc);
+    if (st != ATTN_OK) {
+        snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
+        return;
+    }
+    attn_sdpa_workspace_size(plan, &res->workspace);
+    if (impl == 0) {
+        ws = aligned_alloc(64, res->workspace);
+    } else {
+        res->workspace = (size_t)nthreads * (size_t)(n * m) * sizeof(float);
+        scores = alloc_fill((size_t)nthreads * (size_t)(n * m), 0);
+        if (!scores) {
+            snprintf(res->error, sizeof res->error, "out of memory");
+            return;
+        }
+    }
+
+    double *t = malloc(sizeof(double) * (size_t)runs);
+    for (int r = -2; r < runs; r++) {
+        double t0 = now_ms();
+        if (impl == 0)
+            st = attn_sdpa_execute(plan, &args, ws, res->workspace);
+        else
+            naive(c, nthreads, q, k, v, o, kvl, scores);
+        double t1 = now_ms();
+        if (st != ATTN_OK) {
+            snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
+            return;
+        }
+        if (r >= 0)
+            t[r] = t1 - t0;
+    }
+    qsort(t, (size_t)runs, sizeof *t, cmp_double);
+    res->ms_min = t[0];
+    res->ms_max = t[runs - 1];
+    res->ms_median = runs % 2 ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
+
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    res->peak_rss_kb = ru.ru_maxrss;
+
+    /* Error against the other path, computed after the timing (and after
+     * the RSS reading) so it does not count in either. */
+    if (impl == 0) {
+        if (!scores)
+            scores = alloc_fill((size_t)nthreads * (size_t)(n * m), 0);
+        if (scores)
+            naive(c, nthreads, q, k, v, oref, kvl, scores);
+    } else {
+        st = attn_sdpa_execute(plan, &args, NULL, 0);
+        memcpy(oref, o, nq * sizeof(float));
+        naive(c, nthreads, q, k, v, o, kvl, scores);
+    }
+    double e = 0;
+    for (size_t i = 0; i < nq; i++) {
+        double x = fabs((double)o[i] - (double)oref[i]);
+        if (!(x <= e))
+            e = x;
+    }
+    res->max_err = e;
+    res->ok = 1;
+}
+
+/* sgemm rate of this BLAS at this thread count: every thread multiplies its
+ * own 1024^3 matrices, as attn's work items each call a single-threaded
+ * sgemm. */
+static double sgemm_rate(int nthreads)
+{
+    const int N = 1024, reps = 4;
+    float *a = alloc_fill((size_t)N * N * nthreads, 1), *b = alloc_fill((size_t)N * N * nthreads, 1);
+    float *c = alloc_fill((size_t)N * N * nthreads, 0);
+    if (!a || !b || !c)
+        return 0;
+    double best = 0;
+    attn_blas_scope scope;
+    attn_blas_scope_enter(&scope);
+    for (int rep = 0; rep < reps; rep++) {
+        double t0 = now_ms();
+#if ATTN_HAVE_OPENMP
+#pragma omp parallel num_threads(nthreads)
+#endif
+        {
+            int tid = 0;
+#if ATTN_HAVE_OPENMP
+            omp_set_num_threads(1);
+            tid = omp_get_thread_num();
+#endif
+            size_t off = (size_t)tid * N * N;
+            attn_sgemm(0, N, N, N, 1.0f, a + off, N, b + off, N, 0.0f, c + off, N);
+        }
+        double dt = now_ms() - t0;
+        double gf = 2.0 * N * N * N * nthreads / (dt * 1e6);
+        if (rep > 0 && gf > best)
+            best = gf;
+    }
+    attn_blas_scope_leave(&scope);
+    return best;
+}
+
+/* fork, run fn in the child, return its result through a pipe. */
+static int in_child(void (*fn)(void *, result *), void *ctx, result *res)
+{
+    int fd[2];
+    memset(res, 0, sizeof *res);
+    if (pipe(fd))
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        close(fd[0]);
+        result r;
+        memset(&r, 0, sizeof r);
+        fn(ctx, &r);
+        ssize_t w = write(fd[1], &r, sizeof r);
+        _exit(w == (ssize_t)sizeof r ? 0 : 1);
+    }
+    close(fd[1]);
+    ssize_t got = read(fd[0], res, sizeof *res);
+    close(fd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    if (got != (ssize_t)sizeof *res) {
+        memset(res, 0, sizeof *res);
+        snprintf(res->error, sizeof res->error, "child failed (status %d)", status);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct job { const bench_case *c; int impl, threads, runs; } job;
+static void job_fn(void *ctx, result *r)
+{
+    job *j = ctx;
+    run_case(j->c, j->impl, j->threads, j->runs, r);
+}
+static void rate_fn(void *ctx, result *r)
+{
+    r->ms_median = sgemm_rate(*(int *)ctx);
+    r->ok = 1;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: attn-bench [--case S1 ...] [--threads N ...] [--runs R] [--quick] "
+                    "[--json] [--no-naive]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    const char *want[NCASES];
+    int nwant = 0, threads[8], nthreads = 0, runs = 10, json = 0, do_naive = 1, quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--case") && i + 1 < argc && nwant < NCASES) want[nwant++] = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc && nthreads < 8) threads[nthreads++] = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--no-naive")) do_naive = 0;
+        else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else usage();
+    }
+    if (runs < 1)
+        usage();
+    if (quick && !nwant)
+        want[nwant++] = "S8";
+    if (!nthreads) {
+        threads[nthreads++] = 1;
+        if (!quick)
+            threads[nthreads++] = 2;
+    }
+    for (int t = 0; t < nthreads; t++)
+        if (threads[t] < 1)
+            usage();
+
+    attn_blas_info bi;
+    attn_blas_query(&bi);
+    if (!json) {
+        printf("attn %s | BLAS %s (loaded: %s, %s) | kernel %s | BLAS threading %d | attn SIMD %s\n",
+               attn_version(), bi.backend, bi.loaded, bi.library[0] ? bi.library : "static",
+               bi.kernel[0] ? bi.kernel : "-", (int)bi.threading, bi.simd);
+        const char *ct = getenv("OPENBLAS_CORETYPE");
+        printf("OPENBLAS_CORETYPE=%s  runs=%d (after 2 warm-up)\n", ct ? ct : "(unset)", runs);
+    }
+
+    for (int t = 0; t < nthreads; t++) {
+        int nt = threads[t];
+        result rr;
+        in_child(rate_fn, &nt, &rr);
+        double rate = rr.ms_median;
+        if (!json)
+            printf("\n-- %d thread%s: sgemm 1024^3 per thread, same BLAS: %.1f GFLOP/s\n", nt,
+                   nt > 1 ? "s" : "", rate);
+        if (!json)
+            printf("%-4s %-12s %-5s %9s %9s %9s %8s %8s %6s %11s %9s %9s %7s\n", "case", "name",
+                   "impl", "ms(med)", "ms(min)", "ms(max)", "GF/s", "GF/s_u", "%sgemm",
+                   "workspace", "RSS MiB", "max_err", "speedup");
+        for (int ci = 0; ci < NCASES; ci++) {
+            const bench_case *c = &cases[ci];
+            int sel = !nwant;
+            for (int w = 0; w < nwant; w++)
+                sel |= !strcmp(want[w], c->id);
+            if (!sel)
+                continue;
+            double full = 4.0 * c->B * c->Hq * c->n * c->m * c->d, useful = useful_flops(c);
+            double attn_ms = 0;
+            for (int impl = 0; impl < 1 + do_naive; impl++) {
+                job j = { c, impl, nt, quick ? 5 : runs };
+                result r;
+                in_child(job_fn, &j, &r);
+                const char *iname = impl ? "naive" : "attn";
+                if (!r.ok) {
+                    printf("%-4s %-12s %-5s failed: %s\n", c->id, c->name, iname, r.error);
+                    continue;
+                }
+                double gf = full / (r.ms_median * 1e6), gfu = useful / (r.ms_median * 1e6);
+                if (impl == 0)
+                    attn_ms = r.ms_median;
+                if (json) {
+                    printf("{\"case\":\"%s\",\"name\":\"%s\",\"threads\":%d,\"impl\":\"%s\","
+                           "\"ms_median\":%.4f,\"ms_min\":%.4f,\"ms_max\":%.4f,\"gflops\":%.2f,"
+                           "\"gflops_useful\":%.2f,\"sgemm_gflops\":%.2f,\"frac_sgemm\":%.4f,"
+                           "\"workspace_bytes\":%zu,\"peak_rss_bytes\":%ld,\"max_err\":%.3g,"
+                           "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
+                           c->id, c->name, nt, iname, r.ms_median, r.ms_min, r.ms_max, gf, gfu, rate,
+                           rate > 0 ? gfu / rate : 0, r.workspace, r.peak_rss_kb * 1024, r.max_err,
+                           bi.loaded, bi.kernel, bi.simd);
+                } else {
+                    char sp[16] = "";
+                    if (impl == 1 && attn_ms > 0)
+                        snprintf(sp, sizeof sp, "%.2fx", r.ms_median / attn_ms);
+                    printf("%-4s %-12s %-5s %9.3f %9.3f %9.3f %8.1f %8.1f %5.0f%% %11zu %9.1f %9.2g %7s\n",
+                           c->id, c->name, iname, r.ms_median, r.ms_min, r.ms_max, gf, gfu,
+                           rate > 0 ? 100.0 * gfu / rate : 0.0, r.workspace,
+                           r.peak_rss_kb / 1024.0, r.max_err, sp);
+                }
+                fflush(stdout);
+            }
+        }
+    }
+    if (!json)
+        printf("\nGF/s: on 4*B*Hq*n*m*d; GF/s_u and %%sgemm: on the useful FLOPs (causal and padding "
+               "excluded); speedup: naive ms / attn ms; max_err: |attn - naive| over O.\n");
+    return 0;
+}
