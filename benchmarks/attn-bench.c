@@ -10,6 +10,7 @@
  * own.  FLOPs count the attention core, 4*B*Hq*n*m*d; the useful count
  * leaves out what causality or key padding hides.
  */
+#include "attn_config.h"
 #include "attn.h"
 #include "blas.h"   /* the same internal sgemm attn uses (static library) */
 
