@@ -75,7 +75,7 @@ const attn_kernels *attn_kernels_select(void)
         else if (!strcmp(env, "avx2")) cap = ATTN_SIMD_AVX2;
     }
 #if ATTN_HAVE_X86_KERNELS
-    __builtin_cpu_init();
+    /* libgcc's constructor has filled the CPU model before any call. */
     if (cap >= ATTN_SIMD_AVX512 && __builtin_cpu_supports("avx512f"))
         return &attn_kernels_avx512;
     if (cap >= ATTN_SIMD_AVX2 && __builtin_cpu_supports("avx2") &&
