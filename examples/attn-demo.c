@@ -1,0 +1,459 @@
+/*
+ * attn-demo -- what attn computes, on a sentence and on a real shape.
+ *
+ * 1. Self-attention over "The cat sat on the mat": hand-made word features
+ *    plus a sinusoidal position code, fixed projections W_q, W_k, W_v, two
+ *    heads, one attn_sdpa() call that also returns the probabilities, shown
+ *    as a heatmap per head.
+ * 2. The same with causal attention (window_right = 0, top-left aligned).
+ * 3. A timed case (B=8, H=12, n=m=512, d=64, BHSD, no mask): plan once,
+ *    execute repeatedly, median time and GFLOP/s, and the BLAS in use.
+ *
+ * Usage: attn-demo [--no-bench] [--threads N]
+ *
+ * Colours (ANSI 256) are used only when stdout is a terminal, TERM is not
+ * "dumb" and NO_COLOR is unset or empty (https://no-color.org).
+ */
+#include <attn.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Every attn call goes through this: print the status and exit 1. */
+#define CHECK(call)                                                          \
+    do {                                                                     \
+        attn_status st_ = (call);                                            \
+        if (st_ != ATTN_OK) {                                                \
+            fprintf(stderr, "attn-demo: %s failed: %s\n", #call,             \
+                    attn_status_str(st_));                                   \
+            exit(1);                                                         \
+        }                                                                    \
+    } while (0)
+
+static void *xalloc(size_t bytes)
+{
+    /* 64-byte aligned; aligned_alloc wants a multiple of the alignment. */
+    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) {
+        fprintf(stderr, "attn-demo: out of memory (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+/* ------------------------------------------------------------ tiny PRNG */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+
+/* splitmix64 */
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [-1, 1). */
+static float rng_float(void)
+{
+    return (float)((double)(rng_next() >> 40) / (double)(1u << 23) - 1.0);
+}
+
+/* ------------------------------------------------------------- sentence */
+
+enum { NTOK = 6, DMODEL = 12, NHEAD = 2, DHEAD = DMODEL / NHEAD };
+
+static const char *const tokens[NTOK] = { "The", "cat", "sat", "on", "the", "mat" };
+
+/* Word features (embedding dimensions 0..7); 8..11 hold the position code. */
+enum { F_DET, F_NOUN, F_VERB, F_PREP, F_RHYME, F_ANIMATE, F_PLACE, F_WORD,
+       F_POS0 = 8 };
+
+static const float words[NTOK][8] = {
+    /*          det  noun verb prep -at  anim place word */
+    /* The */ { 1,   0,   0,   0,   0,   0,   0,    1 },
+    /* cat */ { 0,   1,   0,   0,   1,   1,   0,    1 },
+    /* sat */ { 0,   0,   1,   0,   1,   0,   0,    1 },
+    /* on  */ { 0,   0,   0,   1,   0,   0,   0,    1 },
+    /* the */ { 1,   0,   0,   0,   0,   0,   0,    1 },
+    /* mat */ { 0,   1,   0,   0,   1,   0,   1,    1 },
+};
+
+/* Position code: (sin, cos) of i*w at two frequencies. */
+#define DEMO_PI 3.14159265358979323846
+static const double pos_freq[2] = { DEMO_PI / 3.0, DEMO_PI / 6.0 };
+
+/*
+ * The projections are mostly zero, so they are written as rules: query
+ * channel c of head h reads feature f with weight wq, and key channel c of
+ * head h reads feature g with weight wk, so that the score of query i and
+ * key j gains wq * wk * x_i[f] * x_j[g].
+ */
+typedef struct rule { int head, chan, qf; float wq; int kf; float wk; } rule;
+
+static const rule rules[] = {
+    /* head 0, "noun phrase": determiners and nouns look at nouns, the
+     * "-at" words at each other, the cat at the place and the place at
+     * the cat. */
+    { 0, 0, F_NOUN, 2.2f, F_NOUN, 2.2f },
+    { 0, 0, F_DET, 2.2f, F_NOUN, 0.0f },
+    { 0, 1, F_RHYME, 1.0f, F_RHYME, 1.0f },
+    { 0, 4, F_ANIMATE, 2.0f, F_PLACE, 2.0f },
+    { 0, 5, F_PLACE, 2.0f, F_ANIMATE, 2.0f },
+    /* head 1, "relations": the verb looks at the preposition and back, the
+     * preposition at the place, the subject at the verb, determiners at
+     * determiners. */
+    { 1, 0, F_VERB, 2.5f, F_PREP, 2.5f },
+    { 1, 1, F_PREP, 2.5f, F_VERB, 2.5f },
+    { 1, 2, F_PREP, 2.0f, F_PLACE, 2.0f },
+    { 1, 3, F_ANIMATE, 2.0f, F_VERB, 2.0f },
+    { 1, 4, F_DET, 2.0f, F_DET, 2.0f },
+    { 1, 5, F_PLACE, 1.5f, F_PREP, 1.5f },
+};
+
+static void build_inputs(float x[NTOK][DMODEL], float wq[DMODEL][DMODEL],
+                         float wk[DMODEL][DMODEL], float wv[DMODEL][DMODEL])
+{
+    memset(x, 0, sizeof(float) * NTOK * DMODEL);
+    memset(wq, 0, sizeof(float) * DMODEL * DMODEL);
+    memset(wk, 0, sizeof(float) * DMODEL * DMODEL);
+    for (int i = 0; i < NTOK; i++) {
+        memcpy(x[i], words[i], sizeof words[i]);
+        for (int f = 0; f < 2; f++) {
+            x[i][F_POS0 + 2 * f] = (float)sin(i * pos_freq[f]);
+            x[i][F_POS0 + 2 * f + 1] = (float)cos(i * pos_freq[f]);
+        }
+    }
+    for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++) {
+        const rule *u = &rules[r];
+        wq[u->qf][u->head * DHEAD + u->chan] += u->wq;
+        wk[u->kf][u->head * DHEAD + u->chan] += u->wk;
+    }
+    /* Head 0, channels 2-3: the query is the position code of i + 1, the key
+     * that of j, so their product is cos(w (j - i - 1)): "look at the next
+     * token" (each determiner finds its noun). */
+    const double w = pos_freq[0], a = 1.5;
+    wq[F_POS0 + 0][2] = (float)(a * cos(w));
+    wq[F_POS0 + 1][2] = (float)(a * sin(w));
+    wq[F_POS0 + 0][3] = (float)(-a * sin(w));
+    wq[F_POS0 + 1][3] = (float)(a * cos(w));
+    wk[F_POS0 + 0][2] = (float)a;
+    wk[F_POS0 + 1][3] = (float)a;
+    /* Values: small pseudo-random weights. */
+    for (int i = 0; i < DMODEL; i++)
+        for (int j = 0; j < DMODEL; j++)
+            wv[i][j] = 0.5f * rng_float();
+}
+
+/* y[NTOK][DMODEL] = x[NTOK][DMODEL] * w[DMODEL][DMODEL] */
+static void project(float y[NTOK][DMODEL], float x[NTOK][DMODEL], float w[DMODEL][DMODEL])
+{
+    for (int i = 0; i < NTOK; i++)
+        for (int j = 0; j < DMODEL; j++) {
+            double s = 0.0;
+            for (int k = 0; k < DMODEL; k++)
+                s += (double)x[i][k] * w[k][j];
+            y[i][j] = (float)s;
+        }
+}
+
+/* -------------------------------------------------------------- heatmap */
+
+static int use_color;
+
+static int color_wanted(void)
+{
+    const char *no_color = getenv("NO_COLOR");
+    const char *term = getenv("TERM");
+    if (no_color && no_color[0])
+        return 0;
+    if (term && !strcmp(term, "dumb"))
+        return 0;
+    return isatty(STDOUT_FILENO);
+}
+
+/* A 256-colour cube index along dark violet -> blue -> teal -> green ->
+ * yellow for t in [0, 1]. */
+static int heat_color(double t)
+{
+    static const double stops[5][3] = {
+        { 0.27, 0.00, 0.33 }, { 0.23, 0.32, 0.55 }, { 0.13, 0.57, 0.55 },
+        { 0.37, 0.79, 0.38 }, { 0.99, 0.91, 0.14 },
+    };
+    double u = t * 4.0;
+    int s = (int)u;
+    if (s > 3)
+        s = 3;
+    double f = u - s;
+    int c[3];
+    for (int k = 0; k < 3; k++) {
+        double v = stops[s][k] + f * (stops[s + 1][k] - stops[s][k]);
+        c[k] = (int)lround(v * 5.0);
+    }
+    return 16 + 36 * c[0] + 6 * c[1] + c[2];
+}
+
+static void print_cell(float p)
+{
+    static const char ramp[] = " .:-=+*#%@";
+    if (p == 0.0f) {            /* hidden (exactly zero) */
+        printf("      0 ");
+        return;
+    }
+    double t = p < 0.0f ? 0.0 : p > 1.0f ? 1.0 : p;
+    char c = ramp[(int)lround(t * 9.0)];
+    if (use_color)
+        printf("\033[48;5;%dm\033[%dm%c%c %4.2f\033[0m ", heat_color(t),
+               t > 0.55 ? 30 : 97, c, c, p);
+    else
+        printf("%c%c %4.2f ", c, c, p);
+}
+
+/* probs: [NHEAD][NTOK][NTOK] */
+static void print_heatmaps(const char *title, const float *probs)
+{
+    printf("%s\n", title);
+    for (int h = 0; h < NHEAD; h++) {
+        printf("\n  head %d      key:", h);
+        for (int j = 0; j < NTOK; j++)
+            printf(" %-7s", tokens[j]);
+        printf("\n");
+        for (int i = 0; i < NTOK; i++) {
+            printf("  query %-5s     ", tokens[i]);
+            for (int j = 0; j < NTOK; j++)
+                print_cell(probs[(h * NTOK + i) * NTOK + j]);
+            printf("\n");
+        }
+    }
+    printf("\n  shade \" .:-=+*#%%@\" = probability 0 .. 1; \"0\" = not visible\n\n");
+}
+
+/* Run SDPA over the sentence (BSHD views of the projections) and show the
+ * probabilities; check O against P V. */
+static void sentence(int threads, int causal)
+{
+    float x[NTOK][DMODEL], wq[DMODEL][DMODEL], wk[DMODEL][DMODEL], wv[DMODEL][DMODEL];
+    float q[NTOK][DMODEL], k[NTOK][DMODEL], v[NTOK][DMODEL], o[NTOK][DMODEL];
+    float probs[NHEAD * NTOK * NTOK];
+
+    rng_state = 42;
+    build_inputs(x, wq, wk, wv);
+    project(q, x, wq);
+    project(k, x, wk);
+    project(v, x, wv);
+
+    /* Q, K, V, O are [S][H][D] row-major (one batch): BSHD views. */
+    attn_sdpa_desc d;
+    CHECK(attn_sdpa_desc_init(&d));
+    d.batch = 1;
+    d.q_heads = d.kv_heads = NHEAD;
+    d.q_len = d.kv_len = NTOK;
+    d.qk_dim = d.v_dim = DHEAD;
+    d.q = d.k = d.v = d.o = attn_view_bshd(NHEAD, NTOK, DHEAD);
+    d.want_probs = 1;
+    d.probs = attn_view_bhsd(NHEAD, NTOK, NTOK);   /* P [1][H][n][m] */
+    d.threads = threads;
+    if (causal) {
+        d.align = ATTN_ALIGN_TOP_LEFT;
+        d.window_left = -1;
+        d.window_right = 0;
+    }
+    attn_sdpa_args a = { 0 };
+    a.q = &q[0][0];
+    a.k = &k[0][0];
+    a.v = &v[0][0];
+    a.o = &o[0][0];
+    a.probs = probs;
+    CHECK(attn_sdpa(&d, &a));
+
+    print_heatmaps(causal ? "Causal self-attention (window_right = 0, top-left): "
+                            "each word sees only itself and earlier words"
+                          : "Self-attention over \"The cat sat on the mat\" "
+                            "(d_model 12, 2 heads of 6, scale 1/sqrt(6))",
+                   probs);
+
+    double err = 0.0;
+    for (int h = 0; h < NHEAD; h++)
+        for (int i = 0; i < NTOK; i++)
+            for (int c = 0; c < DHEAD; c++) {
+                double s = 0.0;
+                for (int j = 0; j < NTOK; j++)
+                    s += (double)probs[(h * NTOK + i) * NTOK + j] * v[j][h * DHEAD + c];
+                double e = fabs(s - o[i][h * DHEAD + c]);
+                err = e > err ? e : err;
+            }
+    printf("  output O checked against P V: max |difference| = %.1e\n\n", err);
+}
+
+/* ------------------------------------------------------------ benchmark */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static const char *threading_name(attn_blas_threading t)
+{
+    switch (t) {
+    case ATTN_BLAS_THREADING_SEQUENTIAL: return "sequential";
+    case ATTN_BLAS_THREADING_PTHREADS: return "pthreads";
+    case ATTN_BLAS_THREADING_OPENMP: return "OpenMP";
+    case ATTN_BLAS_THREADING_UNKNOWN: break;
+    }
+    return "unknown";
+}
+
+static void bench(int threads)
+{
+    enum { B = 8, H = 12, N = 512, M = 512, D = 64, WARMUP = 2,
+           MIN_RUNS = 10, MAX_RUNS = 50 };
+    const double budget_s = 3.0;   /* stop timing after MIN_RUNS and this */
+
+    attn_blas_info info;
+    CHECK(attn_blas_query(&info));
+
+    attn_sdpa_desc d;
+    CHECK(attn_sdpa_desc_init(&d));
+    d.batch = B;
+    d.q_heads = d.kv_heads = H;
+    d.q_len = N;
+    d.kv_len = M;
+    d.qk_dim = d.v_dim = D;
+    d.q = d.o = attn_view_bhsd(H, N, D);
+    d.k = d.v = attn_view_bhsd(H, M, D);
+    d.threads = threads;
+
+    const size_t nq = (size_t)B * H * N * D, nk = (size_t)B * H * M * D;
+    float *q = xalloc(nq * sizeof(float)), *o = xalloc(nq * sizeof(float));
+    float *k = xalloc(nk * sizeof(float)), *v = xalloc(nk * sizeof(float));
+    rng_state = 2024;
+    for (size_t i = 0; i < nq; i++)
+        q[i] = rng_float();
+    for (size_t i = 0; i < nk; i++) {
+        k[i] = rng_float();
+        v[i] = rng_float();
+    }
+
+    attn_sdpa_plan *plan = NULL;
+    CHECK(attn_sdpa_plan_create(&plan, &d));
+    size_t ws_bytes = 0;
+    CHECK(attn_sdpa_workspace_size(plan, &ws_bytes));
+    void *ws = xalloc(ws_bytes);
+
+    attn_sdpa_args a = { 0 };
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.o = o;
+    for (int r = 0; r < WARMUP; r++)
+        CHECK(attn_sdpa_execute(plan, &a, ws, ws_bytes));
+
+    double times[MAX_RUNS];
+    int runs = 0;
+    double start = now_s();
+    while (runs < MAX_RUNS && (runs < MIN_RUNS || now_s() - start < budget_s)) {
+        double t0 = now_s();
+        CHECK(attn_sdpa_execute(plan, &a, ws, ws_bytes));
+        times[runs++] = now_s() - t0;
+    }
+    qsort(times, (size_t)runs, sizeof times[0], cmp_double);
+    double median = runs % 2 ? times[runs / 2]
+                             : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
+    double flops = 4.0 * B * H * (double)N * M * D;
+
+    int nthreads = !info.openmp ? 1 : threads ? threads : info.max_threads;
+    printf("Benchmark S1: B=%d Hq=Hkv=%d n=m=%d d=%d, BHSD, no mask\n", B, H, N, D);
+    printf("  runs           : %d warm-up + %d timed (plan once, workspace %.1f KiB)\n",
+           WARMUP, runs, (double)ws_bytes / 1024.0);
+    printf("  median         : %.2f ms (min %.2f ms)\n", median * 1e3, times[0] * 1e3);
+    printf("  throughput     : %.1f GFLOP/s (4*B*H*n*m*d = %.2f GFLOP per call)\n",
+           flops / median * 1e-9, flops * 1e-9);
+    printf("  threads        : %d%s\n", nthreads,
+           info.openmp ? " (OpenMP)" : " (built without OpenMP)");
+    printf("  attn           : %s, SIMD kernels %s\n", attn_version(), info.simd);
+    printf("  BLAS backend   : %s (build)\n", info.backend);
+    printf("  BLAS loaded    : %s, %s\n", info.loaded,
+           info.library[0] ? info.library : "(linked into attn)");
+    if (info.version[0])
+        printf("  BLAS version   : %s\n", info.version);
+    printf("  BLAS kernel    : %s\n", info.kernel[0] ? info.kernel : "(not reported)");
+    printf("  BLAS threading : %s (%s)\n", threading_name(info.threading),
+           info.openmp ? "one thread per call inside attn's threads"
+                       : "attn runs on the calling thread");
+
+    CHECK(attn_sdpa_plan_destroy(plan));
+    free(ws);
+    free(q);
+    free(k);
+    free(v);
+    free(o);
+}
+
+/* ----------------------------------------------------------------- main */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: attn-demo [--no-bench] [--threads N]\n"
+               "  --no-bench   skip the timed benchmark case\n"
+               "  --threads N  OpenMP threads for attn (0 = all, the default)\n");
+}
+
+static int parse_threads(const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    long t = strtol(s, &end, 10);
+    if (errno || end == s || *end || t < 0 || t > 1024)
+        return -1;
+    *out = (int)t;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int bench_on = 1, threads = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--no-bench")) {
+            bench_on = 0;
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            if (parse_threads(argv[++i], &threads)) {
+                fprintf(stderr, "attn-demo: bad thread count '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (!strncmp(argv[i], "--threads=", 10)) {
+            if (parse_threads(argv[i] + 10, &threads)) {
+                fprintf(stderr, "attn-demo: bad thread count '%s'\n", argv[i] + 10);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    use_color = color_wanted();
+
+    printf("attn %s demo\n\n", attn_version());
+    sentence(threads, 0);
+    sentence(threads, 1);
+    if (bench_on)
+        bench(threads);
+    return 0;
+}
