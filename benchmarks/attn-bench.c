@@ -122,6 +122,7 @@ static void naive(const bench_case *c, int nthreads, const float *q, const float
         omp_set_num_threads(1);
         tid = omp_get_thread_num();
 #endif
+        int saved = attn_blas_thread_enter(&scope);
         float *s = scores + (size_t)tid * n * m;
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1)
@@ -154,6 +155,7 @@ static void naive(const bench_case *c, int nthreads, const float *q, const float
             attn_sgemm(0, (int)n, (int)d, (int)m, 1.0f, s, (int)m, vb, (int)d, 0.0f,
                        o + (b * c->Hq + h) * n * d, (int)d);
         }
+        attn_blas_thread_leave(&scope, saved);
     }
     attn_blas_scope_leave(&scope);
 }
@@ -276,7 +278,9 @@ static double sgemm_rate(int nthreads)
             tid = omp_get_thread_num();
 #endif
             size_t off = (size_t)tid * N * N;
+            int saved = attn_blas_thread_enter(&scope);
             attn_sgemm(0, N, N, N, 1.0f, a + off, N, b + off, N, 0.0f, c + off, N);
+            attn_blas_thread_leave(&scope, saved);
         }
         double dt = now_ms() - t0;
         double gf = 2.0 * N * N * N * nthreads / (dt * 1e6);

@@ -80,7 +80,7 @@ typedef enum attn_status {
     ATTN_ERR_BAD_OPTION,         /* an enum field (alignment, mask polarity)
                                     holds an unknown value, or a reserved
                                     field is not zero */
-    ATTN_ERR_BAD_THREADS,        /* threads < 0 */
+    ATTN_ERR_BAD_THREADS,        /* threads < 0 or > 1024 */
     ATTN_ERR_BAD_LENGTH,         /* kv_lens[b] not in [0, m] or q_lens[b]
                                     not in [0, n] */
     ATTN_ERR_ARGUMENT_MISMATCH,  /* execute got a pointer for something the
@@ -89,7 +89,6 @@ typedef enum attn_status {
                                     reported by attn_sdpa_workspace_size */
     ATTN_ERR_WORKSPACE_ALIGNMENT,/* caller workspace not 64-byte aligned */
     ATTN_ERR_OUT_OF_MEMORY,      /* an allocation failed */
-    ATTN_ERR_BLAS,               /* the BLAS could not be queried */
     ATTN_STATUS_COUNT_           /* not a status: the number of statuses */
 } attn_status;
 
@@ -120,7 +119,8 @@ ATTN_API const char *attn_version(void);
  * Rules checked at plan time (ATTN_ERR_BAD_STRIDE otherwise):
  * - strides are >= 0; a stride may be 0 only for a dimension of size 1,
  *   except where a field says "broadcast";
- * - the seq stride of Q, K, V, O is >= that tensor's dim, of P >= m;
+ * - the seq stride of Q, K, V, O is >= that tensor's dim and of P >= m,
+ *   even when that length is 1 (it is the BLAS leading dimension);
  * - output views (O, P, logsumexp) do not overlap themselves.
  * Outputs must not overlap inputs or each other (not checked).
  */
@@ -156,8 +156,10 @@ static inline attn_view attn_view_bshd(int64_t heads, int64_t seq, int64_t dim)
 typedef enum attn_align {
     /* d(i) = i: PyTorch's is_causal. */
     ATTN_ALIGN_TOP_LEFT = 0,
-    /* d(i) = i + m - n: FlashAttention's causal, what a KV cache needs (the
-     * last query sees the last key). */
+    /* d(i) = i + m_b - n_b: FlashAttention's causal, what a KV cache needs
+     * (the last query sees the last key).  m_b and n_b are batch b's key and
+     * query lengths: kv_lens[b] and q_lens[b] when those are in use, m and
+     * n otherwise (as FlashAttention's varlen interface). */
     ATTN_ALIGN_BOTTOM_RIGHT = 1
 } attn_align;
 
@@ -175,9 +177,10 @@ typedef enum attn_mask_mode {
  * versions without breaking the ABI.
  *
  * Visibility of key j to query i in batch b (all that apply combine with AND):
- * - window: with d(i) = i (TOP_LEFT) or i + m - n (BOTTOM_RIGHT), key j is
- *   visible iff d(i) - window_left <= j <= d(i) + window_right; a negative
- *   bound means unbounded.  Causal attention is window_right = 0.
+ * - window: with d(i) = i (TOP_LEFT) or i + m_b - n_b (BOTTOM_RIGHT, see
+ *   attn_align), key j is visible iff
+ *   d(i) - window_left <= j <= d(i) + window_right; a negative bound means
+ *   unbounded.  Causal attention is window_right = 0.
  * - key lengths (use_kv_lens): j < kv_lens[b].
  * - query lengths (use_q_lens): rows i >= q_lens[b] are padding; their
  *   output and probabilities are 0 and their logsumexp is -INFINITY.
@@ -186,9 +189,14 @@ typedef enum attn_mask_mode {
  * - additive bias: [B|1][H|1][n|1][m] float with broadcast strides; a
  *   -INFINITY entry hides its position.
  * A row with no visible key has output 0, probabilities 0 and logsumexp
- * -INFINITY, never NaN.  Inputs (Q rows of padded queries; K, V, mask and
- * bias entries hidden by lengths or the window) are never read, so NaN or
- * garbage there does not change any output.
+ * -INFINITY, never NaN.
+ *
+ * What is never read, so NaN or garbage there changes no output: Q rows of
+ * padded queries (i >= q_lens[b]); K and V rows that no query of the
+ * (batch, head) can see through the lengths and the window (j >= kv_lens[b],
+ * or outside every row's window); mask and bias entries at positions (i, j)
+ * hidden by the lengths or the window.  A V row that some queries see is
+ * multiplied by an exact 0 probability for the others, so it must be finite.
  */
 typedef struct attn_sdpa_desc {
     /* Shapes.  Hq % Hkv == 0; query head h reads key/value head

@@ -1,7 +1,9 @@
 /* The one narrow interface between attn and a BLAS: a row-major strided
- * sgemm, plus the scoping of the BLAS's own threads.  One file per backend
- * (blas_openblas.c, blas_blis.c, blas_mkl.c, blas_netlib.c) implements it;
- * everything above it is backend-free. */
+ * sgemm, one file per backend (blas_openblas.c, blas_blis.c, blas_mkl.c,
+ * blas_netlib.c).  Everything above it is backend-free.  The scoping of the
+ * BLAS's own threads (blas_runtime.c) asks the library really loaded at run
+ * time, since on Debian the one behind the soname can change without a
+ * rebuild. */
 #ifndef ATTN_BLAS_H
 #define ATTN_BLAS_H
 
@@ -14,17 +16,21 @@ void attn_sgemm(int trans_b, int M, int N, int K, float alpha,
                 const float *A, int lda, const float *B, int ldb,
                 float beta, float *C, int ldc);
 
-/* Called by the driver once around its parallel region: make the BLAS run
- * single-threaded inside attn's worker threads and give back the caller's
- * setting afterwards.  *state is opaque to the caller. */
-typedef struct attn_blas_scope { int saved; int active; } attn_blas_scope;
-void attn_blas_scope_enter(attn_blas_scope *state);
-void attn_blas_scope_leave(const attn_blas_scope *state);
-
-/* Fill the backend-specific part of *info (version, kernel, threading). */
-void attn_blas_describe(attn_blas_info *info);
-
-/* The symbol attn calls, for locating the loaded library with dladdr(). */
+/* The symbol attn_sgemm calls, to find the loaded library with dladdr(). */
 void *attn_blas_entry_point(void);
+
+/* Around attn's parallel region (the calling thread): the BLAS must not
+ * start threads of its own inside it.  A pthreads OpenBLAS only has a
+ * process-wide setting, which is set to 1 and restored after. */
+typedef struct attn_blas_scope {
+    void (*set_threads)(int);         /* OpenBLAS (pthreads) */
+    int saved;
+    int (*set_local)(int);            /* MKL, threaded layer: per thread */
+} attn_blas_scope;
+void attn_blas_scope_enter(attn_blas_scope *scope);
+void attn_blas_scope_leave(const attn_blas_scope *scope);
+/* In each worker thread, around its work; returns what to restore. */
+int attn_blas_thread_enter(const attn_blas_scope *scope);
+void attn_blas_thread_leave(const attn_blas_scope *scope, int saved);
 
 #endif

@@ -5,6 +5,7 @@
 #include "attn_config.h"
 #include "blas.h"
 #include ATTN_CBLAS_HEADER
+#include <stdint.h>
 
 void attn_sgemm(int trans_b, int M, int N, int K, float alpha,
                 const float *A, int lda, const float *B, int ldb,
@@ -12,16 +13,6 @@ void attn_sgemm(int trans_b, int M, int N, int K, float alpha,
 {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
-void attn_blas_scope_enter(attn_blas_scope *state) { state->active = 0; state->saved = 0; }
-void attn_blas_scope_leave(const attn_blas_scope *state) { (void)state; }
-
-void attn_blas_describe(attn_blas_info *info)
-{
-    info->version[0] = '\0';
-    info->kernel[0] = '\0';
-    info->threading = ATTN_BLAS_THREADING_SEQUENTIAL;
 }
 
 void *attn_blas_entry_point(void) { return (void *)(uintptr_t)&cblas_sgemm; }

@@ -17,6 +17,8 @@
 struct attn_sdpa_plan {
     attn_sdpa_desc d;
     float scale;              /* resolved */
+    int64_t window_left;      /* clamped to [-1, n + m] */
+    int64_t window_right;
     int nthreads;             /* resolved, >= 1 */
     int64_t group;            /* Hq / Hkv */
     int64_t bq, bk;           /* query block rows, key tile columns */

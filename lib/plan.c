@@ -62,10 +62,9 @@ static attn_status check_view(const attn_view *v, int64_t B, int64_t H, int64_t 
         if (dims[i].stride == 0 && dims[i].size > 1 && !broadcast)
             return ATTN_ERR_BAD_STRIDE;
     }
-    /* The seq stride is the BLAS leading dimension: at least a row. */
-    if (v->seq != 0 && v->seq < D)
-        return ATTN_ERR_BAD_STRIDE;
-    if (S > 1 && v->seq == 0 && !broadcast)
+    /* The seq stride is the BLAS leading dimension: at least a row, even
+     * when there is a single row; only broadcast views may use 0. */
+    if (v->seq < D && !(broadcast && v->seq == 0))
         return ATTN_ERR_BAD_STRIDE;
     if (v->seq > INT32_MAX)
         return ATTN_ERR_TOO_LARGE;
@@ -157,6 +156,11 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
     if (!p)
         return ATTN_ERR_OUT_OF_MEMORY;
     p->d = *desc;
+    /* A bound past n + m is as good as unbounded; clamping it keeps the
+     * index arithmetic of execute far from overflow. */
+    const int64_t far = desc->q_len + desc->kv_len;
+    p->window_left = desc->window_left < 0 ? -1 : desc->window_left > far ? far : desc->window_left;
+    p->window_right = desc->window_right < 0 ? -1 : desc->window_right > far ? far : desc->window_right;
     p->scale = isnan(desc->scale) ? (float)(1.0 / sqrt((double)desc->qk_dim)) : desc->scale;
     int nt = desc->threads ? desc->threads : attn_max_threads();
 #if !ATTN_HAVE_OPENMP

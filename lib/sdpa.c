@@ -74,13 +74,15 @@ static void run_block(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
 
     /* Visible key range of each row from the window and the key length; the
      * block reads only the union of these ranges, which is contiguous since
-     * both bounds grow with i. */
-    const int64_t shift = d->align == ATTN_ALIGN_BOTTOM_RIGHT ? m - n : 0;
+     * both bounds grow with i.  Bottom-right alignment uses this batch's
+     * lengths: its last valid query sees its last valid key.  The window
+     * bounds were clamped to n + m at plan time, so nothing overflows. */
+    const int64_t shift = d->align == ATTN_ALIGN_BOTTOM_RIGHT ? kvlen - qlen : 0;
     int64_t jlo = INT64_MAX, jhi = 0;
     for (int64_t r = 0; r < rows; r++) {
         int64_t diag = i0 + r + shift;
-        int64_t lo = d->window_left >= 0 ? diag - d->window_left : 0;
-        int64_t hi = d->window_right >= 0 ? diag + d->window_right + 1 : m;
+        int64_t lo = p->window_left >= 0 ? diag - p->window_left : 0;
+        int64_t hi = p->window_right >= 0 ? diag + p->window_right + 1 : kvlen;
         if (lo < 0) lo = 0;
         if (hi > kvlen) hi = kvlen;
         if (lo >= hi) lo = hi = 0;
@@ -157,7 +159,8 @@ static void run_block(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     for (int64_t r = 0; r < rows; r++) {
         float *orow = o + r * d->o.seq;
         float l = w->lrow[r];
-        int empty = !(l > 0.0f);
+        /* l stays exactly 0 when no key was visible; NaN input gives NaN. */
+        int empty = l == 0.0f;
         float lse = empty ? -INFINITY : w->mrow[r] + logf(l);
         if (empty || first)
             memset(orow, 0, (size_t)dv * sizeof(float));
@@ -236,6 +239,7 @@ attn_status attn_sdpa_execute(const attn_sdpa_plan *p, const attn_sdpa_args *a,
         omp_set_num_threads(1);
         tid = omp_get_thread_num();
 #endif
+        int blas_saved = attn_blas_thread_enter(&scope);
         char *base = (char *)ws + (size_t)tid * p->ws_thread;
         const size_t tile = ((size_t)p->bq * (size_t)p->bk * sizeof(float) + ATTN_ALIGNMENT - 1) /
                             ATTN_ALIGNMENT * ATTN_ALIGNMENT;
@@ -256,6 +260,7 @@ attn_status attn_sdpa_execute(const attn_sdpa_plan *p, const attn_sdpa_args *a,
             int64_t r = it % bh;
             run_block(p, a, &w, r / p->d.q_heads, r % p->d.q_heads, qb);
         }
+        attn_blas_thread_leave(&scope, blas_saved);
     }
     attn_blas_scope_leave(&scope);
     if (!workspace)
