@@ -54,8 +54,9 @@ void attn_blas_scope_enter(attn_blas_scope *scope)
             }
         }
     }
-    /* A no-op with MKL's sequential layer, needed with a threaded one. */
-    scope->set_local = (int (*)(int))sym(h, "mkl_set_num_threads_local");
+    /* MKL: the C entry point (the lower-case name is the Fortran one, by
+     * reference); a no-op with the sequential layer. */
+    scope->set_local = (int (*)(int))sym(h, "MKL_Set_Num_Threads_Local");
     if (h)
         dlclose(h);
 #endif
@@ -138,6 +139,9 @@ attn_status attn_blas_query(attn_blas_info *info)
         char buf[198] = "";
         mkl_version(buf, (int)sizeof buf);
         copy(info->loaded, sizeof info->loaded, "mkl");
+        size_t len = strlen(buf);
+        while (len && buf[len - 1] == ' ')
+            buf[--len] = '\0';
         snprintf(info->version, sizeof info->version, "%.127s", buf);
         info->threading = loaded("libmkl_sequential.so") ? ATTN_BLAS_THREADING_SEQUENTIAL
                         : loaded("libmkl_gnu_thread.so") || loaded("libmkl_intel_thread.so")
