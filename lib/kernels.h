@@ -14,6 +14,10 @@ typedef struct attn_kernels {
     const char *name;
     /* max of x[0..n), -INFINITY when n == 0 or all are -INFINITY */
     float (*row_max)(const float *x, int64_t n);
+    /* On s[0..n): add bias[j] (when bias != NULL), set -INFINITY where the
+     * mask hides (when mask != NULL: hidden iff (mask[j] != 0) == drop),
+     * and return the max of the result (-INFINITY when n == 0). */
+    float (*prep_max)(float *s, int64_t n, const float *bias, const uint8_t *mask, int drop);
     /* x[j] = exp(x[j] - m) in place; returns the sum of the new x[j].
      * m is finite. */
     float (*exp_sum)(float *x, int64_t n, float m);

@@ -3,6 +3,7 @@
 #include "kernels.h"
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 static inline __m256 exp8(__m256 x)
 {
@@ -76,6 +77,42 @@ static float max_avx2(const float *x, int64_t n)
     return hmax8(_mm256_max_ps(m0, m1));
 }
 
+static float prep_max_avx2(float *s, int64_t n, const float *bias, const uint8_t *mask, int drop)
+{
+    if (!bias && !mask)
+        return max_avx2(s, n);
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    const __m256i zero = _mm256_setzero_si256();
+    __m256 m0 = ninf;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 x = _mm256_loadu_ps(s + j);
+        if (bias)
+            x = _mm256_add_ps(x, _mm256_loadu_ps(bias + j));
+        if (mask) {
+            int64_t bytes;
+            memcpy(&bytes, mask + j, sizeof bytes);
+            __m256i mz = _mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes)), zero);
+            /* hidden: nonzero when drop, zero when keep */
+            __m256 hide = _mm256_castsi256_ps(drop ? _mm256_xor_si256(mz, _mm256_set1_epi32(-1)) : mz);
+            x = _mm256_blendv_ps(x, ninf, hide);
+        }
+        _mm256_storeu_ps(s + j, x);
+        m0 = _mm256_max_ps(m0, x);
+    }
+    float m = hmax8(m0);
+    for (; j < n; j++) {
+        float x = s[j];
+        if (bias)
+            x += bias[j];
+        if (mask && (mask[j] != 0) == (drop != 0))
+            x = -INFINITY;
+        s[j] = x;
+        m = x > m ? x : m;
+    }
+    return m;
+}
+
 static float exp_sum_avx2(float *x, int64_t n, float m)
 {
     __m256 vm = _mm256_set1_ps(m);
@@ -130,5 +167,5 @@ static void scale_avx2(float *x, int64_t n, float a)
 }
 
 const attn_kernels attn_kernels_avx2 = {
-    "avx2", max_avx2, exp_sum_avx2, exp_store_avx2, scale_avx2,
+    "avx2", max_avx2, prep_max_avx2, exp_sum_avx2, exp_store_avx2, scale_avx2,
 };

@@ -3,6 +3,7 @@
 #include "kernels.h"
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 static inline __m512 exp16(__m512 x)
 {
@@ -46,6 +47,38 @@ static float max_avx512(const float *x, int64_t n)
     if (j < n)
         m1 = _mm512_mask_max_ps(m1, tail16(n - j), m1, _mm512_maskz_loadu_ps(tail16(n - j), x + j));
     return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+}
+
+static float prep_max_avx512(float *s, int64_t n, const float *bias, const uint8_t *mask,
+                             int drop)
+{
+    if (!bias && !mask)
+        return max_avx512(s, n);
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 m0 = ninf;
+    int64_t j = 0;
+    for (; j < n; j += 16) {
+        __mmask16 k = n - j >= 16 ? (__mmask16)0xFFFF : tail16(n - j);
+        __m512 x = _mm512_maskz_loadu_ps(k, s + j);
+        if (bias)
+            x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, bias + j));
+        if (mask) {
+            __m128i bytes;
+            if (k == 0xFFFF) {
+                bytes = _mm_loadu_si128((const __m128i *)(const void *)(mask + j));
+            } else {
+                uint8_t tmp[16] = { 0 };
+                memcpy(tmp, mask + j, (size_t)(n - j));
+                bytes = _mm_loadu_si128((const __m128i *)(const void *)tmp);
+            }
+            __m512i wide = _mm512_cvtepu8_epi32(bytes);
+            __mmask16 nz = _mm512_test_epi32_mask(wide, wide);
+            x = _mm512_mask_mov_ps(x, drop ? nz : (__mmask16)~nz, ninf);
+        }
+        _mm512_mask_storeu_ps(s + j, k, x);
+        m0 = _mm512_mask_max_ps(m0, k, m0, x);
+    }
+    return _mm512_reduce_max_ps(m0);
 }
 
 static float exp_sum_avx512(float *x, int64_t n, float m)
@@ -102,5 +135,5 @@ static void scale_avx512(float *x, int64_t n, float a)
 }
 
 const attn_kernels attn_kernels_avx512 = {
-    "avx512", max_avx512, exp_sum_avx512, exp_store_avx512, scale_avx512,
+    "avx512", max_avx512, prep_max_avx512, exp_sum_avx512, exp_store_avx512, scale_avx512,
 };

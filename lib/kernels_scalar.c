@@ -40,6 +40,18 @@ static float max_c(const float *x, int64_t n)
     return m;
 }
 
+static float prep_max_c(float *s, int64_t n, const float *bias, const uint8_t *mask, int drop)
+{
+    if (bias)
+        for (int64_t j = 0; j < n; j++)
+            s[j] += bias[j];
+    if (mask)
+        for (int64_t j = 0; j < n; j++)
+            if ((mask[j] != 0) == (drop != 0))
+                s[j] = -INFINITY;
+    return max_c(s, n);
+}
+
 static float exp_sum_c(float *x, int64_t n, float m)
 {
     float s = 0.0f;
@@ -63,7 +75,7 @@ static void scale_c(float *x, int64_t n, float a)
 }
 
 const attn_kernels attn_kernels_scalar = {
-    "scalar", max_c, exp_sum_c, exp_store_c, scale_c,
+    "scalar", max_c, prep_max_c, exp_sum_c, exp_store_c, scale_c,
 };
 
 const attn_kernels *attn_kernels_select(void)

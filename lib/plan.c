@@ -167,17 +167,55 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
     nt = 1;
 #endif
     p->nthreads = nt < 1 ? 1 : nt;
-    p->group = desc->q_heads / desc->kv_heads;
-    p->bq = desc->q_len < ATTN_BLOCK_Q ? desc->q_len : ATTN_BLOCK_Q;
-    p->bk = desc->kv_len < ATTN_TILE_K ? desc->kv_len : ATTN_TILE_K;
-    p->nqblocks = (desc->q_len + p->bq - 1) / p->bq;
-    p->nitems = desc->batch * desc->q_heads * p->nqblocks;
-    /* Per thread: the score tile, then m, l, correction (float) and the
-     * visible range lo, hi (int64) of each row of a block. */
-    size_t tile = round_up((size_t)p->bq * (size_t)p->bk * sizeof(float));
-    size_t rows = round_up((size_t)p->bq * (3 * sizeof(float) + 2 * sizeof(int64_t)));
-    p->ws_thread = tile + rows;
-    p->ws_bytes = p->ws_thread * (size_t)p->nthreads;
+    const int64_t B = desc->batch, n = desc->q_len, m = desc->kv_len, dv = desc->v_dim;
+    const int64_t g = desc->q_heads / desc->kv_heads;
+    p->group = g;
+    p->bq = n < ATTN_BLOCK_Q ? n : ATTN_BLOCK_Q;
+    p->bk = m < ATTN_TILE_K ? m : ATTN_TILE_K;
+    p->nqblocks = (n + p->bq - 1) / p->bq;
+    p->vrows = g * p->bq;
+
+    /* Short queries over many keys with too few (batch, group, block) items
+     * to keep every thread busy: split the keys into chunks merged by
+     * logsumexp.  Decided by the shape alone. */
+    const int64_t base = B * desc->kv_heads * p->nqblocks;
+    p->nchunks = 1;
+    if (n <= 64 && base < ATTN_SPLIT_ITEMS) {
+        int64_t c = (ATTN_SPLIT_ITEMS + base - 1) / base;
+        int64_t cmax = (m + ATTN_SPLIT_MIN_KEYS - 1) / ATTN_SPLIT_MIN_KEYS;
+        if (c > cmax) c = cmax;
+        size_t row_bytes = (size_t)(B * desc->q_heads * n) * (size_t)(dv + 2) * sizeof(float);
+        while (c > 1 && row_bytes * (size_t)c > ATTN_SPLIT_MAX_BYTES)
+            c--;
+        p->nchunks = c;
+    }
+    p->chunk = (m + p->nchunks - 1) / p->nchunks;
+    p->nitems = base * p->nchunks;
+
+    /* GQA: the g heads of a group as one matrix of g * n rows, when the
+     * whole of n is one block and the heads lie at a constant row stride. */
+    p->stack_ldq = p->stack_ldo = 0;
+    if (g > 1 && p->nqblocks == 1 && g * n <= ATTN_STACK_MAX) {
+        int64_t ldq = n == 1 ? desc->q.head : desc->q.head == n * desc->q.seq ? desc->q.seq : 0;
+        int64_t ldo = p->nchunks > 1 ? dv
+                    : n == 1 ? desc->o.head : desc->o.head == n * desc->o.seq ? desc->o.seq : 0;
+        if (ldq >= desc->qk_dim && ldq <= INT32_MAX && ldo >= dv && ldo <= INT32_MAX) {
+            p->stack_ldq = ldq;
+            p->stack_ldo = ldo;
+        }
+    }
+    p->srows = p->stack_ldq ? p->vrows : p->bq;
+
+    /* Per thread: the score tile, the visible range of each row (int64) and
+     * the running max, sum and correction of each virtual row. */
+    size_t tile = round_up((size_t)p->srows * (size_t)p->bk * sizeof(float));
+    size_t ranges = round_up((size_t)p->bq * 2 * sizeof(int64_t));
+    size_t state = round_up((size_t)p->vrows * 3 * sizeof(float));
+    p->ws_thread = tile + ranges + state;
+    p->ws_part = p->nchunks > 1
+        ? round_up((size_t)(p->nchunks * B * desc->q_heads * n) * (size_t)(dv + 2) * sizeof(float))
+        : 0;
+    p->ws_bytes = p->ws_thread * (size_t)p->nthreads + p->ws_part;
     p->kern = attn_kernels_select();
     *plan = p;
     return ATTN_OK;

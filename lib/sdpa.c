@@ -1,18 +1,27 @@
-/* SDPA forward: work items are (batch, query head, block of query rows); each
- * runs over the keys its rows can see in tiles of ATTN_TILE_K, with an online
- * softmax:
+/* SDPA forward.
  *
- *   S    = scale * Q_blk K_tile^T                     (sgemm, K read in place)
- *   S   += bias, hidden positions -> -INFINITY        (row loop)
- *   m'   = max(m, rowmax S);  c = exp(m - m')
- *   S    = exp(S - m');  l = c * l + rowsum S          (vector kernels)
- *   O    = c * O + S V_tile                            (sgemm into O itself)
+ * A work item is (batch, key/value head, block of query rows, key chunk).
+ * It runs the query heads of its GQA group over the keys its rows can see,
+ * in tiles of ATTN_TILE_K, so each K/V tile serves the whole group while it
+ * is in cache.  Per tile and per head (or per stack of heads, when the
+ * group's rows form one matrix) it does an online softmax:
  *
- * and at the end O /= l, lse = m + log l.  When probabilities are requested
- * the masked scores are also copied to P as they are made, and turned into
- * exp(s - lse) once lse is known, so O never depends on that option.  Every
- * row is computed by the same sequence of operations whatever the thread
- * count, so results are bitwise identical for any number of threads. */
+ *   S  = scale * Q_rows K_tile^T                 (sgemm, K read in place)
+ *   S += bias, hidden -> -INFINITY, m' = max     (one vector pass)
+ *   c  = exp(m - m');  S = exp(S - m');  l = c l + rowsum S
+ *   O  = c O + S V_tile                          (sgemm into O itself)
+ *
+ * and at the end O /= l, lse = m + log l.  Tiles no row can see are never
+ * computed; on tiles the rows see unevenly (the causal diagonal, window
+ * edges) the rows go in sub-blocks of ATTN_SUB_Q, each over its own columns.
+ * Short queries over long keys (decode) with too few items split the keys
+ * into chunks whose partial results are merged by logsumexp afterwards.
+ *
+ * When probabilities are requested the masked scores are also copied to P as
+ * they are made and turned into exp(s - lse) once lse is known, so O never
+ * depends on that option.  The partition depends on the shape only and each
+ * row sees the same sequence of operations, so results are bitwise identical
+ * for any number of threads. */
 #include "internal.h"
 #include "blas.h"
 #include <math.h>
@@ -23,158 +32,346 @@
 #endif
 
 typedef struct work {
-    float *s;        /* bq x bk score tile */
-    float *mrow;     /* running max per row */
-    float *lrow;     /* running sum per row */
-    float *corr;     /* rescale of O per row for the current tile */
-    int64_t *lo;     /* visible key range [lo, hi) per row */
+    float *s;        /* srows x bk score tile */
+    int64_t *lo;     /* visible key range [lo, hi) per query row */
     int64_t *hi;
+    float *mrow;     /* running max per virtual row (head, query) */
+    float *lrow;     /* running sum */
+    float *corr;     /* rescale of O for the current tile */
 } work;
 
-static void zero_rows(float *base, int64_t rows, int64_t cols, int64_t ld)
+/* Where a work item accumulates its O rows: the user's O, or its chunk's
+ * slot of the split-K partial results. */
+typedef struct dest {
+    float *o;        /* row (h, i) at o + h * head + i * seq */
+    int64_t head, seq;
+    float *m, *l;    /* split-K only: max and sum of row (h, i) at h * n + i */
+} dest;
+
+/* Split-K partial results, shared by all threads: for chunk c and row
+ * (b, h, i), at index ((c * B + b) * Hq + h) * n + i: O (dv floats, not yet
+ * divided by l), then m and l in two arrays after all the O rows. */
+typedef struct partials {
+    float *o, *m, *l;
+} partials;
+
+static int64_t q_len_of(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b)
 {
-    for (int64_t r = 0; r < rows; r++)
-        memset(base + r * ld, 0, (size_t)cols * sizeof(float));
+    return p->d.use_q_lens ? a->q_lens[b] : p->d.q_len;
 }
 
-/* Rows [i0, i1) that carry no attention: output 0, P 0, lse -INFINITY. */
-static void write_empty_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a,
-                             int64_t b, int64_t h, int64_t i0, int64_t i1)
+static int64_t kv_len_of(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b)
+{
+    return p->d.use_kv_lens ? a->kv_lens[b] : p->d.kv_len;
+}
+
+static float *probs_row(const attn_sdpa_plan *p, const attn_sdpa_args *a,
+                        int64_t b, int64_t h, int64_t i)
+{
+    const attn_view *v = &p->d.probs;
+    return a->probs + b * v->batch + h * v->head + i * v->seq;
+}
+
+static float *lse_at(const attn_sdpa_plan *p, const attn_sdpa_args *a,
+                     int64_t b, int64_t h, int64_t i)
+{
+    const attn_view *v = &p->d.lse;
+    return a->lse + b * v->batch + h * v->head + i * v->seq;
+}
+
+/* Row i of (b, h) carries no attention: output 0, P 0, lse -INFINITY. */
+static void write_empty_row(const attn_sdpa_plan *p, const attn_sdpa_args *a,
+                            int64_t b, int64_t h, int64_t i)
 {
     const attn_sdpa_desc *d = &p->d;
-    if (i1 <= i0)
-        return;
-    zero_rows(a->o + b * d->o.batch + h * d->o.head + i0 * d->o.seq, i1 - i0, d->v_dim, d->o.seq);
+    memset(a->o + b * d->o.batch + h * d->o.head + i * d->o.seq, 0,
+           (size_t)d->v_dim * sizeof(float));
     if (d->want_probs)
-        zero_rows(a->probs + b * d->probs.batch + h * d->probs.head + i0 * d->probs.seq,
-                  i1 - i0, d->kv_len, d->probs.seq);
+        memset(probs_row(p, a, b, h, i), 0, (size_t)d->kv_len * sizeof(float));
     if (d->want_lse)
-        for (int64_t i = i0; i < i1; i++)
-            a->lse[b * d->lse.batch + h * d->lse.head + i * d->lse.seq] = -INFINITY;
+        *lse_at(p, a, b, h, i) = -INFINITY;
 }
 
-static void run_block(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
-                      int64_t b, int64_t h, int64_t qb)
+/* Visible keys [lo, hi) of query i (lo == hi == 0 when none), from the
+ * window and the key length.  Bottom-right alignment uses this batch's
+ * lengths: its last valid query sees its last valid key.  The window
+ * bounds were clamped to n + m at plan time, so nothing overflows. */
+static void row_range(const attn_sdpa_plan *p, int64_t qlen, int64_t kvlen, int64_t i,
+                      int64_t *lo_out, int64_t *hi_out)
+{
+    int64_t diag = i + (p->d.align == ATTN_ALIGN_BOTTOM_RIGHT ? kvlen - qlen : 0);
+    int64_t lo = p->window_left >= 0 ? diag - p->window_left : 0;
+    int64_t hi = p->window_right >= 0 ? diag + p->window_right + 1 : kvlen;
+    if (lo < 0) lo = 0;
+    if (hi > kvlen) hi = kvlen;
+    if (lo >= hi) lo = hi = 0;
+    *lo_out = lo;
+    *hi_out = hi;
+}
+
+/* Turn a row of raw scores into probabilities: exp(s - lse) on [lo, hi), 0
+ * elsewhere, and everywhere when the row is empty. */
+static void finish_probs(const attn_sdpa_plan *p, float *pr, int64_t lo, int64_t hi, float lse)
+{
+    if (lse == -INFINITY)
+        lo = hi = 0;
+    memset(pr, 0, (size_t)lo * sizeof(float));
+    if (hi > lo)
+        p->kern->exp_store(pr + lo, pr + lo, hi - lo, lse);
+    memset(pr + hi, 0, (size_t)(p->d.kv_len - hi) * sizeof(float));
+}
+
+/* The rows of one GEMM: either one head's rows or the whole group's. */
+typedef struct segment {
+    const float *q;   /* first row */
+    int64_t ldq;
+    float *o;
+    int64_t ldo;
+    int64_t v0;       /* first virtual row */
+    int64_t nrows;
+} segment;
+
+/* One tile of keys [t, t + nt) for the local rows [r0, r1) of a segment,
+ * over the tile columns [cs, ce). */
+static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
+                     const segment *sg, int64_t r0, int64_t r1, int64_t cs, int64_t ce,
+                     int64_t b, int64_t h0, int64_t i0, int64_t rows, int64_t t,
+                     const float *k, const float *v)
 {
     const attn_sdpa_desc *d = &p->d;
     const attn_kernels *kern = p->kern;
-    const int64_t n = d->q_len, m = d->kv_len, dk = d->qk_dim, dv = d->v_dim;
-    const int64_t hk = h / p->group;
+    const int64_t bk = p->bk;
+    const int drop = d->mask_mode == ATTN_MASK_DROP_NONZERO;
+    float *s = w->s;
+
+    attn_sgemm(1, (int)(r1 - r0), (int)(ce - cs), (int)d->qk_dim, p->scale,
+               sg->q + r0 * sg->ldq, (int)sg->ldq, k + (t + cs) * d->k.seq, (int)d->k.seq,
+               0.0f, s + r0 * bk + cs, (int)bk);
+
+    for (int64_t lr = r0; lr < r1; lr++) {
+        const int64_t vr = sg->v0 + lr, r = vr % rows, h = h0 + vr / rows, i = i0 + r;
+        float *sr = s + lr * bk;
+        int64_t a0 = w->lo[r] - t, a1 = w->hi[r] - t;
+        if (a0 < cs) a0 = cs;
+        if (a1 > ce) a1 = ce;
+        if (a1 < a0) a0 = a1 = cs;
+        for (int64_t j = cs; j < a0; j++) sr[j] = -INFINITY;
+        for (int64_t j = a1; j < ce; j++) sr[j] = -INFINITY;
+        const float *bias = d->use_bias
+            ? a->bias + b * d->bias.batch + h * d->bias.head + i * d->bias.seq + t + a0 : NULL;
+        const uint8_t *mask = d->mask_mode != ATTN_MASK_NONE
+            ? a->mask + b * d->mask.batch + h * d->mask.head + i * d->mask.seq + t + a0 : NULL;
+        float mt = kern->prep_max(sr + a0, a1 - a0, bias, mask, drop);
+        if (d->want_probs)
+            memcpy(probs_row(p, a, b, h, i) + t + cs, sr + cs, (size_t)(ce - cs) * sizeof(float));
+        float mold = w->mrow[vr];
+        float mnew = mt > mold ? mt : mold;
+        if (mnew == -INFINITY) {
+            /* Nothing visible yet: contributes nothing. */
+            memset(sr + cs, 0, (size_t)(ce - cs) * sizeof(float));
+            w->corr[vr] = 1.0f;
+            continue;
+        }
+        float c = mold == -INFINITY ? 0.0f : attn_exp_scalar(mold - mnew);
+        float sum = kern->exp_sum(sr + cs, ce - cs, mnew);
+        w->lrow[vr] = w->lrow[vr] * c + sum;
+        w->mrow[vr] = mnew;
+        w->corr[vr] = c;
+    }
+    for (int64_t lr = r0; lr < r1; lr++)
+        if (w->corr[sg->v0 + lr] != 1.0f)
+            kern->scale(sg->o + lr * sg->ldo, d->v_dim, w->corr[sg->v0 + lr]);
+    attn_sgemm(0, (int)(r1 - r0), (int)d->v_dim, (int)(ce - cs), 1.0f, s + r0 * bk + cs, (int)bk,
+               v + (t + cs) * d->v.seq, (int)d->v.seq, 1.0f, sg->o + r0 * sg->ldo, (int)sg->ldo);
+}
+
+/* Tile columns [cs, ce) the local rows [r0, r1) see; empty when cs >= ce. */
+static void rows_span(const work *w, const segment *sg, int64_t r0, int64_t r1, int64_t rows,
+                      int64_t t, int64_t nt, int64_t *cs, int64_t *ce, int *even)
+{
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    int ev = 1;
+    for (int64_t lr = r0; lr < r1; lr++) {
+        int64_t r = (sg->v0 + lr) % rows;
+        int64_t a0 = w->lo[r] - t, a1 = w->hi[r] - t;
+        if (a0 < 0) a0 = 0;
+        if (a1 > nt) a1 = nt;
+        if (a0 != 0 || a1 != nt)
+            ev = 0;
+        if (a0 >= a1)
+            continue;
+        if (a0 < lo) lo = a0;
+        if (a1 > hi) hi = a1;
+    }
+    *cs = lo == INT64_MAX ? 0 : lo;
+    *ce = hi == INT64_MIN ? 0 : hi;
+    *even = ev;
+}
+
+static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
+                     const partials *part, int64_t b, int64_t hk, int64_t qb, int64_t chunk)
+{
+    const attn_sdpa_desc *d = &p->d;
+    const attn_kernels *kern = p->kern;
+    const int64_t n = d->q_len, dv = d->v_dim, g = p->group;
+    const int64_t h0 = hk * g;
     const int64_t i0 = qb * p->bq;
     const int64_t i1 = i0 + p->bq < n ? i0 + p->bq : n;
-    const int64_t qlen = d->use_q_lens ? a->q_lens[b] : n;
-    const int64_t kvlen = d->use_kv_lens ? a->kv_lens[b] : m;
+    const int64_t qlen = q_len_of(p, a, b), kvlen = kv_len_of(p, a, b);
     const int64_t ie = i1 < qlen ? i1 : (i0 > qlen ? i0 : qlen);
+    const int split = p->nchunks > 1;
 
-    /* Padding query rows are never read. */
-    write_empty_rows(p, a, b, h, ie, i1);
+    /* Padding query rows are never read (split-K: the merge writes them). */
+    if (!split)
+        for (int64_t hh = 0; hh < g; hh++)
+            for (int64_t i = ie; i < i1; i++)
+                write_empty_row(p, a, b, h0 + hh, i);
     const int64_t rows = ie - i0;
     if (rows <= 0)
         return;
 
-    /* Visible key range of each row from the window and the key length; the
-     * block reads only the union of these ranges, which is contiguous since
-     * both bounds grow with i.  Bottom-right alignment uses this batch's
-     * lengths: its last valid query sees its last valid key.  The window
-     * bounds were clamped to n + m at plan time, so nothing overflows. */
-    const int64_t shift = d->align == ATTN_ALIGN_BOTTOM_RIGHT ? kvlen - qlen : 0;
+    /* The block reads only the union of its rows' visible keys (contiguous,
+     * since both bounds grow with i), within this item's key chunk. */
     int64_t jlo = INT64_MAX, jhi = 0;
     for (int64_t r = 0; r < rows; r++) {
-        int64_t diag = i0 + r + shift;
-        int64_t lo = p->window_left >= 0 ? diag - p->window_left : 0;
-        int64_t hi = p->window_right >= 0 ? diag + p->window_right + 1 : kvlen;
-        if (lo < 0) lo = 0;
-        if (hi > kvlen) hi = kvlen;
-        if (lo >= hi) lo = hi = 0;
-        else {
-            if (lo < jlo) jlo = lo;
-            if (hi > jhi) jhi = hi;
+        row_range(p, qlen, kvlen, i0 + r, &w->lo[r], &w->hi[r]);
+        if (w->lo[r] < w->hi[r]) {
+            if (w->lo[r] < jlo) jlo = w->lo[r];
+            if (w->hi[r] > jhi) jhi = w->hi[r];
         }
-        w->lo[r] = lo;
-        w->hi[r] = hi;
-        w->mrow[r] = -INFINITY;
-        w->lrow[r] = 0.0f;
+    }
+    if (split) {
+        const int64_t c0 = chunk * p->chunk, c1 = c0 + p->chunk;
+        if (jlo < c0) jlo = c0;
+        if (jhi > c1) jhi = c1;
     }
 
-    const float *q = a->q + b * d->q.batch + h * d->q.head + i0 * d->q.seq;
+    dest out;
+    if (split) {
+        int64_t base = (chunk * d->batch + b) * d->q_heads * n;
+        out.o = part->o + base * dv;
+        out.head = n * dv;
+        out.seq = dv;
+        out.m = part->m + base;
+        out.l = part->l + base;
+    } else {
+        out.o = a->o + b * d->o.batch;
+        out.head = d->o.head;
+        out.seq = d->o.seq;
+        out.m = out.l = NULL;
+    }
+
+    const int64_t vrows = g * rows;
+    for (int64_t vr = 0; vr < vrows; vr++) {
+        w->mrow[vr] = -INFINITY;
+        w->lrow[vr] = 0.0f;
+        memset(out.o + (h0 + vr / rows) * out.head + (i0 + vr % rows) * out.seq, 0,
+               (size_t)dv * sizeof(float));
+    }
+
+    /* GQA: the group's rows as one matrix when the layout allows it. */
+    const int stacked = p->stack_ldq && rows == n;
+    const int64_t nseg = stacked ? 1 : g;
+    segment sg[1];
+    const float *qb_base = a->q + b * d->q.batch + i0 * d->q.seq;
     const float *k = a->k + b * d->k.batch + hk * d->k.head;
     const float *v = a->v + b * d->v.batch + hk * d->v.head;
-    float *o = a->o + b * d->o.batch + h * d->o.head + i0 * d->o.seq;
-    float *prob = d->want_probs ? a->probs + b * d->probs.batch + h * d->probs.head + i0 * d->probs.seq : NULL;
-    const uint8_t *mask = d->mask_mode != ATTN_MASK_NONE
-                              ? a->mask + b * d->mask.batch + h * d->mask.head + i0 * d->mask.seq : NULL;
-    const uint8_t drop_if = d->mask_mode == ATTN_MASK_DROP_NONZERO;
-    const float *bias = d->use_bias ? a->bias + b * d->bias.batch + h * d->bias.head + i0 * d->bias.seq : NULL;
-    const int64_t bk = p->bk;
-    float *s = w->s;
-    int first = 1;
 
-    for (int64_t t = jlo; t < jhi; t += bk) {
-        const int64_t nt = jhi - t < bk ? jhi - t : bk;
-        attn_sgemm(1, (int)rows, (int)nt, (int)dk, p->scale, q, (int)d->q.seq,
-                   k + t * d->k.seq, (int)d->k.seq, 0.0f, s, (int)bk);
-        for (int64_t r = 0; r < rows; r++) {
-            float *sr = s + r * bk;
-            int64_t c0 = w->lo[r] - t, c1 = w->hi[r] - t;
-            if (c0 < 0) c0 = 0;
-            if (c1 > nt) c1 = nt;
-            if (c1 < c0) c1 = c0;
-            for (int64_t j = 0; j < c0; j++) sr[j] = -INFINITY;
-            for (int64_t j = c1; j < nt; j++) sr[j] = -INFINITY;
-            if (bias) {
-                const float *br = bias + r * d->bias.seq + t;
-                for (int64_t j = c0; j < c1; j++) sr[j] += br[j];
-            }
-            if (mask) {
-                const uint8_t *mr = mask + r * d->mask.seq + t;
-                for (int64_t j = c0; j < c1; j++)
-                    if ((mr[j] != 0) == drop_if) sr[j] = -INFINITY;
-            }
-            if (prob)
-                memcpy(prob + r * d->probs.seq + t, sr, (size_t)nt * sizeof(float));
-            float mt = kern->row_max(sr + c0, c1 - c0);
-            float mold = w->mrow[r];
-            float mnew = mt > mold ? mt : mold;
-            if (mnew == -INFINITY) {
-                /* Nothing visible yet: contributes nothing. */
-                memset(sr, 0, (size_t)nt * sizeof(float));
-                w->corr[r] = 1.0f;
+    for (int64_t t = jlo; t < jhi; t += p->bk) {
+        const int64_t nt = jhi - t < p->bk ? jhi - t : p->bk;
+        for (int64_t si = 0; si < nseg; si++) {
+            const int64_t h = h0 + (stacked ? 0 : si);
+            sg->q = qb_base + h * d->q.head;
+            sg->ldq = stacked ? p->stack_ldq : d->q.seq;
+            sg->o = out.o + h * out.head + i0 * out.seq;
+            sg->ldo = stacked ? p->stack_ldo : out.seq;
+            sg->v0 = stacked ? 0 : si * rows;
+            sg->nrows = stacked ? vrows : rows;
+            int64_t cs, ce;
+            int even;
+            rows_span(w, sg, 0, sg->nrows, rows, t, nt, &cs, &ce, &even);
+            if (even) {
+                run_rows(p, a, w, sg, 0, sg->nrows, 0, nt, b, h0, i0, rows, t, k, v);
                 continue;
             }
-            float c = mold == -INFINITY ? 0.0f : attn_exp_scalar(mold - mnew);
-            float sum = kern->exp_sum(sr, nt, mnew);
-            w->lrow[r] = w->lrow[r] * c + sum;
-            w->mrow[r] = mnew;
-            w->corr[r] = c;
+            for (int64_t r0 = 0; r0 < sg->nrows; r0 += ATTN_SUB_Q) {
+                int64_t r1 = r0 + ATTN_SUB_Q < sg->nrows ? r0 + ATTN_SUB_Q : sg->nrows;
+                rows_span(w, sg, r0, r1, rows, t, nt, &cs, &ce, &even);
+                if (cs < ce)
+                    run_rows(p, a, w, sg, r0, r1, cs, ce, b, h0, i0, rows, t, k, v);
+            }
         }
-        if (!first)
-            for (int64_t r = 0; r < rows; r++)
-                if (w->corr[r] != 1.0f)
-                    kern->scale(o + r * d->o.seq, dv, w->corr[r]);
-        attn_sgemm(0, (int)rows, (int)dv, (int)nt, 1.0f, s, (int)bk,
-                   v + t * d->v.seq, (int)d->v.seq, first ? 0.0f : 1.0f, o, (int)d->o.seq);
-        first = 0;
     }
 
-    for (int64_t r = 0; r < rows; r++) {
-        float *orow = o + r * d->o.seq;
-        float l = w->lrow[r];
+    for (int64_t vr = 0; vr < vrows; vr++) {
+        const int64_t r = vr % rows, h = h0 + vr / rows, i = i0 + r;
+        const float l = w->lrow[vr];
+        float *orow = out.o + h * out.head + i * out.seq;
+        if (split) {
+            out.m[h * n + i] = w->mrow[vr];
+            out.l[h * n + i] = l;
+            continue;
+        }
         /* l stays exactly 0 when no key was visible; NaN input gives NaN. */
-        int empty = l == 0.0f;
-        float lse = empty ? -INFINITY : w->mrow[r] + logf(l);
-        if (empty || first)
+        const int empty = l == 0.0f;
+        const float lse = empty ? -INFINITY : w->mrow[vr] + logf(l);
+        if (empty)
             memset(orow, 0, (size_t)dv * sizeof(float));
         else
             kern->scale(orow, dv, 1.0f / l);
         if (d->want_lse)
-            a->lse[b * d->lse.batch + h * d->lse.head + (i0 + r) * d->lse.seq] = lse;
-        if (prob) {
-            float *pr = prob + r * d->probs.seq;
-            int64_t lo = empty ? 0 : w->lo[r], hi = empty ? 0 : w->hi[r];
-            memset(pr, 0, (size_t)lo * sizeof(float));
-            if (hi > lo)
-                kern->exp_store(pr + lo, pr + lo, hi - lo, lse);
-            memset(pr + hi, 0, (size_t)(m - hi) * sizeof(float));
+            *lse_at(p, a, b, h, i) = lse;
+        if (d->want_probs)
+            finish_probs(p, probs_row(p, a, b, h, i), w->lo[r], w->hi[r], lse);
+    }
+}
+
+/* Split-K: merge the chunks of every row of (b, h) in chunk order. */
+static void merge_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, const partials *part,
+                       int64_t b, int64_t h)
+{
+    const attn_sdpa_desc *d = &p->d;
+    const int64_t n = d->q_len, dv = d->v_dim;
+    const int64_t qlen = q_len_of(p, a, b), kvlen = kv_len_of(p, a, b);
+    const int64_t cstride = d->batch * d->q_heads * n;
+    for (int64_t i = 0; i < n; i++) {
+        if (i >= qlen) {
+            write_empty_row(p, a, b, h, i);
+            continue;
+        }
+        const int64_t row = (b * d->q_heads + h) * n + i;
+        float mx = -INFINITY;
+        for (int64_t c = 0; c < p->nchunks; c++) {
+            float mc = part->m[c * cstride + row];
+            mx = mc > mx ? mc : mx;
+        }
+        float l = 0.0f;
+        if (mx != -INFINITY)
+            for (int64_t c = 0; c < p->nchunks; c++) {
+                float mc = part->m[c * cstride + row];
+                if (mc != -INFINITY)
+                    l += part->l[c * cstride + row] * attn_exp_scalar(mc - mx);
+            }
+        const int empty = l == 0.0f;
+        const float lse = empty ? -INFINITY : mx + logf(l);
+        float *orow = a->o + b * d->o.batch + h * d->o.head + i * d->o.seq;
+        memset(orow, 0, (size_t)dv * sizeof(float));
+        if (!empty)
+            for (int64_t c = 0; c < p->nchunks; c++) {
+                float mc = part->m[c * cstride + row];
+                if (mc == -INFINITY)
+                    continue;
+                const float wgt = attn_exp_scalar(mc - mx) / l;
+                const float *oc = part->o + (c * cstride + row) * dv;
+                for (int64_t j = 0; j < dv; j++)
+                    orow[j] += wgt * oc[j];
+            }
+        if (d->want_lse)
+            *lse_at(p, a, b, h, i) = lse;
+        if (d->want_probs) {
+            int64_t lo, hi;
+            row_range(p, qlen, kvlen, i, &lo, &hi);
+            finish_probs(p, probs_row(p, a, b, h, i), lo, hi, lse);
         }
     }
 }
@@ -224,8 +421,21 @@ attn_status attn_sdpa_execute(const attn_sdpa_plan *p, const attn_sdpa_args *a,
             return ATTN_ERR_OUT_OF_MEMORY;
     }
 
-    const int64_t bh = p->d.batch * p->d.q_heads;
+    const attn_sdpa_desc *d = &p->d;
     const int64_t nitems = p->nitems;
+    const int64_t per_block = d->batch * d->kv_heads * p->nchunks;
+    partials part = { NULL, NULL, NULL };
+    if (p->nchunks > 1) {
+        int64_t rows = p->nchunks * d->batch * d->q_heads * d->q_len;
+        part.o = (float *)((char *)ws + p->ws_thread * (size_t)p->nthreads);
+        part.m = part.o + rows * d->v_dim;
+        part.l = part.m + rows;
+    }
+    const size_t tile = ((size_t)p->srows * (size_t)p->bk * sizeof(float) + ATTN_ALIGNMENT - 1) /
+                        ATTN_ALIGNMENT * ATTN_ALIGNMENT;
+    const size_t ranges = ((size_t)p->bq * 2 * sizeof(int64_t) + ATTN_ALIGNMENT - 1) /
+                          ATTN_ALIGNMENT * ATTN_ALIGNMENT;
+
     attn_blas_scope scope;
     attn_blas_scope_enter(&scope);
 #if ATTN_HAVE_OPENMP
@@ -241,24 +451,30 @@ attn_status attn_sdpa_execute(const attn_sdpa_plan *p, const attn_sdpa_args *a,
 #endif
         int blas_saved = attn_blas_thread_enter(&scope);
         char *base = (char *)ws + (size_t)tid * p->ws_thread;
-        const size_t tile = ((size_t)p->bq * (size_t)p->bk * sizeof(float) + ATTN_ALIGNMENT - 1) /
-                            ATTN_ALIGNMENT * ATTN_ALIGNMENT;
         work w;
-        w.s = (float *)base;
+        w.s = (float *)(void *)base;
         w.lo = (int64_t *)(void *)(base + tile);
         w.hi = w.lo + p->bq;
-        w.mrow = (float *)(void *)(w.hi + p->bq);
-        w.lrow = w.mrow + p->bq;
-        w.corr = w.lrow + p->bq;
+        w.mrow = (float *)(void *)(base + tile + ranges);
+        w.lrow = w.mrow + p->vrows;
+        w.corr = w.lrow + p->vrows;
         /* Heaviest blocks first (the last query blocks under a causal
          * mask): a dynamic schedule then balances the triangle. */
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
         for (int64_t it = 0; it < nitems; it++) {
-            int64_t qb = p->nqblocks - 1 - it / bh;
-            int64_t r = it % bh;
-            run_block(p, a, &w, r / p->d.q_heads, r % p->d.q_heads, qb);
+            const int64_t qb = p->nqblocks - 1 - it / per_block;
+            const int64_t rem = it % per_block;
+            const int64_t chunk = rem % p->nchunks, bh = rem / p->nchunks;
+            run_item(p, a, &w, &part, bh / d->kv_heads, bh % d->kv_heads, qb, chunk);
+        }
+        if (p->nchunks > 1) {
+#if ATTN_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+            for (int64_t bh = 0; bh < d->batch * d->q_heads; bh++)
+                merge_rows(p, a, &part, bh / d->q_heads, bh % d->q_heads);
         }
         attn_blas_thread_leave(&scope, blas_saved);
     }
