@@ -73,9 +73,9 @@ typedef enum attn_status {
                                     broadcast is allowed, a row stride is
                                     shorter than its row, or an output view
                                     overlaps itself */
-    ATTN_ERR_STRIDES_UNSET,      /* a tensor in use has its strides left at
-                                    ATTN_STRIDE_UNSET (e.g. a mask or bias
-                                    enabled without strides) */
+    ATTN_ERR_STRIDES_UNSET,      /* a tensor in use has any of its strides
+                                    left at ATTN_STRIDE_UNSET (e.g. a mask
+                                    or bias enabled without strides) */
     ATTN_ERR_BAD_SCALE,          /* scale is infinite (NaN means default) */
     ATTN_ERR_BAD_OPTION,         /* an enum field (alignment, mask polarity)
                                     holds an unknown value, or a reserved
@@ -308,8 +308,9 @@ ATTN_API attn_status attn_sdpa_workspace_size(const attn_sdpa_plan *plan,
  * allocates and frees it inside the call); otherwise it must be 64-byte
  * aligned, at least attn_sdpa_workspace_size() bytes, and not used by
  * another call at the same time.
- * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (plan, args or a pointer the plan
- * needs), ATTN_ERR_ARGUMENT_MISMATCH, ATTN_ERR_BAD_LENGTH,
+ * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (plan, args, q, k, v, o, or the
+ * pointer of a feature the plan uses), ATTN_ERR_ARGUMENT_MISMATCH (a
+ * pointer for a feature the plan does not use), ATTN_ERR_BAD_LENGTH,
  * ATTN_ERR_WORKSPACE_TOO_SMALL, ATTN_ERR_WORKSPACE_ALIGNMENT or
  * ATTN_ERR_OUT_OF_MEMORY.  On error no output is written.
  */

@@ -1,0 +1,155 @@
+/*
+ * harness.h -- shared machinery of the attn tests: a small PRNG, test cases
+ * (shapes, layouts, options), buffers with NaN-poisoned padding and hidden
+ * positions, comparison against the float64 reference (reference.h) with the
+ * error bounds documented there, and per-family accuracy statistics.
+ */
+#ifndef ATTN_TEST_HARNESS_H
+#define ATTN_TEST_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <attn.h>
+
+/* ------------------------------------------------------------------ PRNG */
+
+typedef struct trng {
+    uint64_t s;
+} trng;
+
+void trng_seed(trng *r, uint64_t seed);
+uint64_t trng_next(trng *r);
+/* Uniform in [lo, hi] (integers, inclusive) and [lo, hi) (doubles). */
+int64_t trng_int(trng *r, int64_t lo, int64_t hi);
+double trng_uniform(trng *r, double lo, double hi);
+/* 1 with probability p. */
+int trng_bool(trng *r, double p);
+
+/* ------------------------------------------------------------ test cases */
+
+#define TMAXB 8
+
+/* Layout of Q, K and V. */
+enum {
+    LAY_BHSD = 0,    /* contiguous [B][H][S][D], one buffer each */
+    LAY_BSHD,        /* contiguous [B][S][H][D] */
+    LAY_PACKED,      /* one [B][S][Hq + 2 Hkv][D] buffer (needs n == m and
+                        dk == dv); padded rows when `padded` is set */
+    LAY_PADDED,      /* random order per tensor, random gaps (NaN) after
+                        every row, head and batch */
+    LAY_COUNT_
+};
+
+/* Layout of the outputs O, P and logsumexp. */
+enum {
+    OUT_BHSD = 0,    /* O [B][Hq][n][dv], P [B][Hq][n][m], lse [B][Hq][n] */
+    OUT_BSHD,        /* O [B][n][Hq][dv], P [B][n][Hq][m], lse [B][n][Hq] */
+    OUT_PADDED,      /* random order, random gaps (sentinel NaN) */
+    OUT_COUNT_
+};
+
+/* Broadcast bits of the mask and the bias. */
+enum { BC_BATCH = 1, BC_HEAD = 2, BC_SEQ = 4 };
+
+typedef struct tcase {
+    int64_t B, Hq, Hkv, n, m, dk, dv;
+    int layout;          /* LAY_* */
+    int out_layout;      /* OUT_* */
+    int misalign;        /* pointers 1 element past a malloc'd base */
+    float scale;         /* NaN = default */
+    int align;           /* attn_align */
+    int64_t wl, wr;      /* window */
+    int use_kv_lens, use_q_lens;
+    int32_t kv_lens[TMAXB], q_lens[TMAXB];
+    int mask_mode;       /* attn_mask_mode */
+    int mask_bcast;      /* BC_* bits */
+    double mask_keep;    /* probability that a position is kept */
+    int use_bias;
+    int bias_bcast;      /* BC_* bits */
+    double bias_ninf;    /* probability of a -INFINITY bias entry */
+    double bias_mag;     /* bias uniform in [-bias_mag, bias_mag] */
+    int want_probs, want_lse;
+    int threads;
+    double in_mag;       /* Q, K, V uniform in [-in_mag, in_mag] */
+    int poison;          /* NaN (Q, K, V, bias) or garbage (mask) at every
+                            position hidden by the lengths or the window */
+    uint64_t seed;
+} tcase;
+
+/* A case with every option off, 1 thread, magnitude 1, seed 1. */
+tcase tcase_default(int64_t B, int64_t Hq, int64_t Hkv, int64_t n, int64_t m,
+                    int64_t dk, int64_t dv);
+/* One-line description for failure messages (static buffer). */
+const char *tcase_str(const tcase *c);
+
+/* ---------------------------------------------------------- instances */
+
+typedef struct tbuf {
+    void *base;          /* malloc'd */
+    size_t count;        /* elements (float or uint8) in base */
+} tbuf;
+
+typedef struct tinst {
+    tcase c;
+    attn_sdpa_desc desc;
+    attn_sdpa_args args;
+    tbuf q, k, v;        /* for LAY_PACKED only q is allocated */
+    tbuf o, p, lse;      /* output buffers (every element not in the view
+                            holds the sentinel) */
+    tbuf mask, bias;
+    int32_t kv_lens[TMAXB], q_lens[TMAXB];
+} tinst;
+
+/* The bit pattern every output buffer is filled with before a call. */
+#define TSENTINEL 0x7fc0deadu
+
+/* Build buffers, desc and args of a case.  Returns 0 or -1. */
+int tinst_build(tinst *t, const tcase *c);
+void tinst_free(tinst *t);
+/* Refill O, P and lse buffers with the sentinel. */
+void tinst_clear_outputs(tinst *t);
+/* 1 if every element of every output buffer still holds the sentinel. */
+int tinst_outputs_untouched(const tinst *t);
+
+/* Copies of the whole output buffers, for bitwise comparisons. */
+typedef struct tsnap {
+    uint32_t *o, *p, *lse;
+    size_t no, np, nl;
+} tsnap;
+void tsnap_take(tsnap *s, const tinst *t);
+void tsnap_free(tsnap *s);
+/* 1 if the two snapshots are bitwise equal (same sizes). */
+int tsnap_equal(const tsnap *a, const tsnap *b);
+/* Bitwise compare only the O buffers. */
+int tsnap_equal_o(const tsnap *a, const tsnap *b);
+
+/* -------------------------------------------------------- accuracy stats */
+
+typedef struct tstats {
+    const char *family;
+    int cases;
+    double err_o, err_p, err_lse;  /* max |lib - ref| */
+    double ratio;                  /* max |lib - ref| / tolerance */
+} tstats;
+
+void tstats_init(tstats *s, const char *family);
+void tstats_print(const tstats *s);
+
+/* Compare the outputs of the last call with the reference: every view
+ * element within the bounds of reference.h, every element outside the
+ * views still the sentinel.  Prints the first few problems with the case;
+ * returns the number of bad elements (0 = pass) and updates *st. */
+long tinst_check(const tinst *t, tstats *st);
+
+/* attn_sdpa on the instance (outputs cleared first). */
+attn_status tinst_run(tinst *t);
+/* Build, run, check, free: returns the number of bad elements, or -1 when
+ * the call failed (the status is printed). */
+long tcase_run_check(const tcase *c, tstats *st);
+
+/* Reads ATTN_TEST_QUICK: 1 when the suite should shrink its case counts
+ * (valgrind), 0 otherwise. */
+int tquick(void);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * reference.h -- an independent float64 reference of attn's SDPA, used only
+ * by the tests.  It implements the semantics documented in attn.h on its own
+ * (it shares no code with lib/) and, like the library, never reads an input
+ * position hidden by the lengths or the window, so NaN-poisoned inputs do not
+ * disturb it.
+ */
+#ifndef ATTN_TEST_REFERENCE_H
+#define ATTN_TEST_REFERENCE_H
+
+#include <stdint.h>
+
+#include <attn.h>
+
+/*
+ * Outputs of the reference, all dense and in double; every pointer may be
+ * NULL when that output is not wanted.
+ *   o      [B][Hq][n][dv]  the attention output
+ *   p      [B][Hq][n][m]   probabilities
+ *   lse    [B][Hq][n]      logsumexp (-INFINITY for rows without visible key)
+ *   o_abs  [B][Hq][n][dv]  sum_j p_j |v_jd|       (error-bound material)
+ *   s_abs  [B][Hq][n]      max over visible j of |scale| sum_d |q_d k_jd|
+ *                          + |bias_j| (0 for an empty row)
+ *   nvis   [B][Hq][n]      number of visible keys of the row
+ */
+typedef struct ref_out {
+    double *o;
+    double *p;
+    double *lse;
+    double *o_abs;
+    double *s_abs;
+    int64_t *nvis;
+} ref_out;
+
+/* Compute SDPA for a valid desc and its args (the plan's own inputs).
+ * Returns 0, or -1 when scratch memory could not be allocated. */
+int ref_sdpa(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
+             const ref_out *out);
+
+/* The window predicate of attn.h alone: 1 if key j is inside query i's
+ * window (ignoring lengths, mask and bias).  mb and nb are the batch's key
+ * and query lengths (kv_lens[b] and q_lens[b] when in use, m and n
+ * otherwise): BOTTOM_RIGHT puts the diagonal at d(i) = i + mb - nb. */
+int ref_window_visible(const attn_sdpa_desc *desc, int64_t mb, int64_t nb,
+                       int64_t i, int64_t j);
+
+/* The scale the reference uses: desc->scale, or 1/sqrt(dk) when NaN. */
+double ref_scale(const attn_sdpa_desc *desc);
+
+/*
+ * Forward error bounds of an fp32 implementation (sgemm for S = scale Q K^T
+ * and O = P V, fp32 softmax) against the exact result, for one row with
+ * nvis visible keys, logit magnitude s_abs (see ref_out) and head dim dk:
+ *   *p_rel   |P - p| <= p_rel * p + REF_TINY
+ *   *o_rel   |O_d - o_d| <= o_rel * o_abs_d + REF_TINY
+ *   *lse_abs |lse - ref| <= lse_abs
+ * The derivation is in reference.c (ref_row_tolerance).
+ */
+#define REF_TINY 1e-30
+void ref_row_tolerance(int64_t dk, int64_t nvis, double s_abs, double lse,
+                       double *p_rel, double *o_rel, double *lse_abs);
+
+#endif

@@ -1,0 +1,241 @@
+/*
+ * checkasm-style tests of the softmax row kernels: every SIMD table this CPU
+ * can run is compared with the portable C table on random rows of every
+ * length from 0 to 100 and a few long ones, with -INFINITY holes, fully
+ * masked rows, large negative arguments (underflow to exactly 0), and
+ * poisoned guard elements around each row that must stay untouched.
+ *
+ * Tolerances: row_max is exact (bitwise); exp results within 4 ulp-ish
+ * relative error 2e-6 of the C kernel and within 3e-6 of double exp();
+ * sums within 1e-5 relative (the summation order differs between tables);
+ * exp of -INFINITY and of arguments below -87.34 is exactly 0.
+ *
+ * Links the static library: the kernels are internal.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_config.h"
+#include "kernels.h"
+
+#define GUARD 16
+#define MAXN 1100
+static const float POISON = 12345.678f;
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+static double urand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static const attn_kernels *tables[3];
+static int ntables;
+
+static int setup(void **state)
+{
+    (void)state;
+    ntables = 0;
+#if ATTN_HAVE_X86_KERNELS
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        tables[ntables++] = &attn_kernels_avx2;
+    if (__builtin_cpu_supports("avx512f"))
+        tables[ntables++] = &attn_kernels_avx512;
+#endif
+    print_message("SIMD tables checked against C: %d\n", ntables);
+    return 0;
+}
+
+/* A row in [-range, 0] with holes of -INFINITY (probability holes). */
+static void fill(float *x, int64_t n, double range, double holes)
+{
+    for (int64_t j = 0; j < n; j++)
+        x[j] = urand() < holes ? -INFINITY : (float)(-range * urand());
+}
+
+static void guard(float *buf, int64_t n)
+{
+    for (int g = 0; g < GUARD; g++) {
+        buf[g] = POISON;
+        buf[GUARD + n + g] = POISON;
+    }
+}
+
+static void check_guard(const float *buf, int64_t n)
+{
+    for (int g = 0; g < GUARD; g++) {
+        assert_true(buf[g] == POISON);
+        assert_true(buf[GUARD + n + g] == POISON);
+    }
+}
+
+static void rel_close(double got, double want, double tol)
+{
+    if (want == 0.0) {
+        assert_true(got == 0.0);
+        return;
+    }
+    double e = fabs(got - want) / fabs(want);
+    if (!(e <= tol))
+        fail_msg("got %.9g want %.9g (rel %.3g > %.3g)", got, want, e, tol);
+}
+
+static int64_t length_of(int i)
+{
+    static const int64_t extra[] = { 127, 128, 129, 197, 255, 256, 257, 511, 512, 1023, 1024 };
+    return i <= 100 ? i : extra[(i - 101) % (int)(sizeof extra / sizeof extra[0])];
+}
+#define NLENGTHS (101 + 11)
+
+static void test_exp_scalar(void **state)
+{
+    (void)state;
+    assert_true(attn_exp_scalar(-INFINITY) == 0.0f);
+    assert_true(attn_exp_scalar(-88.0f) == 0.0f);
+    assert_true(attn_exp_scalar(0.0f) == 1.0f);
+    assert_true(isnan(attn_exp_scalar(NAN)));
+    assert_true(isinf(attn_exp_scalar(100.0f)));
+    double worst = 0;
+    for (int i = 0; i <= 200000; i++) {
+        float x = (float)(-87.0 + 87.5 * i / 200000.0);
+        double e = fabs(attn_exp_scalar(x) - exp((double)x)) / exp((double)x);
+        if (e > worst)
+            worst = e;
+    }
+    print_message("exp polynomial: max relative error %.3g on [-87, 0.5]\n", worst);
+    assert_true(worst < 3e-7);
+}
+
+static void test_row_max(void **state)
+{
+    (void)state;
+    float buf[MAXN + 2 * GUARD];
+    for (int t = 0; t < ntables; t++)
+        for (int i = 0; i < NLENGTHS; i++) {
+            int64_t n = length_of(i);
+            guard(buf, n);
+            fill(buf + GUARD, n, 30.0, i % 3 == 0 ? 0.5 : 0.05);
+            if (n && i % 7 == 0) /* all masked */
+                for (int64_t j = 0; j < n; j++) buf[GUARD + j] = -INFINITY;
+            float want = attn_kernels_scalar.row_max(buf + GUARD, n);
+            float got = tables[t]->row_max(buf + GUARD, n);
+            if (memcmp(&got, &want, sizeof got))
+                fail_msg("%s row_max n=%lld: %g vs %g", tables[t]->name, (long long)n, got, want);
+            check_guard(buf, n);
+        }
+}
+
+static void test_exp_sum(void **state)
+{
+    (void)state;
+    float a[MAXN + 2 * GUARD], b[MAXN + 2 * GUARD];
+    for (int t = 0; t < ntables; t++)
+        for (int i = 0; i < NLENGTHS; i++)
+            for (int rep = 0; rep < 4; rep++) {
+                int64_t n = length_of(i);
+                double range = rep == 3 ? 200.0 : 20.0;   /* rep 3: underflows */
+                guard(a, n);
+                fill(a + GUARD, n, range, rep == 1 ? 0.6 : 0.1);
+                if (n) a[GUARD + n / 2] = 0.0f;            /* a max of 0 */
+                memcpy(b, a, sizeof a);
+                double dsum = 0;
+                for (int64_t j = 0; j < n; j++)
+                    dsum += a[GUARD + j] < -87.3365f ? 0.0 : exp((double)a[GUARD + j]);
+                float want = attn_kernels_scalar.exp_sum(a + GUARD, n, 0.0f);
+                float got = tables[t]->exp_sum(b + GUARD, n, 0.0f);
+                check_guard(b, n);
+                rel_close(got, want, 1e-5);
+                rel_close(got, dsum, 1e-5);
+                for (int64_t j = 0; j < n; j++) {
+                    float x0 = a[GUARD + j], x1 = b[GUARD + j];
+                    rel_close(x1, x0, 2e-6);
+                    if (x0 != 0.0f)
+                        assert_true(x0 >= 1.17549435e-38f); /* no denormals */
+                }
+            }
+}
+
+static void test_exp_store_and_scale(void **state)
+{
+    (void)state;
+    float src[MAXN + 2 * GUARD], d0[MAXN + 2 * GUARD], d1[MAXN + 2 * GUARD];
+    for (int t = 0; t < ntables; t++)
+        for (int i = 0; i < NLENGTHS; i++) {
+            int64_t n = length_of(i);
+            fill(src + GUARD, n, 25.0, 0.2);
+            float m = -3.25f;  /* exp(x - m) with x - m <= 3.25 */
+            guard(d0, n);
+            guard(d1, n);
+            attn_kernels_scalar.exp_store(d0 + GUARD, src + GUARD, n, m);
+            tables[t]->exp_store(d1 + GUARD, src + GUARD, n, m);
+            check_guard(d1, n);
+            for (int64_t j = 0; j < n; j++) {
+                rel_close(d1[GUARD + j], d0[GUARD + j], 2e-6);
+                double want = src[GUARD + j] == -INFINITY ? 0.0 : exp((double)src[GUARD + j] - m);
+                rel_close(d1[GUARD + j], want, 3e-6);
+            }
+            /* in place, as attn uses it for P */
+            memcpy(d1 + GUARD, src + GUARD, (size_t)n * sizeof(float));
+            tables[t]->exp_store(d1 + GUARD, d1 + GUARD, n, m);
+            for (int64_t j = 0; j < n; j++)
+                rel_close(d1[GUARD + j], d0[GUARD + j], 2e-6);
+            /* scale: exact (one rounding, same in every table) */
+            memcpy(d0 + GUARD, src + GUARD, (size_t)n * sizeof(float));
+            memcpy(d1 + GUARD, src + GUARD, (size_t)n * sizeof(float));
+            attn_kernels_scalar.scale(d0 + GUARD, n, 0.37f);
+            tables[t]->scale(d1 + GUARD, n, 0.37f);
+            check_guard(d1, n);
+            assert_memory_equal(d0 + GUARD, d1 + GUARD, (size_t)n * sizeof(float));
+        }
+}
+
+static void test_nan_propagates(void **state)
+{
+    (void)state;
+    float x[40];
+    for (int t = 0; t < ntables; t++) {
+        for (int j = 0; j < 40; j++) x[j] = -1.0f;
+        x[17] = NAN;
+        tables[t]->exp_sum(x, 40, 0.0f);
+        assert_true(isnan(x[17]));
+        assert_false(isnan(x[16]));
+    }
+}
+
+static void test_select_cap(void **state)
+{
+    (void)state;
+    setenv("ATTN_SIMD", "scalar", 1);
+    assert_ptr_equal(attn_kernels_select(), &attn_kernels_scalar);
+#if ATTN_HAVE_X86_KERNELS
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        setenv("ATTN_SIMD", "avx2", 1);
+        assert_ptr_equal(attn_kernels_select(), &attn_kernels_avx2);
+    }
+#endif
+    unsetenv("ATTN_SIMD");
+    assert_non_null(attn_kernels_select());
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exp_scalar),
+        cmocka_unit_test(test_row_max),
+        cmocka_unit_test(test_exp_sum),
+        cmocka_unit_test(test_exp_store_and_scale),
+        cmocka_unit_test(test_nan_propagates),
+        cmocka_unit_test(test_select_cap),
+    };
+    return cmocka_run_group_tests_name("kernels", tests, setup, NULL);
+}
