@@ -111,8 +111,10 @@ static void naive(const bench_case *c, int nthreads, const float *q, const float
 {
     const int64_t n = c->n, m = c->m, d = c->d, g = c->Hq / c->Hkv;
     const float scale = 1.0f / sqrtf((float)d);
+    attn_blas_hooks hooks;
+    attn_blas_hooks_resolve(&hooks);
     attn_blas_scope scope;
-    attn_blas_scope_enter(&scope);
+    attn_blas_scope_enter(&hooks, &scope);
 #if ATTN_HAVE_OPENMP
 #pragma omp parallel num_threads(nthreads)
 #endif
@@ -258,14 +260,16 @@ static void run_case(const bench_case *c, int impl, int nthreads, int runs, resu
  * sgemm. */
 static double sgemm_rate(int nthreads)
 {
-    const int N = 1024, reps = 4;
+    const int N = 1024, reps = 8;
     float *a = alloc_fill((size_t)N * N * nthreads, 1), *b = alloc_fill((size_t)N * N * nthreads, 1);
     float *c = alloc_fill((size_t)N * N * nthreads, 0);
     if (!a || !b || !c)
         return 0;
     double best = 0;
+    attn_blas_hooks hooks;
+    attn_blas_hooks_resolve(&hooks);
     attn_blas_scope scope;
-    attn_blas_scope_enter(&scope);
+    attn_blas_scope_enter(&hooks, &scope);
     for (int rep = 0; rep < reps; rep++) {
         double t0 = now_ms();
 #if ATTN_HAVE_OPENMP

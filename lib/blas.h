@@ -19,15 +19,24 @@ void attn_sgemm(int trans_b, int M, int N, int K, float alpha,
 /* The symbol attn_sgemm calls, to find the loaded library with dladdr(). */
 void *attn_blas_entry_point(void);
 
-/* Around attn's parallel region (the calling thread): the BLAS must not
- * start threads of its own inside it.  A pthreads OpenBLAS only has a
- * process-wide setting, which is set to 1 and restored after. */
+/* How to keep the loaded BLAS's own threads out of attn's parallel region,
+ * found once per plan (dladdr and dlsym are not free). */
+typedef struct attn_blas_hooks {
+    int (*openblas_get_parallel)(void);
+    int (*openblas_get_num_threads)(void);
+    void (*openblas_set_num_threads)(int);
+    int (*mkl_set_num_threads_local)(int);
+} attn_blas_hooks;
+void attn_blas_hooks_resolve(attn_blas_hooks *hooks);
+
+/* Around attn's parallel region (the calling thread).  A pthreads OpenBLAS
+ * only has a process-wide setting, which is set to 1 and restored after. */
 typedef struct attn_blas_scope {
-    void (*set_threads)(int);         /* OpenBLAS (pthreads) */
+    const attn_blas_hooks *hooks;
     int saved;
-    int (*set_local)(int);            /* MKL, threaded layer: per thread */
+    int active;
 } attn_blas_scope;
-void attn_blas_scope_enter(attn_blas_scope *scope);
+void attn_blas_scope_enter(const attn_blas_hooks *hooks, attn_blas_scope *scope);
 void attn_blas_scope_leave(const attn_blas_scope *scope);
 /* In each worker thread, around its work; returns what to restore. */
 int attn_blas_thread_enter(const attn_blas_scope *scope);

@@ -37,46 +37,52 @@ static void *sym(void *handle, const char *name)
     return f ? f : dlsym(RTLD_DEFAULT, name);
 }
 
-void attn_blas_scope_enter(attn_blas_scope *scope)
+void attn_blas_hooks_resolve(attn_blas_hooks *hooks)
 {
-    memset(scope, 0, sizeof *scope);
+    memset(hooks, 0, sizeof *hooks);
 #if ATTN_HAVE_OPENMP
     void *h = blas_handle(NULL);
-    int_fn get_parallel = (int_fn)sym(h, "openblas_get_parallel");
-    if (get_parallel && get_parallel() == 1) {
-        int_fn get_threads = (int_fn)sym(h, "openblas_get_num_threads");
-        void (*set_threads)(int) = (void (*)(int))sym(h, "openblas_set_num_threads");
-        if (get_threads && set_threads) {
-            scope->saved = get_threads();
-            if (scope->saved != 1) {
-                set_threads(1);
-                scope->set_threads = set_threads;
-            }
-        }
-    }
+    hooks->openblas_get_parallel = (int_fn)sym(h, "openblas_get_parallel");
+    hooks->openblas_get_num_threads = (int_fn)sym(h, "openblas_get_num_threads");
+    hooks->openblas_set_num_threads = (void (*)(int))sym(h, "openblas_set_num_threads");
     /* MKL: the C entry point (the lower-case name is the Fortran one, by
      * reference); a no-op with the sequential layer. */
-    scope->set_local = (int (*)(int))sym(h, "MKL_Set_Num_Threads_Local");
+    hooks->mkl_set_num_threads_local = (int (*)(int))sym(h, "MKL_Set_Num_Threads_Local");
     if (h)
         dlclose(h);
 #endif
 }
 
+void attn_blas_scope_enter(const attn_blas_hooks *hooks, attn_blas_scope *scope)
+{
+    scope->hooks = hooks;
+    scope->saved = 0;
+    scope->active = 0;
+    if (hooks->openblas_get_parallel && hooks->openblas_get_num_threads &&
+        hooks->openblas_set_num_threads && hooks->openblas_get_parallel() == 1) {
+        scope->saved = hooks->openblas_get_num_threads();
+        if (scope->saved != 1) {
+            hooks->openblas_set_num_threads(1);
+            scope->active = 1;
+        }
+    }
+}
+
 void attn_blas_scope_leave(const attn_blas_scope *scope)
 {
-    if (scope->set_threads)
-        scope->set_threads(scope->saved);
+    if (scope->active)
+        scope->hooks->openblas_set_num_threads(scope->saved);
 }
 
 int attn_blas_thread_enter(const attn_blas_scope *scope)
 {
-    return scope->set_local ? scope->set_local(1) : 0;
+    return scope->hooks->mkl_set_num_threads_local ? scope->hooks->mkl_set_num_threads_local(1) : 0;
 }
 
 void attn_blas_thread_leave(const attn_blas_scope *scope, int saved)
 {
-    if (scope->set_local)
-        scope->set_local(saved);
+    if (scope->hooks->mkl_set_num_threads_local)
+        scope->hooks->mkl_set_num_threads_local(saved);
 }
 
 /* Is a library of that soname in the process? */

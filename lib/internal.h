@@ -4,6 +4,7 @@
 #include "attn_config.h"
 #include "attn.h"
 #include "kernels.h"
+#include "blas.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,7 @@ struct attn_sdpa_plan {
     size_t ws_part;           /* split-K partial results (shared) */
     size_t ws_bytes;          /* nthreads * ws_thread + ws_part */
     const attn_kernels *kern;
+    attn_blas_hooks blas;     /* the loaded BLAS's thread controls */
 };
 
 int attn_max_threads(void);

@@ -217,6 +217,7 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
         : 0;
     p->ws_bytes = p->ws_thread * (size_t)p->nthreads + p->ws_part;
     p->kern = attn_kernels_select();
+    attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;
 }

@@ -136,7 +136,7 @@ typedef struct segment {
 static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                      const segment *sg, int64_t r0, int64_t r1, int64_t cs, int64_t ce,
                      int64_t b, int64_t h0, int64_t i0, int64_t rows, int64_t t,
-                     const float *k, const float *v)
+                     const float *k, const float *v, int fresh)
 {
     const attn_sdpa_desc *d = &p->d;
     const attn_kernels *kern = p->kern;
@@ -148,8 +148,13 @@ static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                sg->q + r0 * sg->ldq, (int)sg->ldq, k + (t + cs) * d->k.seq, (int)d->k.seq,
                0.0f, s + r0 * bk + cs, (int)bk);
 
-    for (int64_t lr = r0; lr < r1; lr++) {
-        const int64_t vr = sg->v0 + lr, r = vr % rows, h = h0 + vr / rows, i = i0 + r;
+    int64_t vr = sg->v0 + r0, r = vr % rows, h = h0 + vr / rows;
+    for (int64_t lr = r0; lr < r1; lr++, vr++, r++) {
+        if (r == rows) {
+            r = 0;
+            h++;
+        }
+        const int64_t i = i0 + r;
         float *sr = s + lr * bk;
         int64_t a0 = w->lo[r] - t, a1 = w->hi[r] - t;
         if (a0 < cs) a0 = cs;
@@ -178,11 +183,13 @@ static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
         w->mrow[vr] = mnew;
         w->corr[vr] = c;
     }
-    for (int64_t lr = r0; lr < r1; lr++)
-        if (w->corr[sg->v0 + lr] != 1.0f)
-            kern->scale(sg->o + lr * sg->ldo, d->v_dim, w->corr[sg->v0 + lr]);
+    if (!fresh)
+        for (int64_t lr = r0; lr < r1; lr++)
+            if (w->corr[sg->v0 + lr] != 1.0f)
+                kern->scale(sg->o + lr * sg->ldo, d->v_dim, w->corr[sg->v0 + lr]);
     attn_sgemm(0, (int)(r1 - r0), (int)d->v_dim, (int)(ce - cs), 1.0f, s + r0 * bk + cs, (int)bk,
-               v + (t + cs) * d->v.seq, (int)d->v.seq, 1.0f, sg->o + r0 * sg->ldo, (int)sg->ldo);
+               v + (t + cs) * d->v.seq, (int)d->v.seq, fresh ? 0.0f : 1.0f,
+               sg->o + r0 * sg->ldo, (int)sg->ldo);
 }
 
 /* Tile columns [cs, ce) the local rows [r0, r1) see; empty when cs >= ce. */
@@ -265,8 +272,6 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     for (int64_t vr = 0; vr < vrows; vr++) {
         w->mrow[vr] = -INFINITY;
         w->lrow[vr] = 0.0f;
-        memset(out.o + (h0 + vr / rows) * out.head + (i0 + vr % rows) * out.seq, 0,
-               (size_t)dv * sizeof(float));
     }
 
     /* GQA: the group's rows as one matrix when the layout allows it. */
@@ -277,9 +282,13 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     const float *k = a->k + b * d->k.batch + hk * d->k.head;
     const float *v = a->v + b * d->v.batch + hk * d->v.head;
 
+    /* Every segment meets every tile.  Its O rows are written with beta = 0
+     * by the first tile when every row sees all of it; when the rows see the
+     * first tile unevenly (some may skip it) they are zeroed first. */
     for (int64_t t = jlo; t < jhi; t += p->bk) {
         const int64_t nt = jhi - t < p->bk ? jhi - t : p->bk;
         for (int64_t si = 0; si < nseg; si++) {
+            const int first = t == jlo;
             const int64_t h = h0 + (stacked ? 0 : si);
             sg->q = qb_base + h * d->q.head;
             sg->ldq = stacked ? p->stack_ldq : d->q.seq;
@@ -291,14 +300,17 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
             int even;
             rows_span(w, sg, 0, sg->nrows, rows, t, nt, &cs, &ce, &even);
             if (even) {
-                run_rows(p, a, w, sg, 0, sg->nrows, 0, nt, b, h0, i0, rows, t, k, v);
+                run_rows(p, a, w, sg, 0, sg->nrows, 0, nt, b, h0, i0, rows, t, k, v, first);
                 continue;
             }
+            if (first)
+                for (int64_t lr = 0; lr < sg->nrows; lr++)
+                    memset(sg->o + lr * sg->ldo, 0, (size_t)dv * sizeof(float));
             for (int64_t r0 = 0; r0 < sg->nrows; r0 += ATTN_SUB_Q) {
                 int64_t r1 = r0 + ATTN_SUB_Q < sg->nrows ? r0 + ATTN_SUB_Q : sg->nrows;
                 rows_span(w, sg, r0, r1, rows, t, nt, &cs, &ce, &even);
                 if (cs < ce)
-                    run_rows(p, a, w, sg, r0, r1, cs, ce, b, h0, i0, rows, t, k, v);
+                    run_rows(p, a, w, sg, r0, r1, cs, ce, b, h0, i0, rows, t, k, v, 0);
             }
         }
     }
@@ -437,7 +449,7 @@ attn_status attn_sdpa_execute(const attn_sdpa_plan *p, const attn_sdpa_args *a,
                           ATTN_ALIGNMENT * ATTN_ALIGNMENT;
 
     attn_blas_scope scope;
-    attn_blas_scope_enter(&scope);
+    attn_blas_scope_enter(&p->blas, &scope);
 #if ATTN_HAVE_OPENMP
 #pragma omp parallel num_threads(p->nthreads) if (p->nthreads > 1 && nitems > 1)
 #endif
