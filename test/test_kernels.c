@@ -5,7 +5,7 @@
  * masked rows, large negative arguments (underflow to exactly 0), and
  * poisoned guard elements around each row that must stay untouched.
  *
- * Tolerances: row_max is exact (bitwise); exp results within 4 ulp-ish
+ * Tolerances: row_max and prep_max are exact (bitwise); exp results within 4 ulp-ish
  * relative error 2e-6 of the C kernel and within 3e-6 of double exp();
  * sums within 1e-5 relative (the summation order differs between tables);
  * exp of -INFINITY and of arguments below -87.34 is exactly 0.
@@ -199,6 +199,45 @@ static void test_exp_store_and_scale(void **state)
         }
 }
 
+/* prep_max: bias add, mask (both polarities), max; every combination, every
+ * length, against the C table: results and max bitwise equal (one addition
+ * and a select per element, the same in every table). */
+static void test_prep_max(void **state)
+{
+    (void)state;
+    float a[MAXN + 2 * GUARD], b[MAXN + 2 * GUARD], bias[MAXN];
+    uint8_t mask[MAXN + 16];
+    for (int t = 0; t < ntables; t++)
+        for (int i = 0; i < NLENGTHS; i++)
+            for (int combo = 0; combo < 6; combo++) {
+                int64_t n = length_of(i);
+                int use_bias = combo & 1, use_mask = combo >= 2, drop = combo >= 4;
+                guard(a, n);
+                fill(a + GUARD, n, 20.0, 0.1);
+                for (int64_t j = 0; j < n; j++) {
+                    bias[j] = urand() < 0.05 ? -INFINITY : (float)(4.0 * urand() - 2.0);
+                    mask[j] = urand() < 0.3 ? 0 : (uint8_t)(1 + (int)(urand() * 254));
+                }
+                if (n && i % 5 == 0)   /* every position hidden */
+                    for (int64_t j = 0; j < n; j++) mask[j] = drop ? 1 : 0;
+                memcpy(b, a, sizeof a);
+                const float *bp = use_bias ? bias : NULL;
+                const uint8_t *mp = use_mask ? mask : NULL;
+                float want = attn_kernels_scalar.prep_max(a + GUARD, n, bp, mp, drop);
+                float got = tables[t]->prep_max(b + GUARD, n, bp, mp, drop);
+                check_guard(b, n);
+                if (memcmp(&got, &want, sizeof got))
+                    fail_msg("%s prep_max n=%lld combo %d: max %g vs %g", tables[t]->name,
+                             (long long)n, combo, got, want);
+                assert_memory_equal(a + GUARD, b + GUARD, (size_t)n * sizeof(float));
+                for (int64_t j = 0; j < n; j++) {
+                    int hidden = use_mask && ((mask[j] != 0) == drop);
+                    if (hidden)
+                        assert_true(b[GUARD + j] == -INFINITY);
+                }
+            }
+}
+
 static void test_nan_propagates(void **state)
 {
     (void)state;
@@ -234,6 +273,7 @@ int main(void)
         cmocka_unit_test(test_row_max),
         cmocka_unit_test(test_exp_sum),
         cmocka_unit_test(test_exp_store_and_scale),
+        cmocka_unit_test(test_prep_max),
         cmocka_unit_test(test_nan_propagates),
         cmocka_unit_test(test_select_cap),
     };
