@@ -13,7 +13,8 @@
  *   64 rows over their own key columns (n, m of several hundred);
  * - several query blocks and key tiles (n, m > 256 and 512).
  * Every family runs with lengths, masks, bias, P and lse switched on in
- * turn, and with NaN poison in every hidden position.
+ * turn, and with NaN poison in every hidden position (ATTN_TEST_QUICK=1, as
+ * under valgrind: only the all-options poisoned set, threads 1 and 2).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -35,10 +36,11 @@
 static int run_threads(tcase c, tstats *st)
 {
     static const int threads[] = { 1, 2, 4 };
+    const int nthreads = tquick() ? 2 : 3;
     int fails = 0;
     tsnap first;
     memset(&first, 0, sizeof first);
-    for (int x = 0; x < 3; x++) {
+    for (int x = 0; x < nthreads; x++) {
         c.threads = threads[x];
         tinst t;
         if (tinst_build(&t, &c) != 0) {
@@ -142,9 +144,8 @@ static void test_split_k(void **state)
         { 1, 6, 3, 5, 777, 16, 16 },     /* odd sizes, 2 chunks */
         { 3, 4, 1, 33, 1500, 8, 8 },     /* n > 32, 2 chunks */
     };
-    const int nopt = tquick() ? 2 : 6;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (int k = 0; k < nopt; k++) {
+        for (int k = tquick() ? 4 : 0; k < (tquick() ? 5 : 6); k++) {
             const int64_t *x = shapes[s];
             tcase c = tcase_default(x[0], x[1], x[2], x[3], x[4], x[5], x[6]);
             c.seed = 9100 + 10 * s + (uint64_t)k;
@@ -169,10 +170,9 @@ static void test_gqa_stacking(void **state)
         { 1, 16, 2, 64, 600, 24, 24 },   /* g * n = 512: the limit */
         { 1, 16, 2, 65, 200, 24, 24 },   /* just over: not stacked */
     };
-    const int nopt = tquick() ? 2 : 6;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int lay = 0; lay < 2; lay++)
-            for (int k = 0; k < nopt; k++) {
+            for (int k = tquick() ? 4 : 0; k < (tquick() ? 5 : 6); k++) {
                 const int64_t *x = shapes[s];
                 tcase c = tcase_default(x[0], x[1], x[2], x[3], x[4], x[5], x[6]);
                 c.layout = lay ? LAY_BSHD : LAY_BHSD;
@@ -198,9 +198,8 @@ static void test_uneven_tiles(void **state)
         { 2, 2, 2, 520, 257, 12, 20 },
         { 1, 3, 1, 257, 513, 4, 4 },      /* one past each block size */
     };
-    const int nopt = tquick() ? 2 : 6;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (int k = 0; k < nopt; k++) {
+        for (int k = tquick() ? 4 : 0; k < (tquick() ? 5 : 6); k++) {
             const int64_t *x = shapes[s];
             tcase c = tcase_default(x[0], x[1], x[2], x[3], x[4], x[5], x[6]);
             c.seed = 9300 + 10 * s + (uint64_t)k;
