@@ -12,7 +12,7 @@
 
 /* Blocking.  Fixed by the shape only (never by the thread count), which is
  * what makes results bitwise identical for any number of threads. */
-#define ATTN_BLOCK_Q 256     /* query rows per work item */
+#define ATTN_BLOCK_Q 512     /* query rows per work item */
 #define ATTN_TILE_K 512      /* keys per score tile */
 #define ATTN_SUB_Q 64        /* rows per GEMM on tiles the rows see unevenly
                                 (causal diagonal, window edges) */
