@@ -5,13 +5,13 @@
  *
  * - split-K: short queries over many keys with few (batch, group, block)
  *   items are split into key chunks merged by logsumexp (n <= 64 and
- *   B * Hkv * ceil(n / 256) < 16, m > 512);
+ *   B * Hkv * ceil(n / 512) < 16, m > 512);
  * - GQA stacking: the g query heads of a group as the rows of one GEMM
  *   (BHSD-like layouts with the whole of n in one block, g * n <= 512), and
  *   the same cases in BSHD, which cannot stack;
  * - uneven tiles: the causal diagonal and window edges go in sub-blocks of
  *   64 rows over their own key columns (n, m of several hundred);
- * - several query blocks and key tiles (n, m > 256 and 512).
+ * - several query blocks and key tiles (n > 512, m > 512).
  * Every family runs with lengths, masks, bias, P and lse switched on in
  * turn, and with NaN poison in every hidden position (ATTN_TEST_QUICK=1, as
  * under valgrind: only the all-options poisoned set, threads 1 and 2).
@@ -193,10 +193,10 @@ static void test_uneven_tiles(void **state)
     trng r;
     trng_seed(&r, 9300);
     static const int64_t shapes[][7] = {
-        { 1, 2, 1, 700, 700, 16, 16 },    /* 3 query blocks, 2 key tiles */
+        { 1, 2, 1, 1100, 700, 16, 16 },   /* 3 query blocks, 2 key tiles */
         { 1, 1, 1, 300, 1100, 8, 8 },     /* bottom-right diagonal far right */
         { 2, 2, 2, 520, 257, 12, 20 },
-        { 1, 3, 1, 257, 513, 4, 4 },      /* one past each block size */
+        { 1, 3, 1, 513, 513, 4, 4 },      /* one past each block size */
     };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int k = tquick() ? 4 : 0; k < (tquick() ? 5 : 6); k++) {
