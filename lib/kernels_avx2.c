@@ -58,23 +58,31 @@ static inline __m256i tail_mask(int64_t r)
                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* max_ps drops a NaN operand, so NaNs are tracked on the side: the max of
+ * a row holding a NaN is NaN, as in the C table. */
 static float max_avx2(const float *x, int64_t n)
 {
-    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0, nan = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
-        m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + j));
-        m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + j + 8));
+        __m256 a = _mm256_loadu_ps(x + j), b = _mm256_loadu_ps(x + j + 8);
+        m0 = _mm256_max_ps(m0, a);
+        m1 = _mm256_max_ps(m1, b);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(a, b, _CMP_UNORD_Q));
     }
-    for (; j + 8 <= n; j += 8)
-        m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + j));
+    for (; j + 8 <= n; j += 8) {
+        __m256 a = _mm256_loadu_ps(x + j);
+        m0 = _mm256_max_ps(m0, a);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+    }
     if (j < n) {
         __m256i k = tail_mask(n - j);
         __m256 v = _mm256_maskload_ps(x + j, k);
         v = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, _mm256_castsi256_ps(k));
         m1 = _mm256_max_ps(m1, v);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
     }
-    return hmax8(_mm256_max_ps(m0, m1));
+    return _mm256_movemask_ps(nan) ? NAN : hmax8(_mm256_max_ps(m0, m1));
 }
 
 static float prep_max_avx2(float *s, int64_t n, const float *bias, const uint8_t *mask, int drop)
@@ -83,7 +91,7 @@ static float prep_max_avx2(float *s, int64_t n, const float *bias, const uint8_t
         return max_avx2(s, n);
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     const __m256i zero = _mm256_setzero_si256();
-    __m256 m0 = ninf;
+    __m256 m0 = ninf, nan = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
         __m256 x = _mm256_loadu_ps(s + j);
@@ -99,8 +107,10 @@ static float prep_max_avx2(float *s, int64_t n, const float *bias, const uint8_t
         }
         _mm256_storeu_ps(s + j, x);
         m0 = _mm256_max_ps(m0, x);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
     }
     float m = hmax8(m0);
+    int any_nan = _mm256_movemask_ps(nan) != 0;
     for (; j < n; j++) {
         float x = s[j];
         if (bias)
@@ -109,8 +119,9 @@ static float prep_max_avx2(float *s, int64_t n, const float *bias, const uint8_t
             x = -INFINITY;
         s[j] = x;
         m = x > m ? x : m;
+        any_nan |= x != x;
     }
-    return m;
+    return any_nan ? NAN : m;
 }
 
 static float exp_sum_avx2(float *x, int64_t n, float m)

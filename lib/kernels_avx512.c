@@ -34,19 +34,30 @@ static inline __mmask16 tail16(int64_t r)
     return (__mmask16)((1u << r) - 1u);
 }
 
+/* max_ps drops a NaN operand, so NaNs are tracked on the side: the max of
+ * a row holding a NaN is NaN, as in the C table. */
 static float max_avx512(const float *x, int64_t n)
 {
     __m512 m0 = _mm512_set1_ps(-INFINITY), m1 = m0;
+    __mmask16 nan = 0;
     int64_t j = 0;
     for (; j + 32 <= n; j += 32) {
-        m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + j));
-        m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + j + 16));
+        __m512 a = _mm512_loadu_ps(x + j), b = _mm512_loadu_ps(x + j + 16);
+        m0 = _mm512_max_ps(m0, a);
+        m1 = _mm512_max_ps(m1, b);
+        nan |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
     }
-    for (; j + 16 <= n; j += 16)
-        m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + j));
-    if (j < n)
-        m1 = _mm512_mask_max_ps(m1, tail16(n - j), m1, _mm512_maskz_loadu_ps(tail16(n - j), x + j));
-    return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+    for (; j + 16 <= n; j += 16) {
+        __m512 a = _mm512_loadu_ps(x + j);
+        m0 = _mm512_max_ps(m0, a);
+        nan |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+    }
+    if (j < n) {
+        __m512 a = _mm512_maskz_loadu_ps(tail16(n - j), x + j);
+        m1 = _mm512_mask_max_ps(m1, tail16(n - j), m1, a);
+        nan |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+    }
+    return nan ? NAN : _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
 }
 
 static float prep_max_avx512(float *s, int64_t n, const float *bias, const uint8_t *mask,
@@ -56,6 +67,7 @@ static float prep_max_avx512(float *s, int64_t n, const float *bias, const uint8
         return max_avx512(s, n);
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     __m512 m0 = ninf;
+    __mmask16 nan = 0;
     int64_t j = 0;
     for (; j < n; j += 16) {
         __mmask16 k = n - j >= 16 ? (__mmask16)0xFFFF : tail16(n - j);
@@ -77,8 +89,9 @@ static float prep_max_avx512(float *s, int64_t n, const float *bias, const uint8
         }
         _mm512_mask_storeu_ps(s + j, k, x);
         m0 = _mm512_mask_max_ps(m0, k, m0, x);
+        nan |= _mm512_mask_cmp_ps_mask(k, x, x, _CMP_UNORD_Q);
     }
-    return _mm512_reduce_max_ps(m0);
+    return nan ? NAN : _mm512_reduce_max_ps(m0);
 }
 
 static float exp_sum_avx512(float *x, int64_t n, float m)

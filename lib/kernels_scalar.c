@@ -35,9 +35,12 @@ float attn_exp_scalar(float x)
 static float max_c(const float *x, int64_t n)
 {
     float m = -INFINITY;
-    for (int64_t j = 0; j < n; j++)
+    int nan = 0;
+    for (int64_t j = 0; j < n; j++) {
         m = x[j] > m ? x[j] : m;
-    return m;
+        nan |= x[j] != x[j];
+    }
+    return nan ? NAN : m;
 }
 
 static float prep_max_c(float *s, int64_t n, const float *bias, const uint8_t *mask, int drop)

@@ -171,6 +171,12 @@ static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
             memcpy(probs_row(p, a, b, h, i) + t + cs, sr + cs, (size_t)(ce - cs) * sizeof(float));
         float mold = w->mrow[vr];
         float mnew = mt > mold ? mt : mold;
+        if (mt != mt || mold != mold) {
+            /* NaN in a visible score: the row's result is NaN. */
+            memset(sr + cs, 0, (size_t)(ce - cs) * sizeof(float));
+            w->mrow[vr] = w->lrow[vr] = w->corr[vr] = NAN;
+            continue;
+        }
         if (mnew == -INFINITY) {
             /* Nothing visible yet: contributes nothing. */
             memset(sr + cs, 0, (size_t)(ce - cs) * sizeof(float));
@@ -353,12 +359,14 @@ static void merge_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, const p
         }
         const int64_t row = (b * d->q_heads + h) * n + i;
         float mx = -INFINITY;
+        int nan = 0;
         for (int64_t c = 0; c < p->nchunks; c++) {
             float mc = part->m[c * cstride + row];
             mx = mc > mx ? mc : mx;
+            nan |= mc != mc;
         }
-        float l = 0.0f;
-        if (mx != -INFINITY)
+        float l = nan ? NAN : 0.0f;
+        if (!nan && mx != -INFINITY)
             for (int64_t c = 0; c < p->nchunks; c++) {
                 float mc = part->m[c * cstride + row];
                 if (mc != -INFINITY)

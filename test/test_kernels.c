@@ -242,6 +242,22 @@ static void test_nan_propagates(void **state)
 {
     (void)state;
     float x[40];
+    /* a NaN anywhere (each position, each length) makes the max NaN */
+    const attn_kernels *all[4] = { &attn_kernels_scalar };
+    for (int t = 0; t < ntables; t++)
+        all[t + 1] = tables[t];
+    for (int t = 0; t <= ntables; t++)
+        for (int64_t n = 1; n <= 40; n++)
+            for (int64_t at = 0; at < n; at++) {
+                for (int j = 0; j < 40; j++) x[j] = -1.0f - (float)j;
+                x[at] = NAN;
+                assert_true(isnan(all[t]->row_max(x, n)));
+                uint8_t keep[40];
+                memset(keep, 1, sizeof keep);
+                assert_true(isnan(all[t]->prep_max(x, n, NULL, keep, 0)));
+                x[at] = -5.0f;
+                assert_false(isnan(all[t]->row_max(x, n)));
+            }
     for (int t = 0; t < ntables; t++) {
         for (int j = 0; j < 40; j++) x[j] = -1.0f;
         x[17] = NAN;
