@@ -326,6 +326,149 @@ ATTN_API attn_status attn_sdpa(const attn_sdpa_desc *desc,
                                const attn_sdpa_args *args);
 
 /* ------------------------------------------------------------------------ */
+/* Multi-head attention layer                                                */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * torch.nn.MultiheadAttention(batch_first=True) as a plan:
+ *
+ *   Q = X W_q^T + b_q         X     [B][L][E]      (query input)
+ *   K = Xk W_k^T + b_k        Xk    [B][S][kdim]   (key input; X itself for
+ *   V = Xv W_v^T + b_v        Xv    [B][S][vdim]    self-attention)
+ *   O = SDPA(Q, K, V) per head, scale 1/sqrt(E / H) unless set
+ *   Y = O W_o^T + b_o         Y     [B][L][E]
+ *
+ * Weights follow nn.Linear (y = x W^T + b): W_q [E][E], W_k [Hkv*dh][kdim],
+ * W_v [Hkv*dh][vdim], W_o [E][E] with dh = E / H (Hkv = H unless GQA), or a
+ * packed in_proj [3E][E] (rows: W_q, then W_k, then W_v) with in_proj_bias
+ * [3E], as nn.MultiheadAttention stores them when kdim == vdim == E.
+ * The projections write Q, K, V in [B][L|S][H][dh] (BSHD) layout, which the
+ * SDPA core reads as head-strided views: nothing is transposed or copied.
+ * Every SDPA mask and option applies, with the shapes of SDPA (n = L,
+ * m = S, Hq = H); key padding is also accepted as a [B][S] uint8 mask with
+ * an explicit polarity (nn.MultiheadAttention's key_padding_mask is
+ * ATTN_MASK_DROP_NONZERO: True = ignore).
+ */
+typedef enum attn_weights_mode {
+    ATTN_WEIGHTS_NONE = 0,
+    ATTN_WEIGHTS_PER_HEAD = 1,   /* [B][H][L][S], contiguous */
+    ATTN_WEIGHTS_AVERAGED = 2    /* [B][L][S], contiguous, mean over heads
+                                    (average_attn_weights=True) */
+} attn_weights_mode;
+
+typedef struct attn_mha_desc {
+    int64_t embed_dim;      /* E, a multiple of num_heads */
+    int64_t num_heads;      /* H */
+    int64_t num_kv_heads;   /* Hkv for GQA; 0 means H.  H % Hkv == 0 */
+    int64_t kdim;           /* features of the key input; 0 means E */
+    int64_t vdim;           /* features of the value input; 0 means E */
+    int64_t batch;          /* B */
+    int64_t q_len;          /* L */
+    int64_t kv_len;         /* S; must equal L for self-attention */
+
+    int self_attention;     /* keys and values are projected from X */
+    int packed_in_proj;     /* weights in in_proj [3E][E]: needs
+                               kdim == vdim == E and Hkv == H */
+    int has_bias;           /* b_q, b_k, b_v (or in_proj_bias) and b_o */
+
+    /* Distance in elements between consecutive rows (tokens) of X, the key
+     * and value inputs and Y; 0 means dense (E, kdim, vdim, E).  Rows of
+     * batch b follow those of batch b - 1: row t of batch b is at
+     * (b * len + t) * stride. */
+    int64_t x_stride, key_stride, value_stride, out_stride;
+
+    /* SDPA options, as in attn_sdpa_desc (n = L, m = S, Hq = H). */
+    float scale;                 /* NaN (default): 1/sqrt(E / H) */
+    attn_align align;
+    int64_t window_left, window_right;
+    int use_kv_lens, use_q_lens;
+    attn_mask_mode mask_mode;    /* attn_mask as uint8 */
+    attn_view mask;
+    int use_bias;                /* attn_mask as additive float */
+    attn_view bias;
+    /* key_padding_mask [B][S] uint8 (row stride S); combines (AND) with the
+     * other masks. */
+    attn_mask_mode key_padding_mode;
+
+    attn_weights_mode weights;   /* attention weights output */
+    int threads;                 /* as in attn_sdpa_desc */
+    int64_t reserved[16];        /* must be zero */
+} attn_mha_desc;
+
+/* Defaults: sizes 0, self_attention 0, packed_in_proj 0, has_bias 1 (as
+ * nn.MultiheadAttention), dense strides, scale NaN, an unbounded top-left
+ * window, no masks, no weights, threads 0.  Returns ATTN_OK or
+ * ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_mha_desc_init(attn_mha_desc *desc);
+
+/* The layer's parameters (read at execute; pointers the layout does not
+ * use must be NULL). */
+typedef struct attn_mha_weights {
+    const float *in_proj_weight;   /* [3E][E]  when packed_in_proj */
+    const float *in_proj_bias;     /* [3E]     when packed_in_proj && has_bias */
+    const float *q_weight;         /* [E][E]        otherwise */
+    const float *k_weight;         /* [Hkv*dh][kdim] */
+    const float *v_weight;         /* [Hkv*dh][vdim] */
+    const float *q_bias;           /* [E]      when has_bias */
+    const float *k_bias;           /* [Hkv*dh] when has_bias */
+    const float *v_bias;           /* [Hkv*dh] when has_bias */
+    const float *out_weight;       /* [E][E]   always */
+    const float *out_bias;         /* [E]      when has_bias */
+} attn_mha_weights;
+
+/* The per-call buffers (pointers for features the plan does not use must be
+ * NULL). */
+typedef struct attn_mha_args {
+    const float *x;                /* [B][L][E] */
+    const float *key;              /* [B][S][kdim]; NULL for self-attention */
+    const float *value;            /* [B][S][vdim]; NULL for self-attention */
+    float *out;                    /* [B][L][E] */
+    const int32_t *kv_lens;        /* [B], when use_kv_lens */
+    const int32_t *q_lens;         /* [B], when use_q_lens */
+    const uint8_t *mask;           /* when mask_mode != ATTN_MASK_NONE */
+    const float *bias;             /* when use_bias */
+    const uint8_t *key_padding_mask; /* [B][S], when key_padding_mode != NONE */
+    float *weights;                /* when weights != ATTN_WEIGHTS_NONE */
+} attn_mha_args;
+
+typedef struct attn_mha_plan attn_mha_plan;
+
+/*
+ * Validate *desc and make a plan.  Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT,
+ * ATTN_ERR_BAD_SIZE (a size <= 0 where required, E % H != 0, or S != L for
+ * self-attention), ATTN_ERR_TOO_LARGE, ATTN_ERR_HEAD_RATIO,
+ * ATTN_ERR_BAD_STRIDE (a row stride shorter than its row, or negative),
+ * ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_SCALE, ATTN_ERR_BAD_OPTION (unknown
+ * enum value, nonzero reserved field, or packed_in_proj with kdim, vdim !=
+ * E or Hkv != H), ATTN_ERR_BAD_THREADS or ATTN_ERR_OUT_OF_MEMORY.
+ */
+ATTN_API attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc);
+
+/* Free a plan; NULL is accepted.  Returns ATTN_OK. */
+ATTN_API attn_status attn_mha_plan_destroy(attn_mha_plan *plan);
+
+/* Bytes of workspace attn_mha_execute needs: the projected Q, K, V and the
+ * attention output (B x (L + 2 S) x E floats or less), per-head weights
+ * when averaged weights are asked for, a combined mask when both an element
+ * mask and key padding are given, and the SDPA workspace.  Reusing one
+ * workspace across calls avoids any allocation.  Returns ATTN_OK or
+ * ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_mha_workspace_size(const attn_mha_plan *plan, size_t *bytes);
+
+/*
+ * Run the layer: Y = MHA(X, Xk, Xv).  workspace as for attn_sdpa_execute
+ * (NULL: allocated and freed inside the call).  Returns ATTN_OK,
+ * ATTN_ERR_NULL_ARGUMENT (plan, weights, args, a weight or buffer the plan
+ * needs), ATTN_ERR_ARGUMENT_MISMATCH (a pointer the plan does not use),
+ * ATTN_ERR_BAD_LENGTH, ATTN_ERR_WORKSPACE_TOO_SMALL,
+ * ATTN_ERR_WORKSPACE_ALIGNMENT or ATTN_ERR_OUT_OF_MEMORY.  On error nothing
+ * is written to out or weights.
+ */
+ATTN_API attn_status attn_mha_execute(const attn_mha_plan *plan, const attn_mha_weights *weights,
+                                      const attn_mha_args *args, void *workspace,
+                                      size_t workspace_bytes);
+
+/* ------------------------------------------------------------------------ */
 /* BLAS and CPU information                                                  */
 /* ------------------------------------------------------------------------ */
 
