@@ -6,6 +6,9 @@
  *   attn-bench [--case S1 ...] [--threads N ...] [--runs R] [--quick] [--json]
  *              [--no-naive]
  *
+ * Cases S1-S9 run by default; S2n and S3n (S2 and S3 without their causal
+ * mask) only when named.  S6 is the whole multi-head attention layer.
+ *
  * Each (case, threads, impl) runs in a child process, so its peak RSS is its
  * own.  FLOPs count the attention core, 4*B*Hq*n*m*d; the useful count
  * leaves out what causality or key padding hides.
@@ -31,17 +34,23 @@ typedef struct bench_case {
     int64_t B, Hq, Hkv, n, m, d;
     int causal;    /* top-left causal */
     int padded;    /* kv lengths m, m - m/8, ... per batch */
+    int mha;       /* the whole layer (d_model = Hq * d), packed in_proj + bias */
+    int extra;     /* not run unless named with --case */
 } bench_case;
 
 static const bench_case cases[] = {
-    { "S1", "bert-base", 8, 12, 12, 512, 512, 64, 0, 0 },
-    { "S2", "gpt2-causal", 4, 12, 12, 1024, 1024, 64, 1, 0 },
-    { "S3", "long-causal", 1, 8, 8, 4096, 4096, 64, 1, 0 },
-    { "S4", "cross", 8, 8, 8, 128, 1024, 64, 0, 0 },
-    { "S5", "decode-gqa", 1, 32, 8, 1, 4096, 128, 0, 0 },
-    { "S7", "tiny", 32, 8, 8, 64, 64, 32, 0, 0 },
-    { "S8", "vit", 8, 12, 12, 197, 197, 64, 0, 0 },
-    { "S9", "padded", 8, 12, 12, 512, 512, 64, 0, 1 },
+    { "S1", "bert-base", 8, 12, 12, 512, 512, 64, 0, 0, 0, 0 },
+    { "S2", "gpt2-causal", 4, 12, 12, 1024, 1024, 64, 1, 0, 0, 0 },
+    { "S3", "long-causal", 1, 8, 8, 4096, 4096, 64, 1, 0, 0, 0 },
+    { "S4", "cross", 8, 8, 8, 128, 1024, 64, 0, 0, 0, 0 },
+    { "S5", "decode-gqa", 1, 32, 8, 1, 4096, 128, 0, 0, 0, 0 },
+    { "S6", "mha-module", 8, 12, 12, 512, 512, 64, 0, 0, 1, 0 },
+    { "S7", "tiny", 32, 8, 8, 64, 64, 32, 0, 0, 0, 0 },
+    { "S8", "vit", 8, 12, 12, 197, 197, 64, 0, 0, 0, 0 },
+    { "S9", "padded", 8, 12, 12, 512, 512, 64, 0, 1, 0, 0 },
+    /* S2 and S3 without their mask: what causality saves */
+    { "S2n", "gpt2-nomask", 4, 12, 12, 1024, 1024, 64, 0, 0, 0, 1 },
+    { "S3n", "long-nomask", 1, 8, 8, 4096, 4096, 64, 0, 0, 0, 1 },
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
@@ -90,6 +99,13 @@ static int kv_len_of(const bench_case *c, int64_t b)
     return c->padded ? (int)(c->m - b * (c->m / c->B)) : (int)c->m;
 }
 
+/* The layer's four projections, 2 * (B * L) * E * E each. */
+static double proj_flops(const bench_case *c)
+{
+    const double E = (double)(c->Hq * c->d);
+    return c->mha ? 4.0 * 2.0 * (double)(c->B * c->n) * E * E : 0.0;
+}
+
 static double useful_flops(const bench_case *c)
 {
     double f = 0;
@@ -100,7 +116,7 @@ static double useful_flops(const bench_case *c)
                 vis = i + 1;
             f += (double)vis;
         }
-    return 4.0 * c->Hq * c->d * f;
+    return 4.0 * c->Hq * c->d * f + proj_flops(c);
 }
 
 /* The naive path: per (b, h) the full n x m score matrix, a row softmax,
@@ -162,9 +178,167 @@ static void naive(const bench_case *c, int nthreads, const float *q, const float
     attn_blas_scope_leave(&scope);
 }
 
+/* C[M][N] = A[M][K] W[N][K]^T + bias, rows split evenly over the threads
+ * (each a single-threaded sgemm): the naive path's projections. */
+static void par_linear(int nthreads, int64_t M, int64_t N, int64_t K, const float *A,
+                       const float *W, const float *bias, float *C)
+{
+    attn_blas_hooks hooks;
+    attn_blas_hooks_resolve(&hooks);
+    attn_blas_scope scope;
+    attn_blas_scope_enter(&hooks, &scope);
+#if ATTN_HAVE_OPENMP
+#pragma omp parallel num_threads(nthreads)
+#endif
+    {
+        int tid = 0, nt = 1;
+#if ATTN_HAVE_OPENMP
+        omp_set_num_threads(1);
+        tid = omp_get_thread_num();
+        nt = omp_get_num_threads();
+#endif
+        int saved = attn_blas_thread_enter(&scope);
+        int64_t r0 = M * tid / nt, r1 = M * (tid + 1) / nt;
+        if (r1 > r0) {
+            attn_sgemm(1, (int)(r1 - r0), (int)N, (int)K, 1.0f, A + r0 * K, (int)K, W, (int)K,
+                       0.0f, C + r0 * N, (int)N);
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t j = 0; j < N; j++)
+                    C[r * N + j] += bias[j];
+        }
+        attn_blas_thread_leave(&scope, saved);
+    }
+    attn_blas_scope_leave(&scope);
+}
+
+/* S6: the whole nn.MultiheadAttention-style layer, self-attention with a
+ * packed in_proj and biases.  The naive path projects, reshapes Q, K, V to
+ * [B][H][S][d], runs the naive attention, reshapes back and projects. */
+static void run_mha_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
+{
+    const int64_t B = c->B, H = c->Hq, L = c->n, d = c->d, E = H * d, BL = B * L;
+    float *x = alloc_fill((size_t)(BL * E), 1), *inw = alloc_fill((size_t)(3 * E * E), 1);
+    float *inb = alloc_fill((size_t)(3 * E), 1), *ow = alloc_fill((size_t)(E * E), 1);
+    float *ob = alloc_fill((size_t)E, 1);
+    float *y = alloc_fill((size_t)(BL * E), 0), *yref = alloc_fill((size_t)(BL * E), 0);
+    if (!x || !inw || !inb || !ow || !ob || !y || !yref) {
+        snprintf(res->error, sizeof res->error, "out of memory");
+        return;
+    }
+    /* weights ~ U(-1/sqrt(E), 1/sqrt(E)), as nn.Linear initializes them */
+    const float ws_scale = 1.0f / sqrtf((float)E);
+    for (int64_t i = 0; i < 3 * E * E; i++) inw[i] *= ws_scale;
+    for (int64_t i = 0; i < E * E; i++) ow[i] *= ws_scale;
+
+    attn_mha_desc desc;
+    attn_mha_desc_init(&desc);
+    desc.embed_dim = E;
+    desc.num_heads = H;
+    desc.batch = B;
+    desc.q_len = desc.kv_len = L;
+    desc.self_attention = 1;
+    desc.packed_in_proj = 1;
+    desc.threads = nthreads;
+    attn_mha_plan *plan = NULL;
+    attn_status st = attn_mha_plan_create(&plan, &desc);
+    if (st != ATTN_OK) {
+        snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
+        return;
+    }
+    attn_mha_weights w = { .in_proj_weight = inw, .in_proj_bias = inb, .out_weight = ow, .out_bias = ob };
+    attn_mha_args a = { .x = x, .out = y };
+    attn_mha_workspace_size(plan, &res->workspace);
+    void *ws = aligned_alloc(64, (res->workspace + 63) / 64 * 64);
+
+    /* naive buffers */
+    float *qkv = NULL, *qh = NULL, *kh = NULL, *vh = NULL, *oh = NULL, *o2 = NULL, *scores = NULL;
+    int32_t *kvl = malloc(sizeof(int32_t) * (size_t)B);
+    for (int64_t b = 0; b < B; b++)
+        kvl[b] = (int32_t)L;
+    qkv = alloc_fill((size_t)(BL * 3 * E), 0);
+    qh = alloc_fill((size_t)(BL * E), 0);
+    kh = alloc_fill((size_t)(BL * E), 0);
+    vh = alloc_fill((size_t)(BL * E), 0);
+    oh = alloc_fill((size_t)(BL * E), 0);
+    o2 = alloc_fill((size_t)(BL * E), 0);
+    scores = alloc_fill((size_t)nthreads * (size_t)(L * L), 0);
+    if (!ws || !kvl || !qkv || !qh || !kh || !vh || !oh || !o2 || !scores) {
+        snprintf(res->error, sizeof res->error, "out of memory");
+        return;
+    }
+    bench_case core = *c;
+    core.mha = 0;
+
+    double *t = malloc(sizeof(double) * (size_t)runs);
+    for (int pass = 0; pass < 2; pass++) {
+        /* pass 0: timed runs of impl; pass 1: the other impl once, for the error */
+        int which = pass == 0 ? impl : 1 - impl;
+        int reps = pass == 0 ? runs : 1;
+        for (int r = pass == 0 ? -2 : 0; r < reps; r++) {
+            double t0 = now_ms();
+            if (which == 0) {
+                st = attn_mha_execute(plan, &w, &a, ws, res->workspace);
+            } else {
+                par_linear(nthreads, BL, 3 * E, E, x, inw, inb, qkv);
+                for (int64_t b = 0; b < B; b++)
+                    for (int64_t h = 0; h < H; h++)
+                        for (int64_t i = 0; i < L; i++) {
+                            const float *row = qkv + (b * L + i) * 3 * E + h * d;
+                            size_t dst = (size_t)(((b * H + h) * L + i) * d);
+                            memcpy(qh + dst, row, (size_t)d * sizeof(float));
+                            memcpy(kh + dst, row + E, (size_t)d * sizeof(float));
+                            memcpy(vh + dst, row + 2 * E, (size_t)d * sizeof(float));
+                        }
+                naive(&core, nthreads, qh, kh, vh, oh, kvl, scores);
+                for (int64_t b = 0; b < B; b++)
+                    for (int64_t h = 0; h < H; h++)
+                        for (int64_t i = 0; i < L; i++)
+                            memcpy(o2 + (b * L + i) * E + h * d, oh + ((b * H + h) * L + i) * d,
+                                   (size_t)d * sizeof(float));
+                par_linear(nthreads, BL, E, E, o2, ow, ob, pass == 0 ? y : yref);
+            }
+            double t1 = now_ms();
+            if (st != ATTN_OK) {
+                snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
+                return;
+            }
+            if (pass == 0 && r >= 0)
+                t[r] = t1 - t0;
+        }
+        if (pass == 0) {
+            struct rusage ru;
+            getrusage(RUSAGE_SELF, &ru);
+            res->peak_rss_kb = ru.ru_maxrss;
+            /* naive timed: keep its output in yref and let attn write y */
+            if (impl == 1)
+                memcpy(yref, y, (size_t)(BL * E) * sizeof(float));
+        }
+    }
+    /* attn's output is in y, the naive one in yref */
+    qsort(t, (size_t)runs, sizeof *t, cmp_double);
+    res->ms_min = t[0];
+    res->ms_max = t[runs - 1];
+    res->ms_median = runs % 2 ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
+    if (impl == 1)
+        res->workspace = (size_t)(BL * 3 * E + 4 * BL * E) * sizeof(float) +
+                         (size_t)nthreads * (size_t)(L * L) * sizeof(float);
+    double e = 0;
+    for (int64_t i = 0; i < BL * E; i++) {
+        double dd = fabs((double)y[i] - (double)yref[i]);
+        if (!(dd <= e))
+            e = dd;
+    }
+    res->max_err = e;
+    res->ok = 1;
+}
+
 /* Runs in the child: impl 0 = attn, 1 = naive. */
 static void run_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
 {
+    if (c->mha) {
+        run_mha_case(c, impl, nthreads, runs, res);
+        return;
+    }
     const int64_t B = c->B, Hq = c->Hq, Hkv = c->Hkv, n = c->n, m = c->m, d = c->d;
     size_t nq = (size_t)(B * Hq * n * d), nk = (size_t)(B * Hkv * m * d);
     float *q = alloc_fill(nq, 1), *k = alloc_fill(nk, 1), *v = alloc_fill(nk, 1);
@@ -395,12 +569,13 @@ int main(int argc, char **argv)
                    "workspace", "RSS MiB", "max_err", "speedup");
         for (int ci = 0; ci < NCASES; ci++) {
             const bench_case *c = &cases[ci];
-            int sel = !nwant;
+            int sel = !nwant && !c->extra;
             for (int w = 0; w < nwant; w++)
                 sel |= !strcmp(want[w], c->id);
             if (!sel)
                 continue;
-            double full = 4.0 * c->B * c->Hq * c->n * c->m * c->d, useful = useful_flops(c);
+            double full = 4.0 * c->B * c->Hq * c->n * c->m * c->d + proj_flops(c);
+            double useful = useful_flops(c);
             double attn_ms = 0;
             for (int impl = 0; impl < 1 + do_naive; impl++) {
                 job j = { c, impl, nt, quick ? 5 : runs };
@@ -437,7 +612,8 @@ int main(int argc, char **argv)
         }
     }
     if (!json)
-        printf("\nGF/s: on 4*B*Hq*n*m*d; GF/s_u and %%sgemm: on the useful FLOPs (causal and padding "
-               "excluded); speedup: naive ms / attn ms; max_err: |attn - naive| over O.\n");
+        printf("\nGF/s: on 4*B*Hq*n*m*d (S6: plus the four projections, 8*B*L*E^2); GF/s_u and "
+               "%%sgemm: on the useful FLOPs (causal and padding excluded); speedup: naive ms / attn "
+               "ms; max_err: |attn - naive| over O (S6: over Y).\n");
     return 0;
 }
