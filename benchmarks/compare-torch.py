@@ -25,10 +25,16 @@ CASES = {
     "S3": (1, 8, 8, 4096, 4096, 64, True, False),
     "S4": (8, 8, 8, 128, 1024, 64, False, False),
     "S5": (1, 32, 8, 1, 4096, 128, False, False),
+    "S6": (8, 12, 12, 512, 512, 64, False, False),   # whole layer: nn.MultiheadAttention
     "S7": (32, 8, 8, 64, 64, 32, False, False),
     "S8": (8, 12, 12, 197, 197, 64, False, False),
     "S9": (8, 12, 12, 512, 512, 64, False, True),
 }
+EXTRA = {  # only when named: S2 and S3 without their mask
+    "S2n": (4, 12, 12, 1024, 1024, 64, False, False),
+    "S3n": (1, 8, 8, 4096, 4096, 64, False, False),
+}
+CASES.update(EXTRA)
 
 
 def run_attn_bench(bench, cases, threads, runs, naive):
@@ -55,7 +61,27 @@ def torch_sdpa(torch):
     return None
 
 
+def time_mha(torch, case, threads, runs):
+    """S6: nn.MultiheadAttention(batch_first=True) self-attention, no weights."""
+    B, H, _, L, _, d, _, _ = CASES[case]
+    torch.set_num_threads(threads)
+    torch.manual_seed(1)
+    mha = torch.nn.MultiheadAttention(H * d, H, batch_first=True).eval()
+    x = torch.rand(B, L, H * d) * 2 - 1
+    with torch.no_grad():
+        for _ in range(2):
+            mha(x, x, x, need_weights=False)
+        t = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            mha(x, x, x, need_weights=False)
+            t.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(t), min(t), max(t)
+
+
 def time_torch(torch, sdpa, case, threads, runs):
+    if case == "S6":
+        return time_mha(torch, case, threads, runs)
     B, Hq, Hkv, n, m, d, causal, padded = CASES[case]
     torch.set_num_threads(threads)
     g = torch.Generator().manual_seed(1)
@@ -89,7 +115,7 @@ def main():
     ap.add_argument("--no-naive", action="store_true")
     ap.add_argument("--csv")
     args = ap.parse_args()
-    cases = args.case or list(CASES)
+    cases = args.case or [c for c in CASES if c not in EXTRA]
     threads = args.threads or [1, 2]
 
     rows = run_attn_bench(args.bench, cases, threads, args.runs, not args.no_naive)
@@ -106,6 +132,8 @@ def main():
         for c in cases:
             B, Hq, Hkv, n, m, d, _, _ = CASES[c]
             flops = 4.0 * B * Hq * n * m * d
+            if c == "S6":
+                flops += 8.0 * B * n * (Hq * d) ** 2
             for t in threads:
                 med, lo, hi = time_torch(torch, sdpa, c, t, args.runs)
                 rows.append({"case": c, "threads": t, "impl": "torch", "ms_median": med,
