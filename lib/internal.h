@@ -48,4 +48,8 @@ struct attn_sdpa_plan {
 
 int attn_max_threads(void);
 
+/* The caller's workspace after checking its size and alignment, or a fresh
+ * allocation when it is NULL (the caller frees *ws then). */
+attn_status attn_workspace_acquire(void *workspace, size_t bytes, size_t need, void **ws);
+
 #endif

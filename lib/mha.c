@@ -398,17 +398,10 @@ attn_status attn_mha_execute(const attn_mha_plan *p, const attn_mha_weights *w,
     attn_status st = check_args(p, w, a);
     if (st != ATTN_OK)
         return st;
-    char *ws = workspace;
-    if (ws) {
-        if (workspace_bytes < p->ws_bytes)
-            return ATTN_ERR_WORKSPACE_TOO_SMALL;
-        if ((uintptr_t)ws % ATTN_ALIGNMENT)
-            return ATTN_ERR_WORKSPACE_ALIGNMENT;
-    } else {
-        ws = aligned_alloc(ATTN_ALIGNMENT, p->ws_bytes);
-        if (!ws)
-            return ATTN_ERR_OUT_OF_MEMORY;
-    }
+    void *wsv;
+    if ((st = attn_workspace_acquire(workspace, workspace_bytes, p->ws_bytes, &wsv)) != ATTN_OK)
+        return st;
+    char *ws = wsv;
     const attn_mha_desc *d = &p->d;
     const int64_t E = p->E, BL = p->B * p->L, BS = p->B * p->S;
     float *q = (float *)(void *)(ws + p->off_q);

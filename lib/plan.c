@@ -20,6 +20,20 @@ int attn_max_threads(void)
 #endif
 }
 
+attn_status attn_workspace_acquire(void *workspace, size_t bytes, size_t need, void **ws)
+{
+    if (workspace) {
+        if (bytes < need)
+            return ATTN_ERR_WORKSPACE_TOO_SMALL;
+        if ((uintptr_t)workspace % ATTN_ALIGNMENT)
+            return ATTN_ERR_WORKSPACE_ALIGNMENT;
+        *ws = workspace;
+        return ATTN_OK;
+    }
+    *ws = aligned_alloc(ATTN_ALIGNMENT, need);
+    return *ws ? ATTN_OK : ATTN_ERR_OUT_OF_MEMORY;
+}
+
 attn_status attn_sdpa_desc_init(attn_sdpa_desc *desc)
 {
     if (!desc)

@@ -429,17 +429,9 @@ attn_status attn_sdpa_execute(const attn_sdpa_plan *p, const attn_sdpa_args *a,
     attn_status st = check_args(p, a);
     if (st != ATTN_OK)
         return st;
-    void *ws = workspace;
-    if (ws) {
-        if (workspace_bytes < p->ws_bytes)
-            return ATTN_ERR_WORKSPACE_TOO_SMALL;
-        if ((uintptr_t)ws % ATTN_ALIGNMENT)
-            return ATTN_ERR_WORKSPACE_ALIGNMENT;
-    } else {
-        ws = aligned_alloc(ATTN_ALIGNMENT, p->ws_bytes);
-        if (!ws)
-            return ATTN_ERR_OUT_OF_MEMORY;
-    }
+    void *ws;
+    if ((st = attn_workspace_acquire(workspace, workspace_bytes, p->ws_bytes, &ws)) != ATTN_OK)
+        return st;
 
     const attn_sdpa_desc *d = &p->d;
     const int64_t nitems = p->nitems;
