@@ -114,6 +114,7 @@ def main():
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--no-naive", action="store_true")
     ap.add_argument("--csv")
+    ap.add_argument("--save-json", help="write every measurement, one JSON object a line")
     args = ap.parse_args()
     cases = args.case or [c for c in CASES if c not in EXTRA]
     threads = args.threads or [1, 2]
@@ -156,6 +157,10 @@ def main():
             fmt = lambda r: "%10.3f" % r["ms_median"] if r else "%10s" % "-"
             sp = lambda r: "%8.2fx" % (r["ms_median"] / a["ms_median"]) if r else "%9s" % "-"
             print("%-4s %3d %s %s %s %s %s" % (c, t, fmt(a), fmt(nv), fmt(tr), sp(nv), sp(tr)))
+    if args.save_json:
+        with open(args.save_json, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
     if args.csv:
         with open(args.csv, "w") as f:
             f.write("case,threads,impl,ms_median,ms_min,ms_max,gflops\n")
