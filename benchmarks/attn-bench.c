@@ -434,7 +434,7 @@ static void run_case(const bench_case *c, int impl, int nthreads, int runs, resu
  * sgemm. */
 static double sgemm_rate(int nthreads)
 {
-    const int N = 1024, reps = 8;
+    const int N = 1024, reps = 24;
     float *a = alloc_fill((size_t)N * N * nthreads, 1), *b = alloc_fill((size_t)N * N * nthreads, 1);
     float *c = alloc_fill((size_t)N * N * nthreads, 0);
     if (!a || !b || !c)
