@@ -14,9 +14,10 @@ set boxwidth 0.9
 set logscale y
 set ylabel 'ms'
 set grid ytics
-set key top left
+set key top left horizontal
+set yrange [0.5:5000]
 # One column per implementation: the CSV is reshaped by awk below.
 cmd(impl) = sprintf("< awk -F, -v t=%d -v i=%s 'NR>1 && $2==t && $3==i {print $1\",\"$4}' %s", threads, impl, csv)
 plot cmd('attn') using 2:xtic(1) title 'attn' lc rgb '#2b7bba', \
      cmd('naive') using 2 title 'naive (scores, softmax, GEMM)' lc rgb '#aaaaaa', \
-     cmd('torch') using 2 title 'PyTorch SDPA' lc rgb '#e4572e'
+     cmd('torch') using 2 title 'PyTorch (SDPA; S6: nn.MultiheadAttention)' lc rgb '#e4572e'
