@@ -1,0 +1,52 @@
+/*
+ * mha_reference.h -- an independent float64 reference of attn's multi-head
+ * attention layer (attn_mha_*), used only by the tests.  It is written from
+ * the semantics in attn.h ("Multi-head attention layer" and the SDPA
+ * visibility rules) and shares no code with lib/:
+ *
+ *   Q = X W_q^T + b_q,  K = Xk W_k^T + b_k,  V = Xv W_v^T + b_v   (nn.Linear)
+ *   per head h (K/V head h / (H / Hkv)): softmax over the visible keys of
+ *     scale * q.k + bias, O = P V          (scale 1/sqrt(E / H) when NaN)
+ *   Y = O W_o^T + b_o
+ *   averaged weights = mean over heads of P
+ *
+ * Visibility of key j to query i of batch b (AND of all that apply): the
+ * window (TOP_LEFT d = i, BOTTOM_RIGHT d = i + kv_lens[b] - q_lens[b]),
+ * j < kv_lens[b], i < q_lens[b], the element mask (KEEP/DROP_NONZERO, with
+ * its strides over [B][H][L]), the key padding mask ([B][S], its own
+ * polarity) and a bias entry that is not -INFINITY.  A row without visible
+ * key has O = 0 and P = 0 (so its layer output is b_o).
+ *
+ * Error bounds of an fp32 implementation (sgemm projections, fp32 SDPA,
+ * sgemm output projection) against the exact result, first order, worst
+ * case, with u = 2^-24 (see mha_reference.c for the derivation):
+ *   |Y - y| <= y_tol,   |P - p| <= p_tol,   |avg - a| <= avg_tol.
+ */
+#ifndef ATTN_TEST_MHA_REFERENCE_H
+#define ATTN_TEST_MHA_REFERENCE_H
+
+#include <stdint.h>
+
+#include <attn.h>
+
+/* Dense double outputs; every pointer may be NULL when not wanted. */
+typedef struct mref_out {
+    double *y;        /* [B][L][E]    layer output */
+    double *y_tol;    /* [B][L][E]    bound on |Y_fp32 - y| */
+    double *p;        /* [B][H][L][S] per-head attention weights */
+    double *p_tol;    /* [B][H][L][S] */
+    double *avg;      /* [B][L][S]    mean over heads */
+    double *avg_tol;  /* [B][L][S] */
+} mref_out;
+
+/* The layer for a valid desc with its weights and args (the library's own
+ * inputs; args->out and args->weights are not touched).  Returns 0, or -1
+ * when scratch memory could not be allocated. */
+int mref_mha(const attn_mha_desc *desc, const attn_mha_weights *w,
+             const attn_mha_args *args, const mref_out *out);
+
+/* The absolute floor added to every bound (the fp32 softmax may flush
+ * probabilities below it to 0). */
+#define MREF_TINY 1e-30
+
+#endif
