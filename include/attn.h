@@ -77,8 +77,10 @@ typedef enum attn_status {
                                     left at ATTN_STRIDE_UNSET (e.g. a mask
                                     or bias enabled without strides) */
     ATTN_ERR_BAD_SCALE,          /* scale is infinite (NaN means default) */
-    ATTN_ERR_BAD_OPTION,         /* an enum field (alignment, mask polarity)
-                                    holds an unknown value, or a reserved
+    ATTN_ERR_BAD_OPTION,         /* an enum field (alignment, mask polarity,
+                                    weights mode) holds an unknown value,
+                                    options that do not go together (see
+                                    attn_mha_plan_create), or a reserved
                                     field is not zero */
     ATTN_ERR_BAD_THREADS,        /* threads < 0 or > 1024 */
     ATTN_ERR_BAD_LENGTH,         /* kv_lens[b] not in [0, m] or q_lens[b]
@@ -86,7 +88,8 @@ typedef enum attn_status {
     ATTN_ERR_ARGUMENT_MISMATCH,  /* execute got a pointer for something the
                                     plan does not use (or the reverse) */
     ATTN_ERR_WORKSPACE_TOO_SMALL,/* caller workspace smaller than the size
-                                    reported by attn_sdpa_workspace_size */
+                                    reported by attn_sdpa_workspace_size or
+                                    attn_mha_workspace_size */
     ATTN_ERR_WORKSPACE_ALIGNMENT,/* caller workspace not 64-byte aligned */
     ATTN_ERR_OUT_OF_MEMORY,      /* an allocation failed */
     ATTN_STATUS_COUNT_           /* not a status: the number of statuses */
@@ -347,7 +350,9 @@ ATTN_API attn_status attn_sdpa(const attn_sdpa_desc *desc,
  * Every SDPA mask and option applies, with the shapes of SDPA (n = L,
  * m = S, Hq = H); key padding is also accepted as a [B][S] uint8 mask with
  * an explicit polarity (nn.MultiheadAttention's key_padding_mask is
- * ATTN_MASK_DROP_NONZERO: True = ignore).
+ * ATTN_MASK_DROP_NONZERO: True = ignore).  A query row with no visible key
+ * (or a padded one, i >= q_lens[b]) has an attention output of 0, so its Y
+ * row is b_o (0 without biases) and its weights are 0: never NaN.
  */
 typedef enum attn_weights_mode {
     ATTN_WEIGHTS_NONE = 0,
@@ -437,10 +442,12 @@ typedef struct attn_mha_plan attn_mha_plan;
  * Validate *desc and make a plan.  Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT,
  * ATTN_ERR_BAD_SIZE (a size <= 0 where required, E % H != 0, or S != L for
  * self-attention), ATTN_ERR_TOO_LARGE, ATTN_ERR_HEAD_RATIO,
- * ATTN_ERR_BAD_STRIDE (a row stride shorter than its row, or negative),
+ * ATTN_ERR_BAD_STRIDE (a row stride shorter than its row, or negative;
+ * key_stride and value_stride are ignored in self-attention),
  * ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_SCALE, ATTN_ERR_BAD_OPTION (unknown
- * enum value, nonzero reserved field, or packed_in_proj with kdim, vdim !=
- * E or Hkv != H), ATTN_ERR_BAD_THREADS or ATTN_ERR_OUT_OF_MEMORY.
+ * enum value, nonzero reserved field, packed_in_proj with kdim or vdim != E
+ * or Hkv != H, or self_attention with kdim or vdim != E),
+ * ATTN_ERR_BAD_THREADS or ATTN_ERR_OUT_OF_MEMORY.
  */
 ATTN_API attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc);
 

@@ -114,7 +114,10 @@ static attn_status validate(const attn_mha_desc *d)
         return ATTN_ERR_BAD_OPTION;
     if (d->self_attention && (kdim != E || vdim != E))
         return ATTN_ERR_BAD_OPTION;
-    if (d->x_stride < 0 || d->key_stride < 0 || d->value_stride < 0 || d->out_stride < 0)
+    /* key_stride and value_stride are not used (and not checked) in
+     * self-attention, as the key and value pointers are not. */
+    if (d->x_stride < 0 || d->out_stride < 0 ||
+        (!d->self_attention && (d->key_stride < 0 || d->value_stride < 0)))
         return ATTN_ERR_BAD_STRIDE;
     if (isinf(d->scale))
         return ATTN_ERR_BAD_SCALE;

@@ -11,7 +11,7 @@ const char *attn_status_str(attn_status status)
     case ATTN_ERR_BAD_STRIDE: return "a stride is negative, zero where no broadcast is allowed, shorter than its row, or makes an output overlap itself";
     case ATTN_ERR_STRIDES_UNSET: return "a tensor in use has no strides (still ATTN_STRIDE_UNSET)";
     case ATTN_ERR_BAD_SCALE: return "the scale is infinite";
-    case ATTN_ERR_BAD_OPTION: return "an option holds an unknown value, or a reserved field is not zero";
+    case ATTN_ERR_BAD_OPTION: return "an option holds an unknown value, options do not go together, or a reserved field is not zero";
     case ATTN_ERR_BAD_THREADS: return "the thread count is negative or too large";
     case ATTN_ERR_BAD_LENGTH: return "a per-batch key or query length is out of range";
     case ATTN_ERR_ARGUMENT_MISMATCH: return "a pointer was given for a feature the plan does not use";

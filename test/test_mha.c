@@ -1711,14 +1711,22 @@ static void test_err_options(void **state)
     d.num_kv_heads = 1;
     expect_plan_fail(&d, ATTN_ERR_BAD_OPTION, "packed self with MQA (Hkv = 1)");
     /* self-attention projects keys and values from X: kdim, vdim must be E
-     * (attn.h does not name a status for this; mha.c gives BAD_OPTION) */
+     * (attn.h: ATTN_ERR_BAD_OPTION) */
     d = self;
     d.packed_in_proj = 0;
     d.kdim = d.embed_dim;
     d.vdim = d.embed_dim;
     expect_plan_ok(&d, "control: self, kdim = vdim = E given");
     d.kdim = 6;
-    expect_plan_fail2(&d, ATTN_ERR_BAD_OPTION, ATTN_ERR_BAD_SIZE, "self with kdim != E");
+    expect_plan_fail(&d, ATTN_ERR_BAD_OPTION, "self with kdim != E");
+    d.kdim = 0;
+    d.vdim = 6;
+    expect_plan_fail(&d, ATTN_ERR_BAD_OPTION, "self with vdim != E");
+    /* key_stride and value_stride are ignored in self-attention */
+    d = self;
+    d.key_stride = -1;
+    d.value_stride = 1;
+    expect_plan_ok(&d, "self: key_stride and value_stride ignored");
 
     /* enums */
     const int badenum[] = { 3, -1, 1000 };
