@@ -3,10 +3,11 @@
 if (!exists("csv")) csv = 'bench.csv'
 if (!exists("threads")) threads = 2
 if (!exists("out")) out = 'bench.png'
+if (!exists("label")) label = ''
 set terminal pngcairo size 900,480 font ',10'
 set output out
 set datafile separator ','
-set title sprintf('Attention, fp32, %d thread(s): median ms per call (lower is better, log scale)', threads)
+set title sprintf('attn vs naive vs PyTorch, fp32, %d thread(s)%s: median ms per call (log scale, lower is better)', threads, label)
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
