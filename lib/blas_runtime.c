@@ -5,7 +5,7 @@
  *   per-task thread count of 1 the driver sets) by itself;
  * - OpenBLAS, pthreads flavour: openblas_set_num_threads(1), process-wide,
  *   restored afterwards (concurrent callers share that setting);
- * - MKL, threaded layer: mkl_set_num_threads_local(1) in each worker;
+ * - MKL, threaded layer: MKL_Set_Num_Threads_Local(1) in each worker;
  * - BLIS is called through bli_sgemm_ex with a one-thread runtime object;
  * - the reference BLAS and MKL's sequential layer have no threads.
  * Without OpenMP attn runs on the calling thread and leaves the BLAS's

@@ -173,7 +173,7 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
 
     /* Workspace: Q, K, V (one [B*L][3E] buffer when fused), O, per-head
      * weights to average, the combined mask, then the SDPA workspace. */
-    size_t total = 0, unused;
+    size_t total = 0;
     int ok = 1;
     if (p->fused_qkv) {
         p->ldq = p->ldk = p->ldv = 3 * p->E;
@@ -265,7 +265,6 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
         free(p);
         return ATTN_ERR_TOO_LARGE;
     }
-    (void)unused;
     p->ws_bytes = total;
     attn_blas_hooks_resolve(&p->blas);
     *plan = p;
