@@ -1,0 +1,258 @@
+/*
+ * test_alloc.c -- allocation failure: every allocation attn makes (plans,
+ * internal workspace, the MHA plan's inner SDPA plan) is made to fail in
+ * turn; each call must return ATTN_ERR_OUT_OF_MEMORY, leave *plan and
+ * every output untouched, and leak nothing: every block allocated during
+ * the failing call must have been freed when it returns.
+ *
+ * This executable defines calloc, aligned_alloc and free, which the
+ * library's own calls bind to, and forwards to the C library's.  Where the
+ * allocator belongs to a tool (AddressSanitizer, valgrind) the hooks are
+ * not reached and the tests are skipped.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <attn.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define ALLOC_HOOKS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ALLOC_HOOKS 0
+#endif
+#endif
+#ifndef ALLOC_HOOKS
+#define ALLOC_HOOKS 1
+#endif
+
+#if ALLOC_HOOKS
+/* While armed, calloc number fail_calloc (counting from 0) or aligned_alloc
+ * number fail_aligned fails (-1: none).  attn allocates its plans with
+ * calloc and workspaces with aligned_alloc. */
+static int armed, n_calloc, n_aligned, fail_calloc = -1, fail_aligned = -1;
+
+/* Blocks handed out while armed and not yet freed. */
+#define MAXLIVE 256
+static void *live[MAXLIVE];
+static int nlive, overflow;
+
+static void arm(int at_calloc, int at_aligned)
+{
+    n_calloc = n_aligned = 0;
+    fail_calloc = at_calloc;
+    fail_aligned = at_aligned;
+    nlive = overflow = 0;
+    armed = 1;
+}
+
+/* Disarm; returns the number of blocks the armed call left allocated. */
+static int disarm(void)
+{
+    armed = 0;
+    return overflow ? MAXLIVE : nlive;
+}
+
+static void *track(void *ptr)
+{
+    if (ptr && armed) {
+        if (nlive < MAXLIVE)
+            live[nlive++] = ptr;
+        else
+            overflow = 1;
+    }
+    return ptr;
+}
+
+void free(void *ptr)
+{
+    static void (*real)(void *);
+    if (!real)
+        real = (void (*)(void *))dlsym(RTLD_NEXT, "free");
+    for (int i = 0; i < nlive; i++)
+        if (live[i] == ptr) {
+            live[i] = live[--nlive];
+            break;
+        }
+    real(ptr);
+}
+
+void *calloc(size_t n, size_t size)
+{
+    static void *(*real)(size_t, size_t);
+    if (!real) {
+        /* dlsym may itself call calloc: answer that one from a static
+         * buffer (it is never freed). */
+        static char boot[256];
+        static int booting;
+        if (booting)
+            return memset(boot, 0, sizeof boot);
+        booting = 1;
+        real = (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "calloc");
+        booting = 0;
+    }
+    return armed && n_calloc++ == fail_calloc ? NULL : track(real(n, size));
+}
+
+void *aligned_alloc(size_t alignment, size_t size)
+{
+    static void *(*real)(size_t, size_t);
+    if (!real)
+        real = (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "aligned_alloc");
+    return armed && n_aligned++ == fail_aligned ? NULL : track(real(alignment, size));
+}
+#endif
+
+/* 1 when this executable's allocator hooks are the ones in use. */
+static int hooks_active(void)
+{
+#if ALLOC_HOOKS
+    void *(*volatile cal)(size_t, size_t) = calloc;
+    arm(0, -1);
+    void *p = cal(1, 16);
+    disarm();
+    free(p);
+    return p == NULL;
+#else
+    return 0;
+#endif
+}
+
+enum { B = 2, H = 4, HKV = 2, N = 40, M = 1200, D = 16 };
+
+static void fill(float *x, size_t n, float s)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = s * (float)((int)(i * 37 % 101) - 50) / 50.0f;
+}
+
+static int bits_equal(const float *a, const float *b, size_t n)
+{
+    return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+static void test_sdpa_oom(void **state)
+{
+    (void)state;
+#if !ALLOC_HOOKS
+    skip();
+#else
+    if (!hooks_active())
+        skip();
+    static float q[B * H * N * D], k[B * HKV * M * D], v[B * HKV * M * D];
+    static float o[B * H * N * D], p[B * H * N * M], lse[B * H * N];
+    static float o0[B * H * N * D], p0[B * H * N * M], lse0[B * H * N];
+    fill(q, sizeof q / sizeof *q, 1.0f);
+    fill(k, sizeof k / sizeof *k, 0.5f);
+    fill(v, sizeof v / sizeof *v, 1.0f);
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d);
+    d.batch = B; d.q_heads = H; d.kv_heads = HKV; d.q_len = N; d.kv_len = M;
+    d.qk_dim = d.v_dim = D;
+    d.q = d.o = attn_view_bhsd(H, N, D);
+    d.k = d.v = attn_view_bhsd(HKV, M, D);
+    d.want_probs = 1; d.probs = attn_view_bhsd(H, N, M);
+    d.want_lse = 1; d.lse = attn_view_bhsd(H, N, 1);
+    d.threads = 2;
+    attn_sdpa_args a = { .q = q, .k = k, .v = v, .o = o, .probs = p, .lse = lse };
+
+    for (size_t i = 0; i < sizeof o / sizeof *o; i++) o[i] = o0[i] = NAN;
+    for (size_t i = 0; i < sizeof p / sizeof *p; i++) p[i] = p0[i] = NAN;
+    for (size_t i = 0; i < sizeof lse / sizeof *lse; i++) lse[i] = lse0[i] = NAN;
+
+    /* The plan's own allocation. */
+    attn_sdpa_plan *plan = (attn_sdpa_plan *)(uintptr_t)0x1;
+    arm(0, -1);
+    assert_int_equal(attn_sdpa_plan_create(&plan, &d), ATTN_ERR_OUT_OF_MEMORY);
+    assert_int_equal(disarm(), 0);
+    assert_ptr_equal(plan, (attn_sdpa_plan *)(uintptr_t)0x1);
+
+    /* Execute with internal workspace: its allocation fails, nothing written. */
+    plan = NULL;
+    assert_int_equal(attn_sdpa_plan_create(&plan, &d), ATTN_OK);
+    arm(-1, 0);
+    assert_int_equal(attn_sdpa_execute(plan, &a, NULL, 0), ATTN_ERR_OUT_OF_MEMORY);
+    assert_int_equal(disarm(), 0);
+    assert_true(bits_equal(o, o0, sizeof o / sizeof *o));
+    assert_true(bits_equal(p, p0, sizeof p / sizeof *p));
+    assert_true(bits_equal(lse, lse0, sizeof lse / sizeof *lse));
+
+    /* One-shot: its plan, then its workspace. */
+    for (int at = 0; at < 2; at++) {
+        arm(at == 0 ? 0 : -1, at == 1 ? 0 : -1);
+        assert_int_equal(attn_sdpa(&d, &a), ATTN_ERR_OUT_OF_MEMORY);
+        assert_int_equal(disarm(), 0);
+        assert_true(bits_equal(o, o0, sizeof o / sizeof *o));
+    }
+    /* and with none failing it runs */
+    assert_int_equal(attn_sdpa_execute(plan, &a, NULL, 0), ATTN_OK);
+    assert_false(isnan(o[0]));
+    attn_sdpa_plan_destroy(plan);
+#endif
+}
+
+static void test_mha_oom(void **state)
+{
+    (void)state;
+#if !ALLOC_HOOKS
+    skip();
+#else
+    if (!hooks_active())
+        skip();
+    enum { E = 16, MH = 4, L = 9 };
+    static float x[B * L * E], inw[3 * E * E], inb[3 * E], ow[E * E], ob[E];
+    static float out[B * L * E], w[B * L * L], out0[B * L * E], w0[B * L * L];
+    fill(x, sizeof x / sizeof *x, 1.0f);
+    fill(inw, sizeof inw / sizeof *inw, 0.2f);
+    fill(inb, sizeof inb / sizeof *inb, 0.1f);
+    fill(ow, sizeof ow / sizeof *ow, 0.2f);
+    fill(ob, sizeof ob / sizeof *ob, 0.1f);
+    for (size_t i = 0; i < sizeof out / sizeof *out; i++) out[i] = out0[i] = NAN;
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++) w[i] = w0[i] = NAN;
+    attn_mha_desc d;
+    attn_mha_desc_init(&d);
+    d.embed_dim = E; d.num_heads = MH; d.batch = B; d.q_len = d.kv_len = L;
+    d.self_attention = 1; d.packed_in_proj = 1; d.weights = ATTN_WEIGHTS_AVERAGED;
+    d.threads = 2;
+    attn_mha_weights wt = { .in_proj_weight = inw, .in_proj_bias = inb,
+                            .out_weight = ow, .out_bias = ob };
+    attn_mha_args a = { .x = x, .out = out, .weights = w };
+
+    /* plan_create makes the MHA plan and an SDPA plan: fail each in turn */
+    for (int at = 0; at < 2; at++) {
+        attn_mha_plan *plan = (attn_mha_plan *)(uintptr_t)0x1;
+        arm(at, -1);
+        assert_int_equal(attn_mha_plan_create(&plan, &d), ATTN_ERR_OUT_OF_MEMORY);
+        assert_int_equal(disarm(), 0);
+        assert_ptr_equal(plan, (attn_mha_plan *)(uintptr_t)0x1);
+    }
+    attn_mha_plan *plan = NULL;
+    assert_int_equal(attn_mha_plan_create(&plan, &d), ATTN_OK);
+    arm(-1, 0);
+    assert_int_equal(attn_mha_execute(plan, &wt, &a, NULL, 0), ATTN_ERR_OUT_OF_MEMORY);
+    assert_int_equal(disarm(), 0);
+    assert_true(bits_equal(out, out0, sizeof out / sizeof *out));
+    assert_true(bits_equal(w, w0, sizeof w / sizeof *w));
+    assert_int_equal(attn_mha_execute(plan, &wt, &a, NULL, 0), ATTN_OK);
+    assert_false(isnan(out[0]));
+    attn_mha_plan_destroy(plan);
+#endif
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sdpa_oom),
+        cmocka_unit_test(test_mha_oom),
+    };
+    return cmocka_run_group_tests_name("alloc", tests, NULL, NULL);
+}
