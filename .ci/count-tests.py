@@ -2,7 +2,7 @@
 """Add up test cases from Meson's JSON test logs.  A CMocka executable
 counts as its test cases (from its '[  PASSED  ]' / '[  FAILED  ]' lines);
 any other test, or a CMocka executable that died before its summary, counts
-as one.  Prints 'PASSED FAILED'."""
+as one; skipped CMocka cases count as neither.  Prints 'PASSED FAILED'."""
 import json
 import re
 import sys
@@ -21,7 +21,9 @@ for path in sys.argv[1:]:
         p = sum(int(x) for x in re.findall(r"\[  PASSED  \] (\d+) test", out))
         f = sum(int(x) for x in re.findall(r"\[  FAILED  \] (\d+) test", out))
         ok = t.get("result") in ("OK", "EXPECTEDFAIL", "SKIP")
-        if p or f:
+        # A CMocka summary was printed (skipped test cases count as neither).
+        cmocka = re.search(r"\[=+\] \d+ test\(s\) run", out) is not None
+        if cmocka or p or f:
             passed += p
             failed += f
             if not ok and f == 0:
