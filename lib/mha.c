@@ -49,11 +49,6 @@ attn_status attn_mha_desc_init(attn_mha_desc *desc)
     return ATTN_OK;
 }
 
-static int valid_mask_mode(attn_mask_mode m)
-{
-    return m == ATTN_MASK_NONE || m == ATTN_MASK_KEEP_NONZERO || m == ATTN_MASK_DROP_NONZERO;
-}
-
 /* Row stride of a [rows][width] matrix: 0 means width. */
 static attn_status row_stride(int64_t stride, int64_t width, int64_t rows, int64_t *out)
 {
@@ -87,11 +82,10 @@ static int add_block(size_t *total, size_t *offset, uint64_t count, size_t elem)
 
 static attn_status validate(const attn_mha_desc *d)
 {
-    for (size_t i = 0; i < sizeof d->reserved / sizeof d->reserved[0]; i++)
-        if (d->reserved[i] != 0)
-            return ATTN_ERR_BAD_OPTION;
+    if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]))
+        return ATTN_ERR_BAD_OPTION;
     if ((d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
-        !valid_mask_mode(d->mask_mode) || !valid_mask_mode(d->key_padding_mode) ||
+        !attn_mask_mode_valid(d->mask_mode) || !attn_mask_mode_valid(d->key_padding_mode) ||
         (d->weights != ATTN_WEIGHTS_NONE && d->weights != ATTN_WEIGHTS_PER_HEAD &&
          d->weights != ATTN_WEIGHTS_AVERAGED))
         return ATTN_ERR_BAD_OPTION;
@@ -121,7 +115,7 @@ static attn_status validate(const attn_mha_desc *d)
         return ATTN_ERR_BAD_STRIDE;
     if (isinf(d->scale))
         return ATTN_ERR_BAD_SCALE;
-    if (d->threads < 0 || d->threads > 1024)
+    if (d->threads < 0 || d->threads > ATTN_MAX_THREADS)
         return ATTN_ERR_BAD_THREADS;
     return ATTN_OK;
 }
@@ -162,11 +156,7 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
         free(p);
         return st;
     }
-    int nt = d->threads ? d->threads : attn_max_threads();
-#if !ATTN_HAVE_OPENMP
-    nt = 1;
-#endif
-    p->nthreads = nt < 1 ? 1 : nt;
+    p->nthreads = attn_resolve_threads(d->threads);
     p->fused_qkv = d->self_attention && d->packed_in_proj;
     p->combine = d->mask_mode != ATTN_MASK_NONE && d->key_padding_mode != ATTN_MASK_NONE;
     p->mask_heads = p->combine && d->mask.head != 0 ? p->H : 1;
@@ -349,7 +339,7 @@ static attn_status check_args(const attn_mha_plan *p, const attn_mha_weights *w,
 {
     const attn_mha_desc *d = &p->d;
     const int packed = d->packed_in_proj, bias = d->has_bias;
-    const struct { int used; const void *ptr; } need[] = {
+    const attn_pointer_use need[] = {
         { packed, w->in_proj_weight }, { packed && bias, w->in_proj_bias },
         { !packed, w->q_weight }, { !packed, w->k_weight }, { !packed, w->v_weight },
         { !packed && bias, w->q_bias }, { !packed && bias, w->k_bias },
@@ -360,19 +350,11 @@ static attn_status check_args(const attn_mha_plan *p, const attn_mha_weights *w,
         { d->key_padding_mode != ATTN_MASK_NONE, a->key_padding_mask },
         { d->weights != ATTN_WEIGHTS_NONE, a->weights },
     };
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
-        if (need[i].used && !need[i].ptr)
-            return ATTN_ERR_NULL_ARGUMENT;
-        if (!need[i].used && need[i].ptr)
-            return ATTN_ERR_ARGUMENT_MISMATCH;
-    }
-    for (int64_t b = 0; b < p->B; b++) {
-        if (d->use_kv_lens && (a->kv_lens[b] < 0 || a->kv_lens[b] > p->S))
-            return ATTN_ERR_BAD_LENGTH;
-        if (d->use_q_lens && (a->q_lens[b] < 0 || a->q_lens[b] > p->L))
-            return ATTN_ERR_BAD_LENGTH;
-    }
-    return ATTN_OK;
+    attn_status st = attn_check_pointers(need, sizeof need / sizeof need[0]);
+    if (st != ATTN_OK)
+        return st;
+    /* Checked here too (SDPA would), before any projection runs. */
+    return attn_check_lengths(p->B, a->kv_lens, p->S, a->q_lens, p->L);
 }
 
 /* keep[b][h][i][j] = attn mask visible AND key padding visible. */

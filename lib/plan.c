@@ -9,8 +9,6 @@
 #include <omp.h>
 #endif
 
-#define ATTN_MAX_THREADS 1024
-
 int attn_max_threads(void)
 {
 #if ATTN_HAVE_OPENMP
@@ -18,6 +16,54 @@ int attn_max_threads(void)
 #else
     return 1;
 #endif
+}
+
+int attn_reserved_zero(const int64_t *reserved, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (reserved[i] != 0)
+            return 0;
+    return 1;
+}
+
+int attn_mask_mode_valid(attn_mask_mode mode)
+{
+    return mode == ATTN_MASK_NONE || mode == ATTN_MASK_KEEP_NONZERO ||
+           mode == ATTN_MASK_DROP_NONZERO;
+}
+
+int attn_resolve_threads(int requested)
+{
+#if ATTN_HAVE_OPENMP
+    int nt = requested ? requested : omp_get_max_threads();
+    return nt < 1 ? 1 : nt;
+#else
+    (void)requested;
+    return 1;
+#endif
+}
+
+attn_status attn_check_pointers(const attn_pointer_use *list, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (list[i].used && !list[i].ptr)
+            return ATTN_ERR_NULL_ARGUMENT;
+        if (!list[i].used && list[i].ptr)
+            return ATTN_ERR_ARGUMENT_MISMATCH;
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_check_lengths(int64_t batch, const int32_t *kv_lens, int64_t m,
+                               const int32_t *q_lens, int64_t n)
+{
+    for (int64_t b = 0; b < batch; b++) {
+        if (kv_lens && (kv_lens[b] < 0 || kv_lens[b] > m))
+            return ATTN_ERR_BAD_LENGTH;
+        if (q_lens && (q_lens[b] < 0 || q_lens[b] > n))
+            return ATTN_ERR_BAD_LENGTH;
+    }
+    return ATTN_OK;
 }
 
 attn_status attn_workspace_acquire(void *workspace, size_t bytes, size_t need, void **ws)
@@ -115,13 +161,11 @@ static attn_status check_view(const attn_view *v, int64_t B, int64_t H, int64_t 
 
 static attn_status validate(const attn_sdpa_desc *d)
 {
-    for (size_t i = 0; i < sizeof d->reserved / sizeof d->reserved[0]; i++)
-        if (d->reserved[i] != 0)
-            return ATTN_ERR_BAD_OPTION;
+    if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]))
+        return ATTN_ERR_BAD_OPTION;
     if (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT)
         return ATTN_ERR_BAD_OPTION;
-    if (d->mask_mode != ATTN_MASK_NONE && d->mask_mode != ATTN_MASK_KEEP_NONZERO &&
-        d->mask_mode != ATTN_MASK_DROP_NONZERO)
+    if (!attn_mask_mode_valid(d->mask_mode))
         return ATTN_ERR_BAD_OPTION;
 
     const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
@@ -176,11 +220,7 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
     p->window_left = desc->window_left < 0 ? -1 : desc->window_left > far ? far : desc->window_left;
     p->window_right = desc->window_right < 0 ? -1 : desc->window_right > far ? far : desc->window_right;
     p->scale = isnan(desc->scale) ? (float)(1.0 / sqrt((double)desc->qk_dim)) : desc->scale;
-    int nt = desc->threads ? desc->threads : attn_max_threads();
-#if !ATTN_HAVE_OPENMP
-    nt = 1;
-#endif
-    p->nthreads = nt < 1 ? 1 : nt;
+    p->nthreads = attn_resolve_threads(desc->threads);
     const int64_t B = desc->batch, n = desc->q_len, m = desc->kv_len, dv = desc->v_dim;
     const int64_t g = desc->q_heads / desc->kv_heads;
     p->group = g;

@@ -401,24 +401,15 @@ static attn_status check_args(const attn_sdpa_plan *p, const attn_sdpa_args *a)
     const attn_sdpa_desc *d = &p->d;
     if (!a->q || !a->k || !a->v || !a->o)
         return ATTN_ERR_NULL_ARGUMENT;
-    const struct { int used; const void *ptr; } opt[] = {
+    const attn_pointer_use opt[] = {
         { d->use_kv_lens, a->kv_lens }, { d->use_q_lens, a->q_lens },
         { d->mask_mode != ATTN_MASK_NONE, a->mask }, { d->use_bias, a->bias },
         { d->want_probs, a->probs }, { d->want_lse, a->lse },
     };
-    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
-        if (opt[i].used && !opt[i].ptr)
-            return ATTN_ERR_NULL_ARGUMENT;
-        if (!opt[i].used && opt[i].ptr)
-            return ATTN_ERR_ARGUMENT_MISMATCH;
-    }
-    for (int64_t b = 0; b < d->batch; b++) {
-        if (d->use_kv_lens && (a->kv_lens[b] < 0 || a->kv_lens[b] > d->kv_len))
-            return ATTN_ERR_BAD_LENGTH;
-        if (d->use_q_lens && (a->q_lens[b] < 0 || a->q_lens[b] > d->q_len))
-            return ATTN_ERR_BAD_LENGTH;
-    }
-    return ATTN_OK;
+    attn_status st = attn_check_pointers(opt, sizeof opt / sizeof opt[0]);
+    if (st != ATTN_OK)
+        return st;
+    return attn_check_lengths(d->batch, a->kv_lens, d->kv_len, a->q_lens, d->q_len);
 }
 
 attn_status attn_sdpa_execute(const attn_sdpa_plan *p, const attn_sdpa_args *a,
