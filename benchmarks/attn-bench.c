@@ -25,9 +25,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#if ATTN_HAVE_OPENMP
-#include <omp.h>
-#endif
 
 typedef struct bench_case {
     const char *id, *name;
@@ -119,96 +116,100 @@ static double useful_flops(const bench_case *c)
     return 4.0 * c->Hq * c->d * f + proj_flops(c);
 }
 
-/* The naive path: per (b, h) the full n x m score matrix, a row softmax,
- * then P V; OpenMP over (b, h) with the BLAS single-threaded inside, as
- * attn does. */
-static void naive(const bench_case *c, int nthreads, const float *q, const float *k,
-                  const float *v, float *o, const int32_t *kvl, float *scores)
+typedef struct naive_ctx {
+    const bench_case *c;
+    const float *q, *k, *v;
+    float *o;
+    const int32_t *kvl;
+    float *scores;
+} naive_ctx;
+
+static void naive_body(void *arg, int tid)
 {
+    const naive_ctx *x = arg;
+    const bench_case *c = x->c;
     const int64_t n = c->n, m = c->m, d = c->d, g = c->Hq / c->Hkv;
     const float scale = 1.0f / sqrtf((float)d);
-    attn_blas_hooks hooks;
-    attn_blas_hooks_resolve(&hooks);
-    attn_blas_scope scope;
-    attn_blas_scope_enter(&hooks, &scope);
-#if ATTN_HAVE_OPENMP
-#pragma omp parallel num_threads(nthreads)
-#endif
-    {
-        int tid = 0;
-#if ATTN_HAVE_OPENMP
-        omp_set_num_threads(1);
-        tid = omp_get_thread_num();
-#endif
-        int saved = attn_blas_thread_enter(&scope);
-        float *s = scores + (size_t)tid * n * m;
+    float *s = x->scores + (size_t)tid * n * m;
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-        for (int64_t bh = 0; bh < c->B * c->Hq; bh++) {
-            int64_t b = bh / c->Hq, h = bh % c->Hq, hk = h / g;
-            const float *qb = q + (b * c->Hq + h) * n * d;
-            const float *kb = k + (b * c->Hkv + hk) * m * d;
-            const float *vb = v + (b * c->Hkv + hk) * m * d;
-            attn_sgemm(1, (int)n, (int)m, (int)d, scale, qb, (int)d, kb, (int)d, 0.0f, s, (int)m);
-            for (int64_t i = 0; i < n; i++) {
-                float *r = s + i * m;
-                int64_t lim = kvl[b];
-                if (c->causal && i + 1 < lim)
-                    lim = i + 1;
-                float mx = -INFINITY;
-                for (int64_t j = 0; j < lim; j++)
-                    mx = r[j] > mx ? r[j] : mx;
-                float sum = 0;
-                for (int64_t j = 0; j < lim; j++) {
-                    r[j] = expf(r[j] - mx);
-                    sum += r[j];
-                }
-                float inv = sum > 0 ? 1.0f / sum : 0.0f;
-                for (int64_t j = 0; j < lim; j++)
-                    r[j] *= inv;
-                for (int64_t j = lim; j < m; j++)
-                    r[j] = 0.0f;
+    for (int64_t bh = 0; bh < c->B * c->Hq; bh++) {
+        int64_t b = bh / c->Hq, h = bh % c->Hq, hk = h / g;
+        const float *qb = x->q + (b * c->Hq + h) * n * d;
+        const float *kb = x->k + (b * c->Hkv + hk) * m * d;
+        const float *vb = x->v + (b * c->Hkv + hk) * m * d;
+        attn_sgemm(1, (int)n, (int)m, (int)d, scale, qb, (int)d, kb, (int)d, 0.0f, s, (int)m);
+        for (int64_t i = 0; i < n; i++) {
+            float *r = s + i * m;
+            int64_t lim = x->kvl[b];
+            if (c->causal && i + 1 < lim)
+                lim = i + 1;
+            float mx = -INFINITY;
+            for (int64_t j = 0; j < lim; j++)
+                mx = r[j] > mx ? r[j] : mx;
+            float sum = 0;
+            for (int64_t j = 0; j < lim; j++) {
+                r[j] = expf(r[j] - mx);
+                sum += r[j];
             }
-            attn_sgemm(0, (int)n, (int)d, (int)m, 1.0f, s, (int)m, vb, (int)d, 0.0f,
-                       o + (b * c->Hq + h) * n * d, (int)d);
+            float inv = sum > 0 ? 1.0f / sum : 0.0f;
+            for (int64_t j = 0; j < lim; j++)
+                r[j] *= inv;
+            for (int64_t j = lim; j < m; j++)
+                r[j] = 0.0f;
         }
-        attn_blas_thread_leave(&scope, saved);
+        attn_sgemm(0, (int)n, (int)d, (int)m, 1.0f, s, (int)m, vb, (int)d, 0.0f,
+                   x->o + (b * c->Hq + h) * n * d, (int)d);
     }
-    attn_blas_scope_leave(&scope);
+}
+
+/* The naive path: per (b, h) the full n x m score matrix, a row softmax,
+ * then P V; on attn's threads (attn_parallel) with the BLAS single-threaded
+ * inside, as attn does. */
+static void naive(const bench_case *c, int nthreads, const float *q, const float *k,
+                  const float *v, float *o, const int32_t *kvl, float *scores)
+{
+    attn_blas_hooks hooks;
+    attn_blas_hooks_resolve(&hooks);
+    const naive_ctx ctx = { c, q, k, v, o, kvl, scores };
+    attn_parallel(&hooks, nthreads, c->B * c->Hq, naive_body, (void *)&ctx);
 }
 
 /* C[M][N] = A[M][K] W[N][K]^T + bias, rows split evenly over the threads
  * (each a single-threaded sgemm): the naive path's projections. */
+typedef struct linear_ctx {
+    int64_t M, N, K, parts;
+    const float *A, *W, *bias;
+    float *C;
+} linear_ctx;
+
+static void linear_body(void *arg, int tid)
+{
+    const linear_ctx *x = arg;
+    (void)tid;
+#if ATTN_HAVE_OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (int64_t part = 0; part < x->parts; part++) {
+        int64_t r0 = x->M * part / x->parts, r1 = x->M * (part + 1) / x->parts;
+        if (r1 <= r0)
+            continue;
+        attn_sgemm(1, (int)(r1 - r0), (int)x->N, (int)x->K, 1.0f, x->A + r0 * x->K, (int)x->K,
+                   x->W, (int)x->K, 0.0f, x->C + r0 * x->N, (int)x->N);
+        for (int64_t r = r0; r < r1; r++)
+            for (int64_t j = 0; j < x->N; j++)
+                x->C[r * x->N + j] += x->bias[j];
+    }
+}
+
 static void par_linear(int nthreads, int64_t M, int64_t N, int64_t K, const float *A,
                        const float *W, const float *bias, float *C)
 {
     attn_blas_hooks hooks;
     attn_blas_hooks_resolve(&hooks);
-    attn_blas_scope scope;
-    attn_blas_scope_enter(&hooks, &scope);
-#if ATTN_HAVE_OPENMP
-#pragma omp parallel num_threads(nthreads)
-#endif
-    {
-        int tid = 0, nt = 1;
-#if ATTN_HAVE_OPENMP
-        omp_set_num_threads(1);
-        tid = omp_get_thread_num();
-        nt = omp_get_num_threads();
-#endif
-        int saved = attn_blas_thread_enter(&scope);
-        int64_t r0 = M * tid / nt, r1 = M * (tid + 1) / nt;
-        if (r1 > r0) {
-            attn_sgemm(1, (int)(r1 - r0), (int)N, (int)K, 1.0f, A + r0 * K, (int)K, W, (int)K,
-                       0.0f, C + r0 * N, (int)N);
-            for (int64_t r = r0; r < r1; r++)
-                for (int64_t j = 0; j < N; j++)
-                    C[r * N + j] += bias[j];
-        }
-        attn_blas_thread_leave(&scope, saved);
-    }
-    attn_blas_scope_leave(&scope);
+    const linear_ctx ctx = { M, N, K, nthreads, A, W, bias, C };
+    attn_parallel(&hooks, nthreads, nthreads, linear_body, (void *)&ctx);
 }
 
 /* S6: the whole nn.MultiheadAttention-style layer, self-attention with a
@@ -432,6 +433,26 @@ static void run_case(const bench_case *c, int impl, int nthreads, int runs, resu
 /* sgemm rate of this BLAS at this thread count: every thread multiplies its
  * own 1024^3 matrices, as attn's work items each call a single-threaded
  * sgemm. */
+typedef struct rate_ctx {
+    int N, count;
+    const float *a, *b;
+    float *c;
+} rate_ctx;
+
+static void rate_body(void *arg, int tid)
+{
+    const rate_ctx *x = arg;
+    (void)tid;
+#if ATTN_HAVE_OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (int i = 0; i < x->count; i++) {
+        size_t off = (size_t)i * (size_t)x->N * (size_t)x->N;
+        attn_sgemm(0, x->N, x->N, x->N, 1.0f, x->a + off, x->N, x->b + off, x->N, 0.0f,
+                   x->c + off, x->N);
+    }
+}
+
 static double sgemm_rate(int nthreads)
 {
     const int N = 1024, reps = 24;
@@ -442,30 +463,15 @@ static double sgemm_rate(int nthreads)
     double best = 0;
     attn_blas_hooks hooks;
     attn_blas_hooks_resolve(&hooks);
-    attn_blas_scope scope;
-    attn_blas_scope_enter(&hooks, &scope);
+    const rate_ctx ctx = { N, nthreads, a, b, c };
     for (int rep = 0; rep < reps; rep++) {
         double t0 = now_ms();
-#if ATTN_HAVE_OPENMP
-#pragma omp parallel num_threads(nthreads)
-#endif
-        {
-            int tid = 0;
-#if ATTN_HAVE_OPENMP
-            omp_set_num_threads(1);
-            tid = omp_get_thread_num();
-#endif
-            size_t off = (size_t)tid * N * N;
-            int saved = attn_blas_thread_enter(&scope);
-            attn_sgemm(0, N, N, N, 1.0f, a + off, N, b + off, N, 0.0f, c + off, N);
-            attn_blas_thread_leave(&scope, saved);
-        }
+        attn_parallel(&hooks, nthreads, nthreads, rate_body, (void *)&ctx);
         double dt = now_ms() - t0;
         double gf = 2.0 * N * N * N * nthreads / (dt * 1e6);
         if (rep > 0 && gf > best)
             best = gf;
     }
-    attn_blas_scope_leave(&scope);
     return best;
 }
 

@@ -42,4 +42,12 @@ void attn_blas_scope_leave(const attn_blas_scope *scope);
 int attn_blas_thread_enter(const attn_blas_scope *scope);
 void attn_blas_thread_leave(const attn_blas_scope *scope, int saved);
 
+/* attn's parallel region: nthreads OpenMP threads (one when nthreads or
+ * nitems is 1, or without OpenMP), each calling body(ctx, tid) with the
+ * BLAS held to one thread (scope above, and the per-task thread count set
+ * to 1 for OpenBLAS's OpenMP build).  body may hold orphaned `omp for`
+ * loops, which share out the work among the team. */
+void attn_parallel(const attn_blas_hooks *hooks, int nthreads, int64_t nitems,
+                   void (*body)(void *ctx, int tid), void *ctx);
+
 #endif

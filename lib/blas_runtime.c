@@ -15,6 +15,9 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+#if ATTN_HAVE_OPENMP
+#include <omp.h>
+#endif
 
 typedef int (*int_fn)(void);
 typedef char *(*str_fn)(void);
@@ -83,6 +86,29 @@ void attn_blas_thread_leave(const attn_blas_scope *scope, int saved)
 {
     if (scope->hooks->mkl_set_num_threads_local)
         scope->hooks->mkl_set_num_threads_local(saved);
+}
+
+void attn_parallel(const attn_blas_hooks *hooks, int nthreads, int64_t nitems,
+                   void (*body)(void *ctx, int tid), void *ctx)
+{
+    attn_blas_scope scope;
+    attn_blas_scope_enter(hooks, &scope);
+#if ATTN_HAVE_OPENMP
+#pragma omp parallel num_threads(nthreads) if (nthreads > 1 && nitems > 1)
+#endif
+    {
+        int tid = 0;
+#if ATTN_HAVE_OPENMP
+        /* Per-task ICV: the BLAS (OpenBLAS's OpenMP build) sees one thread
+         * here; no effect outside this region. */
+        omp_set_num_threads(1);
+        tid = omp_get_thread_num();
+#endif
+        int saved = attn_blas_thread_enter(&scope);
+        body(ctx, tid);
+        attn_blas_thread_leave(&scope, saved);
+    }
+    attn_blas_scope_leave(&scope);
 }
 
 /* Is a library of that soname in the process? */

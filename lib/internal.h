@@ -39,7 +39,9 @@ struct attn_sdpa_plan {
     int64_t stack_ldq, stack_ldo;
     int64_t vrows;            /* virtual rows per item: g * min(n, bq) */
     int64_t srows;            /* rows of the score tile */
-    size_t ws_thread;         /* workspace bytes per thread (x64) */
+    size_t ws_thread;         /* workspace bytes per thread (x64): score tile, */
+    size_t ws_ranges;         /* then row ranges at this offset, */
+    size_t ws_state;          /* then row state at this one */
     size_t ws_part;           /* split-K partial results (shared) */
     size_t ws_bytes;          /* nthreads * ws_thread + ws_part */
     const attn_kernels *kern;

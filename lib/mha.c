@@ -12,9 +12,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#if ATTN_HAVE_OPENMP
-#include <omp.h>
-#endif
 
 #define ATTN_MHA_ROWS 128
 
@@ -302,6 +299,28 @@ static void run_gemm_block(const gemm_job *j, int64_t r0)
                 c[r * j->ldc + n] += j->bias[n];
 }
 
+typedef struct gemms_ctx {
+    const gemm_job *jobs;
+    const int64_t *blocks;
+    int64_t total;
+} gemms_ctx;
+
+static void gemms_body(void *arg, int tid)
+{
+    const gemms_ctx *c = arg;
+    (void)tid;
+#if ATTN_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+    for (int64_t it = 0; it < c->total; it++) {
+        int64_t k = it;
+        int j = 0;
+        while (k >= c->blocks[j])
+            k -= c->blocks[j++];
+        run_gemm_block(&c->jobs[j], k * ATTN_MHA_ROWS);
+    }
+}
+
 static void run_gemms(const attn_mha_plan *p, const gemm_job *jobs, int njobs)
 {
     int64_t blocks[4], total = 0;
@@ -309,29 +328,8 @@ static void run_gemms(const attn_mha_plan *p, const gemm_job *jobs, int njobs)
         blocks[i] = (jobs[i].M + ATTN_MHA_ROWS - 1) / ATTN_MHA_ROWS;
         total += blocks[i];
     }
-    attn_blas_scope scope;
-    attn_blas_scope_enter(&p->blas, &scope);
-#if ATTN_HAVE_OPENMP
-#pragma omp parallel num_threads(p->nthreads) if (p->nthreads > 1 && total > 1)
-#endif
-    {
-#if ATTN_HAVE_OPENMP
-        omp_set_num_threads(1);
-#endif
-        int saved = attn_blas_thread_enter(&scope);
-#if ATTN_HAVE_OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-        for (int64_t it = 0; it < total; it++) {
-            int64_t k = it;
-            int j = 0;
-            while (k >= blocks[j])
-                k -= blocks[j++];
-            run_gemm_block(&jobs[j], k * ATTN_MHA_ROWS);
-        }
-        attn_blas_thread_leave(&scope, saved);
-    }
-    attn_blas_scope_leave(&scope);
+    const gemms_ctx ctx = { jobs, blocks, total };
+    attn_parallel(&p->blas, p->nthreads, total, gemms_body, (void *)&ctx);
 }
 
 static attn_status check_args(const attn_mha_plan *p, const attn_mha_weights *w,

@@ -265,6 +265,8 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
     size_t tile = round_up((size_t)p->srows * (size_t)p->bk * sizeof(float));
     size_t ranges = round_up((size_t)p->bq * 2 * sizeof(int64_t));
     size_t state = round_up((size_t)p->vrows * 3 * sizeof(float));
+    p->ws_ranges = tile;
+    p->ws_state = tile + ranges;
     p->ws_thread = tile + ranges + state;
     p->ws_part = p->nchunks > 1
         ? round_up((size_t)(p->nchunks * B * desc->q_heads * n) * (size_t)(dv + 2) * sizeof(float))

@@ -27,9 +27,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#if ATTN_HAVE_OPENMP
-#include <omp.h>
-#endif
 
 typedef struct work {
     float *s;        /* srows x bk score tile */
@@ -412,6 +409,49 @@ static attn_status check_args(const attn_sdpa_plan *p, const attn_sdpa_args *a)
     return attn_check_lengths(d->batch, a->kv_lens, d->kv_len, a->q_lens, d->q_len);
 }
 
+typedef struct execute_ctx {
+    const attn_sdpa_plan *p;
+    const attn_sdpa_args *a;
+    void *ws;
+    const partials *part;
+} execute_ctx;
+
+/* One thread of execute: its slice of the workspace, its share of the work
+ * items (heaviest first: the last query blocks under a causal mask, so a
+ * dynamic schedule balances the triangle), then of the split-K merge. */
+static void execute_body(void *arg, int tid)
+{
+    const execute_ctx *c = arg;
+    const attn_sdpa_plan *p = c->p;
+    const attn_sdpa_desc *d = &p->d;
+    const int64_t nitems = p->nitems;
+    const int64_t per_block = d->batch * d->kv_heads * p->nchunks;
+    char *base = (char *)c->ws + (size_t)tid * p->ws_thread;
+    work w;
+    w.s = (float *)(void *)base;
+    w.lo = (int64_t *)(void *)(base + p->ws_ranges);
+    w.hi = w.lo + p->bq;
+    w.mrow = (float *)(void *)(base + p->ws_state);
+    w.lrow = w.mrow + p->vrows;
+    w.corr = w.lrow + p->vrows;
+#if ATTN_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+    for (int64_t it = 0; it < nitems; it++) {
+        const int64_t qb = p->nqblocks - 1 - it / per_block;
+        const int64_t rem = it % per_block;
+        const int64_t chunk = rem % p->nchunks, bh = rem / p->nchunks;
+        run_item(p, c->a, &w, c->part, bh / d->kv_heads, bh % d->kv_heads, qb, chunk);
+    }
+    if (p->nchunks > 1) {
+#if ATTN_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (int64_t bh = 0; bh < d->batch * d->q_heads; bh++)
+            merge_rows(p, c->a, c->part, bh / d->q_heads, bh % d->q_heads);
+    }
+}
+
 attn_status attn_sdpa_execute(const attn_sdpa_plan *p, const attn_sdpa_args *a,
                               void *workspace, size_t workspace_bytes)
 {
@@ -425,8 +465,6 @@ attn_status attn_sdpa_execute(const attn_sdpa_plan *p, const attn_sdpa_args *a,
         return st;
 
     const attn_sdpa_desc *d = &p->d;
-    const int64_t nitems = p->nitems;
-    const int64_t per_block = d->batch * d->kv_heads * p->nchunks;
     partials part = { NULL, NULL, NULL };
     if (p->nchunks > 1) {
         int64_t rows = p->nchunks * d->batch * d->q_heads * d->q_len;
@@ -434,54 +472,8 @@ attn_status attn_sdpa_execute(const attn_sdpa_plan *p, const attn_sdpa_args *a,
         part.m = part.o + rows * d->v_dim;
         part.l = part.m + rows;
     }
-    const size_t tile = ((size_t)p->srows * (size_t)p->bk * sizeof(float) + ATTN_ALIGNMENT - 1) /
-                        ATTN_ALIGNMENT * ATTN_ALIGNMENT;
-    const size_t ranges = ((size_t)p->bq * 2 * sizeof(int64_t) + ATTN_ALIGNMENT - 1) /
-                          ATTN_ALIGNMENT * ATTN_ALIGNMENT;
-
-    attn_blas_scope scope;
-    attn_blas_scope_enter(&p->blas, &scope);
-#if ATTN_HAVE_OPENMP
-#pragma omp parallel num_threads(p->nthreads) if (p->nthreads > 1 && nitems > 1)
-#endif
-    {
-        int tid = 0;
-#if ATTN_HAVE_OPENMP
-        /* Per-task ICV: the BLAS (OpenBLAS's OpenMP build) sees one thread
-         * here; no effect outside this region. */
-        omp_set_num_threads(1);
-        tid = omp_get_thread_num();
-#endif
-        int blas_saved = attn_blas_thread_enter(&scope);
-        char *base = (char *)ws + (size_t)tid * p->ws_thread;
-        work w;
-        w.s = (float *)(void *)base;
-        w.lo = (int64_t *)(void *)(base + tile);
-        w.hi = w.lo + p->bq;
-        w.mrow = (float *)(void *)(base + tile + ranges);
-        w.lrow = w.mrow + p->vrows;
-        w.corr = w.lrow + p->vrows;
-        /* Heaviest blocks first (the last query blocks under a causal
-         * mask): a dynamic schedule then balances the triangle. */
-#if ATTN_HAVE_OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-        for (int64_t it = 0; it < nitems; it++) {
-            const int64_t qb = p->nqblocks - 1 - it / per_block;
-            const int64_t rem = it % per_block;
-            const int64_t chunk = rem % p->nchunks, bh = rem / p->nchunks;
-            run_item(p, a, &w, &part, bh / d->kv_heads, bh % d->kv_heads, qb, chunk);
-        }
-        if (p->nchunks > 1) {
-#if ATTN_HAVE_OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-            for (int64_t bh = 0; bh < d->batch * d->q_heads; bh++)
-                merge_rows(p, a, &part, bh / d->q_heads, bh % d->q_heads);
-        }
-        attn_blas_thread_leave(&scope, blas_saved);
-    }
-    attn_blas_scope_leave(&scope);
+    const execute_ctx ctx = { p, a, ws, &part };
+    attn_parallel(&p->blas, p->nthreads, p->nitems, execute_body, (void *)&ctx);
     if (!workspace)
         free(ws);
     return ATTN_OK;
