@@ -15,7 +15,8 @@
  */
 #include "attn_config.h"
 #include "attn.h"
-#include "blas.h"   /* the same internal sgemm attn uses (static library) */
+#include "blas/blas.h"   /* the same internal sgemm attn uses (static library) */
+#include "core/core.h"   /* attn_parallel: the region attn runs its work in */
 
 #include <math.h>
 #include <stdio.h>

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "attn_config.h"
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 #define GUARD 16
 #define MAXN 1100

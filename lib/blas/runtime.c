@@ -10,14 +10,11 @@
  * - the reference BLAS and MKL's sequential layer have no threads.
  * Without OpenMP attn runs on the calling thread and leaves the BLAS's
  * threading as the user configured it. */
-#include "internal.h"
-#include "blas.h"
+#include "attn_config.h"
+#include "blas/blas.h"
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
-#if ATTN_HAVE_OPENMP
-#include <omp.h>
-#endif
 
 typedef int (*int_fn)(void);
 typedef char *(*str_fn)(void);
@@ -88,29 +85,6 @@ void attn_blas_thread_leave(const attn_blas_scope *scope, int saved)
         scope->hooks->mkl_set_num_threads_local(saved);
 }
 
-void attn_parallel(const attn_blas_hooks *hooks, int nthreads, int64_t nitems,
-                   void (*body)(void *ctx, int tid), void *ctx)
-{
-    attn_blas_scope scope;
-    attn_blas_scope_enter(hooks, &scope);
-#if ATTN_HAVE_OPENMP
-#pragma omp parallel num_threads(nthreads) if (nthreads > 1 && nitems > 1)
-#endif
-    {
-        int tid = 0;
-#if ATTN_HAVE_OPENMP
-        /* Per-task ICV: the BLAS (OpenBLAS's OpenMP build) sees one thread
-         * here; no effect outside this region. */
-        omp_set_num_threads(1);
-        tid = omp_get_thread_num();
-#endif
-        int saved = attn_blas_thread_enter(&scope);
-        body(ctx, tid);
-        attn_blas_thread_leave(&scope, saved);
-    }
-    attn_blas_scope_leave(&scope);
-}
-
 /* Is a library of that soname in the process? */
 static int loaded(const char *soname)
 {
@@ -125,10 +99,8 @@ static void copy(char *dst, size_t n, const char *src)
     snprintf(dst, n, "%s", src ? src : "");
 }
 
-attn_status attn_blas_query(attn_blas_info *info)
+void attn_blas_identify(attn_blas_info *info)
 {
-    if (!info)
-        return ATTN_ERR_NULL_ARGUMENT;
     memset(info, 0, sizeof *info);
     copy(info->backend, sizeof info->backend, ATTN_BLAS_BACKEND);
     copy(info->loaded, sizeof info->loaded, "unknown");
@@ -189,9 +161,4 @@ attn_status attn_blas_query(attn_blas_info *info)
     }
     if (h)
         dlclose(h);
-
-    copy(info->simd, sizeof info->simd, attn_kernels_select()->name);
-    info->openmp = ATTN_HAVE_OPENMP;
-    info->max_threads = attn_max_threads();
-    return ATTN_OK;
 }

@@ -1,9 +1,7 @@
-/* Reference BLAS backend (netlib, single-threaded by construction).  The
- * build pins the library's own directory (RUNPATH), since Debian's plain
- * libblas.so.3 is an alternatives link that may point to another BLAS;
- * attn_blas_query() reports what was really loaded. */
+/* OpenBLAS backend (any of Debian's flavours: OpenMP, pthreads, serial;
+ * blas_runtime.c keeps each one's threads out of attn's region). */
 #include "attn_config.h"
-#include "blas.h"
+#include "blas/blas.h"
 #include ATTN_CBLAS_HEADER
 #include <stdint.h>
 

@@ -1,5 +1,5 @@
 #include "attn_config.h"
-#include "kernels.h"
+#include "kernels/kernels.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

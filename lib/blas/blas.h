@@ -1,9 +1,9 @@
 /* The one narrow interface between attn and a BLAS: a row-major strided
- * sgemm, one file per backend (blas_openblas.c, blas_blis.c, blas_mkl.c,
- * blas_netlib.c).  Everything above it is backend-free.  The scoping of the
- * BLAS's own threads (blas_runtime.c) asks the library really loaded at run
- * time, since on Debian the one behind the soname can change without a
- * rebuild. */
+ * sgemm, one file per backend (openblas.c, blis.c, mkl.c, netlib.c).
+ * Everything above it is backend-free.  The scoping of the BLAS's own
+ * threads (runtime.c) asks the library really loaded at run time, since on
+ * Debian the one behind the soname can change without a rebuild.  blas/
+ * depends on nothing else in attn. */
 #ifndef ATTN_BLAS_H
 #define ATTN_BLAS_H
 
@@ -42,12 +42,8 @@ void attn_blas_scope_leave(const attn_blas_scope *scope);
 int attn_blas_thread_enter(const attn_blas_scope *scope);
 void attn_blas_thread_leave(const attn_blas_scope *scope, int saved);
 
-/* attn's parallel region: nthreads OpenMP threads (one when nthreads or
- * nitems is 1, or without OpenMP), each calling body(ctx, tid) with the
- * BLAS held to one thread (scope above, and the per-task thread count set
- * to 1 for OpenBLAS's OpenMP build).  body may hold orphaned `omp for`
- * loops, which share out the work among the team. */
-void attn_parallel(const attn_blas_hooks *hooks, int nthreads, int64_t nitems,
-                   void (*body)(void *ctx, int tid), void *ctx);
+/* Fill info's BLAS fields (backend, loaded, library, version, kernel,
+ * threading) from the library really loaded; the rest is zeroed. */
+void attn_blas_identify(attn_blas_info *info);
 
 #endif

@@ -7,8 +7,7 @@
  * Every GEMM is cut into blocks of ATTN_MHA_ROWS rows fixed by the shape and
  * run on attn's threads with the BLAS single-threaded, so results are
  * bitwise identical for any number of threads, as for SDPA. */
-#include "internal.h"
-#include "blas.h"
+#include "core/core.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

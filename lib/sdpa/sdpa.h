@@ -1,14 +1,9 @@
-#ifndef ATTN_INTERNAL_H
-#define ATTN_INTERNAL_H
+/* The SDPA plan: what plan.c resolves once and forward.c executes. */
+#ifndef ATTN_SDPA_H
+#define ATTN_SDPA_H
 
-#include "attn_config.h"
-#include "attn.h"
-#include "kernels.h"
-#include "blas.h"
-#include <stddef.h>
-#include <stdint.h>
-
-#define ATTN_ALIGNMENT 64
+#include "core/core.h"
+#include "kernels/kernels.h"
 
 /* Blocking.  Fixed by the shape only (never by the thread count), which is
  * what makes results bitwise identical for any number of threads. */
@@ -47,30 +42,5 @@ struct attn_sdpa_plan {
     const attn_kernels *kern;
     attn_blas_hooks blas;     /* the loaded BLAS's thread controls */
 };
-
-int attn_max_threads(void);
-
-/* Checks shared by the SDPA and MHA plans (plan.c). */
-#define ATTN_MAX_THREADS 1024
-int attn_reserved_zero(const int64_t *reserved, size_t count);
-int attn_mask_mode_valid(attn_mask_mode mode);
-/* desc->threads resolved: 0 means omp_get_max_threads(); 1 without OpenMP. */
-int attn_resolve_threads(int requested);
-
-/* Execute-time checks.  A pointer a plan uses must be non-NULL
- * (ATTN_ERR_NULL_ARGUMENT), one it does not use must be NULL
- * (ATTN_ERR_ARGUMENT_MISMATCH). */
-typedef struct attn_pointer_use {
-    int used;
-    const void *ptr;
-} attn_pointer_use;
-attn_status attn_check_pointers(const attn_pointer_use *list, size_t count);
-/* kv_lens[b] in [0, m], q_lens[b] in [0, n]; NULL arrays are not used. */
-attn_status attn_check_lengths(int64_t batch, const int32_t *kv_lens, int64_t m,
-                               const int32_t *q_lens, int64_t n);
-
-/* The caller's workspace after checking its size and alignment, or a fresh
- * allocation when it is NULL (the caller frees *ws then). */
-attn_status attn_workspace_acquire(void *workspace, size_t bytes, size_t need, void **ws);
 
 #endif

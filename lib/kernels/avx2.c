@@ -1,6 +1,6 @@
 /* AVX2 + FMA row kernels (this file alone is built with -mavx2 -mfma). */
 #include "attn_config.h"
-#include "kernels.h"
+#include "kernels/kernels.h"
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>

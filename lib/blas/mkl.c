@@ -1,7 +1,7 @@
 /* MKL backend, linked against the sequential layer (mkl_sequential): attn
  * does the threading, and Intel's OpenMP runtime must not be mixed with
  * GCC's. */
-#include "blas.h"
+#include "blas/blas.h"
 #include <mkl_cblas.h>
 #include <stdint.h>
 

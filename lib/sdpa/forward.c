@@ -22,8 +22,7 @@
  * depends on that option.  The partition depends on the shape only and each
  * row sees the same sequence of operations, so results are bitwise identical
  * for any number of threads. */
-#include "internal.h"
-#include "blas.h"
+#include "sdpa/sdpa.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

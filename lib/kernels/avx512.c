@@ -1,6 +1,6 @@
 /* AVX-512F row kernels (this file alone is built with -mavx512f -mfma). */
 #include "attn_config.h"
-#include "kernels.h"
+#include "kernels/kernels.h"
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>

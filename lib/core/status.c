@@ -1,4 +1,4 @@
-#include "internal.h"
+#include "core/core.h"
 
 const char *attn_status_str(attn_status status)
 {

@@ -1,7 +1,7 @@
 /* BLIS backend, through its typed expert interface: general row and column
  * strides, and a per-call runtime object asking for one thread, so nothing
  * process-wide is changed. */
-#include "blas.h"
+#include "blas/blas.h"
 #include <blis.h>
 #include <stdint.h>
 

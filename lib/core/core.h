@@ -1,0 +1,52 @@
+/* What every part of attn shares: the workspace alignment, the argument
+ * checks common to every plan (checks.c) and the one parallel region all
+ * work runs in (parallel.c).  core/ depends on blas/ (the BLAS's thread
+ * controls) and kernels/ only; sdpa/ and mha/ build on it. */
+#ifndef ATTN_CORE_H
+#define ATTN_CORE_H
+
+#include "attn_config.h"
+#include "attn.h"
+#include "blas/blas.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#define ATTN_ALIGNMENT 64
+
+/* Checks shared by the SDPA and MHA plans (checks.c). */
+#define ATTN_MAX_THREADS 1024
+int attn_reserved_zero(const int64_t *reserved, size_t count);
+int attn_mask_mode_valid(attn_mask_mode mode);
+
+/* Execute-time checks.  A pointer a plan uses must be non-NULL
+ * (ATTN_ERR_NULL_ARGUMENT), one it does not use must be NULL
+ * (ATTN_ERR_ARGUMENT_MISMATCH). */
+typedef struct attn_pointer_use {
+    int used;
+    const void *ptr;
+} attn_pointer_use;
+attn_status attn_check_pointers(const attn_pointer_use *list, size_t count);
+/* kv_lens[b] in [0, m], q_lens[b] in [0, n]; NULL arrays are not used. */
+attn_status attn_check_lengths(int64_t batch, const int32_t *kv_lens, int64_t m,
+                               const int32_t *q_lens, int64_t n);
+
+/* The caller's workspace after checking its size and alignment, or a fresh
+ * allocation when it is NULL (the caller frees *ws then). */
+attn_status attn_workspace_acquire(void *workspace, size_t bytes, size_t need, void **ws);
+
+
+/* Threads (parallel.c).  attn_max_threads: what a plan with threads = 0
+ * gets (omp_get_max_threads(); 1 without OpenMP). */
+int attn_max_threads(void);
+/* desc->threads resolved: 0 means omp_get_max_threads(); 1 without OpenMP. */
+int attn_resolve_threads(int requested);
+
+/* attn's parallel region: nthreads OpenMP threads (one when nthreads or
+ * nitems is 1, or without OpenMP), each calling body(ctx, tid) with the
+ * BLAS held to one thread (the scope of blas.h, and the per-task thread
+ * count set to 1 for OpenBLAS's OpenMP build).  body may hold orphaned
+ * `omp for` loops, which share out the work among the team. */
+void attn_parallel(const attn_blas_hooks *hooks, int nthreads, int64_t nitems,
+                   void (*body)(void *ctx, int tid), void *ctx);
+
+#endif
