@@ -66,13 +66,13 @@ typedef enum attn_status {
     ATTN_ERR_NULL_ARGUMENT,      /* a required pointer is NULL */
     ATTN_ERR_BAD_SIZE,           /* a size (B, Hq, Hkv, n, m, dk, dv) is <= 0 */
     ATTN_ERR_TOO_LARGE,          /* a size or stride exceeds what the BLAS
-                                    takes (INT32_MAX), or a byte count
-                                    overflows size_t */
+                                    takes (INT32_MAX), or a count or byte
+                                    count exceeds 2^63 - 1 or SIZE_MAX */
     ATTN_ERR_HEAD_RATIO,         /* Hq is not a multiple of Hkv */
     ATTN_ERR_BAD_STRIDE,         /* a stride is negative, zero where no
                                     broadcast is allowed, a row stride is
                                     shorter than its row, or an output view
-                                    overlaps itself */
+                                    is not nested (see Tensor views) */
     ATTN_ERR_STRIDES_UNSET,      /* a tensor in use has any of its strides
                                     left at ATTN_STRIDE_UNSET (e.g. a mask
                                     or bias enabled without strides) */
@@ -123,9 +123,24 @@ ATTN_API const char *attn_version(void);
  * - strides are >= 0; a stride may be 0 only for a dimension of size 1,
  *   except where a field says "broadcast";
  * - the seq stride of Q, K, V, O is >= that tensor's dim and of P >= m,
- *   even when that length is 1 (it is the BLAS leading dimension);
- * - output views (O, P, logsumexp) do not overlap themselves.
- * Outputs must not overlap inputs or each other (not checked).
+ *   even when that length is 1 (it is the BLAS leading dimension); the
+ *   logsumexp is no matrix, so its seq stride follows the first rule only
+ *   (0 is fine when n == 1);
+ * - output views (O, P, logsumexp) are nested: take the dimensions of size
+ *   > 1 in order of increasing stride; each stride must be at least the
+ *   extent of everything inside it, starting from the row (dv for O, m for
+ *   P, 1 for the logsumexp) and adding (size - 1) * stride per dimension.
+ *   BHSD, BSHD and any other permutation with gaps pass; this is sufficient
+ *   for no two elements to share an address, but not necessary: views that
+ *   interleave without overlapping (head stride 2, seq stride 3 with rows
+ *   of 1: rows at {0, 2, 4} and {3, 5, 7}) are rejected too.
+ * Input views may overlap (several heads or batches reading the same
+ * memory is fine).  Outputs must not overlap inputs or each other (not
+ * checked).
+ * Products of sizes that attn forms (rows of a GQA group, work items,
+ * workspace bytes) must stay below 2^63 and SIZE_MAX; with overlapping
+ * input views they can exceed it although every view fits, and the plan
+ * then returns ATTN_ERR_TOO_LARGE.
  */
 typedef struct attn_view {
     int64_t batch;
@@ -441,7 +456,9 @@ typedef struct attn_mha_plan attn_mha_plan;
 /*
  * Validate *desc and make a plan.  Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT,
  * ATTN_ERR_BAD_SIZE (a size <= 0 where required, E % H != 0, or S != L for
- * self-attention), ATTN_ERR_TOO_LARGE, ATTN_ERR_HEAD_RATIO,
+ * self-attention), ATTN_ERR_TOO_LARGE (also when the byte count of a weight
+ * matrix, e.g. [3E][E] floats, or of the workspace is not representable),
+ * ATTN_ERR_HEAD_RATIO,
  * ATTN_ERR_BAD_STRIDE (a row stride shorter than its row, or negative;
  * key_stride and value_stride are ignored in self-attention),
  * ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_SCALE, ATTN_ERR_BAD_OPTION (unknown

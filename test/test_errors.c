@@ -362,6 +362,7 @@ static void test_too_large(void **state)
     assert_int_equal(tinst_build(&t, &c), 0);
     const int64_t big = (int64_t)INT32_MAX + 1;
     attn_sdpa_desc d;
+    char what[128];
 
     expect_desc_ok(&t.desc, "control: plain desc");
     d = plain_desc(2, 4, 2, big, 9, 8, 5);
@@ -402,6 +403,59 @@ static void test_too_large(void **state)
     d.o.head = 6 * big;
     d.o.batch = 4 * 6 * big;
     expect_desc_fail(&t, &d, ATTN_ERR_TOO_LARGE, "o seq stride 2^31");
+    /* Overlapping input views let every view fit while the products of
+     * batch, heads and rows that size the workspace do not (found by a
+     * fuzzer: the m = 1024 plan reported a 2240-byte workspace, m = 8192
+     * overflowed a signed product).  Rows of the table: Hq, m, GQA group. */
+    {
+        static const struct { int64_t hq, hkv, m; } ovf[] = {
+            {1537228672809129302, 1, 1024},
+            {1537228672809129302, 1, 8192},
+            {(int64_t)1 << 60, 1, 1},   /* row state of the group > INT64_MAX bytes */
+        };
+        for (size_t k = 0; k < sizeof ovf / sizeof ovf[0]; k++) {
+            d = plain_desc(1, ovf[k].hq, ovf[k].hkv, 1, ovf[k].m, 1, 1);
+            d.q = (attn_view){0, 1, 1};
+            d.k = d.v = (attn_view){0, ovf[k].hkv > 1 ? 1 : 0, 1};
+            d.o = (attn_view){0, 1, 1};
+            snprintf(what, sizeof what, "Hq = %lld, Hkv = %lld, m = %lld over overlapping views",
+                     (long long)ovf[k].hq, (long long)ovf[k].hkv, (long long)ovf[k].m);
+            expect_desc_fail(&t, &d, ATTN_ERR_TOO_LARGE, what);
+        }
+        /* control: the same views with a representable group */
+        d = plain_desc(1, 1 << 20, 1, 1, 1024, 1, 1);
+        d.q = (attn_view){0, 1, 1};
+        d.k = d.v = (attn_view){0, 0, 1};
+        d.o = (attn_view){0, 1, 1};
+        expect_desc_ok(&d, "control: Hq = 2^20 over overlapping views");
+        /* control: 2^60 batches of one row each; the split-K partials
+         * would not fit, so the keys are not split, and nothing else is
+         * too large */
+        d = plain_desc((int64_t)1 << 60, 1, 1, 1, 4096, 1, 1);
+        d.q = d.k = d.v = d.o = (attn_view){1, 0, 1};
+        expect_desc_ok(&d, "control: B = 2^60 over overlapping views");
+    }
+    /* MHA: weights whose byte count is not representable ([3E][E] packed
+     * in_proj, [E][kdim] with E = kdim = 2^31 - 1), every other size fine. */
+    for (int k = 0; k < 3; k++) {
+        attn_mha_desc md;
+        attn_mha_desc_init(&md);
+        md.embed_dim = INT32_MAX;
+        md.num_heads = 1;
+        md.batch = md.q_len = md.kv_len = 1;
+        md.self_attention = k == 0;
+        md.packed_in_proj = k == 0;
+        md.kdim = k == 0 ? 0 : k == 1 ? INT32_MAX : 1;
+        md.vdim = k == 0 ? 0 : k == 2 ? INT32_MAX : 1;
+        md.threads = 1;
+        attn_mha_plan *mp = NULL;
+        attn_status ms = attn_mha_plan_create(&mp, &md);
+        if (ms != ATTN_ERR_TOO_LARGE || mp) {
+            printf("FAIL MHA weights of 2^31 - 1 squared (case %d): %s\n", k, sname(ms));
+            attn_mha_plan_destroy(mp);
+            g_fail++;
+        }
+    }
     tinst_free(&t);
     assert_int_equal(g_fail, 0);
 }
@@ -475,6 +529,16 @@ static void test_bad_strides(void **state)
         expect_desc_ok(&d, "control: probs [B][H][1][1] dense");
         d.probs = (attn_view){4, 1, 0};
         expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "probs.seq = 0 with n = m = 1");
+        /* the logsumexp is no BLAS matrix: a 0 seq stride is a 0 stride on
+         * a dimension of size 1, as for any view */
+        d = one;
+        d.want_lse = 1;
+        d.lse = (attn_view){4, 1, 0};
+        expect_desc_ok(&d, "lse.seq = 0 with n = 1");
+        d = plain_desc(2, 4, 2, 2, 1, 8, 5);
+        d.want_lse = 1;
+        d.lse = (attn_view){8, 2, 0};
+        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "lse.seq = 0 with n = 2");
         d = base;
         d.k.seq = 0;
         expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "k.seq = 0");
@@ -529,6 +593,33 @@ static void test_bad_strides(void **state)
         d = base;
         d.lse = (attn_view){Hq * n, n - 1, 1};
         expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "lse heads overlap");
+        /* The rule attn.h states: the dimensions of size > 1 sorted by
+         * stride, each stride at least the extent of everything inside it.
+         * At the boundary it holds; one element less it fails; views that
+         * interleave without sharing an address fail it too (rows at
+         * {0, 2, 4} and {3, 5, 7}), as documented. */
+        d = base;
+        d.o = (attn_view){Hq * n * dv, n * dv, dv};
+        expect_desc_ok(&d, "control: o nested at the boundary");
+        d.o.batch = Hq * n * dv - 1;
+        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "o batch stride one less than the boundary");
+        attn_sdpa_desc il = plain_desc(1, 3, 1, 2, 1, 1, 1);
+        il.o = (attn_view){0, 2, 3};
+        expect_desc_fail(&t, &il, ATTN_ERR_BAD_STRIDE, "o rows {0, 2, 4} and {3, 5, 7}");
+        il = plain_desc(1, 3, 1, 2, 1, 1, 1);
+        il.want_probs = 1;
+        il.probs = (attn_view){0, 2, 3};
+        expect_desc_fail(&t, &il, ATTN_ERR_BAD_STRIDE, "probs rows {0, 2, 4} and {3, 5, 7}");
+        il = plain_desc(1, 3, 1, 2, 1, 1, 1);
+        il.want_lse = 1;
+        il.lse = (attn_view){0, 2, 3};
+        expect_desc_fail(&t, &il, ATTN_ERR_BAD_STRIDE, "lse at {0, 2, 4} and {3, 5, 7}");
+        il.lse = (attn_view){0, 2, 1};
+        expect_desc_ok(&il, "control: lse [H][2] in rows of 2, head stride = extent");
+        il.lse = (attn_view){0, 1, 3};
+        expect_desc_ok(&il, "control: lse [S][H], seq stride = extent of the heads");
+        il.lse = (attn_view){0, 1, 2};
+        expect_desc_fail(&t, &il, ATTN_ERR_BAD_STRIDE, "lse seq stride one less than the heads' extent");
         /* controls: interleaved but disjoint views are fine */
         d = base;
         d.o = (attn_view){dv, 2 * dv, 2 * Hq * dv};

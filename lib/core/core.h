@@ -13,6 +13,34 @@
 
 #define ATTN_ALIGNMENT 64
 
+/* Checked arithmetic for counts and byte sizes: a result above
+ * ATTN_SIZE_LIMIT (what both an int64_t index and a size_t byte count hold)
+ * clears *ok.  Plans turn that into ATTN_ERR_TOO_LARGE. */
+#define ATTN_SIZE_LIMIT ((uint64_t)INT64_MAX < (uint64_t)SIZE_MAX ? (uint64_t)INT64_MAX : (uint64_t)SIZE_MAX)
+static inline uint64_t attn_size_mul(uint64_t a, uint64_t b, int *ok)
+{
+    uint64_t r;
+    if (__builtin_mul_overflow(a, b, &r) || r > ATTN_SIZE_LIMIT) {
+        *ok = 0;
+        return 0;
+    }
+    return r;
+}
+static inline uint64_t attn_size_add(uint64_t a, uint64_t b, int *ok)
+{
+    uint64_t r;
+    if (__builtin_add_overflow(a, b, &r) || r > ATTN_SIZE_LIMIT) {
+        *ok = 0;
+        return 0;
+    }
+    return r;
+}
+/* Rounded up to ATTN_ALIGNMENT. */
+static inline uint64_t attn_size_align(uint64_t x, int *ok)
+{
+    return attn_size_add(x, ATTN_ALIGNMENT - 1, ok) / ATTN_ALIGNMENT * ATTN_ALIGNMENT;
+}
+
 /* Checks shared by the SDPA and MHA plans (checks.c). */
 #define ATTN_MAX_THREADS 1024
 int attn_reserved_zero(const int64_t *reserved, size_t count);

@@ -6,9 +6,9 @@ const char *attn_status_str(attn_status status)
     case ATTN_OK: return "success";
     case ATTN_ERR_NULL_ARGUMENT: return "a required pointer is NULL";
     case ATTN_ERR_BAD_SIZE: return "a size (batch, heads, sequence length or head dim) is not positive";
-    case ATTN_ERR_TOO_LARGE: return "a size or stride exceeds INT32_MAX, or a byte count overflows size_t";
+    case ATTN_ERR_TOO_LARGE: return "a size or stride exceeds INT32_MAX, or a count or byte count exceeds 2^63 - 1 or SIZE_MAX";
     case ATTN_ERR_HEAD_RATIO: return "the number of query heads is not a multiple of the number of key/value heads";
-    case ATTN_ERR_BAD_STRIDE: return "a stride is negative, zero where no broadcast is allowed, shorter than its row, or makes an output overlap itself";
+    case ATTN_ERR_BAD_STRIDE: return "a stride is negative, zero where no broadcast is allowed, shorter than its row, or makes an output view not nested";
     case ATTN_ERR_STRIDES_UNSET: return "a tensor in use has no strides (still ATTN_STRIDE_UNSET)";
     case ATTN_ERR_BAD_SCALE: return "the scale is infinite";
     case ATTN_ERR_BAD_OPTION: return "an option holds an unknown value, options do not go together, or a reserved field is not zero";

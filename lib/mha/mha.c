@@ -63,17 +63,16 @@ static attn_status row_stride(int64_t stride, int64_t width, int64_t rows, int64
     return ATTN_OK;
 }
 
-/* Add sizes in bytes rounded to 64, failing on overflow. */
-static int add_block(size_t *total, size_t *offset, uint64_t count, size_t elem)
+/* Append a block of count elements of elem bytes, rounded to 64 bytes, to
+ * the workspace layout: *offset is where it starts.  Overflow clears *ok. */
+static void add_block(size_t *total, size_t *offset, uint64_t count, size_t elem, int *ok)
 {
-    uint64_t bytes;
-    if (__builtin_mul_overflow(count, (uint64_t)elem, &bytes) || bytes > SIZE_MAX - 2 * ATTN_ALIGNMENT)
-        return 0;
-    bytes = (bytes + ATTN_ALIGNMENT - 1) / ATTN_ALIGNMENT * ATTN_ALIGNMENT;
-    *offset = *total;
-    if (__builtin_add_overflow(*total, (size_t)bytes, total))
-        return 0;
-    return 1;
+    uint64_t bytes = attn_size_align(attn_size_mul(count, elem, ok), ok);
+    uint64_t end = attn_size_add(*total, bytes, ok);
+    if (*ok) {
+        *offset = *total;
+        *total = (size_t)end;
+    }
 }
 
 static attn_status validate(const attn_mha_desc *d)
@@ -138,9 +137,16 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
     p->B = d->batch;
     p->L = d->q_len;
     p->S = d->kv_len;
-    uint64_t BL, BS;
-    if (__builtin_mul_overflow((uint64_t)p->B, (uint64_t)p->L, &BL) ||
-        __builtin_mul_overflow((uint64_t)p->B, (uint64_t)p->S, &BS)) {
+    /* Token counts, and the weights' byte counts (never formed elsewhere,
+     * but a caller's weights must be representable). */
+    int ok = 1;
+    const uint64_t BL = attn_size_mul((uint64_t)p->B, (uint64_t)p->L, &ok);
+    const uint64_t BS = attn_size_mul((uint64_t)p->B, (uint64_t)p->S, &ok);
+    const uint64_t E = (uint64_t)p->E;
+    attn_size_mul(attn_size_mul(3 * E, E, &ok), sizeof(float), &ok);
+    attn_size_mul(attn_size_mul(E, (uint64_t)p->kdim, &ok), sizeof(float), &ok);
+    attn_size_mul(attn_size_mul(E, (uint64_t)p->vdim, &ok), sizeof(float), &ok);
+    if (!ok) {
         free(p);
         return ATTN_ERR_TOO_LARGE;
     }
@@ -160,32 +166,24 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
     /* Workspace: Q, K, V (one [B*L][3E] buffer when fused), O, per-head
      * weights to average, the combined mask, then the SDPA workspace. */
     size_t total = 0;
-    int ok = 1;
     if (p->fused_qkv) {
         p->ldq = p->ldk = p->ldv = 3 * p->E;
-        ok &= add_block(&total, &p->off_q, BL * 3 * (uint64_t)p->E, sizeof(float));
+        add_block(&total, &p->off_q, attn_size_mul(BL, 3 * E, &ok), sizeof(float), &ok);
         p->off_k = p->off_q + (size_t)p->E * sizeof(float);
         p->off_v = p->off_q + 2 * (size_t)p->E * sizeof(float);
     } else {
         p->ldq = p->E;
         p->ldk = p->ldv = p->kvE;
-        ok &= add_block(&total, &p->off_q, BL * (uint64_t)p->E, sizeof(float));
-        ok &= add_block(&total, &p->off_k, BS * (uint64_t)p->kvE, sizeof(float));
-        ok &= add_block(&total, &p->off_v, BS * (uint64_t)p->kvE, sizeof(float));
+        add_block(&total, &p->off_q, attn_size_mul(BL, E, &ok), sizeof(float), &ok);
+        add_block(&total, &p->off_k, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float), &ok);
+        add_block(&total, &p->off_v, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float), &ok);
     }
-    ok &= add_block(&total, &p->off_o, BL * (uint64_t)p->E, sizeof(float));
-    uint64_t lsz;
-    ok &= !__builtin_mul_overflow(BL, (uint64_t)p->S, &lsz);
-    if (ok && d->weights == ATTN_WEIGHTS_AVERAGED) {
-        uint64_t hl;
-        ok &= !__builtin_mul_overflow(lsz, (uint64_t)p->H, &hl);
-        ok &= add_block(&total, &p->off_p, hl, sizeof(float));
-    }
-    if (ok && p->combine) {
-        uint64_t ml;
-        ok &= !__builtin_mul_overflow(lsz, (uint64_t)p->mask_heads, &ml);
-        ok &= add_block(&total, &p->off_mask, ml, 1);
-    }
+    add_block(&total, &p->off_o, attn_size_mul(BL, E, &ok), sizeof(float), &ok);
+    const uint64_t lsz = attn_size_mul(BL, (uint64_t)p->S, &ok);
+    if (d->weights == ATTN_WEIGHTS_AVERAGED)
+        add_block(&total, &p->off_p, attn_size_mul(lsz, (uint64_t)p->H, &ok), sizeof(float), &ok);
+    if (p->combine)
+        add_block(&total, &p->off_mask, attn_size_mul(lsz, (uint64_t)p->mask_heads, &ok), 1, &ok);
     if (!ok) {
         free(p);
         return ATTN_ERR_TOO_LARGE;
@@ -246,7 +244,8 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
     }
     size_t sws;
     attn_sdpa_workspace_size(p->sdpa, &sws);
-    if (!add_block(&total, &p->off_sdpa, sws, 1)) {
+    add_block(&total, &p->off_sdpa, sws, 1, &ok);
+    if (!ok) {
         attn_sdpa_plan_destroy(p->sdpa);
         free(p);
         return ATTN_ERR_TOO_LARGE;

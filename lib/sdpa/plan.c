@@ -31,14 +31,25 @@ static int view_unset(const attn_view *v)
            v->seq == ATTN_STRIDE_UNSET;
 }
 
+/* How a view is used: mask and bias broadcast (0 strides), outputs must
+ * not overlap themselves, and the logsumexp is a vector, not a BLAS matrix
+ * (no leading-dimension rule on its seq stride). */
+enum { VIEW_BROADCAST = 1, VIEW_OUTPUT = 2, VIEW_VECTOR = 4 };
+
 /*
- * Check a view of [B][H][S][D] (dim stride 1).  row_min is the smallest seq
- * stride allowed (D for matrices); broadcast allows 0 for batch, head and
- * seq; output asks that no two elements share an address.
+ * Check a view of [B][H][S][D] (dim stride 1).  The seq stride of a matrix
+ * is the BLAS leading dimension: at least D even for a single row (0 only
+ * when broadcast).  An output passes the nesting rule of attn.h: its
+ * dimensions of size > 1, sorted by stride, each have a stride at least the
+ * extent of everything inside them.  That is sufficient for no two
+ * elements to share an address; views that interleave without overlapping
+ * (rows at {0, 2, 4} and {3, 5, 7}) fail it and are rejected, as attn.h
+ * says.
  */
 static attn_status check_view(const attn_view *v, int64_t B, int64_t H, int64_t S,
-                              int64_t D, int broadcast, int output)
+                              int64_t D, int how)
 {
+    const int broadcast = how & VIEW_BROADCAST;
     if (view_unset(v))
         return ATTN_ERR_STRIDES_UNSET;
     dim_t_ dims[3] = { { B, v->batch }, { H, v->head }, { S, v->seq } };
@@ -48,9 +59,7 @@ static attn_status check_view(const attn_view *v, int64_t B, int64_t H, int64_t 
         if (dims[i].stride == 0 && dims[i].size > 1 && !broadcast)
             return ATTN_ERR_BAD_STRIDE;
     }
-    /* The seq stride is the BLAS leading dimension: at least a row, even
-     * when there is a single row; only broadcast views may use 0. */
-    if (v->seq < D && !(broadcast && v->seq == 0))
+    if (!(how & VIEW_VECTOR) && v->seq < D && !(broadcast && v->seq == 0))
         return ATTN_ERR_BAD_STRIDE;
     if (v->seq > INT32_MAX)
         return ATTN_ERR_TOO_LARGE;
@@ -63,9 +72,7 @@ static attn_status check_view(const attn_view *v, int64_t B, int64_t H, int64_t 
     }
     if (ext > (uint64_t)INT64_MAX / sizeof(float) || ext > SIZE_MAX / sizeof(float))
         return ATTN_ERR_TOO_LARGE;
-    if (output) {
-        /* Sort the dimensions of size > 1 by stride; each stride must clear
-         * the extent of everything inside it. */
+    if (how & VIEW_OUTPUT) {
         dim_t_ s[3];
         int k = 0;
         for (int i = 0; i < 3; i++)
@@ -106,18 +113,18 @@ static attn_status validate(const attn_sdpa_desc *d)
         return ATTN_ERR_HEAD_RATIO;
 
     attn_status st;
-    if ((st = check_view(&d->q, B, Hq, n, dk, 0, 0)) != ATTN_OK) return st;
-    if ((st = check_view(&d->k, B, Hkv, m, dk, 0, 0)) != ATTN_OK) return st;
-    if ((st = check_view(&d->v, B, Hkv, m, dv, 0, 0)) != ATTN_OK) return st;
-    if ((st = check_view(&d->o, B, Hq, n, dv, 0, 1)) != ATTN_OK) return st;
+    if ((st = check_view(&d->q, B, Hq, n, dk, 0)) != ATTN_OK) return st;
+    if ((st = check_view(&d->k, B, Hkv, m, dk, 0)) != ATTN_OK) return st;
+    if ((st = check_view(&d->v, B, Hkv, m, dv, 0)) != ATTN_OK) return st;
+    if ((st = check_view(&d->o, B, Hq, n, dv, VIEW_OUTPUT)) != ATTN_OK) return st;
     if (d->mask_mode != ATTN_MASK_NONE &&
-        (st = check_view(&d->mask, B, Hq, n, m, 1, 0)) != ATTN_OK) return st;
+        (st = check_view(&d->mask, B, Hq, n, m, VIEW_BROADCAST)) != ATTN_OK) return st;
     if (d->use_bias &&
-        (st = check_view(&d->bias, B, Hq, n, m, 1, 0)) != ATTN_OK) return st;
+        (st = check_view(&d->bias, B, Hq, n, m, VIEW_BROADCAST)) != ATTN_OK) return st;
     if (d->want_probs &&
-        (st = check_view(&d->probs, B, Hq, n, m, 0, 1)) != ATTN_OK) return st;
+        (st = check_view(&d->probs, B, Hq, n, m, VIEW_OUTPUT)) != ATTN_OK) return st;
     if (d->want_lse &&
-        (st = check_view(&d->lse, B, Hq, n, 1, 0, 1)) != ATTN_OK) return st;
+        (st = check_view(&d->lse, B, Hq, n, 1, VIEW_OUTPUT | VIEW_VECTOR)) != ATTN_OK) return st;
 
     if (isinf(d->scale))
         return ATTN_ERR_BAD_SCALE;
@@ -126,7 +133,86 @@ static attn_status validate(const attn_sdpa_desc *d)
     return ATTN_OK;
 }
 
-static size_t round_up(size_t x) { return (x + ATTN_ALIGNMENT - 1) / ATTN_ALIGNMENT * ATTN_ALIGNMENT; }
+/* Blocking, work items and workspace layout, from the shape alone.  Every
+ * count and byte size is formed with checked arithmetic: with overlapping
+ * input views the products of batch, heads and rows can exceed what an
+ * int64_t or a size_t holds although each view fits, and such a plan is
+ * ATTN_ERR_TOO_LARGE. */
+static attn_status plan_blocking(attn_sdpa_plan *p)
+{
+    const attn_sdpa_desc *desc = &p->d;
+    const int64_t B = desc->batch, n = desc->q_len, m = desc->kv_len, dv = desc->v_dim;
+    const int64_t g = desc->q_heads / desc->kv_heads;
+    int ok = 1;
+    p->group = g;
+    p->bq = n < ATTN_BLOCK_Q ? n : ATTN_BLOCK_Q;
+    p->bk = m < ATTN_TILE_K ? m : ATTN_TILE_K;
+    p->nqblocks = (n + p->bq - 1) / p->bq;
+    p->vrows = (int64_t)attn_size_mul((uint64_t)g, (uint64_t)p->bq, &ok);
+    const int64_t base = (int64_t)attn_size_mul(
+        attn_size_mul((uint64_t)B, (uint64_t)desc->kv_heads, &ok), (uint64_t)p->nqblocks, &ok);
+    if (!ok)
+        return ATTN_ERR_TOO_LARGE;
+    /* Bytes of one split-K chunk's partials: O, m and l of every (b, h, i)
+     * row.  Past the limit the keys are simply not split. */
+    int rows_ok = 1;
+    uint64_t row_bytes = attn_size_mul(
+        attn_size_mul(attn_size_mul((uint64_t)B, (uint64_t)desc->q_heads, &rows_ok), (uint64_t)n,
+                      &rows_ok),
+        (uint64_t)(dv + 2) * sizeof(float), &rows_ok);
+    if (!rows_ok)
+        row_bytes = UINT64_MAX;
+
+    /* Short queries over many keys with too few (batch, group, block) items
+     * to keep every thread busy: split the keys into chunks merged by
+     * logsumexp.  Decided by the shape alone. */
+    p->nchunks = 1;
+    if (n <= 64 && base < ATTN_SPLIT_ITEMS) {
+        int64_t c = (ATTN_SPLIT_ITEMS + base - 1) / base;
+        int64_t cmax = (m + ATTN_SPLIT_MIN_KEYS - 1) / ATTN_SPLIT_MIN_KEYS;
+        if (c > cmax) c = cmax;
+        while (c > 1 && row_bytes > ATTN_SPLIT_MAX_BYTES / (uint64_t)c)
+            c--;
+        p->nchunks = c;
+    }
+    p->chunk = (m + p->nchunks - 1) / p->nchunks;
+    p->nitems = (int64_t)attn_size_mul((uint64_t)base, (uint64_t)p->nchunks, &ok);
+
+    /* GQA: the g heads of a group as one matrix of g * n rows, when the
+     * whole of n is one block and the heads lie at a constant row stride. */
+    p->stack_ldq = p->stack_ldo = 0;
+    if (g > 1 && p->nqblocks == 1 && n <= ATTN_STACK_MAX / g) {
+        int64_t ldq = n == 1 ? desc->q.head : desc->q.head == n * desc->q.seq ? desc->q.seq : 0;
+        int64_t ldo = p->nchunks > 1 ? dv
+                    : n == 1 ? desc->o.head : desc->o.head == n * desc->o.seq ? desc->o.seq : 0;
+        if (ldq >= desc->qk_dim && ldq <= INT32_MAX && ldo >= dv && ldo <= INT32_MAX) {
+            p->stack_ldq = ldq;
+            p->stack_ldo = ldo;
+        }
+    }
+    p->srows = p->stack_ldq ? p->vrows : p->bq;
+
+    /* Per thread: the score tile, the visible range of each row (int64) and
+     * the running max, sum and correction of each virtual row. */
+    const uint64_t tile = attn_size_align(
+        attn_size_mul((uint64_t)p->srows, (uint64_t)p->bk * sizeof(float), &ok), &ok);
+    const uint64_t ranges = attn_size_align((uint64_t)p->bq * 2 * sizeof(int64_t), &ok);
+    const uint64_t state = attn_size_align(
+        attn_size_mul((uint64_t)p->vrows, 3 * sizeof(float), &ok), &ok);
+    const uint64_t thread = attn_size_add(attn_size_add(tile, ranges, &ok), state, &ok);
+    const uint64_t part = p->nchunks > 1
+        ? attn_size_align(attn_size_mul(row_bytes, (uint64_t)p->nchunks, &ok), &ok) : 0;
+    const uint64_t total = attn_size_add(attn_size_mul(thread, (uint64_t)p->nthreads, &ok),
+                                         part, &ok);
+    if (!ok)
+        return ATTN_ERR_TOO_LARGE;
+    p->ws_ranges = (size_t)tile;
+    p->ws_state = (size_t)(tile + ranges);
+    p->ws_thread = (size_t)thread;
+    p->ws_part = (size_t)part;
+    p->ws_bytes = (size_t)total;
+    return ATTN_OK;
+}
 
 attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *desc)
 {
@@ -147,57 +233,10 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
     p->window_right = desc->window_right < 0 ? -1 : desc->window_right > far ? far : desc->window_right;
     p->scale = isnan(desc->scale) ? (float)(1.0 / sqrt((double)desc->qk_dim)) : desc->scale;
     p->nthreads = attn_resolve_threads(desc->threads);
-    const int64_t B = desc->batch, n = desc->q_len, m = desc->kv_len, dv = desc->v_dim;
-    const int64_t g = desc->q_heads / desc->kv_heads;
-    p->group = g;
-    p->bq = n < ATTN_BLOCK_Q ? n : ATTN_BLOCK_Q;
-    p->bk = m < ATTN_TILE_K ? m : ATTN_TILE_K;
-    p->nqblocks = (n + p->bq - 1) / p->bq;
-    p->vrows = g * p->bq;
-
-    /* Short queries over many keys with too few (batch, group, block) items
-     * to keep every thread busy: split the keys into chunks merged by
-     * logsumexp.  Decided by the shape alone. */
-    const int64_t base = B * desc->kv_heads * p->nqblocks;
-    p->nchunks = 1;
-    if (n <= 64 && base < ATTN_SPLIT_ITEMS) {
-        int64_t c = (ATTN_SPLIT_ITEMS + base - 1) / base;
-        int64_t cmax = (m + ATTN_SPLIT_MIN_KEYS - 1) / ATTN_SPLIT_MIN_KEYS;
-        if (c > cmax) c = cmax;
-        size_t row_bytes = (size_t)(B * desc->q_heads * n) * (size_t)(dv + 2) * sizeof(float);
-        while (c > 1 && row_bytes * (size_t)c > ATTN_SPLIT_MAX_BYTES)
-            c--;
-        p->nchunks = c;
+    if ((st = plan_blocking(p)) != ATTN_OK) {
+        free(p);
+        return st;
     }
-    p->chunk = (m + p->nchunks - 1) / p->nchunks;
-    p->nitems = base * p->nchunks;
-
-    /* GQA: the g heads of a group as one matrix of g * n rows, when the
-     * whole of n is one block and the heads lie at a constant row stride. */
-    p->stack_ldq = p->stack_ldo = 0;
-    if (g > 1 && p->nqblocks == 1 && g * n <= ATTN_STACK_MAX) {
-        int64_t ldq = n == 1 ? desc->q.head : desc->q.head == n * desc->q.seq ? desc->q.seq : 0;
-        int64_t ldo = p->nchunks > 1 ? dv
-                    : n == 1 ? desc->o.head : desc->o.head == n * desc->o.seq ? desc->o.seq : 0;
-        if (ldq >= desc->qk_dim && ldq <= INT32_MAX && ldo >= dv && ldo <= INT32_MAX) {
-            p->stack_ldq = ldq;
-            p->stack_ldo = ldo;
-        }
-    }
-    p->srows = p->stack_ldq ? p->vrows : p->bq;
-
-    /* Per thread: the score tile, the visible range of each row (int64) and
-     * the running max, sum and correction of each virtual row. */
-    size_t tile = round_up((size_t)p->srows * (size_t)p->bk * sizeof(float));
-    size_t ranges = round_up((size_t)p->bq * 2 * sizeof(int64_t));
-    size_t state = round_up((size_t)p->vrows * 3 * sizeof(float));
-    p->ws_ranges = tile;
-    p->ws_state = tile + ranges;
-    p->ws_thread = tile + ranges + state;
-    p->ws_part = p->nchunks > 1
-        ? round_up((size_t)(p->nchunks * B * desc->q_heads * n) * (size_t)(dv + 2) * sizeof(float))
-        : 0;
-    p->ws_bytes = p->ws_thread * (size_t)p->nthreads + p->ws_part;
     p->kern = attn_kernels_select();
     attn_blas_hooks_resolve(&p->blas);
     *plan = p;
