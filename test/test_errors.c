@@ -193,7 +193,391 @@ static void test_desc_init_defaults(void **state)
     assert_true(v.batch == 105 && v.head == 7 && v.seq == 21);
 }
 
-static void test_null_arguments(void **state)
+/* ------------------------------------------------------------------------ */
+/* Plan-time errors: one table of descs, each a valid base with a few fields  */
+/* set, and the status plan_create must return (ATTN_OK rows are controls).   */
+/* ------------------------------------------------------------------------ */
+
+/* The sizes of base_case(), for the rows' arithmetic. */
+enum { NB = 2, HQ = 4, HKV = 2, NQ = 6, MK = 9, DK = 8, DV = 5 };
+static const int64_t BIG = (int64_t)INT32_MAX + 1;
+
+enum { K_END = 0, K_I64, K_INT, K_FLT };
+typedef struct field_set {
+    size_t off;     /* offsetof(attn_sdpa_desc, field) */
+    int kind;       /* K_* */
+    int64_t i;
+    double f;
+} field_set;
+
+#define FTYPE(field) (sizeof(((attn_sdpa_desc *)0)->field) == 8 ? K_I64 : K_INT)
+/* Set an integer (or enum) field, a float field, or a whole view. */
+#define SI(field, v) { offsetof(attn_sdpa_desc, field), FTYPE(field), (int64_t)(v), 0 }
+#define SF(field, v) { offsetof(attn_sdpa_desc, field), K_FLT, 0, (double)(v) }
+#define SV(view, b, h, s) SI(view.batch, b), SI(view.head, h), SI(view.seq, s)
+
+enum { BASE_FULL, BASE_PLAIN };
+
+typedef struct desc_row {
+    const char *what;
+    attn_status want;        /* ATTN_OK: a control that must plan */
+    int base;                /* BASE_FULL: base_case(); BASE_PLAIN: no
+                                option, dense BHSD views of size[] */
+    int64_t size[7];         /* B, Hq, Hkv, n, m, dk, dv (BASE_PLAIN) */
+    field_set set[12];       /* applied in order, up to K_END */
+} desc_row;
+
+#define PLAIN(B, Hq, Hkv, n, m, dk, dv) BASE_PLAIN, { B, Hq, Hkv, n, m, dk, dv }
+#define FULL BASE_FULL, { 0 }
+
+static const desc_row desc_rows[] = {
+    /* sizes and the head ratio (every size field <= 0: see test_desc_table) */
+    {"Hq = 4, Hkv = 3", ATTN_ERR_HEAD_RATIO, FULL, {SI(kv_heads, 3)}},
+    {"Hq = 4, Hkv = 8", ATTN_ERR_HEAD_RATIO, FULL, {SI(kv_heads, 8)}},
+    {"Hq = 5, Hkv = 2", ATTN_ERR_HEAD_RATIO, FULL, {SI(q_heads, 5), SI(kv_heads, 2)}},
+
+    /* sizes and strides past the limits */
+    {"control: plain desc", ATTN_OK, PLAIN(2, 4, 2, 6, 9, 8, 5), {{0}}},
+    {"q_len = 2^31", ATTN_ERR_TOO_LARGE, PLAIN(2, 4, 2, BIG, 9, 8, 5), {{0}}},
+    {"kv_len = 2^31", ATTN_ERR_TOO_LARGE, PLAIN(2, 4, 2, 6, BIG, 8, 5), {{0}}},
+    {"qk_dim = 2^31", ATTN_ERR_TOO_LARGE, PLAIN(2, 4, 2, 6, 9, BIG, 5), {{0}}},
+    {"v_dim = 2^31", ATTN_ERR_TOO_LARGE, PLAIN(2, 4, 2, 6, 9, 8, BIG), {{0}}},
+    {"all sizes 2^16 (bytes overflow)", ATTN_ERR_TOO_LARGE,
+     PLAIN(1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16), {{0}}},
+    {"q batch stride INT64_MAX/2", ATTN_ERR_TOO_LARGE, PLAIN(2, 4, 2, 6, 9, 8, 5),
+     {SI(q.batch, INT64_MAX / 2)}},
+    {"v batch stride 2^62", ATTN_ERR_TOO_LARGE, PLAIN(2, 4, 2, 6, 9, 8, 5),
+     {SI(v.batch, (int64_t)1 << 62)}},
+    {"o batch stride INT64_MAX/2", ATTN_ERR_TOO_LARGE, PLAIN(2, 4, 2, 6, 9, 8, 5),
+     {SI(o.batch, INT64_MAX / 2)}},
+    {"k seq stride 2^31", ATTN_ERR_TOO_LARGE, PLAIN(2, 4, 2, 6, 9, 8, 5),
+     {SV(k, 2 * 9 * BIG, 9 * BIG, BIG)}},
+    {"q seq stride 2^31", ATTN_ERR_TOO_LARGE, PLAIN(2, 4, 2, 6, 9, 8, 5),
+     {SV(q, 4 * 6 * BIG, 6 * BIG, BIG)}},
+    {"o seq stride 2^31", ATTN_ERR_TOO_LARGE, PLAIN(2, 4, 2, 6, 9, 8, 5),
+     {SV(o, 4 * 6 * BIG, 6 * BIG, BIG)}},
+    /* Overlapping input views let every view fit while the products of
+     * batch, heads and rows that size the workspace do not (found by a
+     * fuzzer: the m = 1024 plan reported a 2240-byte workspace, m = 8192
+     * overflowed a signed product). */
+    {"Hq = 1537228672809129302 over overlapping views, m = 1024", ATTN_ERR_TOO_LARGE,
+     PLAIN(1, 1537228672809129302, 1, 1, 1024, 1, 1),
+     {SV(q, 0, 1, 1), SV(k, 0, 0, 1), SV(v, 0, 0, 1)}},
+    {"Hq = 1537228672809129302 over overlapping views, m = 8192", ATTN_ERR_TOO_LARGE,
+     PLAIN(1, 1537228672809129302, 1, 1, 8192, 1, 1),
+     {SV(q, 0, 1, 1), SV(k, 0, 0, 1), SV(v, 0, 0, 1)}},
+    {"Hq = 2^60 over overlapping views (group state > 2^63 bytes)", ATTN_ERR_TOO_LARGE,
+     PLAIN(1, (int64_t)1 << 60, 1, 1, 1, 1, 1),
+     {SV(q, 0, 1, 1), SV(k, 0, 0, 1), SV(v, 0, 0, 1)}},
+    {"control: Hq = 2^20 over overlapping views", ATTN_OK, PLAIN(1, 1 << 20, 1, 1, 1024, 1, 1),
+     {SV(q, 0, 1, 1), SV(k, 0, 0, 1), SV(v, 0, 0, 1)}},
+    /* the split-K partials would not fit: the keys are not split, and
+     * nothing else is too large */
+    {"control: B = 2^60 over overlapping views", ATTN_OK,
+     PLAIN((int64_t)1 << 60, 1, 1, 1, 4096, 1, 1),
+     {SV(q, 1, 0, 1), SV(k, 1, 0, 1), SV(v, 1, 0, 1), SV(o, 1, 0, 1)}},
+
+    /* row strides shorter than the row */
+    {"q.seq < dk", ATTN_ERR_BAD_STRIDE, FULL, {SI(q.seq, DK - 1)}},
+    {"k.seq < dk", ATTN_ERR_BAD_STRIDE, FULL, {SI(k.seq, DK - 1)}},
+    {"v.seq < dv", ATTN_ERR_BAD_STRIDE, FULL, {SI(v.seq, DV - 1)}},
+    {"o.seq < dv", ATTN_ERR_BAD_STRIDE, FULL, {SI(o.seq, DV - 1)}},
+    {"probs.seq < m", ATTN_ERR_BAD_STRIDE, FULL, {SI(probs.seq, MK - 1)}},
+    /* also when the length is 1: the seq stride is the BLAS leading
+     * dimension */
+    {"control: n = m = 1", ATTN_OK, PLAIN(2, 4, 2, 1, 1, 8, 5), {{0}}},
+    {"q.seq = 0 with n = 1", ATTN_ERR_BAD_STRIDE, PLAIN(2, 4, 2, 1, 1, 8, 5), {SI(q.seq, 0)}},
+    {"k.seq = dk - 1 with m = 1", ATTN_ERR_BAD_STRIDE, PLAIN(2, 4, 2, 1, 1, 8, 5),
+     {SI(k.seq, 7)}},
+    {"v.seq = 0 with m = 1", ATTN_ERR_BAD_STRIDE, PLAIN(2, 4, 2, 1, 1, 8, 5), {SI(v.seq, 0)}},
+    {"o.seq = dv - 1 with n = 1", ATTN_ERR_BAD_STRIDE, PLAIN(2, 4, 2, 1, 1, 8, 5),
+     {SI(o.seq, 4)}},
+    {"control: probs [B][H][1][1] dense", ATTN_OK, PLAIN(2, 4, 2, 1, 1, 8, 5),
+     {SI(want_probs, 1), SV(probs, 4, 1, 1)}},
+    {"probs.seq = 0 with n = m = 1", ATTN_ERR_BAD_STRIDE, PLAIN(2, 4, 2, 1, 1, 8, 5),
+     {SI(want_probs, 1), SV(probs, 4, 1, 0)}},
+    /* the logsumexp is no BLAS matrix: a 0 seq stride is a 0 stride on a
+     * dimension of size 1, as for any view */
+    {"control: lse.seq = 0 with n = 1", ATTN_OK, PLAIN(2, 4, 2, 1, 1, 8, 5),
+     {SI(want_lse, 1), SV(lse, 4, 1, 0)}},
+    {"lse.seq = 0 with n = 2", ATTN_ERR_BAD_STRIDE, PLAIN(2, 4, 2, 2, 1, 8, 5),
+     {SI(want_lse, 1), SV(lse, 8, 2, 0)}},
+
+    /* output views that are not nested (attn.h: sorted by stride, each
+     * stride at least the extent of everything inside it) */
+    {"o heads overlap (head = n*dv - 1)", ATTN_ERR_BAD_STRIDE, FULL, {SI(o.head, NQ * DV - 1)}},
+    {"o batches overlap", ATTN_ERR_BAD_STRIDE, FULL, {SI(o.batch, HQ * NQ * DV - 1)}},
+    {"o BSHD with head = dv - 1", ATTN_ERR_BAD_STRIDE, FULL,
+     {SV(o, NQ * HQ * DV, DV - 1, HQ * DV)}},
+    {"o head stride = seq stride", ATTN_ERR_BAD_STRIDE, FULL, {SV(o, HQ * NQ * DV, DV, DV)}},
+    {"o batch stride = head stride", ATTN_ERR_BAD_STRIDE, FULL, {SV(o, NQ * DV, NQ * DV, DV)}},
+    {"probs heads overlap", ATTN_ERR_BAD_STRIDE, FULL, {SI(probs.head, NQ * MK - 1)}},
+    {"probs head stride = seq stride", ATTN_ERR_BAD_STRIDE, FULL,
+     {SV(probs, HQ * NQ * MK, MK, MK)}},
+    {"probs batch stride = m", ATTN_ERR_BAD_STRIDE, FULL, {SI(probs.batch, MK)}},
+    {"lse head stride = seq stride = 1", ATTN_ERR_BAD_STRIDE, FULL, {SV(lse, HQ * NQ, 1, 1)}},
+    {"lse batches overlap", ATTN_ERR_BAD_STRIDE, FULL, {SV(lse, HQ * NQ - 1, NQ, 1)}},
+    {"lse heads overlap", ATTN_ERR_BAD_STRIDE, FULL, {SV(lse, HQ * NQ, NQ - 1, 1)}},
+    /* the nesting rule at its boundary, both ways */
+    {"control: o nested at the boundary", ATTN_OK, FULL, {SV(o, HQ * NQ * DV, NQ * DV, DV)}},
+    {"o batch stride one less than the boundary", ATTN_ERR_BAD_STRIDE, FULL,
+     {SV(o, HQ * NQ * DV - 1, NQ * DV, DV)}},
+    {"control: lse [H][2] in rows of 2, head stride = extent", ATTN_OK,
+     PLAIN(1, 3, 1, 2, 1, 1, 1), {SI(want_lse, 1), SV(lse, 0, 2, 1)}},
+    {"control: lse [S][H], seq stride = extent of the heads", ATTN_OK,
+     PLAIN(1, 3, 1, 2, 1, 1, 1), {SI(want_lse, 1), SV(lse, 0, 1, 3)}},
+    {"lse seq stride one less than the heads' extent", ATTN_ERR_BAD_STRIDE,
+     PLAIN(1, 3, 1, 2, 1, 1, 1), {SI(want_lse, 1), SV(lse, 0, 1, 2)}},
+    /* sufficient, not necessary: interleaved views that share no address
+     * (rows at {0, 2, 4} and {3, 5, 7}) are rejected, as attn.h says */
+    {"o rows {0, 2, 4} and {3, 5, 7}", ATTN_ERR_BAD_STRIDE, PLAIN(1, 3, 1, 2, 1, 1, 1),
+     {SV(o, 0, 2, 3)}},
+    {"probs rows {0, 2, 4} and {3, 5, 7}", ATTN_ERR_BAD_STRIDE, PLAIN(1, 3, 1, 2, 1, 1, 1),
+     {SI(want_probs, 1), SV(probs, 0, 2, 3)}},
+    {"lse at {0, 2, 4} and {3, 5, 7}", ATTN_ERR_BAD_STRIDE, PLAIN(1, 3, 1, 2, 1, 1, 1),
+     {SI(want_lse, 1), SV(lse, 0, 2, 3)}},
+    {"control: o interleaved [S][H][B][D]", ATTN_OK, FULL, {SV(o, DV, 2 * DV, 2 * HQ * DV)}},
+    {"control: o, probs, lse interleaved [S][H][B]", ATTN_OK, FULL,
+     {SV(o, DV, 2 * DV, 2 * HQ * DV), SV(probs, MK, 2 * MK, 2 * HQ * MK)}},
+    {"control: lse interleaved [S][H][B]", ATTN_OK, FULL, {SV(lse, 1, 2, 2 * HQ)}},
+    /* zero strides that are fine: dimensions of size 1, mask/bias broadcast */
+    {"control: zero strides over size-1 dims", ATTN_OK, PLAIN(1, 1, 1, 1, 5, 4, 3),
+     {SI(q.batch, 0), SI(q.head, 0), SI(o.batch, 0), SI(o.head, 0), SI(k.batch, 0),
+      SI(k.head, 0), SI(v.batch, 0), SI(v.head, 0)}},
+    {"control: mask and bias fully broadcast", ATTN_OK, FULL, {SV(mask, 0, 0, 0),
+                                                               SV(bias, 0, 0, 0)}},
+    /* unused tensors may stay unset */
+    {"control: unused tensors unset", ATTN_OK, FULL,
+     {SI(mask_mode, ATTN_MASK_NONE), SI(use_bias, 0), SI(want_probs, 0), SI(want_lse, 0),
+      SV(mask, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET)}},
+
+    /* scale, options, reserved fields, threads, windows */
+    {"scale = +inf", ATTN_ERR_BAD_SCALE, FULL, {SF(scale, INFINITY)}},
+    {"scale = -inf", ATTN_ERR_BAD_SCALE, FULL, {SF(scale, -INFINITY)}},
+    {"control: scale NaN", ATTN_OK, FULL, {SF(scale, NAN)}},
+    {"control: scale 0", ATTN_OK, FULL, {SF(scale, 0.0)}},
+    {"control: scale -1", ATTN_OK, FULL, {SF(scale, -1.0)}},
+    {"control: scale FLT_MAX", ATTN_OK, FULL, {SF(scale, FLT_MAX)}},
+    {"control: scale -FLT_MAX", ATTN_OK, FULL, {SF(scale, -FLT_MAX)}},
+    {"control: scale FLT_MIN", ATTN_OK, FULL, {SF(scale, FLT_MIN)}},
+    {"control: scale 1e-40 (subnormal)", ATTN_OK, FULL, {SF(scale, 1e-40)}},
+    {"align = 2", ATTN_ERR_BAD_OPTION, FULL, {SI(align, 2)}},
+    {"align = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(align, -1)}},
+    {"align = 1000", ATTN_ERR_BAD_OPTION, FULL, {SI(align, 1000)}},
+    {"mask_mode = 3", ATTN_ERR_BAD_OPTION, FULL, {SI(mask_mode, 3)}},
+    {"mask_mode = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(mask_mode, -1)}},
+    {"reserved[0] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[0], 1)}},
+    {"reserved[5] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[5], 1)}},
+    {"reserved[10] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[10], 1)}},
+    {"reserved[15] = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[15], INT64_MIN)}},
+    {"reserved[15] = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[15], -1)}},
+    {"threads = -1", ATTN_ERR_BAD_THREADS, FULL, {SI(threads, -1)}},
+    {"threads = INT_MIN", ATTN_ERR_BAD_THREADS, FULL, {SI(threads, INT_MIN)}},
+    {"threads = 1025", ATTN_ERR_BAD_THREADS, FULL, {SI(threads, 1025)}},
+    {"threads = INT_MAX", ATTN_ERR_BAD_THREADS, FULL, {SI(threads, INT_MAX)}},
+    {"control: threads = 0", ATTN_OK, FULL, {SI(threads, 0)}},
+    {"control: threads = 64", ATTN_OK, FULL, {SI(threads, 64)}},
+    {"control: threads = 1024", ATTN_OK, FULL, {SI(threads, 1024)}},
+    /* any negative bound means unbounded, large ones are fine */
+    {"control: window INT64_MIN / INT64_MAX", ATTN_OK, FULL,
+     {SI(window_left, INT64_MIN), SI(window_right, INT64_MAX)}},
+};
+
+/* The eight views of a desc and their three fields, for the rules that
+ * hold for every one of them. */
+static const struct {
+    const char *name;
+    size_t off;
+    int broadcast;   /* mask and bias take 0 strides */
+} views[] = {
+    {"q", offsetof(attn_sdpa_desc, q), 0},       {"k", offsetof(attn_sdpa_desc, k), 0},
+    {"v", offsetof(attn_sdpa_desc, v), 0},       {"o", offsetof(attn_sdpa_desc, o), 0},
+    {"mask", offsetof(attn_sdpa_desc, mask), 1}, {"bias", offsetof(attn_sdpa_desc, bias), 1},
+    {"probs", offsetof(attn_sdpa_desc, probs), 0}, {"lse", offsetof(attn_sdpa_desc, lse), 0},
+};
+static const struct {
+    const char *name;
+    size_t off;
+} view_fields[] = {
+    {"batch", offsetof(attn_view, batch)}, {"head", offsetof(attn_view, head)},
+    {"seq", offsetof(attn_view, seq)},
+};
+/* Every field of every view set to a value (on the base case, where every
+ * dimension has size > 1). */
+static const struct {
+    int64_t value;
+    int skip_broadcast;
+    attn_status want;
+} view_rules[] = {
+    {-1, 0, ATTN_ERR_BAD_STRIDE},
+    {-12345678, 0, ATTN_ERR_BAD_STRIDE},
+    {0, 1, ATTN_ERR_BAD_STRIDE},
+    {ATTN_STRIDE_UNSET, 0, ATTN_ERR_STRIDES_UNSET},
+};
+/* Every size field set to a value. */
+static const struct {
+    const char *name;
+    size_t off;
+} size_fields[] = {
+    {"batch", offsetof(attn_sdpa_desc, batch)},   {"q_heads", offsetof(attn_sdpa_desc, q_heads)},
+    {"kv_heads", offsetof(attn_sdpa_desc, kv_heads)}, {"q_len", offsetof(attn_sdpa_desc, q_len)},
+    {"kv_len", offsetof(attn_sdpa_desc, kv_len)}, {"qk_dim", offsetof(attn_sdpa_desc, qk_dim)},
+    {"v_dim", offsetof(attn_sdpa_desc, v_dim)},
+};
+static const int64_t bad_sizes[] = {0, -1, INT64_MIN};
+
+static int64_t *i64_at(attn_sdpa_desc *d, size_t off)
+{
+    return (int64_t *)(void *)((char *)d + off);
+}
+
+/* The desc of a row: its base, then its fields set in order. */
+static attn_sdpa_desc row_desc(const desc_row *r, const attn_sdpa_desc *full)
+{
+    attn_sdpa_desc d;
+    if (r->base == BASE_FULL) {
+        d = *full;
+    } else {
+        const int64_t *z = r->size;
+        attn_sdpa_desc_init(&d);
+        d.batch = z[0];
+        d.q_heads = z[1];
+        d.kv_heads = z[2];
+        d.q_len = z[3];
+        d.kv_len = z[4];
+        d.qk_dim = z[5];
+        d.v_dim = z[6];
+        d.q = attn_view_bhsd(z[1], z[3], z[5]);
+        d.k = attn_view_bhsd(z[2], z[4], z[5]);
+        d.v = attn_view_bhsd(z[2], z[4], z[6]);
+        d.o = attn_view_bhsd(z[1], z[3], z[6]);
+        d.threads = 1;
+    }
+    for (const field_set *f = r->set; f < r->set + sizeof r->set / sizeof r->set[0] && f->kind != K_END; f++) {
+        char *at = (char *)&d + f->off;
+        if (f->kind == K_I64)
+            memcpy(at, &f->i, sizeof f->i);
+        else if (f->kind == K_INT) {
+            int v = (int)f->i;
+            memcpy(at, &v, sizeof v);
+        } else {
+            float v = (float)f->f;
+            memcpy(at, &v, sizeof v);
+        }
+    }
+    return d;
+}
+
+/* Every row, then the rules over every view field and every size field. */
+static void test_desc_table(void **state)
+{
+    (void)state;
+    g_fail = 0;
+    tcase c = base_case();
+    tinst t;
+    assert_int_equal(tinst_build(&t, &c), 0);
+    const attn_sdpa_desc full = t.desc;
+    assert_true(full.batch == NB && full.q_heads == HQ && full.kv_heads == HKV &&
+                full.q_len == NQ && full.kv_len == MK && full.qk_dim == DK && full.v_dim == DV);
+    expect_desc_ok(&full, "control: base desc");
+    for (size_t k = 0; k < sizeof desc_rows / sizeof desc_rows[0]; k++) {
+        const attn_sdpa_desc d = row_desc(&desc_rows[k], &full);
+        if (desc_rows[k].want == ATTN_OK)
+            expect_desc_ok(&d, desc_rows[k].what);
+        else
+            expect_desc_fail(&t, &d, desc_rows[k].want, desc_rows[k].what);
+    }
+    int cases = 1 + (int)(sizeof desc_rows / sizeof desc_rows[0]);
+    char what[96];
+    for (size_t r = 0; r < sizeof view_rules / sizeof view_rules[0]; r++)
+        for (size_t x = 0; x < sizeof views / sizeof views[0]; x++) {
+            if (view_rules[r].skip_broadcast && views[x].broadcast)
+                continue;
+            for (size_t f = 0; f < 3; f++) {
+                attn_sdpa_desc d = full;
+                *i64_at(&d, views[x].off + view_fields[f].off) = view_rules[r].value;
+                snprintf(what, sizeof what, "%s.%s = %lld", views[x].name, view_fields[f].name,
+                         (long long)view_rules[r].value);
+                expect_desc_fail(&t, &d, view_rules[r].want, what);
+                cases++;
+            }
+            if (view_rules[r].value == ATTN_STRIDE_UNSET) {
+                attn_sdpa_desc d = full;
+                for (size_t f = 0; f < 3; f++)
+                    *i64_at(&d, views[x].off + view_fields[f].off) = ATTN_STRIDE_UNSET;
+                snprintf(what, sizeof what, "%s strides unset", views[x].name);
+                expect_desc_fail(&t, &d, ATTN_ERR_STRIDES_UNSET, what);
+                cases++;
+            }
+        }
+    for (size_t f = 0; f < sizeof size_fields / sizeof size_fields[0]; f++)
+        for (size_t k = 0; k < sizeof bad_sizes / sizeof bad_sizes[0]; k++) {
+            attn_sdpa_desc d = full;
+            *i64_at(&d, size_fields[f].off) = bad_sizes[k];
+            snprintf(what, sizeof what, "%s = %lld", size_fields[f].name, (long long)bad_sizes[k]);
+            expect_desc_fail(&t, &d, ATTN_ERR_BAD_SIZE, what);
+            cases++;
+        }
+    printf("  %d descs checked, %d wrong\n", cases, g_fail);
+    tinst_free(&t);
+    assert_int_equal(g_fail, 0);
+}
+
+/* MHA weights whose byte count is not representable ([3E][E] packed
+ * in_proj, [E][kdim], [E][vdim] with 2^31 - 1 each), every other size fine. */
+static void test_mha_too_large(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 3; k++) {
+        attn_mha_desc md;
+        attn_mha_desc_init(&md);
+        md.embed_dim = INT32_MAX;
+        md.num_heads = 1;
+        md.batch = md.q_len = md.kv_len = 1;
+        md.self_attention = k == 0;
+        md.packed_in_proj = k == 0;
+        md.kdim = k == 0 ? 0 : k == 1 ? INT32_MAX : 1;
+        md.vdim = k == 0 ? 0 : k == 2 ? INT32_MAX : 1;
+        md.threads = 1;
+        attn_mha_plan *mp = NULL;
+        assert_int_equal(attn_mha_plan_create(&mp, &md), ATTN_ERR_TOO_LARGE);
+        assert_null(mp);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Execute-time errors                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* The pointers of attn_sdpa_args: the four required ones, then the optional
+ * ones with the desc field that enables each (0 disables it). */
+static const struct {
+    const char *name;
+    size_t arg;
+    size_t flag;     /* (size_t)-1: required */
+} slots[] = {
+    {"q", offsetof(attn_sdpa_args, q), (size_t)-1},
+    {"k", offsetof(attn_sdpa_args, k), (size_t)-1},
+    {"v", offsetof(attn_sdpa_args, v), (size_t)-1},
+    {"o", offsetof(attn_sdpa_args, o), (size_t)-1},
+    {"kv_lens", offsetof(attn_sdpa_args, kv_lens), offsetof(attn_sdpa_desc, use_kv_lens)},
+    {"q_lens", offsetof(attn_sdpa_args, q_lens), offsetof(attn_sdpa_desc, use_q_lens)},
+    {"mask", offsetof(attn_sdpa_args, mask), offsetof(attn_sdpa_desc, mask_mode)},
+    {"bias", offsetof(attn_sdpa_args, bias), offsetof(attn_sdpa_desc, use_bias)},
+    {"probs", offsetof(attn_sdpa_args, probs), offsetof(attn_sdpa_desc, want_probs)},
+    {"lse", offsetof(attn_sdpa_args, lse), offsetof(attn_sdpa_desc, want_lse)},
+};
+
+static void set_null(attn_sdpa_args *a, size_t off)
+{
+    const void *null = NULL;
+    memcpy((char *)a + off, &null, sizeof null);
+}
+
+/* NULL plan, desc, args and outputs; NULL for a pointer the plan uses
+ * (ATTN_ERR_NULL_ARGUMENT), a pointer for a feature it does not use
+ * (ATTN_ERR_ARGUMENT_MISMATCH, and runs once that pointer is NULL). */
+static void test_pointers(void **state)
 {
     (void)state;
     g_fail = 0;
@@ -220,536 +604,35 @@ static void test_null_arguments(void **state)
     assert_int_equal(attn_sdpa_workspace_size(NULL, &bytes), ATTN_ERR_NULL_ARGUMENT);
     assert_int_equal(bytes, 12345);
     assert_int_equal(attn_sdpa_workspace_size(plan, NULL), ATTN_ERR_NULL_ARGUMENT);
-
     expect_exec_fail(&t, NULL, NULL, &t.args, ATTN_ERR_NULL_ARGUMENT, "execute(NULL plan)");
     expect_exec_fail(&t, plan, NULL, NULL, ATTN_ERR_NULL_ARGUMENT, "execute(NULL args)");
 
-    /* required pointers */
-    const char *names[] = {"q", "k", "v", "o"};
-    for (int w = 0; w < 4; w++) {
+    char what[96];
+    for (size_t k = 0; k < sizeof slots / sizeof slots[0]; k++) {
         attn_sdpa_args a = t.args;
-        if (w == 0) a.q = NULL;
-        if (w == 1) a.k = NULL;
-        if (w == 2) a.v = NULL;
-        if (w == 3) a.o = NULL;
-        char what[64];
-        snprintf(what, sizeof what, "args.%s = NULL", names[w]);
+        set_null(&a, slots[k].arg);
+        snprintf(what, sizeof what, "args.%s = NULL%s", slots[k].name,
+                 slots[k].flag == (size_t)-1 ? "" : " while enabled");
         expect_exec_fail(&t, plan, &t.desc, &a, ATTN_ERR_NULL_ARGUMENT, what);
-    }
-    /* pointers of enabled optional features */
-    const char *opt[] = {"kv_lens", "q_lens", "mask", "bias", "probs", "lse"};
-    for (int w = 0; w < 6; w++) {
-        attn_sdpa_args a = t.args;
-        if (w == 0) a.kv_lens = NULL;
-        if (w == 1) a.q_lens = NULL;
-        if (w == 2) a.mask = NULL;
-        if (w == 3) a.bias = NULL;
-        if (w == 4) a.probs = NULL;
-        if (w == 5) a.lse = NULL;
-        char what[64];
-        snprintf(what, sizeof what, "args.%s = NULL while enabled", opt[w]);
-        expect_exec_fail(&t, plan, &t.desc, &a, ATTN_ERR_NULL_ARGUMENT, what);
-    }
-    attn_sdpa_plan_destroy(plan);
-    tinst_free(&t);
-    assert_int_equal(g_fail, 0);
-}
-
-static void test_argument_mismatch(void **state)
-{
-    (void)state;
-    g_fail = 0;
-    tcase c = base_case();
-    tinst t;
-    assert_int_equal(tinst_build(&t, &c), 0);
-    const char *opt[] = {"kv_lens", "q_lens", "mask", "bias", "probs", "lse"};
-    for (int w = 0; w < 6; w++) {
-        /* a plan without feature w, given all pointers */
+        if (slots[k].flag == (size_t)-1)
+            continue;
+        /* a plan without that feature, given every pointer */
         attn_sdpa_desc d = t.desc;
-        if (w == 0) d.use_kv_lens = 0;
-        if (w == 1) d.use_q_lens = 0;
-        if (w == 2) d.mask_mode = ATTN_MASK_NONE;
-        if (w == 3) d.use_bias = 0;
-        if (w == 4) d.want_probs = 0;
-        if (w == 5) d.want_lse = 0;
-        attn_sdpa_plan *plan = NULL;
-        assert_int_equal(attn_sdpa_plan_create(&plan, &d), ATTN_OK);
-        char what[80];
-        snprintf(what, sizeof what, "args.%s given, plan does not use it", opt[w]);
-        expect_exec_fail(&t, plan, &d, &t.args, ATTN_ERR_ARGUMENT_MISMATCH, what);
+        const int off = 0;
+        memcpy((char *)&d + slots[k].flag, &off, sizeof off);
+        attn_sdpa_plan *p2 = NULL;
+        assert_int_equal(attn_sdpa_plan_create(&p2, &d), ATTN_OK);
+        snprintf(what, sizeof what, "args.%s given, plan does not use it", slots[k].name);
+        expect_exec_fail(&t, p2, &d, &t.args, ATTN_ERR_ARGUMENT_MISMATCH, what);
         /* control: without that pointer it runs */
-        attn_sdpa_args a = t.args;
-        if (w == 0) a.kv_lens = NULL;
-        if (w == 1) a.q_lens = NULL;
-        if (w == 2) a.mask = NULL;
-        if (w == 3) a.bias = NULL;
-        if (w == 4) a.probs = NULL;
-        if (w == 5) a.lse = NULL;
-        attn_status s = attn_sdpa_execute(plan, &a, NULL, 0);
+        attn_status s = attn_sdpa_execute(p2, &a, NULL, 0);
         if (s != ATTN_OK) {
             printf("FAIL control for %s: execute returned %s\n", what, sname(s));
             g_fail++;
         }
-        attn_sdpa_plan_destroy(plan);
+        attn_sdpa_plan_destroy(p2);
     }
-    tinst_free(&t);
-    assert_int_equal(g_fail, 0);
-}
-
-static void test_bad_sizes(void **state)
-{
-    (void)state;
-    g_fail = 0;
-    tcase c = base_case();
-    tinst t;
-    assert_int_equal(tinst_build(&t, &c), 0);
-    const char *names[] = {"batch", "q_heads", "kv_heads", "q_len", "kv_len", "qk_dim",
-                           "v_dim"};
-    const int64_t vals[] = {0, -1, INT64_MIN};
-    for (int f = 0; f < 7; f++)
-        for (int k = 0; k < 3; k++) {
-            attn_sdpa_desc d = t.desc;
-            int64_t *fld[] = {&d.batch, &d.q_heads, &d.kv_heads, &d.q_len, &d.kv_len,
-                              &d.qk_dim, &d.v_dim};
-            *fld[f] = vals[k];
-            char what[64];
-            snprintf(what, sizeof what, "%s = %lld", names[f], (long long)vals[k]);
-            expect_desc_fail(&t, &d, ATTN_ERR_BAD_SIZE, what);
-        }
-    /* head ratio */
-    {
-        attn_sdpa_desc d = t.desc;
-        d.kv_heads = 3;
-        expect_desc_fail(&t, &d, ATTN_ERR_HEAD_RATIO, "Hq=4 Hkv=3");
-        d.kv_heads = 8;
-        expect_desc_fail(&t, &d, ATTN_ERR_HEAD_RATIO, "Hq=4 Hkv=8");
-        d.q_heads = 5;
-        d.kv_heads = 2;
-        expect_desc_fail(&t, &d, ATTN_ERR_HEAD_RATIO, "Hq=5 Hkv=2");
-    }
-    tinst_free(&t);
-    assert_int_equal(g_fail, 0);
-}
-
-/* A plain desc (no optional feature) with dense BHSD strides for the
- * given sizes, for the size-limit tests. */
-static attn_sdpa_desc plain_desc(int64_t B, int64_t Hq, int64_t Hkv, int64_t n, int64_t m,
-                                 int64_t dk, int64_t dv)
-{
-    attn_sdpa_desc d;
-    attn_sdpa_desc_init(&d);
-    d.batch = B;
-    d.q_heads = Hq;
-    d.kv_heads = Hkv;
-    d.q_len = n;
-    d.kv_len = m;
-    d.qk_dim = dk;
-    d.v_dim = dv;
-    d.q = attn_view_bhsd(Hq, n, dk);
-    d.k = attn_view_bhsd(Hkv, m, dk);
-    d.v = attn_view_bhsd(Hkv, m, dv);
-    d.o = attn_view_bhsd(Hq, n, dv);
-    d.threads = 1;
-    return d;
-}
-
-static void test_too_large(void **state)
-{
-    (void)state;
-    g_fail = 0;
-    tcase c = tcase_default(2, 4, 2, 6, 9, 8, 5);
-    tinst t;
-    assert_int_equal(tinst_build(&t, &c), 0);
-    const int64_t big = (int64_t)INT32_MAX + 1;
-    attn_sdpa_desc d;
-    char what[128];
-
-    expect_desc_ok(&t.desc, "control: plain desc");
-    d = plain_desc(2, 4, 2, big, 9, 8, 5);
-    expect_desc_fail(&t, &d, ATTN_ERR_TOO_LARGE, "q_len = 2^31");
-    d = plain_desc(2, 4, 2, 6, big, 8, 5);
-    expect_desc_fail(&t, &d, ATTN_ERR_TOO_LARGE, "kv_len = 2^31");
-    d = plain_desc(2, 4, 2, 6, 9, big, 5);
-    expect_desc_fail(&t, &d, ATTN_ERR_TOO_LARGE, "qk_dim = 2^31");
-    d = plain_desc(2, 4, 2, 6, 9, 8, big);
-    expect_desc_fail(&t, &d, ATTN_ERR_TOO_LARGE, "v_dim = 2^31");
-    /* each size fits in int32 but the byte counts overflow size_t */
-    const int64_t s16 = 1 << 16;
-    d = plain_desc(s16, s16, s16, s16, s16, s16, s16);
-    expect_desc_fail(&t, &d, ATTN_ERR_TOO_LARGE, "all sizes 2^16 (bytes overflow)");
-    /* a stride whose byte extent overflows size_t */
-    d = t.desc;
-    d.q.batch = INT64_MAX / 2;
-    expect_desc_fail(&t, &d, ATTN_ERR_TOO_LARGE, "q batch stride INT64_MAX/2");
-    d = t.desc;
-    d.v.batch = (int64_t)1 << 62;
-    expect_desc_fail(&t, &d, ATTN_ERR_TOO_LARGE, "v batch stride 2^62");
-    d = t.desc;
-    d.o.batch = INT64_MAX / 2;
-    expect_desc_fail(&t, &d, ATTN_ERR_TOO_LARGE, "o batch stride INT64_MAX/2");
-    /* BLAS leading dimensions beyond INT32_MAX */
-    d = t.desc;
-    d.k.seq = big;
-    d.k.head = 9 * big;
-    d.k.batch = 2 * 9 * big;
-    expect_desc_fail(&t, &d, ATTN_ERR_TOO_LARGE, "k seq stride 2^31");
-    d = t.desc;
-    d.q.seq = big;
-    d.q.head = 6 * big;
-    d.q.batch = 4 * 6 * big;
-    expect_desc_fail(&t, &d, ATTN_ERR_TOO_LARGE, "q seq stride 2^31");
-    d = t.desc;
-    d.o.seq = big;
-    d.o.head = 6 * big;
-    d.o.batch = 4 * 6 * big;
-    expect_desc_fail(&t, &d, ATTN_ERR_TOO_LARGE, "o seq stride 2^31");
-    /* Overlapping input views let every view fit while the products of
-     * batch, heads and rows that size the workspace do not (found by a
-     * fuzzer: the m = 1024 plan reported a 2240-byte workspace, m = 8192
-     * overflowed a signed product).  Rows of the table: Hq, m, GQA group. */
-    {
-        static const struct { int64_t hq, hkv, m; } ovf[] = {
-            {1537228672809129302, 1, 1024},
-            {1537228672809129302, 1, 8192},
-            {(int64_t)1 << 60, 1, 1},   /* row state of the group > INT64_MAX bytes */
-        };
-        for (size_t k = 0; k < sizeof ovf / sizeof ovf[0]; k++) {
-            d = plain_desc(1, ovf[k].hq, ovf[k].hkv, 1, ovf[k].m, 1, 1);
-            d.q = (attn_view){0, 1, 1};
-            d.k = d.v = (attn_view){0, ovf[k].hkv > 1 ? 1 : 0, 1};
-            d.o = (attn_view){0, 1, 1};
-            snprintf(what, sizeof what, "Hq = %lld, Hkv = %lld, m = %lld over overlapping views",
-                     (long long)ovf[k].hq, (long long)ovf[k].hkv, (long long)ovf[k].m);
-            expect_desc_fail(&t, &d, ATTN_ERR_TOO_LARGE, what);
-        }
-        /* control: the same views with a representable group */
-        d = plain_desc(1, 1 << 20, 1, 1, 1024, 1, 1);
-        d.q = (attn_view){0, 1, 1};
-        d.k = d.v = (attn_view){0, 0, 1};
-        d.o = (attn_view){0, 1, 1};
-        expect_desc_ok(&d, "control: Hq = 2^20 over overlapping views");
-        /* control: 2^60 batches of one row each; the split-K partials
-         * would not fit, so the keys are not split, and nothing else is
-         * too large */
-        d = plain_desc((int64_t)1 << 60, 1, 1, 1, 4096, 1, 1);
-        d.q = d.k = d.v = d.o = (attn_view){1, 0, 1};
-        expect_desc_ok(&d, "control: B = 2^60 over overlapping views");
-    }
-    /* MHA: weights whose byte count is not representable ([3E][E] packed
-     * in_proj, [E][kdim] with E = kdim = 2^31 - 1), every other size fine. */
-    for (int k = 0; k < 3; k++) {
-        attn_mha_desc md;
-        attn_mha_desc_init(&md);
-        md.embed_dim = INT32_MAX;
-        md.num_heads = 1;
-        md.batch = md.q_len = md.kv_len = 1;
-        md.self_attention = k == 0;
-        md.packed_in_proj = k == 0;
-        md.kdim = k == 0 ? 0 : k == 1 ? INT32_MAX : 1;
-        md.vdim = k == 0 ? 0 : k == 2 ? INT32_MAX : 1;
-        md.threads = 1;
-        attn_mha_plan *mp = NULL;
-        attn_status ms = attn_mha_plan_create(&mp, &md);
-        if (ms != ATTN_ERR_TOO_LARGE || mp) {
-            printf("FAIL MHA weights of 2^31 - 1 squared (case %d): %s\n", k, sname(ms));
-            attn_mha_plan_destroy(mp);
-            g_fail++;
-        }
-    }
-    tinst_free(&t);
-    assert_int_equal(g_fail, 0);
-}
-
-static void test_bad_strides(void **state)
-{
-    (void)state;
-    g_fail = 0;
-    tcase c = base_case();
-    tinst t;
-    assert_int_equal(tinst_build(&t, &c), 0);
-    const attn_sdpa_desc base = t.desc;
-    expect_desc_ok(&base, "control: base desc");
-    const char *tn[] = {"q", "k", "v", "o", "mask", "bias", "probs", "lse"};
-    const char *fn[] = {"batch", "head", "seq"};
-    char what[96];
-
-    /* negative strides, every tensor and field */
-    for (int x = 0; x < 8; x++)
-        for (int f = 0; f < 3; f++) {
-            attn_sdpa_desc d = base;
-            attn_view *vs[] = {&d.q, &d.k, &d.v, &d.o, &d.mask, &d.bias, &d.probs, &d.lse};
-            int64_t *fl[] = {&vs[x]->batch, &vs[x]->head, &vs[x]->seq};
-            *fl[f] = -1;
-            snprintf(what, sizeof what, "%s.%s = -1", tn[x], fn[f]);
-            expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, what);
-            *fl[f] = -12345678;
-            snprintf(what, sizeof what, "%s.%s = -12345678", tn[x], fn[f]);
-            expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, what);
-        }
-
-    /* row stride shorter than the row */
-    {
-        attn_sdpa_desc d = base;
-        d.q.seq = base.qk_dim - 1;
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "q.seq < dk");
-        d = base;
-        d.k.seq = base.qk_dim - 1;
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "k.seq < dk");
-        d = base;
-        d.v.seq = base.v_dim - 1;
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "v.seq < dv");
-        d = base;
-        d.o.seq = base.v_dim - 1;
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "o.seq < dv");
-        d = base;
-        d.probs.seq = base.kv_len - 1;
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "probs.seq < m");
-        d = base;
-        d.q.seq = 0;
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "q.seq = 0");
-        /* also when the length is 1: the seq stride is the BLAS leading
-         * dimension */
-        attn_sdpa_desc one = plain_desc(2, 4, 2, 1, 1, 8, 5);
-        expect_desc_ok(&one, "control: n = m = 1");
-        d = one;
-        d.q.seq = 0;
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "q.seq = 0 with n = 1");
-        d = one;
-        d.k.seq = 7;
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "k.seq = dk - 1 with m = 1");
-        d = one;
-        d.v.seq = 0;
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "v.seq = 0 with m = 1");
-        d = one;
-        d.o.seq = 4;
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "o.seq = dv - 1 with n = 1");
-        d = one;
-        d.want_probs = 1;
-        d.probs = (attn_view){4, 1, 1};
-        expect_desc_ok(&d, "control: probs [B][H][1][1] dense");
-        d.probs = (attn_view){4, 1, 0};
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "probs.seq = 0 with n = m = 1");
-        /* the logsumexp is no BLAS matrix: a 0 seq stride is a 0 stride on
-         * a dimension of size 1, as for any view */
-        d = one;
-        d.want_lse = 1;
-        d.lse = (attn_view){4, 1, 0};
-        expect_desc_ok(&d, "lse.seq = 0 with n = 1");
-        d = plain_desc(2, 4, 2, 2, 1, 8, 5);
-        d.want_lse = 1;
-        d.lse = (attn_view){8, 2, 0};
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "lse.seq = 0 with n = 2");
-        d = base;
-        d.k.seq = 0;
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "k.seq = 0");
-    }
-
-    /* zero strides where no broadcast is allowed (all sizes > 1 here) */
-    for (int x = 0; x < 8; x++)
-        for (int f = 0; f < 3; f++) {
-            if (x == 4 || x == 5)
-                continue; /* mask and bias broadcast */
-            attn_sdpa_desc d = base;
-            attn_view *vs[] = {&d.q, &d.k, &d.v, &d.o, &d.mask, &d.bias, &d.probs, &d.lse};
-            int64_t *fl[] = {&vs[x]->batch, &vs[x]->head, &vs[x]->seq};
-            *fl[f] = 0;
-            snprintf(what, sizeof what, "%s.%s = 0", tn[x], fn[f]);
-            expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, what);
-        }
-
-    /* overlapping output views */
-    {
-        const int64_t Hq = base.q_heads, n = base.q_len, m = base.kv_len, dv = base.v_dim;
-        attn_sdpa_desc d = base;
-        d.o.head = n * dv - 1;
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "o heads overlap (head = n*dv - 1)");
-        d = base;
-        d.o.batch = Hq * n * dv - 1;
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "o batches overlap");
-        d = base;
-        d.o = (attn_view){n * Hq * dv, dv - 1, Hq * dv};
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "o BSHD with head = dv - 1");
-        d = base;
-        d.o = (attn_view){Hq * n * dv, dv, dv};
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "o head stride = seq stride");
-        d = base;
-        d.o = (attn_view){n * dv, n * dv, dv};
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "o batch stride = head stride");
-        d = base;
-        d.probs.head = n * m - 1;
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "probs heads overlap");
-        d = base;
-        d.probs = (attn_view){Hq * n * m, m, m};
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "probs head stride = seq stride");
-        d = base;
-        d.probs.batch = m;
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "probs batch stride = m");
-        d = base;
-        d.lse = (attn_view){Hq * n, 1, 1};
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "lse head stride = seq stride = 1");
-        d = base;
-        d.lse = (attn_view){Hq * n - 1, n, 1};
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "lse batches overlap");
-        d = base;
-        d.lse = (attn_view){Hq * n, n - 1, 1};
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "lse heads overlap");
-        /* The rule attn.h states: the dimensions of size > 1 sorted by
-         * stride, each stride at least the extent of everything inside it.
-         * At the boundary it holds; one element less it fails; views that
-         * interleave without sharing an address fail it too (rows at
-         * {0, 2, 4} and {3, 5, 7}), as documented. */
-        d = base;
-        d.o = (attn_view){Hq * n * dv, n * dv, dv};
-        expect_desc_ok(&d, "control: o nested at the boundary");
-        d.o.batch = Hq * n * dv - 1;
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_STRIDE, "o batch stride one less than the boundary");
-        attn_sdpa_desc il = plain_desc(1, 3, 1, 2, 1, 1, 1);
-        il.o = (attn_view){0, 2, 3};
-        expect_desc_fail(&t, &il, ATTN_ERR_BAD_STRIDE, "o rows {0, 2, 4} and {3, 5, 7}");
-        il = plain_desc(1, 3, 1, 2, 1, 1, 1);
-        il.want_probs = 1;
-        il.probs = (attn_view){0, 2, 3};
-        expect_desc_fail(&t, &il, ATTN_ERR_BAD_STRIDE, "probs rows {0, 2, 4} and {3, 5, 7}");
-        il = plain_desc(1, 3, 1, 2, 1, 1, 1);
-        il.want_lse = 1;
-        il.lse = (attn_view){0, 2, 3};
-        expect_desc_fail(&t, &il, ATTN_ERR_BAD_STRIDE, "lse at {0, 2, 4} and {3, 5, 7}");
-        il.lse = (attn_view){0, 2, 1};
-        expect_desc_ok(&il, "control: lse [H][2] in rows of 2, head stride = extent");
-        il.lse = (attn_view){0, 1, 3};
-        expect_desc_ok(&il, "control: lse [S][H], seq stride = extent of the heads");
-        il.lse = (attn_view){0, 1, 2};
-        expect_desc_fail(&t, &il, ATTN_ERR_BAD_STRIDE, "lse seq stride one less than the heads' extent");
-        /* controls: interleaved but disjoint views are fine */
-        d = base;
-        d.o = (attn_view){dv, 2 * dv, 2 * Hq * dv};
-        expect_desc_ok(&d, "control: o interleaved [S][H][B][D]");
-        d.probs = (attn_view){m, 2 * m, 2 * Hq * m};
-        d.lse = (attn_view){1, 2, 2 * Hq};
-        expect_desc_ok(&d, "control: o, probs, lse interleaved [S][H][B]");
-    }
-
-    /* zero strides that are fine: dimensions of size 1, mask/bias broadcast */
-    {
-        attn_sdpa_desc d = plain_desc(1, 1, 1, 1, 5, 4, 3);
-        d.q.batch = d.q.head = 0;
-        d.o.batch = d.o.head = 0;
-        d.k.batch = d.k.head = 0;
-        d.v.batch = d.v.head = 0;
-        expect_desc_ok(&d, "control: zero strides over size-1 dims");
-        d = base;
-        d.mask = (attn_view){0, 0, 0};
-        d.bias = (attn_view){0, 0, 0};
-        expect_desc_ok(&d, "control: mask and bias fully broadcast");
-    }
-    tinst_free(&t);
-    assert_int_equal(g_fail, 0);
-}
-
-static void test_strides_unset(void **state)
-{
-    (void)state;
-    g_fail = 0;
-    tcase c = base_case();
-    tinst t;
-    assert_int_equal(tinst_build(&t, &c), 0);
-    const attn_sdpa_desc base = t.desc;
-    const char *tn[] = {"q", "k", "v", "o", "mask", "bias", "probs", "lse"};
-    const char *fn[] = {"batch", "head", "seq"};
-    const attn_view unset = {ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET};
-    char what[96];
-    for (int x = 0; x < 8; x++) {
-        attn_sdpa_desc d = base;
-        attn_view *vs[] = {&d.q, &d.k, &d.v, &d.o, &d.mask, &d.bias, &d.probs, &d.lse};
-        *vs[x] = unset;
-        snprintf(what, sizeof what, "%s strides unset", tn[x]);
-        expect_desc_fail(&t, &d, ATTN_ERR_STRIDES_UNSET, what);
-        for (int f = 0; f < 3; f++) {
-            d = base;
-            attn_view *ws[] = {&d.q, &d.k, &d.v, &d.o, &d.mask, &d.bias, &d.probs, &d.lse};
-            int64_t *fl[] = {&ws[x]->batch, &ws[x]->head, &ws[x]->seq};
-            *fl[f] = ATTN_STRIDE_UNSET;
-            snprintf(what, sizeof what, "%s.%s unset", tn[x], fn[f]);
-            expect_desc_fail(&t, &d, ATTN_ERR_STRIDES_UNSET, what);
-        }
-    }
-    /* unused tensors may stay unset */
-    attn_sdpa_desc d = base;
-    d.mask_mode = ATTN_MASK_NONE;
-    d.use_bias = 0;
-    d.want_probs = 0;
-    d.want_lse = 0;
-    d.mask = d.bias = d.probs = d.lse = unset;
-    expect_desc_ok(&d, "control: unused tensors unset");
-    tinst_free(&t);
-    assert_int_equal(g_fail, 0);
-}
-
-static void test_bad_scale_options_threads(void **state)
-{
-    (void)state;
-    g_fail = 0;
-    tcase c = base_case();
-    tinst t;
-    assert_int_equal(tinst_build(&t, &c), 0);
-    const attn_sdpa_desc base = t.desc;
-    attn_sdpa_desc d;
-
-    d = base;
-    d.scale = INFINITY;
-    expect_desc_fail(&t, &d, ATTN_ERR_BAD_SCALE, "scale = +inf");
-    d.scale = -INFINITY;
-    expect_desc_fail(&t, &d, ATTN_ERR_BAD_SCALE, "scale = -inf");
-    const float okscales[] = {NAN, 0.0f, -1.0f, FLT_MAX, -FLT_MAX, FLT_MIN, 1e-40f};
-    for (size_t i = 0; i < sizeof okscales / sizeof okscales[0]; i++) {
-        d.scale = okscales[i];
-        expect_desc_ok(&d, "control: finite or NaN scale");
-    }
-
-    d = base;
-    d.align = (attn_align)2;
-    expect_desc_fail(&t, &d, ATTN_ERR_BAD_OPTION, "align = 2");
-    d.align = (attn_align)-1;
-    expect_desc_fail(&t, &d, ATTN_ERR_BAD_OPTION, "align = -1");
-    d.align = (attn_align)1000;
-    expect_desc_fail(&t, &d, ATTN_ERR_BAD_OPTION, "align = 1000");
-    d = base;
-    d.mask_mode = (attn_mask_mode)3;
-    expect_desc_fail(&t, &d, ATTN_ERR_BAD_OPTION, "mask_mode = 3");
-    d.mask_mode = (attn_mask_mode)-1;
-    expect_desc_fail(&t, &d, ATTN_ERR_BAD_OPTION, "mask_mode = -1");
-    for (int k = 0; k < 16; k += 5) {
-        d = base;
-        d.reserved[k] = k == 15 ? INT64_MIN : 1;
-        char what[48];
-        snprintf(what, sizeof what, "reserved[%d] != 0", k);
-        expect_desc_fail(&t, &d, ATTN_ERR_BAD_OPTION, what);
-    }
-    d = base;
-    d.reserved[15] = -1;
-    expect_desc_fail(&t, &d, ATTN_ERR_BAD_OPTION, "reserved[15] = -1");
-
-    d = base;
-    d.threads = -1;
-    expect_desc_fail(&t, &d, ATTN_ERR_BAD_THREADS, "threads = -1");
-    d.threads = INT_MIN;
-    expect_desc_fail(&t, &d, ATTN_ERR_BAD_THREADS, "threads = INT_MIN");
-    d.threads = 1025;
-    expect_desc_fail(&t, &d, ATTN_ERR_BAD_THREADS, "threads = 1025");
-    d.threads = INT_MAX;
-    expect_desc_fail(&t, &d, ATTN_ERR_BAD_THREADS, "threads = INT_MAX");
-    d.threads = 0;
-    expect_desc_ok(&d, "control: threads = 0");
-    d.threads = 64;
-    expect_desc_ok(&d, "control: threads = 64");
-    d.threads = 1024;
-    expect_desc_ok(&d, "control: threads = 1024");
-
-    /* window bounds: any negative value means unbounded, large ones are fine */
-    d = base;
-    d.window_left = INT64_MIN;
-    d.window_right = INT64_MAX;
-    expect_desc_ok(&d, "control: window INT64_MIN / INT64_MAX");
+    attn_sdpa_plan_destroy(plan);
     tinst_free(&t);
     assert_int_equal(g_fail, 0);
 }
@@ -936,13 +819,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_desc_init_defaults),
-        cmocka_unit_test(test_null_arguments),
-        cmocka_unit_test(test_argument_mismatch),
-        cmocka_unit_test(test_bad_sizes),
-        cmocka_unit_test(test_too_large),
-        cmocka_unit_test(test_bad_strides),
-        cmocka_unit_test(test_strides_unset),
-        cmocka_unit_test(test_bad_scale_options_threads),
+        cmocka_unit_test(test_desc_table),
+        cmocka_unit_test(test_mha_too_large),
+        cmocka_unit_test(test_pointers),
         cmocka_unit_test(test_bad_lengths),
         cmocka_unit_test(test_workspace_errors),
         cmocka_unit_test(test_status_strings),
