@@ -4,14 +4,20 @@
  * attn_sdpa_desc_init defaults, attn_status_str, attn_version,
  * attn_blas_query.
  *
- * A bad desc is given to attn_sdpa_plan_create (which must fail and leave
- * *plan alone) and, only then, to the one-shot attn_sdpa with complete
- * buffers (which must fail the same way without writing anything).  Each bad
- * desc or args differs from a valid one in exactly one respect.
+ * Plan-time errors are one table, desc_rows: each row is a base desc (the
+ * base case with every feature on, or a plain dense desc of given sizes)
+ * with a few fields set by offset, and the status plan_create must return;
+ * rows expecting ATTN_OK are the controls next to each boundary.  Rules that
+ * hold for every view field (negative, zero, unset strides) and every size
+ * field expand over those fields.  A failing desc is given to
+ * attn_sdpa_plan_create (which must fail and leave *plan alone) and then to
+ * the one-shot attn_sdpa with complete buffers (which must fail the same way
+ * without writing anything).  A new option adds rows; a new view or size
+ * field adds an entry to views[] or size_fields[].
  *
- * As attn.h states: a NULL pointer for an enabled optional feature (kv_lens,
- * q_lens, mask, bias, probs, lse) is ATTN_ERR_NULL_ARGUMENT, and a view with
- * any one of its strides at ATTN_STRIDE_UNSET is ATTN_ERR_STRIDES_UNSET.
+ * Execute-time errors run over the table of argument slots (required, or
+ * enabled by a desc field): NULL while used is ATTN_ERR_NULL_ARGUMENT, given
+ * while unused ATTN_ERR_ARGUMENT_MISMATCH; then lengths and workspaces.
  */
 #include <float.h>
 #include <limits.h>
@@ -574,10 +580,91 @@ static void set_null(attn_sdpa_args *a, size_t off)
     memcpy((char *)a + off, &null, sizeof null);
 }
 
+/* Per-batch lengths out of [0, n] and [0, m]: ATTN_ERR_BAD_LENGTH. */
+static void check_lengths(tinst *t, const attn_sdpa_plan *plan)
+{
+    const int32_t n = (int32_t)t->desc.q_len, m = (int32_t)t->desc.kv_len;
+    const int32_t badk[] = {-1, m + 1, INT32_MIN, INT32_MAX};
+    const int32_t badq[] = {-1, n + 1, INT32_MIN, INT32_MAX};
+    char what[96];
+    for (int b = 0; b < 2; b++)
+        for (int k = 0; k < 4; k++) {
+            int32_t kl[2] = {m, 3}, ql[2] = {n, 2};
+            attn_sdpa_args a = t->args;
+            kl[b] = badk[k];
+            a.kv_lens = kl;
+            snprintf(what, sizeof what, "kv_lens[%d] = %d (m = %d)", b, (int)badk[k], (int)m);
+            expect_exec_fail(t, plan, &t->desc, &a, ATTN_ERR_BAD_LENGTH, what);
+            kl[b] = b ? 3 : m;
+            ql[b] = badq[k];
+            a.q_lens = ql;
+            snprintf(what, sizeof what, "q_lens[%d] = %d (n = %d)", b, (int)badq[k], (int)n);
+            expect_exec_fail(t, plan, &t->desc, &a, ATTN_ERR_BAD_LENGTH, what);
+        }
+    /* controls: 0 and the full length are valid */
+    {
+        int32_t kl[2] = {0, m}, ql[2] = {n, 0};
+        attn_sdpa_args a = t->args;
+        a.kv_lens = kl;
+        a.q_lens = ql;
+        tinst_clear_outputs(t);
+        attn_status s = attn_sdpa_execute(plan, &a, NULL, 0);
+        if (s != ATTN_OK) {
+            printf("FAIL control: lengths 0 and full: %s\n", sname(s));
+            g_fail++;
+        }
+    }
+}
+
+/* A caller workspace too small or misaligned; controls of the right size,
+ * larger, and NULL with a byte count. */
+static void check_workspace(tinst *t, const attn_sdpa_plan *plan)
+{
+    size_t ws = 0;
+    assert_int_equal(attn_sdpa_workspace_size(plan, &ws), ATTN_OK);
+    printf("workspace size of the base plan: %zu bytes\n", ws);
+    size_t cap = ((ws + 256) + 63) / 64 * 64;
+    unsigned char *buf = aligned_alloc(64, cap);
+    assert_non_null(buf);
+    memset(buf, 0x5A, cap);
+
+    if (ws > 0) {
+        expect_exec_fail2(t, plan, NULL, &t->args, buf, ws - 1, ATTN_ERR_WORKSPACE_TOO_SMALL,
+                          -1, "workspace one byte short");
+        expect_exec_fail2(t, plan, NULL, &t->args, buf, 0, ATTN_ERR_WORKSPACE_TOO_SMALL, -1,
+                          "workspace of 0 bytes");
+    } else {
+        printf("note: workspace size is 0, the too-small path cannot be reached\n");
+    }
+    const size_t offs[] = {4, 16, 32, 60};
+    for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "workspace misaligned by %zu bytes", offs[i]);
+        expect_exec_fail2(t, plan, NULL, &t->args, buf + offs[i], ws + 64,
+                          ATTN_ERR_WORKSPACE_ALIGNMENT, -1, what);
+    }
+    /* controls: exact size, larger size, NULL with a nonzero byte count */
+    tinst_clear_outputs(t);
+    if (attn_sdpa_execute(plan, &t->args, buf, ws) != ATTN_OK) {
+        printf("FAIL control: workspace of exactly %zu bytes refused\n", ws);
+        g_fail++;
+    }
+    if (attn_sdpa_execute(plan, &t->args, buf + 64, cap - 64) != ATTN_OK) {
+        printf("FAIL control: larger workspace refused\n");
+        g_fail++;
+    }
+    if (attn_sdpa_execute(plan, &t->args, NULL, 12345) != ATTN_OK) {
+        printf("FAIL control: NULL workspace with a byte count refused\n");
+        g_fail++;
+    }
+    free(buf);
+}
+
 /* NULL plan, desc, args and outputs; NULL for a pointer the plan uses
  * (ATTN_ERR_NULL_ARGUMENT), a pointer for a feature it does not use
- * (ATTN_ERR_ARGUMENT_MISMATCH, and runs once that pointer is NULL). */
-static void test_pointers(void **state)
+ * (ATTN_ERR_ARGUMENT_MISMATCH, and runs once that pointer is NULL); then
+ * lengths and workspace. */
+static void test_execute_errors(void **state)
 {
     (void)state;
     g_fail = 0;
@@ -632,103 +719,8 @@ static void test_pointers(void **state)
         }
         attn_sdpa_plan_destroy(p2);
     }
-    attn_sdpa_plan_destroy(plan);
-    tinst_free(&t);
-    assert_int_equal(g_fail, 0);
-}
-
-static void test_bad_lengths(void **state)
-{
-    (void)state;
-    g_fail = 0;
-    tcase c = base_case();
-    tinst t;
-    assert_int_equal(tinst_build(&t, &c), 0);
-    attn_sdpa_plan *plan = NULL;
-    assert_int_equal(attn_sdpa_plan_create(&plan, &t.desc), ATTN_OK);
-    const int32_t n = (int32_t)t.desc.q_len, m = (int32_t)t.desc.kv_len;
-    const int32_t badk[] = {-1, m + 1, INT32_MIN, INT32_MAX};
-    const int32_t badq[] = {-1, n + 1, INT32_MIN, INT32_MAX};
-    char what[96];
-    for (int b = 0; b < 2; b++)
-        for (int k = 0; k < 4; k++) {
-            int32_t kl[2] = {m, 3}, ql[2] = {n, 2};
-            attn_sdpa_args a = t.args;
-            kl[b] = badk[k];
-            a.kv_lens = kl;
-            snprintf(what, sizeof what, "kv_lens[%d] = %d (m = %d)", b, (int)badk[k], (int)m);
-            expect_exec_fail(&t, plan, &t.desc, &a, ATTN_ERR_BAD_LENGTH, what);
-            kl[b] = b ? 3 : m;
-            ql[b] = badq[k];
-            a.q_lens = ql;
-            snprintf(what, sizeof what, "q_lens[%d] = %d (n = %d)", b, (int)badq[k], (int)n);
-            expect_exec_fail(&t, plan, &t.desc, &a, ATTN_ERR_BAD_LENGTH, what);
-        }
-    /* controls: 0 and the full length are valid */
-    {
-        int32_t kl[2] = {0, m}, ql[2] = {n, 0};
-        attn_sdpa_args a = t.args;
-        a.kv_lens = kl;
-        a.q_lens = ql;
-        tinst_clear_outputs(&t);
-        attn_status s = attn_sdpa_execute(plan, &a, NULL, 0);
-        if (s != ATTN_OK) {
-            printf("FAIL control: lengths 0 and full: %s\n", sname(s));
-            g_fail++;
-        }
-    }
-    attn_sdpa_plan_destroy(plan);
-    tinst_free(&t);
-    assert_int_equal(g_fail, 0);
-}
-
-static void test_workspace_errors(void **state)
-{
-    (void)state;
-    g_fail = 0;
-    tcase c = base_case();
-    tinst t;
-    assert_int_equal(tinst_build(&t, &c), 0);
-    attn_sdpa_plan *plan = NULL;
-    assert_int_equal(attn_sdpa_plan_create(&plan, &t.desc), ATTN_OK);
-    size_t ws = 0;
-    assert_int_equal(attn_sdpa_workspace_size(plan, &ws), ATTN_OK);
-    printf("workspace size of the base plan: %zu bytes\n", ws);
-    size_t cap = ((ws + 256) + 63) / 64 * 64;
-    unsigned char *buf = aligned_alloc(64, cap);
-    assert_non_null(buf);
-    memset(buf, 0x5A, cap);
-
-    if (ws > 0) {
-        expect_exec_fail2(&t, plan, NULL, &t.args, buf, ws - 1, ATTN_ERR_WORKSPACE_TOO_SMALL,
-                          -1, "workspace one byte short");
-        expect_exec_fail2(&t, plan, NULL, &t.args, buf, 0, ATTN_ERR_WORKSPACE_TOO_SMALL, -1,
-                          "workspace of 0 bytes");
-    } else {
-        printf("note: workspace size is 0, the too-small path cannot be reached\n");
-    }
-    const size_t offs[] = {4, 16, 32, 60};
-    for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
-        char what[64];
-        snprintf(what, sizeof what, "workspace misaligned by %zu bytes", offs[i]);
-        expect_exec_fail2(&t, plan, NULL, &t.args, buf + offs[i], ws + 64,
-                          ATTN_ERR_WORKSPACE_ALIGNMENT, -1, what);
-    }
-    /* controls: exact size, larger size, NULL with a nonzero byte count */
-    tinst_clear_outputs(&t);
-    if (attn_sdpa_execute(plan, &t.args, buf, ws) != ATTN_OK) {
-        printf("FAIL control: workspace of exactly %zu bytes refused\n", ws);
-        g_fail++;
-    }
-    if (attn_sdpa_execute(plan, &t.args, buf + 64, cap - 64) != ATTN_OK) {
-        printf("FAIL control: larger workspace refused\n");
-        g_fail++;
-    }
-    if (attn_sdpa_execute(plan, &t.args, NULL, 12345) != ATTN_OK) {
-        printf("FAIL control: NULL workspace with a byte count refused\n");
-        g_fail++;
-    }
-    free(buf);
+    check_lengths(&t, plan);
+    check_workspace(&t, plan);
     attn_sdpa_plan_destroy(plan);
     tinst_free(&t);
     assert_int_equal(g_fail, 0);
@@ -821,9 +813,7 @@ int main(void)
         cmocka_unit_test(test_desc_init_defaults),
         cmocka_unit_test(test_desc_table),
         cmocka_unit_test(test_mha_too_large),
-        cmocka_unit_test(test_pointers),
-        cmocka_unit_test(test_bad_lengths),
-        cmocka_unit_test(test_workspace_errors),
+        cmocka_unit_test(test_execute_errors),
         cmocka_unit_test(test_status_strings),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_blas_query),
