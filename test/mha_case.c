@@ -23,22 +23,12 @@
 
 mcase mc_cross(int64_t B, int64_t L, int64_t S, int64_t E, int64_t H)
 {
-    mcase c;
-    memset(&c, 0, sizeof c);
+    mcase c = { MCASE_DEFAULTS };
     c.B = B;
     c.L = L;
     c.S = S;
     c.E = E;
     c.H = H;
-    c.has_bias = 1;
-    c.scale = NAN;
-    c.align = ATTN_ALIGN_TOP_LEFT;
-    c.wl = c.wr = -1;
-    c.mask_keep = 0.75;
-    c.kpm_keep = 0.75;
-    c.threads = 1;
-    c.in_mag = 1.5;
-    c.seed = 1;
     return c;
 }
 
@@ -515,8 +505,6 @@ void msnap_free(msnap *s)
     free(s->out);
     free(s->wts);
 }
-
-/* Run c against the reference (threads = c.threads, workspace NULL), then
 
 void minst_fill_gaps(minst *t, float v)
 {
