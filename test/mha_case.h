@@ -52,6 +52,28 @@ typedef struct mcase {
     .wr = -1, .mask_keep = 0.75, .kpm_keep = 0.75, .threads = 1,             \
     .in_mag = 1.5, .seed = 1
 
+/* Rows written out as (mcase){ MCASE(CROSS(2, 5, 9, 16, 4), .kdim = 7) }:
+ * the shape, then the columns that differ from the defaults.  Later
+ * designators override earlier ones, which GCC and clang warn about under
+ * -Wextra: tables of such rows sit between MCASE_ROWS_BEGIN and _END. */
+#define MCASE(...) { MCASE_DEFAULTS, __VA_ARGS__ }
+#define SELF(B_, L_, E_, H_, P_)                                             \
+    .B = (B_), .L = (L_), .S = (L_), .E = (E_), .H = (H_), .self = 1, .packed = (P_)
+#define CROSS(B_, L_, S_, E_, H_) .B = (B_), .L = (L_), .S = (S_), .E = (E_), .H = (H_)
+#if defined(__clang__)
+#define MCASE_ROWS_BEGIN                                                      \
+    _Pragma("clang diagnostic push")                                          \
+    _Pragma("clang diagnostic ignored \"-Winitializer-overrides\"")
+#define MCASE_ROWS_END _Pragma("clang diagnostic pop")
+#elif defined(__GNUC__)
+#define MCASE_ROWS_BEGIN                                                      \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Woverride-init\"")
+#define MCASE_ROWS_END _Pragma("GCC diagnostic pop")
+#else
+#define MCASE_ROWS_BEGIN
+#define MCASE_ROWS_END
+#endif
+
 /* Cross- and self-attention with every option at its default. */
 mcase mc_cross(int64_t B, int64_t L, int64_t S, int64_t E, int64_t H);
 mcase mc_self(int64_t B, int64_t L, int64_t E, int64_t H, int packed);

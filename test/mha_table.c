@@ -20,25 +20,16 @@
 #include "mha_case.h"
 #include "mha_table.h"
 
-/* A row written out: the columns that differ from the defaults (later
- * designators override those of MCASE_DEFAULTS, hence the pragmas). */
-#define ROW(slow_, ...) { .slow = (slow_), .c = { MCASE_DEFAULTS, __VA_ARGS__ } }
-#define SELF(B_, L_, E_, H_, P_)                                             \
-    .B = (B_), .L = (L_), .S = (L_), .E = (E_), .H = (H_), .self = 1, .packed = (P_)
-#define CROSS(B_, L_, S_, E_, H_) .B = (B_), .L = (L_), .S = (S_), .E = (E_), .H = (H_)
+/* A row written out: slow, then the shape and the columns that differ from
+ * the defaults (MCASE in mha_case.h). */
+#define ROW(slow_, ...) { .slow = (slow_), .c = MCASE(__VA_ARGS__) }
 #define PH .weights = ATTN_WEIGHTS_PER_HEAD
 #define AVG .weights = ATTN_WEIGHTS_AVERAGED
 #define BR .align = ATTN_ALIGN_BOTTOM_RIGHT
 #define KEEP ATTN_MASK_KEEP_NONZERO
 #define DROP ATTN_MASK_DROP_NONZERO
 
-#if defined(__clang__)
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Winitializer-overrides"
-#elif defined(__GNUC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Woverride-init"
-#endif
+MCASE_ROWS_BEGIN
 
 static const mrow no_bias_rows[] = {
     ROW(0, SELF(2, 6, 16, 4, 1), .has_bias = 0, PH, .seed = 1400),
@@ -115,11 +106,7 @@ static const mrow workspace_rows[] = {
     ROW(0, CROSS(1, 3, 140, 16, 4), .Hkv = 1, .ks = 20, .os = 17, .seed = 2304), /* GQA */
 };
 
-#if defined(__clang__)
-#pragma clang diagnostic pop
-#elif defined(__GNUC__)
-#pragma GCC diagnostic pop
-#endif
+MCASE_ROWS_END
 
 /* ------------------------------------------------------------ generators */
 
@@ -253,6 +240,15 @@ static mcase kp_base(int i)
     return i % 2 ? mc_self(2, 7, 16, 4, 1) : mc_cross(2, 6, 9, 16, 4);
 }
 
+/* With key padding kpm, weights alternating, the next seed. */
+static void kp_add(mrows *rs, const char *family, mcase *c, int kpm, uint64_t *idx, int slow)
+{
+    c->kpm_mode = kpm;
+    c->weights = *idx % 2 ? ATTN_WEIGHTS_AVERAGED : ATTN_WEIGHTS_PER_HEAD;
+    c->seed = 1700 + (*idx)++;
+    add(rs, family, 0, slow, c);
+}
+
 static void gen_key_padding(mrows *rs, const char *family)
 {
     const int modes[2] = { KEEP, DROP };
@@ -277,11 +273,7 @@ static void gen_key_padding(mrows *rs, const char *family)
                 c.mask_mode = modes[mm];
                 c.mask_bcast = bcs[bi];
                 c.mask_keep = 0.8;
-                if (km >= 0)
-                    c.kpm_mode = modes[km];
-                c.weights = idx % 2 ? ATTN_WEIGHTS_AVERAGED : ATTN_WEIGHTS_PER_HEAD;
-                c.seed = 1700 + idx++;
-                add(rs, family, 0, bi >= 2, &c);
+                kp_add(rs, family, &c, km < 0 ? ATTN_MASK_NONE : modes[km], &idx, bi >= 2);
             }
     static const int bbcs[] = { 0, BC_HEAD, BC_BATCH | BC_HEAD | BC_SEQ };
     for (int km = -1; km < 2; km++) /* additive bias, alone or with key padding */
@@ -290,11 +282,7 @@ static void gen_key_padding(mrows *rs, const char *family)
             c.use_bias = 1;
             c.bias_bcast = bbcs[bi];
             c.bias_ninf = 0.1;
-            if (km >= 0)
-                c.kpm_mode = modes[km];
-            c.weights = idx % 2 ? ATTN_WEIGHTS_AVERAGED : ATTN_WEIGHTS_PER_HEAD;
-            c.seed = 1700 + idx++;
-            add(rs, family, 0, 0, &c);
+            kp_add(rs, family, &c, km < 0 ? ATTN_MASK_NONE : modes[km], &idx, 0);
         }
     for (int k = 0; k < 4; k++) { /* all three, lengths, causal; sparse (empty rows) */
         mcase c = kp_base(k);

@@ -264,45 +264,23 @@ enum {
     EB_COUNT_
 };
 
-static mcase err_base(int base)
-{
-    mcase c;
-    switch (base) {
-    case EB_CROSS:
-        c = mc_cross(2, 5, 7, 16, 4);
-        c.Hkv = 2;
-        c.kdim = 6;
-        c.vdim = 9;
-        c.kv_lens[0] = 7;
-        c.kv_lens[1] = 3;
-        c.q_lens[0] = 5;
-        c.q_lens[1] = 2;
-        c.mask_mode = ATTN_MASK_KEEP_NONZERO;
-        c.bias_bcast = BC_HEAD;
-        c.kpm_mode = ATTN_MASK_DROP_NONZERO;
-        c.weights = ATTN_WEIGHTS_PER_HEAD;
-        c.seed = 3000;
-        break;
-    case EB_SELF:
-        c = mc_self(2, 5, 16, 4, 1);
-        c.kv_lens[0] = 5;
-        c.kv_lens[1] = 3;
-        c.q_lens[0] = 5;
-        c.q_lens[1] = 4;
-        c.mask_mode = ATTN_MASK_DROP_NONZERO;
-        c.mask_bcast = BC_BATCH;
-        c.kpm_mode = ATTN_MASK_KEEP_NONZERO;
-        c.weights = ATTN_WEIGHTS_AVERAGED;
-        c.seed = 3001;
-        break;
-    default:
-        c = mc_self(2, 4, 8, 2, base == EB_PACKED || base == EB_PACKED_NOBIAS);
-        c.has_bias = base == EB_PACKED || base == EB_SEPARATE;
-        return c;
-    }
-    c.use_kv_lens = c.use_q_lens = c.use_bias = 1;
-    return c;
-}
+MCASE_ROWS_BEGIN
+static const mcase err_bases[EB_COUNT_] = {
+    [EB_CROSS] = MCASE(CROSS(2, 5, 7, 16, 4), .Hkv = 2, .kdim = 6, .vdim = 9, .use_kv_lens = 1,
+                       .kv_lens = { 7, 3 }, .use_q_lens = 1, .q_lens = { 5, 2 },
+                       .mask_mode = ATTN_MASK_KEEP_NONZERO, .use_bias = 1, .bias_bcast = BC_HEAD,
+                       .kpm_mode = ATTN_MASK_DROP_NONZERO, .weights = ATTN_WEIGHTS_PER_HEAD,
+                       .seed = 3000),
+    [EB_SELF] = MCASE(SELF(2, 5, 16, 4, 1), .use_kv_lens = 1, .kv_lens = { 5, 3 },
+                      .use_q_lens = 1, .q_lens = { 5, 4 }, .mask_mode = ATTN_MASK_DROP_NONZERO,
+                      .mask_bcast = BC_BATCH, .use_bias = 1, .kpm_mode = ATTN_MASK_KEEP_NONZERO,
+                      .weights = ATTN_WEIGHTS_AVERAGED, .seed = 3001),
+    [EB_PACKED] = MCASE(SELF(2, 4, 8, 2, 1)),
+    [EB_PACKED_NOBIAS] = MCASE(SELF(2, 4, 8, 2, 1), .has_bias = 0),
+    [EB_SEPARATE] = MCASE(SELF(2, 4, 8, 2, 0)),
+    [EB_SEPARATE_NOBIAS] = MCASE(SELF(2, 4, 8, 2, 0), .has_bias = 0),
+};
+MCASE_ROWS_END
 
 /* What a row does to the valid call before plan_create or execute. */
 enum {
@@ -771,8 +749,7 @@ static void test_errors(void **state)
     (void)state;
     minst b[EB_COUNT_];
     for (int i = 0; i < EB_COUNT_; i++) {
-        mcase c = err_base(i);
-        assert_int_equal(minst_build(&b[i], &c), 0);
+        assert_int_equal(minst_build(&b[i], &err_bases[i]), 0);
     }
     erows rs = { NULL, 0, 0 };
     err_table(&rs, b);
@@ -819,9 +796,8 @@ static void test_api(void **state)
     assert_int_equal(attn_mha_plan_destroy(NULL), ATTN_OK);
 
     for (int base = EB_CROSS; base <= EB_SELF; base++) {
-        mcase c = err_base(base);
         minst t;
-        assert_int_equal(minst_build(&t, &c), 0);
+        assert_int_equal(minst_build(&t, &err_bases[base]), 0);
         attn_mha_plan *plan = NULL;
         assert_int_equal(attn_mha_plan_create(&plan, &t.d), ATTN_OK);
         size_t bytes = 777;
