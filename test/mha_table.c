@@ -453,8 +453,12 @@ const mrow *mha_rows(size_t *count)
         build_table(&all);
         const int quick = tquick();
         for (size_t i = 0; i < all.n; i++)
-            if (!(quick && all.v[i].slow))
-                all.v[table.n++] = all.v[i];
+            if (!(quick && all.v[i].slow)) {
+                mrow *r = &all.v[table.n++];
+                *r = all.v[i];
+                if (r->c.xs || (!r->c.self && (r->c.ks || r->c.vs)))
+                    r->checks |= CK_GAPS;
+            }
         table.v = all.v;
         built = 1;
     }

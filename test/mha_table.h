@@ -12,12 +12,14 @@
 #include "mha_case.h"
 
 /* Checks beyond those every row gets (forward against the reference, 2
- * threads with a NaN-filled caller workspace bitwise, finite input gaps
- * bitwise). */
+ * threads with a NaN-filled caller workspace bitwise). */
 enum {
     CK_THREADS = 1u,   /* threads 1, 2, 3, 4 and 0 (default) bitwise */
     CK_WORKSPACE = 2u, /* caller workspaces: fills, reuse, offset, NULL with a size */
     CK_WEIGHTS = 4u,   /* out bitwise the same whatever weights mode is asked */
+    CK_GAPS = 8u,      /* finite values instead of NaN in the input row gaps:
+                          bitwise the same (set by mha_rows on every row with
+                          a row stride of x, key or value) */
 };
 
 typedef struct mrow {
