@@ -203,29 +203,21 @@ int minst_build(minst *t, const mcase *c)
      * biases in [-0.5, 0.5] */
     const double ae = sqrt(3.0 / (double)E), ak = sqrt(3.0 / (double)kdim);
     const double av = sqrt(3.0 / (double)vdim);
-    t->in_proj = falloc((size_t)(3 * E * E));
-    t->in_bias = falloc((size_t)(3 * E));
-    t->wq = falloc((size_t)(E * E));
-    t->wk = falloc((size_t)(kvE * kdim));
-    t->wv = falloc((size_t)(kvE * vdim));
-    t->bq = falloc((size_t)E);
-    t->bk = falloc((size_t)kvE);
-    t->bv = falloc((size_t)kvE);
-    t->wo = falloc((size_t)(E * E));
-    t->bo = falloc((size_t)E);
-    if (!t->in_proj || !t->in_bias || !t->wq || !t->wk || !t->wv || !t->bq || !t->bk ||
-        !t->bv || !t->wo || !t->bo)
-        return -1;
-    fill_uniform(t->in_proj, (size_t)(3 * E * E), &r, ae);
-    fill_uniform(t->in_bias, (size_t)(3 * E), &r, 0.5);
-    fill_uniform(t->wq, (size_t)(E * E), &r, ae);
-    fill_uniform(t->wk, (size_t)(kvE * kdim), &r, ak);
-    fill_uniform(t->wv, (size_t)(kvE * vdim), &r, av);
-    fill_uniform(t->bq, (size_t)E, &r, 0.5);
-    fill_uniform(t->bk, (size_t)kvE, &r, 0.5);
-    fill_uniform(t->bv, (size_t)kvE, &r, 0.5);
-    fill_uniform(t->wo, (size_t)(E * E), &r, ae);
-    fill_uniform(t->bo, (size_t)E, &r, 0.5);
+    const struct {
+        float **p;
+        int64_t n;
+        double mag;
+    } wb[] = {
+        { &t->in_proj, 3 * E * E, ae }, { &t->in_bias, 3 * E, 0.5 }, { &t->wq, E * E, ae },
+        { &t->wk, kvE * kdim, ak },     { &t->wv, kvE * vdim, av },  { &t->bq, E, 0.5 },
+        { &t->bk, kvE, 0.5 },           { &t->bv, kvE, 0.5 },        { &t->wo, E * E, ae },
+        { &t->bo, E, 0.5 },
+    };
+    for (size_t k = 0; k < sizeof wb / sizeof wb[0]; k++) {
+        if (!(*wb[k].p = falloc((size_t)wb[k].n)))
+            return -1;
+        fill_uniform(*wb[k].p, (size_t)wb[k].n, &r, wb[k].mag);
+    }
 
     /* inputs with NaN gaps, outputs with sentinel gaps */
     t->x = input_rows(B * L, E, t->xs, &r, c->in_mag);

@@ -557,25 +557,17 @@ static void err_table(erows *rs, const minst *b)
         }
     }
 
-    static const char *const wn[] = { "in_proj_weight", "in_proj_bias", "q_weight",
-                                       "k_weight", "v_weight", "q_bias", "k_bias",
-                                       "v_bias", "out_weight", "out_bias" };
-    static const size_t woff[] = {
-        offsetof(attn_mha_weights, in_proj_weight), offsetof(attn_mha_weights, in_proj_bias),
-        offsetof(attn_mha_weights, q_weight), offsetof(attn_mha_weights, k_weight),
-        offsetof(attn_mha_weights, v_weight), offsetof(attn_mha_weights, q_bias),
-        offsetof(attn_mha_weights, k_bias), offsetof(attn_mha_weights, v_bias),
-        offsetof(attn_mha_weights, out_weight), offsetof(attn_mha_weights, out_bias),
+#define WF(f) { #f, offsetof(attn_mha_weights, f) }
+#define AF(f) { #f, offsetof(attn_mha_args, f) }
+    static const struct { const char *name; size_t off; } wf[] = {
+        WF(in_proj_weight), WF(in_proj_bias), WF(q_weight), WF(k_weight), WF(v_weight),
+        WF(q_bias), WF(k_bias), WF(v_bias), WF(out_weight), WF(out_bias),
+    }, af[] = {
+        AF(x), AF(key), AF(value), AF(out), AF(kv_lens), AF(q_lens), AF(mask), AF(bias),
+        AF(key_padding_mask), AF(weights),
     };
-    static const char *const an[] = { "x", "key", "value", "out", "kv_lens", "q_lens",
-                                       "mask", "bias", "key_padding_mask", "weights" };
-    static const size_t aoff[] = {
-        offsetof(attn_mha_args, x), offsetof(attn_mha_args, key),
-        offsetof(attn_mha_args, value), offsetof(attn_mha_args, out),
-        offsetof(attn_mha_args, kv_lens), offsetof(attn_mha_args, q_lens),
-        offsetof(attn_mha_args, mask), offsetof(attn_mha_args, bias),
-        offsetof(attn_mha_args, key_padding_mask), offsetof(attn_mha_args, weights),
-    };
+#undef WF
+#undef AF
     for (int base = EB_CROSS; base <= EB_SELF; base++) {
         const minst *t = &b[base];
         const char *bn = base == EB_SELF ? "self" : "cross";
@@ -586,16 +578,16 @@ static void err_table(erows *rs, const minst *b)
                  M_NULL, 0, N_WEIGHTS);
         emut_add(eadd(rs, base, AT_EXEC, ATTN_ERR_NULL_ARGUMENT, "%s: NULL args", bn), M_NULL,
                  0, N_ARGS);
-        for (int k = 0; k < 10; k++)
-            if (*(const float *const *)((const char *)&t->w + woff[k]))
+        for (size_t k = 0; k < sizeof wf / sizeof wf[0]; k++)
+            if (*(const float *const *)((const char *)&t->w + wf[k].off))
                 emut_add(eadd(rs, base, AT_EXEC, ATTN_ERR_NULL_ARGUMENT,
-                              "%s: weights.%s = NULL", bn, wn[k]),
-                         M_WEIGHT, woff[k], 0);
-        for (int k = 0; k < 10; k++)
-            if (*(const void *const *)((const char *)&t->a + aoff[k]))
+                              "%s: weights.%s = NULL", bn, wf[k].name),
+                         M_WEIGHT, wf[k].off, 0);
+        for (size_t k = 0; k < sizeof af / sizeof af[0]; k++)
+            if (*(const void *const *)((const char *)&t->a + af[k].off))
                 emut_add(eadd(rs, base, AT_EXEC, ATTN_ERR_NULL_ARGUMENT, "%s: args.%s = NULL",
-                              bn, an[k]),
-                         M_ARG, aoff[k], 0);
+                              bn, af[k].name),
+                         M_ARG, af[k].off, 0);
         eadd(rs, base, AT_EXEC, ATTN_OK, "control: %s: complete args", bn);
 
         /* a plan without feature f, given the pointer of f */
@@ -652,11 +644,11 @@ static void err_table(erows *rs, const minst *b)
     static const char *const ln[] = { "packed", "packed without bias", "separate",
                                       "separate without bias" };
     for (int base = EB_PACKED; base <= EB_SEPARATE_NOBIAS; base++) {
-        for (int k = 0; k < 10; k++)
-            if (!*(const float *const *)((const char *)&b[base].w + woff[k]))
+        for (size_t k = 0; k < sizeof wf / sizeof wf[0]; k++)
+            if (!*(const float *const *)((const char *)&b[base].w + wf[k].off))
                 emut_add(eadd(rs, base, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH, "%s: weights.%s given",
-                              ln[base - EB_PACKED], wn[k]),
-                         M_WEIGHT, woff[k], 1);
+                              ln[base - EB_PACKED], wf[k].name),
+                         M_WEIGHT, wf[k].off, 1);
         eadd(rs, base, AT_EXEC, ATTN_OK, "control: %s: layout weights", ln[base - EB_PACKED]);
     }
 }
