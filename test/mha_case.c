@@ -1,0 +1,522 @@
+/*
+ * mha_case.c -- building, running and checking one case of the multi-head
+ * attention layer tests (see mha_case.h; the tolerances are those of
+ * mha_reference.h, described in test_mha.c).
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+
+#include <cmocka.h>
+
+#include <attn.h>
+
+#include "harness.h"
+#include "mha_case.h"
+#include "mha_reference.h"
+
+mcase mc_cross(int64_t B, int64_t L, int64_t S, int64_t E, int64_t H)
+{
+    mcase c = { MCASE_DEFAULTS };
+    c.B = B;
+    c.L = L;
+    c.S = S;
+    c.E = E;
+    c.H = H;
+    return c;
+}
+
+mcase mc_self(int64_t B, int64_t L, int64_t E, int64_t H, int packed)
+{
+    mcase c = mc_cross(B, L, L, E, H);
+    c.self = 1;
+    c.packed = packed;
+    return c;
+}
+
+const char *mcase_str(const mcase *c)
+{
+    static char buf[768];
+    char kl[64] = "-", ql[64] = "-";
+    int off = 0;
+    if (c->use_kv_lens)
+        for (int64_t b = 0; b < c->B; b++)
+            off += snprintf(kl + off, sizeof kl - (size_t)off, "%s%d", b ? "," : "",
+                            (int)c->kv_lens[b]);
+    off = 0;
+    if (c->use_q_lens)
+        for (int64_t b = 0; b < c->B; b++)
+            off += snprintf(ql + off, sizeof ql - (size_t)off, "%s%d", b ? "," : "",
+                            (int)c->q_lens[b]);
+    snprintf(buf, sizeof buf,
+             "B=%lld L=%lld S=%lld E=%lld H=%lld Hkv=%lld kdim=%lld vdim=%lld self=%d "
+             "packed=%d bias=%d strides=%lld/%lld/%lld/%lld scale=%g align=%d wl=%lld "
+             "wr=%lld kv_lens=[%s] q_lens=[%s] mask=%d/bc%d attn_bias=%d/bc%d/ninf%.2f "
+             "kpm=%d weights=%d threads=%d seed=%llu",
+             (long long)c->B, (long long)c->L, (long long)c->S, (long long)c->E,
+             (long long)c->H, (long long)c->Hkv, (long long)c->kdim, (long long)c->vdim,
+             c->self, c->packed, c->has_bias, (long long)c->xs, (long long)c->ks,
+             (long long)c->vs, (long long)c->os, (double)c->scale, c->align,
+             (long long)c->wl, (long long)c->wr, kl, ql, c->mask_mode, c->mask_bcast,
+             c->use_bias, c->bias_bcast, c->bias_ninf, c->kpm_mode, c->weights, c->threads,
+             (unsigned long long)c->seed);
+    return buf;
+}
+
+/* Random lengths in [lo, full] for every batch (the first one full). */
+void mcase_set_lens(mcase *c, trng *r, int kv, int q)
+{
+    for (int64_t b = 0; b < c->B; b++) {
+        if (kv) {
+            c->use_kv_lens = 1;
+            c->kv_lens[b] = b == 0 ? (int32_t)c->S : (int32_t)trng_int(r, 0, c->S);
+        }
+        if (q) {
+            c->use_q_lens = 1;
+            c->q_lens[b] = b == 0 ? (int32_t)c->L : (int32_t)trng_int(r, 0, c->L);
+        }
+    }
+}
+
+/* -------------------------------------------------------------- instances */
+
+
+static float *falloc(size_t n)
+{
+    return malloc((n ? n : 1) * sizeof(float));
+}
+
+static void fill_uniform(float *p, size_t n, trng *r, double mag)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)trng_uniform(r, -mag, mag);
+}
+
+static void fill_bits(float *p, size_t n, uint32_t bits)
+{
+    for (size_t i = 0; i < n; i++)
+        memcpy(&p[i], &bits, sizeof bits);
+}
+
+/* rows x width inside a buffer of row stride ld, NaN everywhere else
+ * (gaps and the tail). */
+static float *input_rows(int64_t rows, int64_t width, int64_t ld, trng *r, double mag)
+{
+    size_t n = (size_t)(rows * ld) + MTAIL;
+    float *p = falloc(n);
+    if (!p)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        p[i] = NAN;
+    for (int64_t i = 0; i < rows; i++)
+        fill_uniform(p + i * ld, (size_t)width, r, mag);
+    return p;
+}
+
+/* A random nonzero byte. */
+static uint8_t nonzero(trng *r)
+{
+    return (uint8_t)trng_int(r, 1, 255);
+}
+
+/* Encode "visible" for a uint8 mask of the given mode. */
+static uint8_t encode(int mode, int visible, trng *r)
+{
+    if (mode == ATTN_MASK_KEEP_NONZERO)
+        return visible ? nonzero(r) : 0;
+    return visible ? 0 : nonzero(r);
+}
+
+/* Strides and element count of a [B|1][H|1][L|1][S] tensor. */
+static attn_view bcast_view(int bc, int64_t B, int64_t H, int64_t L, int64_t S, size_t *count)
+{
+    const int64_t Bm = bc & BC_BATCH ? 1 : B, Hm = bc & BC_HEAD ? 1 : H;
+    const int64_t Lm = bc & BC_SEQ ? 1 : L;
+    attn_view v;
+    v.seq = bc & BC_SEQ ? 0 : S;
+    v.head = bc & BC_HEAD ? 0 : Lm * S;
+    v.batch = bc & BC_BATCH ? 0 : Hm * Lm * S;
+    *count = (size_t)(Bm * Hm * Lm * S);
+    return v;
+}
+
+void minst_free(minst *t)
+{
+    float *fs[] = {t->in_proj, t->in_bias, t->wq, t->wk, t->wv, t->bq, t->bk, t->bv, t->wo,
+                   t->bo, t->x, t->key, t->value, t->out, t->wts, t->bias};
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
+        free(fs[i]);
+    free(t->mask);
+    free(t->kpm);
+    memset(t, 0, sizeof *t);
+}
+
+void minst_clear(minst *t)
+{
+    fill_bits(t->out, t->n_out, TSENTINEL);
+    if (t->wts)
+        fill_bits(t->wts, t->n_wts, TSENTINEL);
+}
+
+static int all_sentinel(const float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &p[i], sizeof u);
+        if (u != TSENTINEL)
+            return 0;
+    }
+    return 1;
+}
+
+int minst_untouched(const minst *t)
+{
+    return all_sentinel(t->out, t->n_out) && (!t->wts || all_sentinel(t->wts, t->n_wts));
+}
+
+/* Build every buffer (all weight layouts, whatever the case uses), the
+ * desc and the args of c.  Returns 0 or -1. */
+int minst_build(minst *t, const mcase *c)
+{
+    memset(t, 0, sizeof *t);
+    t->c = *c;
+    trng r;
+    trng_seed(&r, c->seed);
+    const int64_t B = c->B, L = c->L, S = c->S, E = c->E, H = c->H;
+    t->Hkv = c->Hkv ? c->Hkv : H;
+    t->kdim = c->kdim ? c->kdim : E;
+    t->vdim = c->vdim ? c->vdim : E;
+    t->kvE = t->Hkv * (E / H);
+    t->xs = c->xs ? c->xs : E;
+    t->ks = c->ks ? c->ks : t->kdim;
+    t->vs = c->vs ? c->vs : t->vdim;
+    t->os = c->os ? c->os : E;
+    const int64_t kvE = t->kvE, kdim = t->kdim, vdim = t->vdim;
+
+    /* weights: uniform with the variance of the input kept (sqrt(3/fan_in)),
+     * biases in [-0.5, 0.5] */
+    const double ae = sqrt(3.0 / (double)E), ak = sqrt(3.0 / (double)kdim);
+    const double av = sqrt(3.0 / (double)vdim);
+    const struct {
+        float **p;
+        int64_t n;
+        double mag;
+    } wb[] = {
+        { &t->in_proj, 3 * E * E, ae }, { &t->in_bias, 3 * E, 0.5 }, { &t->wq, E * E, ae },
+        { &t->wk, kvE * kdim, ak },     { &t->wv, kvE * vdim, av },  { &t->bq, E, 0.5 },
+        { &t->bk, kvE, 0.5 },           { &t->bv, kvE, 0.5 },        { &t->wo, E * E, ae },
+        { &t->bo, E, 0.5 },
+    };
+    for (size_t k = 0; k < sizeof wb / sizeof wb[0]; k++) {
+        if (!(*wb[k].p = falloc((size_t)wb[k].n)))
+            return -1;
+        fill_uniform(*wb[k].p, (size_t)wb[k].n, &r, wb[k].mag);
+    }
+
+    /* inputs with NaN gaps, outputs with sentinel gaps */
+    t->x = input_rows(B * L, E, t->xs, &r, c->in_mag);
+    if (!t->x)
+        return -1;
+    if (!c->self) {
+        t->key = input_rows(B * S, kdim, t->ks, &r, c->in_mag);
+        t->value = input_rows(B * S, vdim, t->vs, &r, c->in_mag);
+        if (!t->key || !t->value)
+            return -1;
+    }
+    t->n_out = (size_t)(B * L * t->os) + MTAIL;
+    t->out = falloc(t->n_out);
+    if (!t->out)
+        return -1;
+    if (c->weights != ATTN_WEIGHTS_NONE) {
+        t->n_wview = (size_t)(B * L * S) * (c->weights == ATTN_WEIGHTS_PER_HEAD ? (size_t)H : 1u);
+        t->n_wts = t->n_wview + MTAIL;
+        t->wts = falloc(t->n_wts);
+        if (!t->wts)
+            return -1;
+    }
+    minst_clear(t);
+
+    /* desc */
+    attn_mha_desc *d = &t->d;
+    attn_mha_desc_init(d);
+    d->embed_dim = E;
+    d->num_heads = H;
+    d->num_kv_heads = c->Hkv;
+    d->kdim = c->kdim;
+    d->vdim = c->vdim;
+    d->batch = B;
+    d->q_len = L;
+    d->kv_len = S;
+    d->self_attention = c->self;
+    d->packed_in_proj = c->packed;
+    d->has_bias = c->has_bias;
+    d->x_stride = c->xs;
+    d->key_stride = c->ks;
+    d->value_stride = c->vs;
+    d->out_stride = c->os;
+    d->scale = c->scale;
+    d->align = (attn_align)c->align;
+    d->window_left = c->wl;
+    d->window_right = c->wr;
+    d->use_kv_lens = c->use_kv_lens;
+    d->use_q_lens = c->use_q_lens;
+    d->mask_mode = (attn_mask_mode)c->mask_mode;
+    d->use_bias = c->use_bias;
+    d->key_padding_mode = (attn_mask_mode)c->kpm_mode;
+    d->weights = (attn_weights_mode)c->weights;
+    d->threads = c->threads;
+
+    /* masks, bias, lengths */
+    if (c->mask_mode != ATTN_MASK_NONE) {
+        size_t n;
+        d->mask = bcast_view(c->mask_bcast, B, H, L, S, &n);
+        t->mask = malloc(n);
+        if (!t->mask)
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            t->mask[i] = encode(c->mask_mode, trng_bool(&r, c->mask_keep), &r);
+    }
+    if (c->use_bias) {
+        size_t n;
+        d->bias = bcast_view(c->bias_bcast, B, H, L, S, &n);
+        t->bias = falloc(n);
+        if (!t->bias)
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            t->bias[i] = trng_bool(&r, c->bias_ninf) ? -INFINITY
+                                                     : (float)trng_uniform(&r, -1.0, 1.0);
+    }
+    if (c->kpm_mode != ATTN_MASK_NONE) {
+        t->kpm = malloc((size_t)(B * S));
+        if (!t->kpm)
+            return -1;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < S; j++) {
+                /* odd batches: the last third is padding, as in a padded
+                 * batch of shorter sequences; plus random holes */
+                int vis = trng_bool(&r, c->kpm_keep) && !(b % 2 == 1 && 3 * j >= 2 * S);
+                t->kpm[b * S + j] = encode(c->kpm_mode, vis, &r);
+            }
+    }
+    memcpy(t->kv_lens, c->kv_lens, sizeof t->kv_lens);
+    memcpy(t->q_lens, c->q_lens, sizeof t->q_lens);
+
+    /* weights and args: exactly the pointers the plan uses */
+    attn_mha_weights *w = &t->w;
+    memset(w, 0, sizeof *w);
+    if (c->packed) {
+        w->in_proj_weight = t->in_proj;
+        if (c->has_bias)
+            w->in_proj_bias = t->in_bias;
+    } else {
+        w->q_weight = t->wq;
+        w->k_weight = t->wk;
+        w->v_weight = t->wv;
+        if (c->has_bias) {
+            w->q_bias = t->bq;
+            w->k_bias = t->bk;
+            w->v_bias = t->bv;
+        }
+    }
+    w->out_weight = t->wo;
+    if (c->has_bias)
+        w->out_bias = t->bo;
+    attn_mha_args *a = &t->a;
+    memset(a, 0, sizeof *a);
+    a->x = t->x;
+    a->key = t->key;
+    a->value = t->value;
+    a->out = t->out;
+    a->kv_lens = c->use_kv_lens ? t->kv_lens : NULL;
+    a->q_lens = c->use_q_lens ? t->q_lens : NULL;
+    a->mask = t->mask;
+    a->bias = t->bias;
+    a->key_padding_mask = t->kpm;
+    a->weights = t->wts;
+    return 0;
+}
+
+/* Plan, execute and destroy.  ws_mode 0: workspace NULL; 1: a caller
+ * workspace of exactly attn_mha_workspace_size bytes, filled with NaN. */
+attn_status minst_run(minst *t, int ws_mode)
+{
+    attn_mha_plan *plan = NULL;
+    attn_status s = attn_mha_plan_create(&plan, &t->d);
+    if (s != ATTN_OK)
+        return s;
+    void *ws = NULL;
+    size_t bytes = 0;
+    if (ws_mode) {
+        assert_int_equal(attn_mha_workspace_size(plan, &bytes), ATTN_OK);
+        ws = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+        assert_non_null(ws);
+        memset(ws, 0xFF, (bytes + 63) / 64 * 64 + 64);
+    }
+    s = attn_mha_execute(plan, &t->w, &t->a, ws, bytes);
+    free(ws);
+    attn_mha_plan_destroy(plan);
+    return s;
+}
+
+/* ----------------------------------------------------------------- checks */
+
+
+void mstats_init(mstats *s, const char *family)
+{
+    memset(s, 0, sizeof *s);
+    s->family = family;
+}
+
+void mstats_print(const mstats *s)
+{
+    printf("[accuracy] %-26s cases=%-4d max|dY|=%.3e max|dW|=%.3e max err/tol=%.3f\n",
+           s->family, s->cases, s->err_y, s->err_w, s->ratio);
+    fflush(stdout);
+}
+
+/* Compare one element; returns 1 if bad. */
+static int cmp_elem(double lib, double ref, double tol, double *maxerr, double *ratio)
+{
+    double e = fabs(lib - ref);
+    if (!(e <= tol))
+        return 1;
+    if (e > *maxerr)
+        *maxerr = e;
+    if (e / tol > *ratio)
+        *ratio = e / tol;
+    return 0;
+}
+
+static long report(long bad, const minst *t, const char *what, int64_t idx, double lib,
+                   double ref, double tol)
+{
+    if (bad < 6)
+        printf("FAIL %s[%lld]: lib %.9g ref %.9g tol %.3g (%s)\n", what, (long long)idx, lib,
+               ref, tol, mcase_str(&t->c));
+    return bad + 1;
+}
+
+/* Check out and weights of the last call against the reference, and the
+ * sentinels around them.  Returns the number of bad elements. */
+long minst_check(const minst *t, mstats *st)
+{
+    const mcase *c = &t->c;
+    const int64_t B = c->B, L = c->L, S = c->S, E = c->E, H = c->H;
+    mref_out ro;
+    memset(&ro, 0, sizeof ro);
+    const size_t ny = (size_t)(B * L * E), np = (size_t)(B * H * L * S);
+    const size_t na = (size_t)(B * L * S);
+    ro.y = malloc(ny * sizeof(double));
+    ro.y_tol = malloc(ny * sizeof(double));
+    if (c->weights == ATTN_WEIGHTS_PER_HEAD) {
+        ro.p = malloc(np * sizeof(double));
+        ro.p_tol = malloc(np * sizeof(double));
+    } else if (c->weights == ATTN_WEIGHTS_AVERAGED) {
+        ro.avg = malloc(na * sizeof(double));
+        ro.avg_tol = malloc(na * sizeof(double));
+    }
+    assert_non_null(ro.y);
+    assert_non_null(ro.y_tol);
+    assert_int_equal(mref_mha(&t->d, &t->w, &t->a, &ro), 0);
+
+    long bad = 0;
+    double ey = 0.0, ew = 0.0, ratio = st->ratio;
+    for (int64_t r = 0; r < B * L; r++) {
+        for (int64_t e = 0; e < E; e++) {
+            const double lib = (double)t->out[r * t->os + e];
+            const int64_t k = r * E + e;
+            if (cmp_elem(lib, ro.y[k], ro.y_tol[k], &ey, &ratio))
+                bad = report(bad, t, "Y", k, lib, ro.y[k], ro.y_tol[k]);
+        }
+        if (!all_sentinel(t->out + r * t->os + E, (size_t)(t->os - E))) {
+            if (bad < 6)
+                printf("FAIL out row %lld: gap after the row written (%s)\n", (long long)r,
+                       mcase_str(c));
+            bad++;
+        }
+    }
+    if (!all_sentinel(t->out + B * L * t->os, MTAIL)) {
+        printf("FAIL out: written past the last row (%s)\n", mcase_str(c));
+        bad++;
+    }
+    if (c->weights != ATTN_WEIGHTS_NONE) {
+        const double *ref = ro.p ? ro.p : ro.avg, *tol = ro.p ? ro.p_tol : ro.avg_tol;
+        for (size_t k = 0; k < t->n_wview; k++)
+            if (cmp_elem((double)t->wts[k], ref[k], tol[k], &ew, &ratio))
+                bad = report(bad, t, ro.p ? "P" : "avgP", (int64_t)k, (double)t->wts[k], ref[k],
+                             tol[k]);
+        if (!all_sentinel(t->wts + t->n_wview, MTAIL)) {
+            printf("FAIL weights: written past the end (%s)\n", mcase_str(c));
+            bad++;
+        }
+    }
+    st->cases++;
+    if (ey > st->err_y)
+        st->err_y = ey;
+    if (ew > st->err_w)
+        st->err_w = ew;
+    st->ratio = ratio;
+    free(ro.y);
+    free(ro.y_tol);
+    free(ro.p);
+    free(ro.p_tol);
+    free(ro.avg);
+    free(ro.avg_tol);
+    return bad;
+}
+
+/* Whole output buffers, for bitwise comparisons. */
+
+void msnap_take(msnap *s, const minst *t)
+{
+    s->n_out = t->n_out;
+    s->n_wts = t->wts ? t->n_wts : 0;
+    s->out = falloc(s->n_out);
+    s->wts = falloc(s->n_wts);
+    assert_non_null(s->out);
+    assert_non_null(s->wts);
+    memcpy(s->out, t->out, s->n_out * sizeof(float));
+    if (s->n_wts)
+        memcpy(s->wts, t->wts, s->n_wts * sizeof(float));
+}
+
+int msnap_equal(const msnap *s, const minst *t)
+{
+    return memcmp(s->out, t->out, s->n_out * sizeof(float)) == 0 &&
+           (!s->n_wts || memcmp(s->wts, t->wts, s->n_wts * sizeof(float)) == 0);
+}
+
+void msnap_free(msnap *s)
+{
+    free(s->out);
+    free(s->wts);
+}
+
+void minst_fill_gaps(minst *t, float v)
+{
+    const mcase *c = &t->c;
+    float *bufs[3] = { t->x, t->key, t->value };
+    const int64_t rows[3] = { c->B * c->L, c->B * c->S, c->B * c->S };
+    const int64_t width[3] = { c->E, t->kdim, t->vdim };
+    const int64_t ld[3] = { t->xs, t->ks, t->vs };
+    for (int k = 0; k < 3; k++) {
+        if (!bufs[k])
+            continue;
+        for (int64_t i = 0; i < rows[k]; i++)
+            for (int64_t j = width[k]; j < ld[k]; j++)
+                bufs[k][i * ld[k] + j] = v;
+        for (int64_t j = 0; j < MTAIL; j++)
+            bufs[k][rows[k] * ld[k] + j] = v;
+    }
+}
+
+int msnap_equal_out(const msnap *s, const minst *t)
+{
+    return memcmp(s->out, t->out, s->n_out * sizeof(float)) == 0;
+}

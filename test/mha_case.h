@@ -1,0 +1,138 @@
+/*
+ * mha_case.h -- one case of the multi-head attention layer tests (a row of
+ * the table in mha_table.c) and the machinery every check shares: build all
+ * buffers of a case (inputs with NaN gaps, outputs full of sentinels), run
+ * it, compare with the float64 reference of mha_reference.h, snapshot the
+ * outputs for bitwise comparisons.
+ *
+ * mcase is the set of columns of the table.  A new column gets its default
+ * in MCASE_DEFAULTS (and so in every existing row), its effect in
+ * minst_build, and its name in mcase_str.
+ */
+#ifndef ATTN_TEST_MHA_CASE_H
+#define ATTN_TEST_MHA_CASE_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <attn.h>
+
+#include "harness.h"
+
+#define MMAXB 4
+#define MTAIL 16 /* sentinel (outputs) or NaN (inputs) elements after each buffer */
+
+typedef struct mcase {
+    int64_t B, L, S, E, H;       /* S is set to L for self-attention */
+    int64_t Hkv, kdim, vdim;     /* as in the desc: 0 = default */
+    int self, packed, has_bias;
+    int64_t xs, ks, vs, os;      /* row strides as in the desc: 0 = dense */
+    float scale;                 /* NaN = default */
+    int align;                   /* attn_align */
+    int64_t wl, wr;              /* window, -1 = unbounded */
+    int use_kv_lens, use_q_lens;
+    int32_t kv_lens[MMAXB], q_lens[MMAXB];
+    int mask_mode, mask_bcast;   /* attn_mask_mode, BC_* bits */
+    double mask_keep;            /* probability that a mask entry keeps */
+    int use_bias, bias_bcast;
+    double bias_ninf;            /* probability of a -INFINITY bias entry */
+    int kpm_mode;                /* key_padding_mode */
+    double kpm_keep;
+    int weights;                 /* attn_weights_mode */
+    int threads;
+    double in_mag;               /* inputs uniform in [-in_mag, in_mag] */
+    uint64_t seed;
+} mcase;
+
+/* The default of every column, for designated initializers:
+ * (mcase){ MCASE_DEFAULTS, .B = 2, ... } (later designators win). */
+#define MCASE_DEFAULTS                                                        \
+    .has_bias = 1, .scale = NAN, .align = ATTN_ALIGN_TOP_LEFT, .wl = -1,     \
+    .wr = -1, .mask_keep = 0.75, .kpm_keep = 0.75, .threads = 1,             \
+    .in_mag = 1.5, .seed = 1
+
+/* Rows written out as (mcase){ MCASE(CROSS(2, 5, 9, 16, 4), .kdim = 7) }:
+ * the shape, then the columns that differ from the defaults.  Later
+ * designators override earlier ones, which GCC and clang warn about under
+ * -Wextra: tables of such rows sit between MCASE_ROWS_BEGIN and _END. */
+#define MCASE(...) { MCASE_DEFAULTS, __VA_ARGS__ }
+#define SELF(B_, L_, E_, H_, P_)                                             \
+    .B = (B_), .L = (L_), .S = (L_), .E = (E_), .H = (H_), .self = 1, .packed = (P_)
+#define CROSS(B_, L_, S_, E_, H_) .B = (B_), .L = (L_), .S = (S_), .E = (E_), .H = (H_)
+#if defined(__clang__)
+#define MCASE_ROWS_BEGIN                                                      \
+    _Pragma("clang diagnostic push")                                          \
+    _Pragma("clang diagnostic ignored \"-Winitializer-overrides\"")
+#define MCASE_ROWS_END _Pragma("clang diagnostic pop")
+#elif defined(__GNUC__)
+#define MCASE_ROWS_BEGIN                                                      \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Woverride-init\"")
+#define MCASE_ROWS_END _Pragma("GCC diagnostic pop")
+#else
+#define MCASE_ROWS_BEGIN
+#define MCASE_ROWS_END
+#endif
+
+/* Cross- and self-attention with every option at its default. */
+mcase mc_cross(int64_t B, int64_t L, int64_t S, int64_t E, int64_t H);
+mcase mc_self(int64_t B, int64_t L, int64_t E, int64_t H, int packed);
+/* One-line description for failure messages (static buffer). */
+const char *mcase_str(const mcase *c);
+/* Random lengths in [0, full] for every batch (the first one full). */
+void mcase_set_lens(mcase *c, trng *r, int kv, int q);
+
+/* A built case: buffers, desc, weights and args. */
+typedef struct minst {
+    mcase c;
+    attn_mha_desc d;
+    attn_mha_weights w;
+    attn_mha_args a;
+    int64_t Hkv, kdim, vdim, kvE, xs, ks, vs, os;
+    float *in_proj, *in_bias, *wq, *wk, *wv, *bq, *bk, *bv, *wo, *bo;
+    float *x, *key, *value, *out, *wts, *bias;
+    uint8_t *mask, *kpm;
+    size_t n_out, n_wts, n_wview;
+    int32_t kv_lens[MMAXB], q_lens[MMAXB];
+} minst;
+
+/* Build every buffer (all weight layouts, whatever the case uses), the desc
+ * and the args of c.  Returns 0 or -1 (free with minst_free either way). */
+int minst_build(minst *t, const mcase *c);
+void minst_free(minst *t);
+/* Refill out and weights with the sentinel. */
+void minst_clear(minst *t);
+/* 1 if out and weights hold only sentinels. */
+int minst_untouched(const minst *t);
+/* Write v into every element of x, key and value outside the rows (the row
+ * gaps and the tail; NaN after minst_build). */
+void minst_fill_gaps(minst *t, float v);
+/* Plan, execute and destroy.  ws_mode 0: workspace NULL; 1: a caller
+ * workspace of exactly attn_mha_workspace_size bytes, filled with NaN. */
+attn_status minst_run(minst *t, int ws_mode);
+
+/* Per-family accuracy statistics ("[accuracy]" lines). */
+typedef struct mstats {
+    const char *family;
+    int cases;
+    double err_y, err_w, ratio;
+} mstats;
+void mstats_init(mstats *s, const char *family);
+void mstats_print(const mstats *s);
+
+/* Check out and weights of the last call against the reference, and the
+ * sentinels around them.  Returns the number of bad elements. */
+long minst_check(const minst *t, mstats *st);
+
+/* Whole output buffers, for bitwise comparisons. */
+typedef struct msnap {
+    float *out, *wts;
+    size_t n_out, n_wts;
+} msnap;
+void msnap_take(msnap *s, const minst *t);
+int msnap_equal(const msnap *s, const minst *t);
+/* Bitwise compare out only. */
+int msnap_equal_out(const msnap *s, const minst *t);
+void msnap_free(msnap *s);
+
+#endif
