@@ -213,8 +213,10 @@ int tinst_build(tinst *t, const tcase *cin)
     memset(t, 0, sizeof *t);
     t->c = *cin;
     const tcase *c = &t->c;
-    trng r;
+    trng r, junk; /* junk: the garbage of poisoned positions only, so that
+                     a case and its poisoned twin draw the same data */
     trng_seed(&r, c->seed);
+    trng_seed(&junk, ~c->seed);
 
     const int64_t B = c->B, Hq = c->Hq, Hkv = c->Hkv, n = c->n, m = c->m;
     const int64_t dk = c->dk, dv = c->dv;
@@ -322,8 +324,12 @@ int tinst_build(tinst *t, const tcase *cin)
             for (int64_t i = 0; i < n; i++) {
                 float *row = qp + b * d->q.batch + h * d->q.head + i * d->q.seq;
                 int hide = c->poison && i >= qlen[b];
-                for (int64_t x = 0; x < dk; x++)
-                    row[x] = hide ? NAN : (float)trng_uniform(&r, -mag, mag);
+                /* values drawn either way: a case and its poisoned twin
+                 * hold the same visible data */
+                for (int64_t x = 0; x < dk; x++) {
+                    float val = (float)trng_uniform(&r, -mag, mag);
+                    row[x] = hide ? NAN : val;
+                }
             }
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < Hkv; h++)
@@ -331,10 +337,14 @@ int tinst_build(tinst *t, const tcase *cin)
                 float *kr = kp + b * d->k.batch + h * d->k.head + j * d->k.seq;
                 float *vr = vp + b * d->v.batch + h * d->v.head + j * d->v.seq;
                 int hide = c->poison && !kv_used[b * m + j];
-                for (int64_t x = 0; x < dk; x++)
-                    kr[x] = hide ? NAN : (float)trng_uniform(&r, -mag, mag);
-                for (int64_t x = 0; x < dv; x++)
-                    vr[x] = hide ? NAN : (float)trng_uniform(&r, -mag, mag);
+                for (int64_t x = 0; x < dk; x++) {
+                    float val = (float)trng_uniform(&r, -mag, mag);
+                    kr[x] = hide ? NAN : val;
+                }
+                for (int64_t x = 0; x < dv; x++) {
+                    float val = (float)trng_uniform(&r, -mag, mag);
+                    vr[x] = hide ? NAN : val;
+                }
             }
     a->q = qp;
     a->k = kp;
@@ -387,7 +397,7 @@ int tinst_build(tinst *t, const tcase *cin)
                             int keep = trng_bool(&r, c->mask_keep);
                             uint8_t nz = (uint8_t)trng_int(&r, 1, 255);
                             if (c->poison && !used[((b * Hm + h) * Nm + i) * m + j])
-                                *e = (uint8_t)trng_int(&r, 0, 255);
+                                *e = (uint8_t)trng_int(&junk, 0, 255);
                             else if (c->mask_mode == ATTN_MASK_KEEP_NONZERO)
                                 *e = keep ? nz : 0;
                             else

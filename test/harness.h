@@ -73,7 +73,8 @@ typedef struct tcase {
     int threads;
     double in_mag;       /* Q, K, V uniform in [-in_mag, in_mag] */
     int poison;          /* NaN (Q, K, V, bias) or garbage (mask) at every
-                            position hidden by the lengths or the window */
+                            position hidden by the lengths or the window;
+                            the visible data are those of poison = 0 */
     uint64_t seed;
 } tcase;
 

@@ -1,8 +1,32 @@
 /*
- * test_sdpa.c -- functional tests of attn_sdpa against the float64
- * reference (reference.c): layouts, GQA/MQA, scale, causal and windows,
- * lengths, masks, bias, optional outputs, edge sizes, large logits, empty
- * rows, NaN poison, plan/execute/workspace equivalence.
+ * test_sdpa.c -- the checks of attn_sdpa, run over the table of cases in
+ * sdpa_cases.c (families: layouts, unusual views, GQA/MQA, scale, causal,
+ * windows, lengths, masks, bias, combined options, optional outputs, edge
+ * sizes, large logits, empty rows, NaN poison, plan/execute; thread
+ * counts; concurrent executions; the engine's paths: split-K, GQA stacking,
+ * uneven tiles; randomized cases).  One CMocka test per family; the
+ * argument selects the families of one meson test (sdpa, threads, paths,
+ * random; none: all).
+ *
+ * Every row: built (tinst_build), run at its own thread count and checked
+ * against the float64 reference (tinst_check), then, per its CHK_ bits:
+ *   threads   desc.threads = 2, 4 (, 3, 0) give the same bits as the base;
+ *   optional  each other want_probs/want_lse combination passes the
+ *             reference check and gives O bitwise equal to the base's;
+ *   poison    the case with `poison` toggled (NaN or garbage at every input
+ *             position hidden by the lengths or the window) gives the same
+ *             bits (rows hiding something only);
+ *   plan      attn_sdpa_plan_create (desc wiped afterwards) + execute with
+ *             NULL, the exact, a larger garbage-filled and a reused
+ *             workspace give the base's bits;
+ *   pthreads  one plan executed concurrently from 4 pthreads, own inputs
+ *             (seed + 100 + i), own or NULL workspace: the bits of a
+ *             single execution of each;
+ *   openmp    the same from inside the caller's OpenMP parallel region
+ *             (seeds seed + i; skipped without OpenMP).
+ * Plus two hand-written tests: the visibility table (patterns written out
+ * from attn.h, independent of the reference's window code) and NaN in
+ * visible data (poisons exactly the rows that see it).
  *
  * Tolerances (derived in reference.c, ref_row_tolerance; u = 2^-24):
  *   per row, with nvis visible keys, head dim dk and logit magnitude
@@ -17,12 +41,17 @@
  *   logit magnitude (x30 inputs) and never depend on a lucky summation
  *   order.  Rows without visible keys must give exactly O = 0, P = 0 and
  *   lse = -INFINITY; every element outside the output views must keep its
- *   sentinel bits.  Each test prints one "[accuracy]" line: the largest
- *   absolute errors seen and the largest error/tolerance ratio.
+ *   sentinel bits.  Each family prints one "[accuracy]" line (the largest
+ *   absolute errors seen and the largest error/tolerance ratio) and one
+ *   "[checks]" line (how many rows each check ran on).
  *
- * ATTN_TEST_QUICK=1 (the valgrind setup) trims the case lists.
+ * ATTN_TEST_QUICK=1 (the valgrind setup) runs only the rows marked quick,
+ * fewer thread counts and concurrent iterations.  ATTN_TEST_CASES=<n> and
+ * ATTN_TEST_SEED=<s>: number of random cases (default 400, 40 quick) and
+ * their base seed (default 20240601).
  */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,225 +65,369 @@
 #include <attn.h>
 
 #include "harness.h"
+#include "sdpa_cases.h"
 
-/* Run a case and count it as failed (the harness prints why). */
-static int run(const tcase *c, tstats *st)
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* ------------------------------------------------------------- helpers */
+
+/* Print the failure of one check on one row; returns 1 (one failure). */
+static int failed(const char *check, const tcase *c, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int failed(const char *check, const tcase *c, const char *fmt, ...)
 {
-    return tcase_run_check(c, st) != 0;
+    va_list ap;
+    va_start(ap, fmt);
+    printf("FAIL [%s] ", check);
+    vprintf(fmt, ap);
+    printf(": %s\n", tcase_str(c));
+    va_end(ap);
+    return 1;
 }
 
-#define FINISH(st, fails)                                                   \
-    do {                                                                    \
-        tstats_print(st);                                                   \
-        if ((fails) != 0)                                                   \
-            fail_msg("%d case(s) failed in %s", (fails), (st)->family);     \
-    } while (0)
-
-static void test_layouts(void **state)
+/* Run an instance and compare all its outputs bitwise with `expect`
+ * (O only when o_only).  Returns 0 when equal. */
+static int run_same_bits(tinst *t, const tsnap *expect, int o_only, attn_status *st)
 {
-    (void)state;
-    tstats st;
-    tstats_init(&st, "layouts");
+    *st = tinst_run(t);
+    if (*st != ATTN_OK)
+        return 1;
+    tsnap got;
+    tsnap_take(&got, t);
+    int same = o_only ? tsnap_equal_o(expect, &got) : tsnap_equal(expect, &got);
+    tsnap_free(&got);
+    return !same;
+}
+
+/* --------------------------------------------------------------- checks */
+
+/* Each check gets the row, its instance after the base run (the check may
+ * change and rerun it but must leave desc as it found it), the base
+ * outputs and the family's accuracy statistics; returns its failures. */
+typedef int (*tcheck_fn)(const trow *r, tinst *t, const tsnap *base, tstats *st);
+
+static const int thread_list[] = {1, 2, 4, 3, 0};
+
+static int check_threads(const trow *r, tinst *t, const tsnap *base, tstats *st)
+{
+    (void)st;
+    static const int count[][2] = {[THR_124] = {3, 2}, [THR_ALL] = {5, 3}};
+    const int n = count[r->thr][tquick()];
+    const int keep = t->desc.threads;
     int fails = 0;
-    uint64_t seed = 100;
-    for (int lay = 0; lay < LAY_COUNT_; lay++)
-        for (int out = 0; out < OUT_COUNT_; out++)
-            for (int mis = 0; mis < 2; mis++) {
-                /* MHA packed [B][S][3][H][D] and GQA packed */
-                tcase c = tcase_default(2, 4, lay == LAY_PACKED && mis ? 4 : 2, 37, 37, 24, 24);
-                c.layout = lay;
-                c.out_layout = out;
-                c.misalign = mis;
-                c.want_probs = 1;
-                c.want_lse = 1;
-                c.seed = seed++;
-                fails += run(&c, &st);
-                if (lay != LAY_PACKED) {
-                    /* n != m, dk != dv */
-                    c = tcase_default(3, 6, 3, 19, 45, 40, 12);
-                    c.layout = lay;
-                    c.out_layout = out;
-                    c.misalign = mis;
-                    c.want_probs = mis;
-                    c.want_lse = !mis;
-                    c.seed = seed++;
-                    fails += run(&c, &st);
-                }
-            }
-    /* padded layouts with several random stride draws, all options on */
-    for (int k = 0; k < (tquick() ? 3 : 12); k++) {
-        tcase c = tcase_default(2, 4, 2, 23, 31, 16, 20);
-        c.layout = LAY_PADDED;
-        c.out_layout = OUT_PADDED;
-        c.misalign = k & 1;
-        c.align = k % 2;
-        c.wr = 0;
-        c.mask_mode = 1 + k % 2;
-        c.mask_bcast = k % 8;
-        c.use_bias = 1;
-        c.bias_bcast = (k + 3) % 8;
-        c.want_probs = 1;
-        c.want_lse = 1;
-        c.seed = seed++;
-        fails += run(&c, &st);
+    for (int x = 0; x < n; x++) {
+        if (thread_list[x] == keep)
+            continue;
+        t->desc.threads = thread_list[x];
+        attn_status s;
+        if (run_same_bits(t, base, 0, &s))
+            fails += failed("threads", &r->c, "threads=%d %s than threads=%d", thread_list[x],
+                            s == ATTN_OK ? "gives other bits" : attn_status_str(s), keep);
     }
-    FINISH(&st, fails);
+    t->desc.threads = keep;
+    return fails;
 }
 
-/* Valid but unusual views: zero strides over size-1 dimensions, outputs
- * interleaved as [S][H][B][D]. */
-static void test_unusual_views(void **state)
+static int check_optional(const trow *r, tinst *t, const tsnap *base, tstats *st)
 {
-    (void)state;
-    tstats st;
-    tstats_init(&st, "unusual views");
+    (void)t;
     int fails = 0;
-    {
-        tcase c = tcase_default(1, 3, 1, 9, 14, 8, 6);
-        c.want_probs = 1;
-        c.want_lse = 1;
+    for (int v = 0; v < 4; v++) {
+        tcase c = r->c;
+        c.want_probs = v & 1;
+        c.want_lse = v >> 1;
+        if (c.want_probs == r->c.want_probs && c.want_lse == r->c.want_lse)
+            continue;
+        tinst t2;
+        attn_status s = ATTN_ERR_OUT_OF_MEMORY;
+        if (trow_build(r, &c, &t2) || run_same_bits(&t2, base, 1, &s))
+            fails += failed("optional", &c, "O %s with want_probs=%d want_lse=%d",
+                            s == ATTN_OK ? "differs bitwise" : attn_status_str(s),
+                            c.want_probs, c.want_lse);
+        else
+            fails += tinst_check(&t2, st) != 0;
+        tinst_free(&t2);
+    }
+    return fails;
+}
+
+/* Rows where poison changes the inputs: lengths or a window hide some. */
+static int hides_something(const trow *r)
+{
+    const tcase *c = &r->c;
+    return c->use_kv_lens || c->use_q_lens || c->wl >= 0 || c->wr >= 0;
+}
+
+static int check_poison(const trow *r, tinst *t, const tsnap *base, tstats *st)
+{
+    (void)t;
+    (void)st;
+    tcase c = r->c;
+    c.poison = !c.poison;
+    tinst t2;
+    attn_status s = ATTN_ERR_OUT_OF_MEMORY;
+    int fails = 0;
+    if (trow_build(r, &c, &t2) || run_same_bits(&t2, base, 0, &s))
+        fails = failed("poison", &c, "poison=%d %s", c.poison,
+                       s == ATTN_OK ? "gives other bits" : attn_status_str(s));
+    tinst_free(&t2);
+    return fails;
+}
+
+static int check_plan(const trow *r, tinst *t, const tsnap *base, tstats *st)
+{
+    (void)st;
+    static const char *what[] = {"NULL ws", "exact ws", "larger garbage ws", "reused ws"};
+    attn_sdpa_desc d = t->desc;
+    attn_sdpa_plan *plan = NULL;
+    if (attn_sdpa_plan_create(&plan, &d) != ATTN_OK)
+        return failed("plan", &r->c, "attn_sdpa_plan_create");
+    /* the plan holds a copy: changing or wiping the desc has no effect */
+    d.scale = 5.0f;
+    d.q_len = 1;
+    memset(&d, 0x3C, sizeof d);
+    size_t ws = 0;
+    int fails = 0;
+    if (attn_sdpa_workspace_size(plan, &ws) != ATTN_OK) {
+        attn_sdpa_plan_destroy(plan);
+        return failed("plan", &r->c, "attn_sdpa_workspace_size");
+    }
+    size_t cap = (ws + 64 + 63) / 64 * 64;
+    void *buf = aligned_alloc(64, cap);
+    assert_non_null(buf);
+    memset(buf, 0xC3, cap); /* garbage workspace must not matter */
+    for (int v = 0; v < 4; v++) {
+        tinst_clear_outputs(t);
+        void *w = v == 0 ? NULL : buf;
+        size_t bytes = v == 0 ? 0 : v == 2 ? cap : ws;
+        attn_status s = attn_sdpa_execute(plan, &t->args, w, bytes);
+        tsnap x;
+        tsnap_take(&x, t);
+        if (s != ATTN_OK || !tsnap_equal(base, &x))
+            fails += failed("plan", &r->c, "execute with %s: %s", what[v],
+                            s == ATTN_OK ? "other bits than attn_sdpa" : attn_status_str(s));
+        tsnap_free(&x);
+    }
+    free(buf);
+    attn_sdpa_plan_destroy(plan);
+    return fails;
+}
+
+/* One worker of check_pthreads: NWORKERS of them share the plan. */
+#define NWORKERS 4
+
+typedef struct worker {
+    const attn_sdpa_plan *plan;
+    tinst t;
+    tsnap expect;
+    size_t ws_bytes;
+    int iters;
+    int failures;
+    pthread_barrier_t *barrier;
+    int id;
+} worker;
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    void *ws = NULL;
+    size_t cap = (w->ws_bytes + 63) / 64 * 64 + 64;
+    if (w->id % 2 == 1)
+        ws = aligned_alloc(64, cap);
+    pthread_barrier_wait(w->barrier);
+    for (int it = 0; it < w->iters; it++) {
+        tinst_clear_outputs(&w->t);
+        /* odd workers alternate their own workspace and NULL */
+        void *use = (it % 2 == 0) ? ws : NULL;
+        attn_status s = attn_sdpa_execute(w->plan, &w->t.args, use, use ? w->ws_bytes : 0);
+        if (s != ATTN_OK) {
+            w->failures++;
+            continue;
+        }
+        tsnap got;
+        tsnap_take(&got, &w->t);
+        if (!tsnap_equal(&w->expect, &got))
+            w->failures++;
+        tsnap_free(&got);
+    }
+    free(ws);
+    return NULL;
+}
+
+/* Inputs of worker i: the row's case with seed + off + i (same desc, so
+ * one plan fits every worker's buffers); expected bits and the reference
+ * check from a single execution of the plan. */
+static int worker_inputs(const trow *r, attn_sdpa_plan *plan, uint64_t seed, tinst *t,
+                         tsnap *expect, tstats *st)
+{
+    tcase c = r->c;
+    c.seed = seed;
+    assert_int_equal(trow_build(r, &c, t), 0);
+    assert_int_equal(attn_sdpa_execute(plan, &t->args, NULL, 0), ATTN_OK);
+    int fails = tinst_check(t, st) != 0;
+    tsnap_take(expect, t);
+    tinst_clear_outputs(t);
+    return fails;
+}
+
+static int check_pthreads(const trow *r, tinst *t, const tsnap *base, tstats *st)
+{
+    (void)base;
+    pthread_barrier_t barrier;
+    worker w[NWORKERS];
+    attn_sdpa_plan *plan = NULL;
+    assert_int_equal(attn_sdpa_plan_create(&plan, &t->desc), ATTN_OK);
+    size_t ws = 0;
+    assert_int_equal(attn_sdpa_workspace_size(plan, &ws), ATTN_OK);
+    assert_int_equal(pthread_barrier_init(&barrier, NULL, NWORKERS), 0);
+    int fails = 0;
+    for (int i = 0; i < NWORKERS; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        fails += worker_inputs(r, plan, r->c.seed + 100 + (uint64_t)i, &w[i].t, &w[i].expect,
+                               st);
+        w[i].plan = plan;
+        w[i].ws_bytes = ws;
+        w[i].iters = tquick() ? 2 : 8;
+        w[i].barrier = &barrier;
+        w[i].id = i;
+    }
+    pthread_t th[NWORKERS];
+    for (int i = 0; i < NWORKERS; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+    for (int i = 0; i < NWORKERS; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < NWORKERS; i++) {
+        if (w[i].failures)
+            fails += failed("pthreads", &r->c, "worker %d: %d of %d concurrent executions "
+                            "failed or differed bitwise", i, w[i].failures, w[i].iters);
+        tsnap_free(&w[i].expect);
+        tinst_free(&w[i].t);
+    }
+    pthread_barrier_destroy(&barrier);
+    attn_sdpa_plan_destroy(plan);
+    return fails;
+}
+
+static int check_openmp(const trow *r, tinst *t, const tsnap *base, tstats *st)
+{
+    (void)base;
+#ifdef _OPENMP
+    enum { N = 6 };
+    tinst ti[N];
+    tsnap expect[N];
+    attn_sdpa_plan *plan = NULL;
+    assert_int_equal(attn_sdpa_plan_create(&plan, &t->desc), ATTN_OK);
+    int fails = 0;
+    for (int i = 0; i < N; i++)
+        fails += worker_inputs(r, plan, r->c.seed + (uint64_t)i, &ti[i], &expect[i], st);
+    int bad = 0;
+#pragma omp parallel for num_threads(3) schedule(dynamic, 1) reduction(+ : bad)
+    for (int i = 0; i < N; i++) {
+        if (attn_sdpa_execute(plan, &ti[i].args, NULL, 0) != ATTN_OK) {
+            bad++;
+            continue;
+        }
+        tsnap got;
+        tsnap_take(&got, &ti[i]);
+        if (!tsnap_equal(&expect[i], &got))
+            bad++;
+        tsnap_free(&got);
+    }
+    if (bad)
+        fails += failed("openmp", &r->c, "%d executions inside an OpenMP region failed or "
+                        "differed bitwise", bad);
+    for (int i = 0; i < N; i++) {
+        tsnap_free(&expect[i]);
+        tinst_free(&ti[i]);
+    }
+    attn_sdpa_plan_destroy(plan);
+    return fails;
+#else
+    (void)r;
+    (void)t;
+    (void)st;
+    printf("built without OpenMP: skipped\n");
+    skip();
+    return 0;
+#endif
+}
+
+/* The checks: the CHK_ bit that selects it, its name in "[checks]" lines,
+ * the function and, optionally, which of the selected rows it applies to. */
+static const struct {
+    unsigned bit;
+    const char *name;
+    tcheck_fn fn;
+    int (*applies)(const trow *r);
+} checks[] = {
+    {CHK_THREADS, "threads", check_threads, NULL},
+    {CHK_OPTIONAL, "optional", check_optional, NULL},
+    {CHK_POISON, "poison", check_poison, hides_something},
+    {CHK_PLAN, "plan", check_plan, NULL},
+    {CHK_PTHREADS, "pthreads", check_pthreads, NULL},
+    {CHK_OPENMP, "openmp", check_openmp, NULL},
+};
+#define NCHECKS ((int)(sizeof checks / sizeof checks[0]))
+
+/* ------------------------------------------------------- family runner */
+
+static void run_family(void **state)
+{
+    const tfamily *f = *state;
+    trows rs;
+    assert_int_equal(trows_generate(&rs, f), 0);
+    tstats st;
+    tstats_init(&st, f->name);
+    int fails = 0, rows = 0, ran[NCHECKS] = {0};
+    for (int k = 0; k < rs.n; k++) {
+        const trow *r = &rs.v[k];
+        if (tquick() && !r->quick)
+            continue;
+        rows++;
         tinst t;
-        assert_int_equal(tinst_build(&t, &c), 0);
-        t.desc.q.batch = 0;
-        t.desc.k.batch = t.desc.k.head = 0;
-        t.desc.v.batch = t.desc.v.head = 0;
-        t.desc.o.batch = 0;
-        t.desc.probs.batch = 0;
-        t.desc.lse.batch = 0;
+        if (trow_build(r, &r->c, &t)) {
+            fails += failed("build", &r->c, "cannot build the case");
+            tinst_free(&t);
+            continue;
+        }
         attn_status s = tinst_run(&t);
         if (s != ATTN_OK) {
-            printf("FAIL zero strides over size-1 dims: %s\n", attn_status_str(s));
-            fails++;
-        } else {
-            fails += tinst_check(&t, &st) != 0;
+            fails += failed("reference", &r->c, "attn_sdpa returned %s", attn_status_str(s));
+            tinst_free(&t);
+            continue;
         }
-        tinst_free(&t);
-    }
-    {
-        const int64_t B = 2, Hq = 4, n = 7, m = 11, dv = 5;
-        tcase c = tcase_default(B, Hq, 2, n, m, 8, dv);
-        c.want_probs = 1;
-        c.want_lse = 1;
-        c.mask_mode = ATTN_MASK_DROP_NONZERO;
-        c.mask_keep = 0.8;
-        tinst t;
-        assert_int_equal(tinst_build(&t, &c), 0);
-        /* the dense buffers hold exactly B*Hq*n*(dv|m|1) elements + tail */
-        t.desc.o = (attn_view){dv, B * dv, B * Hq * dv};
-        t.desc.probs = (attn_view){m, B * m, B * Hq * m};
-        t.desc.lse = (attn_view){1, B, B * Hq};
-        attn_status s = tinst_run(&t);
-        if (s != ATTN_OK) {
-            printf("FAIL interleaved [S][H][B] outputs: %s\n", attn_status_str(s));
-            fails++;
-        } else {
-            fails += tinst_check(&t, &st) != 0;
-        }
-        tinst_free(&t);
-    }
-    FINISH(&st, fails);
-}
-
-static void test_gqa_mqa(void **state)
-{
-    (void)state;
-    tstats st;
-    tstats_init(&st, "gqa/mqa");
-    int fails = 0;
-    const int64_t heads[][2] = {{8, 2}, {6, 3}, {4, 1}, {5, 1}, {3, 3}, {12, 4}, {1, 1}};
-    uint64_t seed = 200;
-    for (size_t k = 0; k < sizeof heads / sizeof heads[0]; k++) {
-        tcase c = tcase_default(2, heads[k][0], heads[k][1], 13, 29, 32, 17);
-        c.want_probs = 1;
-        c.want_lse = 1;
-        c.seed = seed++;
-        fails += run(&c, &st);
-        c = tcase_default(1, heads[k][0], heads[k][1], 70, 9, 8, 64);
-        c.layout = LAY_BSHD;
-        c.align = ATTN_ALIGN_BOTTOM_RIGHT;
-        c.wr = 0;
-        c.seed = seed++;
-        fails += run(&c, &st);
-    }
-    FINISH(&st, fails);
-}
-
-static void test_scale(void **state)
-{
-    (void)state;
-    tstats st;
-    tstats_init(&st, "scale");
-    int fails = 0;
-    const float scales[] = {NAN, 0.3f, -0.7f, 0.0f, 2.5f, 1e-3f, 0.125f};
-    const int64_t dks[] = {1, 7, 64};
-    uint64_t seed = 300;
-    for (size_t s = 0; s < sizeof scales / sizeof scales[0]; s++)
-        for (size_t k = 0; k < 3; k++) {
-            tcase c = tcase_default(2, 2, 1, 11, 17, dks[k], 9);
-            c.scale = scales[s];
-            c.want_probs = 1;
-            c.want_lse = 1;
-            c.seed = seed++;
-            fails += run(&c, &st);
-        }
-    FINISH(&st, fails);
-}
-
-static void test_causal(void **state)
-{
-    (void)state;
-    tstats st;
-    tstats_init(&st, "causal");
-    int fails = 0;
-    const int64_t nm[][2] = {{16, 16}, {10, 25}, {25, 10}, {1, 20}, {20, 1},
-                             {64, 200}, {200, 64}, {130, 130}};
-    uint64_t seed = 400;
-    for (int align = 0; align < 2; align++)
-        for (size_t k = 0; k < sizeof nm / sizeof nm[0]; k++) {
-            tcase c = tcase_default(2, 2, 2, nm[k][0], nm[k][1], 16, 16);
-            c.align = align;
-            c.wr = 0;
-            c.want_probs = 1;
-            c.want_lse = 1;
-            c.seed = seed++;
-            fails += run(&c, &st);
-        }
-    FINISH(&st, fails);
-}
-
-static void test_windows(void **state)
-{
-    (void)state;
-    tstats st;
-    tstats_init(&st, "windows");
-    int fails = 0;
-    const int64_t w[][2] = {{3, -1}, {-1, 2},  {4, 4},    {0, 0},      {0, -1},
-                            {-1, 0}, {2, 0},   {0, 3},    {1000, 1000}, {-7, -3},
-                            {5, -2}, {-1, -1}, {40, 1},   {INT64_MIN, 0}, {INT64_MAX, 0},
-                            /* huge right bounds: d(i) + window_right must not
-                             * overflow (attn.h puts no upper limit on them) */
-                            {0, INT64_MAX}, {INT64_MAX, INT64_MAX}, {-1, INT64_MAX - 5}};
-    const int64_t nm[][2] = {{30, 30}, {20, 45}, {45, 20}, {1, 33}};
-    uint64_t seed = 500;
-    for (int align = 0; align < 2; align++)
-        for (size_t k = 0; k < sizeof w / sizeof w[0]; k++)
-            for (size_t s = 0; s < sizeof nm / sizeof nm[0]; s++) {
-                tcase c = tcase_default(1, 2, 1, nm[s][0], nm[s][1], 8, 8);
-                c.align = align;
-                c.wl = w[k][0];
-                c.wr = w[k][1];
-                c.want_probs = 1;
-                c.want_lse = 1;
-                c.seed = seed++;
-                fails += run(&c, &st);
+        fails += tinst_check(&t, &st) != 0;
+        tsnap base;
+        tsnap_take(&base, &t);
+        for (int x = 0; x < NCHECKS; x++)
+            if ((r->checks & checks[x].bit) && (!checks[x].applies || checks[x].applies(r))) {
+                ran[x]++;
+                fails += checks[x].fn(r, &t, &base, &st);
             }
-    FINISH(&st, fails);
+        tsnap_free(&base);
+        tinst_free(&t);
+    }
+    trows_free(&rs);
+    tstats_print(&st);
+    printf("[checks]   %-22s rows=%d", f->name, rows);
+    for (int x = 0; x < NCHECKS; x++)
+        if (ran[x])
+            printf(" %s=%d", checks[x].name, ran[x]);
+    printf("\n");
+    fflush(stdout);
+    if (fails)
+        fail_msg("%d failure(s) in %s", fails, f->name);
 }
+
+/* ------------------------------------------------- hand-written tests */
 
 /* Visibility patterns written out by hand from attn.h (n = 4, m = 6,
  * scale 0 so that every visible key gets exactly 1/count): independent of
  * the reference's own window code. */
-static void test_visibility_table(void **state)
+void test_visibility_table(void **state)
 {
     (void)state;
     static const struct {
@@ -322,475 +495,79 @@ static void test_visibility_table(void **state)
         fail_msg("%d rows with the wrong visibility", fails);
 }
 
-static void test_lengths(void **state)
+/* NaN in visible data gives NaN where it is seen, and only there: a NaN in
+ * a Q row poisons that row; a NaN in a K row poisons exactly the rows that
+ * see that key (here: causal, key 600 of 700, second key tile); with
+ * split-K too.  Checked at threads 1, 2 and 4. */
+void test_nan_visible(void **state)
 {
     (void)state;
-    tstats st;
-    tstats_init(&st, "lengths");
-    int fails = 0;
-    uint64_t seed = 600;
-    const int64_t n = 21, m = 34;
-    const int32_t kl[4] = {0, 5, 34, 1}, ql[4] = {21, 0, 3, 20};
-    for (int which = 1; which < 4; which++)
-        for (int align = 0; align < 2; align++)
-            for (int causal = 0; causal < 2; causal++) {
-                tcase c = tcase_default(4, 4, 2, n, m, 16, 12);
-                c.use_kv_lens = which & 1;
-                c.use_q_lens = (which >> 1) & 1;
-                memcpy(c.kv_lens, kl, sizeof kl);
-                memcpy(c.q_lens, ql, sizeof ql);
-                c.align = align;
-                c.wr = causal ? 0 : -1;
-                c.want_probs = 1;
-                c.want_lse = 1;
-                c.seed = seed++;
-                fails += run(&c, &st);
-            }
-    /* larger, crossing typical block sizes */
-    {
-        tcase c = tcase_default(3, 2, 1, 150, 300, 32, 32);
-        c.use_kv_lens = 1;
-        c.use_q_lens = 1;
-        c.kv_lens[0] = 300;
-        c.kv_lens[1] = 129;
-        c.kv_lens[2] = 65;
-        c.q_lens[0] = 150;
-        c.q_lens[1] = 1;
-        c.q_lens[2] = 77;
-        c.want_lse = 1;
-        c.seed = seed++;
-        fails += run(&c, &st);
-    }
-    FINISH(&st, fails);
-}
-
-static void test_mask(void **state)
-{
-    (void)state;
-    tstats st;
-    tstats_init(&st, "mask");
-    int fails = 0;
-    uint64_t seed = 700;
-    for (int mode = 1; mode <= 2; mode++)
-        for (int bc = 0; bc < 8; bc++)
-            for (int dens = 0; dens < 2; dens++) {
-                tcase c = tcase_default(2, 4, 2, 12, 19, 8, 8);
-                c.mask_mode = mode;
-                c.mask_bcast = bc;
-                c.mask_keep = dens ? 0.1 : 0.7;
-                c.want_probs = 1;
-                c.want_lse = 1;
-                c.seed = seed++;
-                fails += run(&c, &st);
-            }
-    /* everything masked out: every row empty */
-    for (int mode = 1; mode <= 2; mode++) {
-        tcase c = tcase_default(1, 2, 2, 5, 7, 4, 4);
-        c.mask_mode = mode;
-        c.mask_keep = 0.0;
-        c.want_probs = 1;
-        c.want_lse = 1;
-        c.seed = seed++;
-        fails += run(&c, &st);
-    }
-    /* polarity: the same bytes read both ways must give different results
-     * that each match the reference */
-    {
-        tcase c = tcase_default(1, 1, 1, 6, 10, 4, 4);
-        c.mask_mode = ATTN_MASK_KEEP_NONZERO;
-        c.want_probs = 1;
-        tinst t;
-        assert_int_equal(tinst_build(&t, &c), 0);
-        assert_int_equal(tinst_run(&t), ATTN_OK);
-        fails += tinst_check(&t, &st) != 0;
-        t.desc.mask_mode = ATTN_MASK_DROP_NONZERO;
-        assert_int_equal(tinst_run(&t), ATTN_OK);
-        fails += tinst_check(&t, &st) != 0;
-        tinst_free(&t);
-    }
-    FINISH(&st, fails);
-}
-
-static void test_bias(void **state)
-{
-    (void)state;
-    tstats st;
-    tstats_init(&st, "bias");
-    int fails = 0;
-    uint64_t seed = 800;
-    for (int bc = 0; bc < 8; bc++)
-        for (int k = 0; k < 3; k++) {
-            tcase c = tcase_default(2, 4, 1, 12, 19, 8, 8);
-            c.use_bias = 1;
-            c.bias_bcast = bc;
-            c.bias_ninf = k == 0 ? 0.0 : k == 1 ? 0.2 : 0.9;
-            c.bias_mag = k == 2 ? 10.0 : 1.0;
-            c.want_probs = 1;
-            c.want_lse = 1;
-            c.seed = seed++;
-            fails += run(&c, &st);
-        }
-    {
-        tcase c = tcase_default(2, 2, 2, 8, 9, 4, 4);
-        c.use_bias = 1;
-        c.bias_ninf = 1.0;
-        c.want_probs = 1;
-        c.want_lse = 1;
-        c.seed = seed++;
-        fails += run(&c, &st);
-    }
-    FINISH(&st, fails);
-}
-
-/* Everything in one call. */
-static void test_combined(void **state)
-{
-    (void)state;
-    tstats st;
-    tstats_init(&st, "combined");
-    int fails = 0;
-    for (int k = 0; k < (tquick() ? 4 : 16); k++) {
-        tcase c = tcase_default(3, 6, 2, 27, 41, 20, 13);
-        c.layout = k % 2 ? LAY_PADDED : LAY_BSHD;
-        c.out_layout = k % 3 == 0 ? OUT_PADDED : k % 3 == 1 ? OUT_BSHD : OUT_BHSD;
-        c.misalign = k % 2;
-        c.scale = k % 4 == 0 ? NAN : 0.37f;
-        c.align = k % 2;
-        c.wl = k % 4 < 2 ? 9 : -1;
-        c.wr = k % 3 == 0 ? 0 : 4;
-        c.use_kv_lens = 1;
-        c.kv_lens[0] = 41;
-        c.kv_lens[1] = 0;
-        c.kv_lens[2] = 17;
-        c.use_q_lens = 1;
-        c.q_lens[0] = 27;
-        c.q_lens[1] = 13;
-        c.q_lens[2] = 0 + k % 2;
-        c.mask_mode = 1 + k % 2;
-        c.mask_bcast = k % 8;
-        c.mask_keep = 0.8;
-        c.use_bias = 1;
-        c.bias_bcast = (7 - k % 8);
-        c.bias_ninf = 0.1;
-        c.want_probs = 1;
-        c.want_lse = 1;
-        c.poison = k % 2;
-        c.seed = 900 + (uint64_t)k;
-        fails += run(&c, &st);
-    }
-    FINISH(&st, fails);
-}
-
-/* Asking for P and/or lse must not change O (bitwise). */
-static void test_optional_outputs(void **state)
-{
-    (void)state;
-    tstats st;
-    tstats_init(&st, "optional outputs");
-    int fails = 0;
-    for (int k = 0; k < 6; k++) {
-        tsnap ref;
-        memset(&ref, 0, sizeof ref);
-        for (int v = 0; v < 4; v++) {
-            tcase c = tcase_default(2, 4, 2, 33 + k * 20, 47 + k * 30, 32, 24);
-            c.layout = k % 2 ? LAY_PADDED : LAY_BHSD;
-            c.out_layout = k % 2 ? OUT_PADDED : OUT_BHSD;
-            c.align = k % 2;
-            c.wr = k < 3 ? 0 : -1;
-            c.mask_mode = k % 3;
-            c.use_bias = k >= 2;
-            c.bias_ninf = 0.05;
-            c.use_kv_lens = k >= 4;
-            c.kv_lens[0] = (int32_t)c.m / 2;
-            c.kv_lens[1] = (int32_t)c.m;
-            c.want_probs = v & 1;
-            c.want_lse = v >> 1;
-            c.seed = 1000 + (uint64_t)k;
-            tinst t;
-            assert_int_equal(tinst_build(&t, &c), 0);
-            assert_int_equal(tinst_run(&t), ATTN_OK);
-            fails += tinst_check(&t, &st) != 0;
-            tsnap s;
-            tsnap_take(&s, &t);
-            if (v == 0) {
-                ref = s;
-            } else {
-                if (!tsnap_equal_o(&ref, &s)) {
-                    printf("FAIL O differs bitwise with want_probs=%d want_lse=%d: %s\n",
-                           c.want_probs, c.want_lse, tcase_str(&c));
-                    fails++;
+    for (int split = 0; split < 2; split++) {
+        const int64_t n = split ? 2 : 700, m = 700, d = 16, H = split ? 2 : 1;
+        attn_sdpa_desc desc;
+        attn_sdpa_desc_init(&desc);
+        desc.batch = 1;
+        desc.q_heads = desc.kv_heads = H;
+        desc.q_len = n;
+        desc.kv_len = m;
+        desc.qk_dim = desc.v_dim = d;
+        desc.q = desc.o = attn_view_bhsd(H, n, d);
+        desc.k = desc.v = attn_view_bhsd(H, m, d);
+        desc.align = ATTN_ALIGN_BOTTOM_RIGHT;
+        desc.window_right = 0;
+        float *q = calloc((size_t)(H * n * d), sizeof(float));
+        float *k = calloc((size_t)(H * m * d), sizeof(float));
+        float *v = calloc((size_t)(H * m * d), sizeof(float));
+        float *o = calloc((size_t)(H * n * d), sizeof(float));
+        assert_non_null(q); assert_non_null(k); assert_non_null(v); assert_non_null(o);
+        for (int64_t i = 0; i < H * n * d; i++) q[i] = 0.01f * (float)(i % 7);
+        for (int64_t i = 0; i < H * m * d; i++) { k[i] = 0.02f * (float)(i % 5); v[i] = 1.0f; }
+        const int64_t qnan = split ? 0 : 100, knan = 600;
+        q[qnan * d + 3] = NAN;                 /* head 0, row qnan */
+        k[knan * d + 5] = NAN;                 /* head 0, key knan */
+        for (int threads = 1; threads <= 4; threads *= 2) {
+            desc.threads = threads;
+            attn_sdpa_args a = { .q = q, .k = k, .v = v, .o = o };
+            assert_int_equal(attn_sdpa(&desc, &a), ATTN_OK);
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t i = 0; i < n; i++) {
+                    /* row i sees keys j <= i + m - n */
+                    int sees = h == 0 && (i == qnan || knan <= i + m - n);
+                    float x = o[(h * n + i) * d];
+                    if (sees != (isnan(x) != 0))
+                        fail_msg("split %d threads %d head %lld row %lld: O = %g", split, threads,
+                                 (long long)h, (long long)i, x);
                 }
-                tsnap_free(&s);
-            }
-            tinst_free(&t);
         }
-        tsnap_free(&ref);
+        free(q); free(k); free(v); free(o);
     }
-    FINISH(&st, fails);
 }
 
-static void test_edge_sizes(void **state)
-{
-    (void)state;
-    tstats st;
-    tstats_init(&st, "edge sizes");
-    int fails = 0;
-    struct {
-        int64_t B, Hq, Hkv, n, m, dk, dv;
-        int align, causal, probs;
-    } e[] = {
-        {1, 1, 1, 1, 1, 1, 1, 0, 0, 1},
-        {2, 3, 3, 1, 1, 1, 1, 1, 1, 1},
-        {1, 2, 1, 1, 1023, 64, 64, 1, 1, 1},   /* decode step */
-        {1, 2, 2, 1023, 1, 64, 64, 1, 1, 1},   /* BR: only the last row sees key 0 */
-        {1, 1, 1, 1023, 1, 64, 64, 0, 1, 1},
-        {1, 2, 1, 37, 50, 1, 1, 0, 0, 1},
-        {1, 2, 1, 37, 50, 1, 256, 0, 1, 0},
-        {1, 2, 1, 37, 50, 256, 1, 1, 0, 1},
-        {1, 2, 2, 197, 197, 64, 64, 0, 1, 1},
-        {2, 1, 1, 197, 197, 80, 80, 0, 0, 1},
-        {1, 2, 1, 1023, 1023, 64, 64, 1, 1, 0},
-        {1, 1, 1, 197, 1023, 64, 32, 1, 1, 1},
-        {1, 1, 1, 1023, 197, 32, 64, 1, 0, 0},
-        {1, 2, 2, 64, 300, 256, 256, 0, 0, 1},
-        {1, 1, 1, 33, 257, 256, 32, 1, 1, 1},
-        {1, 1, 1, 65, 129, 255, 257, 0, 0, 1},
-    };
-    for (size_t k = 0; k < sizeof e / sizeof e[0]; k++) {
-        if (tquick() && e[k].n * e[k].m > 500000)
-            continue; /* the 1023 x 1023 case is slow under valgrind */
-        tcase c = tcase_default(e[k].B, e[k].Hq, e[k].Hkv, e[k].n, e[k].m, e[k].dk, e[k].dv);
-        c.align = e[k].align;
-        c.wr = e[k].causal ? 0 : -1;
-        c.want_probs = e[k].probs;
-        c.want_lse = 1;
-        c.seed = 1100 + (uint64_t)k;
-        fails += run(&c, &st);
-    }
-    FINISH(&st, fails);
-}
+/* ---------------------------------------------------------------- main */
 
-static void test_large_logits(void **state)
+int main(int argc, char **argv)
 {
-    (void)state;
-    tstats st;
-    tstats_init(&st, "large logits x30");
-    int fails = 0;
-    const int64_t dks[] = {1, 16, 64, 128};
-    uint64_t seed = 1200;
-    for (size_t k = 0; k < 4; k++)
-        for (int v = 0; v < 3; v++) {
-            tcase c = tcase_default(2, 2, 1, 31, 77, dks[k], 24);
-            c.in_mag = 30.0;
-            c.align = v % 2;
-            c.wr = v == 1 ? 0 : -1;
-            c.mask_mode = v == 2 ? ATTN_MASK_KEEP_NONZERO : ATTN_MASK_NONE;
-            c.use_bias = v == 2;
-            c.bias_mag = 100.0;
-            c.bias_ninf = 0.1;
-            c.want_probs = 1;
-            c.want_lse = 1;
-            c.seed = seed++;
-            fails += run(&c, &st);
-        }
-    /* explicit large scale on unit inputs */
-    {
-        tcase c = tcase_default(1, 2, 2, 40, 60, 32, 32);
-        c.scale = 40.0f;
-        c.want_probs = 1;
-        c.want_lse = 1;
-        c.seed = seed++;
-        fails += run(&c, &st);
+    const char *suite = argc > 1 ? argv[1] : NULL;
+    struct CMUnitTest *tests = calloc((size_t)tfamily_count, sizeof *tests);
+    if (!tests)
+        return 1;
+    size_t count = 0;
+    for (int k = 0; k < tfamily_count; k++) {
+        const tfamily *f = &tfamilies[k];
+        if (suite && strcmp(suite, f->suite) != 0)
+            continue;
+        tests[count].name = f->name;
+        tests[count].test_func = f->special ? f->special : run_family;
+        tests[count].initial_state = (void *)(uintptr_t)f;
+        count++;
     }
-    FINISH(&st, fails);
-}
-
-/* Rows without a visible key, for every reason at once and separately. */
-static void test_empty_rows(void **state)
-{
-    (void)state;
-    tstats st;
-    tstats_init(&st, "empty rows");
-    int fails = 0;
-    uint64_t seed = 1300;
-    for (int k = 0; k < 5; k++) {
-        tcase c = tcase_default(3, 2, 1, 24, 16, 8, 8);
-        c.want_probs = 1;
-        c.want_lse = 1;
-        c.seed = seed++;
-        if (k == 0 || k == 4) { /* kv_len 0 for a batch */
-            c.use_kv_lens = 1;
-            c.kv_lens[0] = 0;
-            c.kv_lens[1] = 16;
-            c.kv_lens[2] = 0;
-        }
-        if (k == 1 || k == 4) { /* window excluding every key for rows i < 8 */
-            c.align = ATTN_ALIGN_BOTTOM_RIGHT;
-            c.wr = 0;
-        }
-        if (k == 2 || k == 4) { /* mask hiding whole rows (seq broadcast off) */
-            c.mask_mode = ATTN_MASK_DROP_NONZERO;
-            c.mask_keep = 0.15;
-        }
-        if (k == 3 || k == 4) { /* bias -inf everywhere on many rows */
-            c.use_bias = 1;
-            c.bias_ninf = 0.85;
-        }
-        if (k == 4) {
-            c.use_q_lens = 1;
-            c.q_lens[0] = 3;
-            c.q_lens[1] = 24;
-            c.q_lens[2] = 0;
-            c.poison = 1;
-        }
-        fails += run(&c, &st);
+    if (count == 0) {
+        fprintf(stderr, "%s: no families in suite '%s' (sdpa, threads, paths, random)\n",
+                argv[0], suite);
+        free(tests);
+        return 1;
     }
-    /* TOP_LEFT, zero-width window, n > m: rows i >= m are empty */
-    {
-        tcase c = tcase_default(1, 1, 1, 30, 10, 4, 4);
-        c.wl = 0;
-        c.wr = 0;
-        c.want_probs = 1;
-        c.want_lse = 1;
-        c.seed = seed++;
-        fails += run(&c, &st);
-    }
-    FINISH(&st, fails);
-}
-
-/* NaN at every input position hidden by the lengths or the window. */
-static void test_poison(void **state)
-{
-    (void)state;
-    tstats st;
-    tstats_init(&st, "nan poison");
-    int fails = 0;
-    trng r;
-    trng_seed(&r, 1400);
-    const int count = tquick() ? 12 : 48;
-    for (int k = 0; k < count; k++) {
-        const int64_t Hkv = trng_int(&r, 1, 2);
-        const int64_t Hq = Hkv * trng_int(&r, 1, 3);
-        const int64_t n = trng_int(&r, 1, 70);
-        const int64_t m = trng_int(&r, 1, 140);
-        const int64_t dk = trng_int(&r, 1, 40);
-        const int64_t dv = trng_int(&r, 1, 40);
-        tcase c = tcase_default(3, Hq, Hkv, n, m, dk, dv);
-        c.poison = 1;
-        c.layout = k % 3 == 0 ? LAY_PADDED : LAY_BHSD;
-        c.out_layout = k % 3;
-        c.align = (int)trng_int(&r, 0, 1);
-        c.wl = trng_bool(&r, 0.5) ? trng_int(&r, 0, m) : -1;
-        c.wr = trng_bool(&r, 0.5) ? trng_int(&r, 0, 5) : -1;
-        c.use_kv_lens = trng_bool(&r, 0.7);
-        c.use_q_lens = trng_bool(&r, 0.7);
-        for (int b = 0; b < 3; b++) {
-            c.kv_lens[b] = (int32_t)trng_int(&r, 0, m);
-            c.q_lens[b] = (int32_t)trng_int(&r, 0, n);
-        }
-        c.mask_mode = (int)trng_int(&r, 0, 2);
-        c.mask_bcast = (int)trng_int(&r, 0, 7);
-        c.use_bias = trng_bool(&r, 0.5);
-        c.bias_bcast = (int)trng_int(&r, 0, 7);
-        c.bias_ninf = 0.1;
-        c.want_probs = trng_bool(&r, 0.5);
-        c.want_lse = 1;
-        c.seed = 1400 + (uint64_t)k;
-        fails += run(&c, &st);
-    }
-    FINISH(&st, fails);
-}
-
-/* attn_sdpa, plan + execute with NULL workspace, with a caller workspace of
- * the reported size, a larger one and repeated executions: same bits. */
-static void test_plan_execute_workspace(void **state)
-{
-    (void)state;
-    tstats st;
-    tstats_init(&st, "plan/execute");
-    int fails = 0;
-    for (int k = 0; k < 4; k++) {
-        tcase c = tcase_default(2, 4, 2, 70 + 50 * k, 90 + 40 * k, 32, 48);
-        c.align = k % 2;
-        c.wr = k < 2 ? 0 : -1;
-        c.mask_mode = k % 3;
-        c.use_bias = k >= 2;
-        c.use_kv_lens = k == 3;
-        c.kv_lens[0] = 33;
-        c.kv_lens[1] = (int32_t)c.m;
-        c.want_probs = 1;
-        c.want_lse = 1;
-        c.layout = k == 1 ? LAY_PADDED : LAY_BHSD;
-        c.seed = 1500 + (uint64_t)k;
-        tinst t;
-        assert_int_equal(tinst_build(&t, &c), 0);
-        assert_int_equal(tinst_run(&t), ATTN_OK);
-        fails += tinst_check(&t, &st) != 0;
-        tsnap one;
-        tsnap_take(&one, &t);
-
-        attn_sdpa_desc d = t.desc;
-        attn_sdpa_plan *plan = NULL;
-        assert_int_equal(attn_sdpa_plan_create(&plan, &d), ATTN_OK);
-        /* the plan holds a copy: changing or wiping the desc has no effect */
-        d.scale = 5.0f;
-        d.q_len = 1;
-        memset(&d, 0x3C, sizeof d);
-        size_t ws = 0;
-        assert_int_equal(attn_sdpa_workspace_size(plan, &ws), ATTN_OK);
-        size_t cap = (ws + 64 + 63) / 64 * 64;
-        void *buf = aligned_alloc(64, cap);
-        assert_non_null(buf);
-        memset(buf, 0xC3, cap); /* garbage workspace must not matter */
-        for (int v = 0; v < 4; v++) {
-            tinst_clear_outputs(&t);
-            attn_status s;
-            if (v == 0)
-                s = attn_sdpa_execute(plan, &t.args, NULL, 0);
-            else if (v == 1)
-                s = attn_sdpa_execute(plan, &t.args, buf, ws);
-            else if (v == 2)
-                s = attn_sdpa_execute(plan, &t.args, buf, cap);
-            else
-                s = attn_sdpa_execute(plan, &t.args, buf, ws);
-            assert_int_equal(s, ATTN_OK);
-            tsnap x;
-            tsnap_take(&x, &t);
-            if (!tsnap_equal(&one, &x)) {
-                printf("FAIL variant %d (0 NULL ws, 1 exact ws, 2 larger ws, 3 reuse) "
-                       "differs bitwise from attn_sdpa: %s\n", v, tcase_str(&c));
-                fails++;
-            }
-            tsnap_free(&x);
-        }
-        free(buf);
-        attn_sdpa_plan_destroy(plan);
-        tsnap_free(&one);
-        tinst_free(&t);
-    }
-    FINISH(&st, fails);
-}
-
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_layouts),
-        cmocka_unit_test(test_unusual_views),
-        cmocka_unit_test(test_gqa_mqa),
-        cmocka_unit_test(test_scale),
-        cmocka_unit_test(test_causal),
-        cmocka_unit_test(test_windows),
-        cmocka_unit_test(test_visibility_table),
-        cmocka_unit_test(test_lengths),
-        cmocka_unit_test(test_mask),
-        cmocka_unit_test(test_bias),
-        cmocka_unit_test(test_combined),
-        cmocka_unit_test(test_optional_outputs),
-        cmocka_unit_test(test_edge_sizes),
-        cmocka_unit_test(test_large_logits),
-        cmocka_unit_test(test_empty_rows),
-        cmocka_unit_test(test_poison),
-        cmocka_unit_test(test_plan_execute_workspace),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = _cmocka_run_group_tests(suite ? suite : "sdpa-all", tests, count, NULL, NULL);
+    free(tests);
+    return rc;
 }
