@@ -494,11 +494,6 @@ enum {
     BAD_COUNT_
 };
 
-static int has_bad(const unsigned bad[2], unsigned what)
-{
-    return bad[0] == what || bad[1] == what;
-}
-
 static const int64_t huge_sizes[] = {
     (int64_t)INT32_MAX,        (int64_t)INT32_MAX + 1, (int64_t)1 << 40,
     INT64_MAX,                 (int64_t)1537228672809129302, (int64_t)1 << 62,
@@ -1472,6 +1467,7 @@ static void fuzz_mha(rd *r)
         print_mha(d, bad, t2);
 
     const int small = pe.must == 0 && !huge && d->embed_dim == E && d->batch == B &&
+                      d->num_heads == H && (d->num_kv_heads ? d->num_kv_heads : H) == Hkv &&
                       d->q_len == L && d->kv_len == S && (d->kdim ? d->kdim : E) == kdim &&
                       (d->vdim ? d->vdim : E) == vdim;
     if (!small) {
