@@ -1093,12 +1093,13 @@ static void fuzz_sdpa(rd *r)
         }
         case BAD_PTR_EXTRA:
             switch (pick(r, 6)) {
-            case 0: if (!a->kv_lens) a->kv_lens = zero_lens; break;
-            case 1: if (!a->q_lens) a->q_lens = zero_lens; break;
-            case 2: if (!a->mask) a->mask = junk_u8; break;
-            case 3: if (!a->bias) a->bias = junk_f; break;
-            case 4: if (!a->probs) a->probs = junk_f; break;
-            default: if (!a->lse) a->lse = junk_f; break;
+            /* only pointers of features the plan does not use */
+            case 0: if (!d->use_kv_lens) a->kv_lens = zero_lens; break;
+            case 1: if (!d->use_q_lens) a->q_lens = zero_lens; break;
+            case 2: if (!d->mask_mode) a->mask = junk_u8; break;
+            case 3: if (!d->use_bias) a->bias = junk_f; break;
+            case 4: if (!d->want_probs) a->probs = junk_f; break;
+            default: if (!d->want_lse) a->lse = junk_f; break;
             }
             break;
         case BAD_LENGTH_: {
@@ -1673,14 +1674,15 @@ static void fuzz_mha(rd *r)
         }
         case BAD_PTR_EXTRA:
             switch (pick(r, 8)) {
-            case 0: if (!a.kv_lens) a.kv_lens = zero_lens; break;
-            case 1: if (!a.key) a.key = junk_f; break;
-            case 2: if (!a.mask) a.mask = junk_u8; break;
-            case 3: if (!a.key_padding_mask) a.key_padding_mask = junk_u8; break;
-            case 4: if (!a.weights) a.weights = junk_f; break;
-            case 5: if (!w.in_proj_weight) w.in_proj_weight = junk_f; break;
-            case 6: if (!w.q_bias) w.q_bias = junk_f; break;
-            default: if (!w.out_bias) w.out_bias = junk_f; break;
+            /* only pointers the plan does not use */
+            case 0: if (!d->use_kv_lens) a.kv_lens = zero_lens; break;
+            case 1: if (d->self_attention) a.key = junk_f; break;
+            case 2: if (!d->mask_mode) a.mask = junk_u8; break;
+            case 3: if (!d->key_padding_mode) a.key_padding_mask = junk_u8; break;
+            case 4: if (!d->weights) a.weights = junk_f; break;
+            case 5: if (!d->packed_in_proj) w.in_proj_weight = junk_f; break;
+            case 6: if (d->packed_in_proj || !d->has_bias) w.q_bias = junk_f; break;
+            default: if (!d->has_bias) w.out_bias = junk_f; break;
             }
             break;
         case BAD_LENGTH_: {
