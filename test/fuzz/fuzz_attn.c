@@ -976,7 +976,11 @@ static void fuzz_sdpa(rd *r)
     /* inputs: one float pool for Q, K, V and bias, views may overlap */
     size_t len = 0, oq, okk, ov, ob = 0;
     if (packed) {
-        oq = place(r, &len, (size_t)(eq + 2 * Hkv * dk), 0);
+        /* the views may have been changed by a planted invalid stride */
+        int64_t span = eq;
+        if (ek + Hq * dk > span) span = ek + Hq * dk;
+        if (ev + (Hq + Hkv) * dk > span) span = ev + (Hq + Hkv) * dk;
+        oq = place(r, &len, (size_t)span, 0);
         okk = oq + (size_t)(Hq * dk);
         ov = okk + (size_t)(Hkv * dk);
     } else {
