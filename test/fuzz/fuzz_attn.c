@@ -50,6 +50,15 @@
 #define FUZZ_SKIP_BUG_MHA_ROWS 1
 #endif
 
+#ifndef FUZZ_SKIP_BUG_MHA_WEIGHTS
+/* (5) found by this fuzzer: attn_mha_plan_create with attention weights
+ * and huge L and S (E = 12, H = 3, L = S = INT32_MAX, B = 2, per-head
+ * weights) computes the probabilities view with attn_view_bhsd(H, L, S):
+ * H * L * S overflows int64_t (UBSan) before any size check.  Expected
+ * ATTN_ERR_TOO_LARGE.  Reproducer: regressions/mha-weights-view-overflow. */
+#define FUZZ_SKIP_BUG_MHA_WEIGHTS 1
+#endif
+
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -1478,6 +1487,11 @@ static void fuzz_mha(rd *r)
 #if FUZZ_SKIP_BUG_MHA_ROWS
     if (huge && ((double)d->batch * (double)d->q_len >= 0x1p63 ||
                  (double)d->batch * (double)d->kv_len >= 0x1p63))
+        return;
+#endif
+#if FUZZ_SKIP_BUG_MHA_WEIGHTS
+    if (huge && d->weights != ATTN_WEIGHTS_NONE &&
+        (double)d->num_heads * (double)d->q_len * (double)d->kv_len >= 0x1p62)
         return;
 #endif
     if (huge)
