@@ -889,7 +889,9 @@ static void fuzz_sdpa(rd *r)
             huge = 1;
             break;
         }
-        case BAD_HEAD_RATIO: d->kv_heads = d->q_heads + 1 + pick(r, 3); break;
+        case BAD_HEAD_RATIO:
+            d->kv_heads = d->q_heads < ((int64_t)1 << 40) ? d->q_heads + 1 + pick(r, 3) : 7;
+            break;
         case BAD_STRIDE_NEG: *sp = -1 - (int64_t)u8(r) * (int64_t)(u8(r) + 1); break;
         case BAD_STRIDE_ZERO: *sp = 0; break;
         case BAD_STRIDE_SHORT: vw->seq = pick(r, 3) ? (vw->seq > 0 ? vw->seq - 1 - pick(r, 2) : 0) : 0; break;
@@ -1457,7 +1459,7 @@ static void fuzz_mha(rd *r)
             huge = 1;
             break;
         }
-        case BAD_HEAD_RATIO: d->num_kv_heads = H + 1 + pick(r, 3); break;
+        case BAD_HEAD_RATIO: d->num_kv_heads = d->num_heads < 64 ? d->num_heads + 1 + pick(r, 3) : 7; break;
         case BAD_STRIDE_NEG: *strides[pick(r, 4)] = -1 - (int64_t)u8(r); break;
         case BAD_STRIDE_ZERO: /* zero on a size > 1 mask/bias dim is broadcast (valid); packed/self mismatch instead */
             if (u8(r) & 1) d->packed_in_proj = 1; else d->self_attention = 1;
