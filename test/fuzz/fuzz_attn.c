@@ -81,6 +81,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static int verbose;
 
+/* FUZZ_STATS=1: at exit, how many inputs ended where (replay and tuning). */
+enum { N_PLAN_ONLY, N_ERROR, N_CHECKED, N_MHA_PLAN_ONLY, N_MHA_ERROR, N_MHA_CHECKED, N_COUNT };
+static long counts[N_COUNT];
+static void print_counts(void)
+{
+    fprintf(stderr, "fuzz_attn: SDPA plan-only %ld, error %ld, checked %ld; "
+            "MHA plan-only %ld, error %ld, checked %ld\n", counts[0], counts[1], counts[2],
+            counts[3], counts[4], counts[5]);
+}
+
 #define FAIL(...)                                                           \
     do {                                                                    \
         fprintf(stderr, "fuzz_attn: CONTRACT VIOLATION: " __VA_ARGS__);     \
@@ -484,6 +494,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     set_quiet_omp();
     const char *e = getenv("FUZZ_VERBOSE");
     verbose = e && atoi(e) != 0;
+    e = getenv("FUZZ_STATS");
+    if (e && atoi(e) != 0)
+        atexit(print_counts);
     return 0;
 }
 
@@ -961,6 +974,7 @@ static void fuzz_sdpa(rd *r)
         attn_sdpa_plan *plan = NULL;
         attn_status st = attn_sdpa_plan_create(&plan, d);
         check_status("attn_sdpa_plan_create", st, pe);
+        counts[N_PLAN_ONLY]++;
         if (st == ATTN_OK) {
             size_t ws = 0;
             if (attn_sdpa_workspace_size(plan, &ws) != ATTN_OK)
@@ -1192,8 +1206,10 @@ static void fuzz_sdpa(rd *r)
         FAIL("an input was modified");
     if (st != ATTN_OK) {
         sdpa_untouched(&P, st_name(st));
+        counts[N_ERROR]++;
         goto out;
     }
+    counts[N_CHECKED]++;
     (void)ee;
     sdpa_check_results(&P);
 
@@ -1509,6 +1525,7 @@ static void fuzz_mha(rd *r)
         attn_mha_plan *plan = NULL;
         attn_status st = attn_mha_plan_create(&plan, d);
         check_status("attn_mha_plan_create", st, pe);
+        counts[N_MHA_PLAN_ONLY]++;
         if (st == ATTN_OK) {
             size_t ws = 0;
             if (attn_mha_workspace_size(plan, &ws) != ATTN_OK)
@@ -1755,12 +1772,14 @@ static void fuzz_mha(rd *r)
     if (memcmp(inputs_copy, pool, pool_len * sizeof(float)) || memcmp(mcopy, mpool, mlen))
         FAIL("an MHA input was modified");
     if (st != ATTN_OK) {
+        counts[N_MHA_ERROR]++;
         obuf_untouched(&ob, "out", st_name(st));
         if (ow.base)
             obuf_untouched(&ow, "weights", st_name(st));
         goto out;
     }
 
+    counts[N_MHA_CHECKED]++;
     /* against the reference */
     {
         mref_out mo;
