@@ -1018,12 +1018,13 @@ static void fuzz_sdpa(rd *r)
     size_t mlen = 0, om = 0;
     if (d->mask_mode)
         om = place(r, &mlen, (size_t)em, 0);
-    P.pool_len = len + TAILN;
+    /* no tail: a read past the last view's end is outside the allocation */
+    P.pool_len = len;
     P.pool = xmalloc(P.pool_len * sizeof(float));
-    uint8_t *need = calloc(P.pool_len, 1);
-    P.mpool_len = mlen + TAILN;
+    uint8_t *need = calloc(P.pool_len + 1, 1);
+    P.mpool_len = mlen;
     P.mpool = xmalloc(P.mpool_len);
-    uint8_t *mneed = calloc(P.mpool_len, 1);
+    uint8_t *mneed = calloc(P.mpool_len + 1, 1);
     if (!need || !mneed)
         abort();
     prng gv = { u32(r) };
@@ -1574,9 +1575,9 @@ static void fuzz_mha(rd *r)
     if (d->use_bias)
         bias_off = place(r, &len, (size_t)ebias, 1);
 #undef REG
-    const size_t pool_len = len + TAILN;
+    const size_t pool_len = len; /* no tail, as for SDPA */
     float *pool = xmalloc(pool_len * sizeof(float));
-    uint8_t *need = calloc(pool_len, 1);
+    uint8_t *need = calloc(pool_len + 1, 1);
     if (!need)
         abort();
     for (int i = 0; i < nr; i++)
@@ -1584,8 +1585,8 @@ static void fuzz_mha(rd *r)
             for (int64_t x = 0; x < rg[i].width; x++)
                 need[rg[i].off + (size_t)(row * rg[i].stride + x)] |= 1;
     int64_t emask = d->mask_mode ? view_extent(&d->mask, szm, S) : 0;
-    const size_t mlen = (size_t)emask + TAILN;
-    uint8_t *mpool = xmalloc(mlen), *mneed = calloc(mlen, 1);
+    const size_t mlen = (size_t)emask;
+    uint8_t *mpool = xmalloc(mlen), *mneed = calloc(mlen + 1, 1);
     if (!mneed)
         abort();
     for (int64_t b = 0; b < B; b++) {
@@ -1626,7 +1627,7 @@ static void fuzz_mha(rd *r)
             mpool[i] = (uint8_t)pr_next(&gv);
         }
     }
-    uint8_t kpm[8 * 8];
+    uint8_t *kpm = xmalloc((size_t)(B * S)); /* exact size, for ASan */
     const int kkeep = d->key_padding_mode == ATTN_MASK_DROP_NONZERO ? 0 : 1;
     for (int64_t i = 0; i < B * S; i++) {
         int vis = pr_unit(&gv) < (keep < 1.0 ? 0.8 : 1.0);
@@ -1848,6 +1849,7 @@ out:
     free(mcopy);
     free(pool);
     free(mpool);
+    free(kpm);
     obuf_free(&ob);
     obuf_free(&ow);
 }
