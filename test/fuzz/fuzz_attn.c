@@ -895,9 +895,12 @@ static void fuzz_sdpa(rd *r)
                 d->k = (attn_view){ (int64_t)(hk * mm * ek & INT64_MAX), (int64_t)(mm * ek & INT64_MAX), (int64_t)ek };
                 d->v = (attn_view){ (int64_t)(hk * mm * ev & INT64_MAX), (int64_t)(mm * ev & INT64_MAX), (int64_t)ev };
                 d->o = (attn_view){ (int64_t)(hq * nn * ev & INT64_MAX), (int64_t)(nn * ev & INT64_MAX), (int64_t)ev };
-            } else if (which == 1) { /* the known overflow's shape */
-                d->q = (attn_view){ 0, 1, 1 };
-                d->o = (attn_view){ 0, 1, 1 };
+            } else if (which == 1) {
+                /* the shape of known bug (1): one query, split keys */
+                d->batch = d->kv_heads = d->q_len = d->qk_dim = d->v_dim = 1;
+                d->kv_len = 513 + (int64_t)u8(r) * 64;
+                d->q = d->o = (attn_view){ 0, 1, 1 };
+                d->k = d->v = (attn_view){ 0, 0, 1 };
             }
             huge = 1;
             break;
