@@ -1,0 +1,1873 @@
+/*
+ * fuzz_attn.c -- libFuzzer target: the input bytes decode into one whole
+ * SDPA or MHA problem (sizes, layouts and strides, broadcast and
+ * overlapping input views, window, lengths, masks, bias, optional outputs,
+ * threads, workspace) with, on demand, one or two deliberately invalid
+ * fields.  The contract of attn.h is checked and any violation abort()s:
+ *
+ * - the status: an independent reading of attn.h's rules (expect_*) says
+ *   which statuses are allowed; a valid problem must return ATTN_OK and an
+ *   invalid one one of the statuses of the rules it breaks;
+ * - on error, every output buffer is bitwise untouched (all of it holds the
+ *   sentinel) and the inputs are unchanged;
+ * - on success, every output element in a view is within the float64
+ *   reference's bounds (test/reference.h, test/mha_reference.h), every
+ *   element outside the views still holds the sentinel, the inputs are
+ *   unchanged, and a second run with another thread count (and another
+ *   workspace choice) is bitwise identical;
+ * - every input position attn.h says is never read (gaps between rows,
+ *   padded query rows, K/V rows no query sees through lengths and window,
+ *   mask and bias entries hidden by lengths or window) holds NaN (garbage
+ *   for the mask), so reading one shows in the outputs; the test BLAS
+ *   (plain_sgemm.c) and AddressSanitizer catch reads outside the buffers.
+ *
+ * Decoding never fails: a short input reads as zeros, which is a small
+ * valid problem.  FUZZ_VERBOSE=1 prints each decoded problem.
+ *
+ * Known library bugs skipped until their fixes land (set to 0 to re-enable):
+ */
+#ifndef FUZZ_SKIP_BUG_WS_OVERFLOW
+/* (1) workspace byte count overflows (signed) in lib/sdpa/plan.c for huge
+ * B * Hq * n instead of returning ATTN_ERR_TOO_LARGE. */
+#define FUZZ_SKIP_BUG_WS_OVERFLOW 1
+#endif
+#ifndef FUZZ_SKIP_BUG_OVERLAP
+/* (2) the output self-overlap check rejects some non-overlapping views
+ * (interleaved strides such as {0, 2, 3} with Hq = 3, n = 2, dv = 1). */
+#define FUZZ_SKIP_BUG_OVERLAP 1
+#endif
+#ifndef FUZZ_SKIP_BUG_LSE_SEQ0
+/* (3) a logsumexp seq stride of 0 with n == 1 is rejected. */
+#define FUZZ_SKIP_BUG_LSE_SEQ0 1
+#endif
+
+#ifndef FUZZ_SKIP_BUG_MHA_ROWS
+/* (4) found by this fuzzer: attn_mha_plan_create with B * L or B * S of
+ * 2^63 or more (e.g. B = 2^62, L = 2) converts the row count to int64_t and
+ * row_stride() computes rows - 1 on INT64_MIN: signed overflow (UBSan)
+ * instead of ATTN_ERR_TOO_LARGE.  Reproducer: regressions/mha-rows-overflow
+ * (UBSan report with this set to 0). */
+#define FUZZ_SKIP_BUG_MHA_ROWS 1
+#endif
+
+#ifndef FUZZ_SKIP_BUG_MHA_WEIGHTS
+/* (5) found by this fuzzer: attn_mha_plan_create with attention weights
+ * and huge L and S (E = 12, H = 3, L = S = INT32_MAX, B = 2, per-head
+ * weights) computes the probabilities view with attn_view_bhsd(H, L, S):
+ * H * L * S overflows int64_t (UBSan) before any size check.  Expected
+ * ATTN_ERR_TOO_LARGE.  Reproducer: regressions/mha-weights-view-overflow. */
+#define FUZZ_SKIP_BUG_MHA_WEIGHTS 1
+#endif
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <attn.h>
+
+#include "../mha_reference.h"
+#include "../reference.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+#define SENT 0x7fc0deadu   /* bit pattern of every output element before a call */
+#define TAILN 8            /* sentinel elements after each output view */
+#define POOL_MAX (1 << 20) /* largest input pool (floats) we allocate */
+#define BIT(s) (1u << (s))
+
+static int verbose;
+
+/* FUZZ_STATS=1: at exit, how many inputs ended where (replay and tuning). */
+enum { N_PLAN_ONLY, N_ERROR, N_CHECKED, N_MHA_PLAN_ONLY, N_MHA_ERROR, N_MHA_CHECKED, N_COUNT };
+static long counts[N_COUNT];
+static void print_counts(void)
+{
+    fprintf(stderr, "fuzz_attn: SDPA plan-only %ld, error %ld, checked %ld; "
+            "MHA plan-only %ld, error %ld, checked %ld\n", counts[0], counts[1], counts[2],
+            counts[3], counts[4], counts[5]);
+}
+
+#define FAIL(...)                                                           \
+    do {                                                                    \
+        fprintf(stderr, "fuzz_attn: CONTRACT VIOLATION: " __VA_ARGS__);     \
+        fputc('\n', stderr);                                                \
+        abort();                                                            \
+    } while (0)
+
+/* ------------------------------------------------------------- reader */
+
+typedef struct rd {
+    const uint8_t *p;
+    size_t n, i;
+} rd;
+
+static unsigned u8(rd *r) { return r->i < r->n ? r->p[r->i++] : 0; }
+static unsigned pick(rd *r, unsigned k) { return k ? u8(r) % k : 0; }
+static uint32_t u32(rd *r)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)u8(r) << (8 * i);
+    return v;
+}
+
+/* Values: a PRNG seeded from the input, so libFuzzer mutates structure. */
+typedef struct prng {
+    uint64_t s;
+} prng;
+static uint64_t pr_next(prng *g)
+{
+    uint64_t z = (g->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static double pr_unit(prng *g) { return (double)(pr_next(g) >> 11) * 0x1p-53; }
+static float pr_val(prng *g, double mag) { return (float)((2.0 * pr_unit(g) - 1.0) * mag); }
+
+static uint32_t fbits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static float sentinel(void)
+{
+    uint32_t u = SENT;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "fuzz_attn: out of memory (%zu bytes)\n", bytes);
+        abort();
+    }
+    return p;
+}
+
+/* --------------------------------------------------- expected statuses */
+
+/* must: statuses of the rules the problem breaks (nonzero: an error is
+ * required and must be one of must | maybe); maybe: statuses also
+ * tolerated (ambiguities of the header, known bugs, huge sizes). */
+typedef struct expect {
+    unsigned must, maybe;
+} expect;
+
+static const char *st_name(attn_status s) { return attn_status_str(s); }
+
+static void check_status(const char *what, attn_status st, expect e)
+{
+    if ((unsigned)st >= ATTN_STATUS_COUNT_)
+        FAIL("%s returned %d, not a status", what, (int)st);
+    if (e.must == 0) {
+        if (st != ATTN_OK && !(BIT(st) & e.maybe))
+            FAIL("%s: valid problem, got %s (%d)", what, st_name(st), (int)st);
+        return;
+    }
+    if (st == ATTN_OK)
+        FAIL("%s: invalid problem (expected status mask 0x%x), got ATTN_OK", what, e.must);
+    if (!(BIT(st) & (e.must | e.maybe)))
+        FAIL("%s: got %s (%d), expected one of mask 0x%x (or 0x%x)", what, st_name(st),
+             (int)st, e.must, e.maybe);
+}
+
+enum { VK_INPUT, VK_OUTPUT, VK_LSE, VK_BCAST };
+
+/* Exact self-overlap of an output view (rows of D elements): 1 overlapping,
+ * 0 not, -1 too many rows to tell. */
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+static int view_overlaps(const int64_t sz[3], const int64_t st[3], int64_t D)
+{
+    uint64_t rows = 1;
+    for (int i = 0; i < 3; i++) {
+        if (sz[i] > 4096)
+            return -1;
+        rows *= (uint64_t)sz[i];
+    }
+    if (rows > 4096)
+        return -1;
+    uint64_t *a = xmalloc(rows * sizeof *a), k = 0;
+    for (int64_t x = 0; x < sz[0]; x++)
+        for (int64_t y = 0; y < sz[1]; y++)
+            for (int64_t z = 0; z < sz[2]; z++)
+                a[k++] = (uint64_t)x * (uint64_t)st[0] + (uint64_t)y * (uint64_t)st[1] +
+                         (uint64_t)z * (uint64_t)st[2];
+    qsort(a, rows, sizeof *a, cmp_u64);
+    int bad = 0;
+    for (uint64_t i = 1; i < rows && !bad; i++)
+        if (a[i] - a[i - 1] < (uint64_t)D)
+            bad = 1;
+    free(a);
+    return bad;
+}
+
+#if FUZZ_SKIP_BUG_OVERLAP
+/* The library's current (conservative) test: dims of size > 1 sorted by
+ * stride, each stride clears the extent of everything inside it. */
+static int nested_ok(const int64_t sz[3], const int64_t st[3], int64_t D)
+{
+    int64_t s[3], z[3];
+    int k = 0;
+    for (int i = 0; i < 3; i++)
+        if (sz[i] > 1) {
+            s[k] = st[i];
+            z[k++] = sz[i];
+        }
+    for (int i = 1; i < k; i++)
+        for (int j = i; j > 0 && s[j] < s[j - 1]; j--) {
+            int64_t t = s[j]; s[j] = s[j - 1]; s[j - 1] = t;
+            t = z[j]; z[j] = z[j - 1]; z[j - 1] = t;
+        }
+    uint64_t inner = (uint64_t)D;
+    for (int i = 0; i < k; i++) {
+        if ((uint64_t)s[i] < inner)
+            return 0;
+        inner += (uint64_t)(z[i] - 1) * (uint64_t)s[i];
+    }
+    return 1;
+}
+#endif
+
+/* The view rules of attn.h ("Tensor views" and the field comments) for a
+ * view of [B][H][S][D] with unit dim stride. */
+static void expect_view(expect *e, const attn_view *v, int64_t B, int64_t H, int64_t S,
+                        int64_t D, int kind)
+{
+    const int64_t st[3] = { v->batch, v->head, v->seq }, sz[3] = { B, H, S };
+    int unset = 0, neg = 0;
+    for (int i = 0; i < 3; i++) {
+        if (st[i] == ATTN_STRIDE_UNSET)
+            unset = 1;
+        else if (st[i] < 0)
+            neg = 1;
+    }
+    if (unset)
+        e->must |= BIT(ATTN_ERR_STRIDES_UNSET);
+    if (neg)
+        e->must |= BIT(ATTN_ERR_BAD_STRIDE);
+    if (unset || neg) {
+        /* the other rules cannot be evaluated: any view error will do */
+        e->maybe |= BIT(ATTN_ERR_BAD_STRIDE) | BIT(ATTN_ERR_STRIDES_UNSET) |
+                    BIT(ATTN_ERR_TOO_LARGE);
+        return;
+    }
+    for (int i = 0; i < 3; i++)
+        if (st[i] == 0 && sz[i] > 1 && kind != VK_BCAST)
+            e->must |= BIT(ATTN_ERR_BAD_STRIDE);
+    /* "the seq stride of Q, K, V, O is >= that tensor's dim and of P >= m,
+     * even when that length is 1"; a mask or bias row is m long too ("a
+     * row stride is shorter than its row"), 0 broadcasting.  logsumexp has
+     * no row: only the size-1 rule applies to it. */
+    if (kind != VK_LSE && v->seq < D && !(kind == VK_BCAST && v->seq == 0))
+        e->must |= BIT(ATTN_ERR_BAD_STRIDE);
+    if (v->seq > INT32_MAX) {
+        /* the BLAS leading dimension; the mask, bias and logsumexp are not
+         * BLAS operands, so the header does not say (tolerated) */
+        if (kind == VK_INPUT || kind == VK_OUTPUT)
+            e->must |= BIT(ATTN_ERR_TOO_LARGE);
+        else
+            e->maybe |= BIT(ATTN_ERR_TOO_LARGE);
+    }
+    uint64_t ext = (uint64_t)D, t;
+    int ovf = 0;
+    for (int i = 0; i < 3; i++)
+        if (__builtin_mul_overflow((uint64_t)(sz[i] - 1), (uint64_t)st[i], &t) ||
+            __builtin_add_overflow(ext, t, &ext))
+            ovf = 1;
+    if (ovf || ext > (uint64_t)INT64_MAX / sizeof(float))
+        e->must |= BIT(ATTN_ERR_TOO_LARGE);
+    else if (ext > ((uint64_t)1 << 58))
+        e->maybe |= BIT(ATTN_ERR_TOO_LARGE);
+    if (kind == VK_OUTPUT || kind == VK_LSE) {
+        int ov = view_overlaps(sz, st, D);
+        if (ov < 0)
+            e->maybe |= BIT(ATTN_ERR_BAD_STRIDE);
+        else if (ov)
+            e->must |= BIT(ATTN_ERR_BAD_STRIDE);
+#if FUZZ_SKIP_BUG_OVERLAP
+        else if (!nested_ok(sz, st, D))
+            e->maybe |= BIT(ATTN_ERR_BAD_STRIDE);
+#endif
+#if FUZZ_SKIP_BUG_LSE_SEQ0
+        if (kind == VK_LSE && v->seq == 0)
+            e->maybe |= BIT(ATTN_ERR_BAD_STRIDE);
+#endif
+    }
+}
+
+static int reserved_nonzero(const int64_t *r, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (r[i])
+            return 1;
+    return 0;
+}
+
+static int mask_mode_ok(int m) { return m == ATTN_MASK_NONE || m == ATTN_MASK_KEEP_NONZERO || m == ATTN_MASK_DROP_NONZERO; }
+
+static expect expect_sdpa_plan(const attn_sdpa_desc *d)
+{
+    expect e = { 0, 0 };
+    if (reserved_nonzero(d->reserved, 16) ||
+        (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
+        !mask_mode_ok(d->mask_mode))
+        e.must |= BIT(ATTN_ERR_BAD_OPTION);
+    if (d->batch <= 0 || d->q_heads <= 0 || d->kv_heads <= 0 || d->q_len <= 0 ||
+        d->kv_len <= 0 || d->qk_dim <= 0 || d->v_dim <= 0) {
+        e.must |= BIT(ATTN_ERR_BAD_SIZE);
+        e.maybe = ~0u & ~1u;
+        return e;
+    }
+    if (d->q_len > INT32_MAX || d->kv_len > INT32_MAX || d->qk_dim > INT32_MAX ||
+        d->v_dim > INT32_MAX)
+        e.must |= BIT(ATTN_ERR_TOO_LARGE);
+    if (d->q_heads % d->kv_heads)
+        e.must |= BIT(ATTN_ERR_HEAD_RATIO);
+    const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
+                  m = d->kv_len;
+    expect_view(&e, &d->q, B, Hq, n, d->qk_dim, VK_INPUT);
+    expect_view(&e, &d->k, B, Hkv, m, d->qk_dim, VK_INPUT);
+    expect_view(&e, &d->v, B, Hkv, m, d->v_dim, VK_INPUT);
+    expect_view(&e, &d->o, B, Hq, n, d->v_dim, VK_OUTPUT);
+    if (mask_mode_ok(d->mask_mode) && d->mask_mode != ATTN_MASK_NONE)
+        expect_view(&e, &d->mask, B, Hq, n, m, VK_BCAST);
+    if (d->use_bias)
+        expect_view(&e, &d->bias, B, Hq, n, m, VK_BCAST);
+    if (d->want_probs)
+        expect_view(&e, &d->probs, B, Hq, n, m, VK_OUTPUT);
+    if (d->want_lse)
+        expect_view(&e, &d->lse, B, Hq, n, 1, VK_LSE);
+    if (isinf(d->scale))
+        e.must |= BIT(ATTN_ERR_BAD_SCALE);
+    if (d->threads < 0 || d->threads > 1024)
+        e.must |= BIT(ATTN_ERR_BAD_THREADS);
+    return e;
+}
+
+/* ------------------------------------------------------------- views */
+
+/* Strides of a non-overlapping view of [sz0][sz1][sz2][D]: the three dims
+ * in a decoded order (outer to inner) with decoded gaps. */
+static attn_view gen_view(rd *r, const int64_t sz[3], int64_t D)
+{
+    static const int perms[6][3] = { { 0, 1, 2 }, { 0, 2, 1 }, { 1, 0, 2 },
+                                     { 1, 2, 0 }, { 2, 0, 1 }, { 2, 1, 0 } };
+    unsigned kind = pick(r, 4);
+    const int *ord = perms[kind == 1 ? 1 : kind >= 2 ? pick(r, 6) : 0];
+    int64_t st[3], ext = D;
+    for (int k = 2; k >= 0; k--) {
+        const int d = ord[k];
+        const int64_t gap = kind == 3 ? pick(r, 4) : 0;
+        st[d] = ext + gap;
+        ext = st[d] * sz[d];
+    }
+    /* size-1 dims: any stride (0 too, except the seq stride, >= D) */
+    unsigned mod = u8(r);
+    for (int d = 0; d < 3; d++)
+        if (sz[d] == 1 && (mod >> (2 * d) & 3))
+            st[d] = d == 2 ? D + (int64_t)((mod >> (2 * d)) & 3) * 7
+                           : ((mod >> (2 * d)) & 3) == 1 ? 0 : (int64_t)u8(r);
+    attn_view v = { st[0], st[1], st[2] };
+    return v;
+}
+
+/* Elements spanned by a valid view (the last row's end); -1 if huge. */
+static int64_t view_extent(const attn_view *v, const int64_t sz[3], int64_t D)
+{
+    const int64_t st[3] = { v->batch, v->head, v->seq };
+    uint64_t ext = (uint64_t)D, t;
+    for (int i = 0; i < 3; i++) {
+        if (st[i] < 0 || sz[i] <= 0)
+            return -1;
+        if (__builtin_mul_overflow((uint64_t)(sz[i] - 1), (uint64_t)st[i], &t) ||
+            __builtin_add_overflow(ext, t, &ext) || ext > POOL_MAX)
+            return -1;
+    }
+    return (int64_t)ext;
+}
+
+/* Place a region of ext elements in a pool: after what is there (with a
+ * small gap) or, for inputs, overlapping what is there. */
+static size_t place(rd *r, size_t *len, size_t ext, int overlap_ok)
+{
+    unsigned c = u8(r);
+    size_t off;
+    if (overlap_ok && (c & 3) == 3 && *len > 0)
+        off = (c >> 2) % *len;
+    else
+        off = *len + (c >> 2) % 3;
+    if (off + ext > *len)
+        *len = off + ext;
+    return off;
+}
+
+/* An output buffer: the view at a small offset, sentinel everywhere, and a
+ * map of the elements inside the view. */
+typedef struct obuf {
+    float *base;
+    uint8_t *inview;
+    size_t count;
+    float *ptr; /* view origin */
+} obuf;
+
+static void obuf_make(obuf *b, rd *r, const attn_view *v, const int64_t sz[3], int64_t D,
+                      int64_t ext)
+{
+    size_t off = pick(r, 3);
+    b->count = off + (size_t)ext + TAILN;
+    b->base = xmalloc(b->count * sizeof(float));
+    b->inview = calloc(b->count, 1);
+    if (!b->inview)
+        abort();
+    b->ptr = b->base + off;
+    for (int64_t x = 0; x < sz[0]; x++)
+        for (int64_t y = 0; y < sz[1]; y++)
+            for (int64_t z = 0; z < sz[2]; z++)
+                for (int64_t d = 0; d < D; d++)
+                    b->inview[off + (size_t)(x * v->batch + y * v->head + z * v->seq + d)] = 1;
+}
+static void obuf_clear(obuf *b)
+{
+    const float s = sentinel();
+    for (size_t i = 0; i < b->count; i++)
+        b->base[i] = s;
+}
+static void obuf_free(obuf *b)
+{
+    free(b->base);
+    free(b->inview);
+    memset(b, 0, sizeof *b);
+}
+static void obuf_untouched(const obuf *b, const char *name, const char *when)
+{
+    for (size_t i = 0; i < b->count; i++)
+        if (fbits(b->base[i]) != SENT)
+            FAIL("%s: output %s element %zu was written (bits 0x%08x)", when, name, i,
+                 fbits(b->base[i]));
+}
+static void obuf_outside(const obuf *b, const char *name)
+{
+    for (size_t i = 0; i < b->count; i++)
+        if (!b->inview[i] && fbits(b->base[i]) != SENT)
+            FAIL("output %s element %zu outside the view was written (bits 0x%08x)", name, i,
+                 fbits(b->base[i]));
+}
+static float *obuf_snap(const obuf *b)
+{
+    if (!b->base)
+        return NULL;
+    float *s = xmalloc(b->count * sizeof(float));
+    memcpy(s, b->base, b->count * sizeof(float));
+    return s;
+}
+static void obuf_same(const obuf *b, const float *snap, const char *name, int t1, int t2)
+{
+    if (b->base && memcmp(b->base, snap, b->count * sizeof(float)))
+        FAIL("output %s differs bitwise between %d and %d threads", name, t1, t2);
+}
+
+static void set_quiet_omp(void)
+{
+    /* idle OpenMP workers must not spin on the shared cores */
+    setenv("OMP_WAIT_POLICY", "passive", 0);
+    setenv("KMP_BLOCKTIME", "0", 0);
+    setenv("OPENBLAS_NUM_THREADS", "1", 0);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    set_quiet_omp();
+    const char *e = getenv("FUZZ_VERBOSE");
+    verbose = e && atoi(e) != 0;
+    e = getenv("FUZZ_STATS");
+    if (e && atoi(e) != 0)
+        atexit(print_counts);
+    return 0;
+}
+
+/* Invalid fields the decoder can plant (one or two per input). */
+enum {
+    BAD_NONE = 0,
+    BAD_RESERVED,
+    BAD_ENUM,
+    BAD_SIZE_NONPOS,
+    BAD_SIZE_HUGE,
+    BAD_HEAD_RATIO,
+    BAD_STRIDE_NEG,
+    BAD_STRIDE_ZERO,
+    BAD_STRIDE_SHORT,
+    BAD_STRIDE_UNSET,
+    BAD_OUT_OVERLAP,
+    BAD_SCALE_INF,
+    BAD_THREADS_,
+    BAD_STRIDE_HUGE,
+    BAD_PTR_NULL,
+    BAD_PTR_EXTRA,
+    BAD_LENGTH_,
+    BAD_WS_SMALL,
+    BAD_WS_MISALIGNED,
+    BAD_NULL_TOP,
+    BAD_COUNT_
+};
+
+static const int64_t huge_sizes[] = {
+    (int64_t)INT32_MAX,        (int64_t)INT32_MAX + 1, (int64_t)1 << 40,
+    INT64_MAX,                 (int64_t)1537228672809129302, (int64_t)1 << 62,
+    (int64_t)UINT32_MAX,       (int64_t)1 << 31 | 1,
+};
+
+static int32_t bad_length(rd *r, int64_t lim)
+{
+    switch (pick(r, 4)) {
+    case 0: return -1;
+    case 1: return (int32_t)lim + 1;
+    case 2: return INT32_MIN;
+    default: return INT32_MAX;
+    }
+}
+
+/* Caller workspace: NULL, exact, larger, NaN-filled; or deliberately bad. */
+typedef struct wsp {
+    void *raw;
+    void *ptr;
+    size_t bytes;
+} wsp;
+static void wsp_make(wsp *w, unsigned choice, size_t need, int small, int misaligned)
+{
+    memset(w, 0, sizeof *w);
+    if (!choice && !small && !misaligned)
+        return;
+    size_t bytes = need + (choice == 2 ? 192 : 0);
+    if (small)
+        bytes = need ? need - 1 - (need > 64 ? choice * 8 % 64 : 0) : 0;
+    size_t alloc = (bytes + 64 + 63) / 64 * 64 + 64;
+    w->raw = aligned_alloc(64, alloc);
+    if (!w->raw)
+        abort();
+    const float nan = NAN;
+    for (size_t i = 0; i + 4 <= alloc; i += 4)
+        memcpy((char *)w->raw + i, &nan, 4);
+    w->ptr = (char *)w->raw + (misaligned ? 4 + 4 * (choice % 8) : 0);
+    w->bytes = bytes;
+}
+
+/* ------------------------------------------------------------------ SDPA */
+
+typedef struct sdpa_prob {
+    attn_sdpa_desc d;
+    attn_sdpa_args a;
+    int32_t kv_lens[8], q_lens[8];
+    float *pool;     /* Q, K, V and bias, possibly overlapping */
+    size_t pool_len;
+    uint8_t *mpool;  /* the mask */
+    size_t mpool_len;
+    obuf o, p, l;
+} sdpa_prob;
+
+static void print_view(const char *name, const attn_view *v)
+{
+    fprintf(stderr, " %s{%lld,%lld,%lld}", name, (long long)v->batch, (long long)v->head,
+            (long long)v->seq);
+}
+
+static void print_sdpa(const attn_sdpa_desc *d, const unsigned bad[2], int t2)
+{
+    fprintf(stderr, "SDPA B=%lld Hq=%lld Hkv=%lld n=%lld m=%lld dk=%lld dv=%lld", (long long)d->batch,
+            (long long)d->q_heads, (long long)d->kv_heads, (long long)d->q_len,
+            (long long)d->kv_len, (long long)d->qk_dim, (long long)d->v_dim);
+    print_view("q", &d->q);
+    print_view("k", &d->k);
+    print_view("v", &d->v);
+    print_view("o", &d->o);
+    fprintf(stderr, " scale=%g align=%d win=[%lld,%lld] lens=%d/%d mask=%d", d->scale,
+            (int)d->align, (long long)d->window_left, (long long)d->window_right,
+            d->use_kv_lens, d->use_q_lens, (int)d->mask_mode);
+    if (d->mask_mode)
+        print_view("", &d->mask);
+    fprintf(stderr, " bias=%d", d->use_bias);
+    if (d->use_bias)
+        print_view("", &d->bias);
+    fprintf(stderr, " P=%d", d->want_probs);
+    if (d->want_probs)
+        print_view("", &d->probs);
+    fprintf(stderr, " lse=%d", d->want_lse);
+    if (d->want_lse)
+        print_view("", &d->lse);
+    fprintf(stderr, " threads=%d/%d bad=%u,%u\n", d->threads, t2, bad[0], bad[1]);
+}
+
+/* Is key j of batch b read by some query row (lengths and window only)? */
+static int key_seen(const attn_sdpa_desc *d, int64_t klen, int64_t qlen, int64_t j)
+{
+    if (j >= klen)
+        return 0;
+    for (int64_t i = 0; i < qlen; i++)
+        if (ref_window_visible(d, klen, qlen, i, j))
+            return 1;
+    return 0;
+}
+
+/* The plan-independent part of execute's contract. */
+static expect expect_sdpa_exec(const attn_sdpa_desc *d, const attn_sdpa_args *a,
+                               const void *ws, size_t ws_bytes, size_t need)
+{
+    expect e = { 0, 0 };
+    if (!a->q || !a->k || !a->v || !a->o)
+        e.must |= BIT(ATTN_ERR_NULL_ARGUMENT);
+    const struct { int used; const void *p; } f[] = {
+        { d->use_kv_lens, a->kv_lens },  { d->use_q_lens, a->q_lens },
+        { d->mask_mode != ATTN_MASK_NONE, a->mask }, { d->use_bias, a->bias },
+        { d->want_probs, a->probs },     { d->want_lse, a->lse },
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (f[i].used && !f[i].p)
+            e.must |= BIT(ATTN_ERR_NULL_ARGUMENT);
+        if (!f[i].used && f[i].p)
+            e.must |= BIT(ATTN_ERR_ARGUMENT_MISMATCH);
+    }
+    for (int64_t b = 0; b < d->batch; b++) {
+        if (d->use_kv_lens && a->kv_lens && (a->kv_lens[b] < 0 || a->kv_lens[b] > d->kv_len))
+            e.must |= BIT(ATTN_ERR_BAD_LENGTH);
+        if (d->use_q_lens && a->q_lens && (a->q_lens[b] < 0 || a->q_lens[b] > d->q_len))
+            e.must |= BIT(ATTN_ERR_BAD_LENGTH);
+    }
+    if (ws) {
+        if (ws_bytes < need)
+            e.must |= BIT(ATTN_ERR_WORKSPACE_TOO_SMALL);
+        if ((uintptr_t)ws % 64)
+            e.must |= BIT(ATTN_ERR_WORKSPACE_ALIGNMENT);
+    }
+    return e;
+}
+
+static void sdpa_check_results(const sdpa_prob *P)
+{
+    const attn_sdpa_desc *d = &P->d;
+    const int64_t B = d->batch, Hq = d->q_heads, n = d->q_len, m = d->kv_len, dv = d->v_dim;
+    const size_t rows = (size_t)(B * Hq * n);
+    ref_out ro;
+    memset(&ro, 0, sizeof ro);
+    ro.o = xmalloc(rows * (size_t)dv * sizeof(double));
+    ro.o_abs = xmalloc(rows * (size_t)dv * sizeof(double));
+    ro.lse = xmalloc(rows * sizeof(double));
+    ro.s_abs = xmalloc(rows * sizeof(double));
+    ro.nvis = xmalloc(rows * sizeof(int64_t));
+    if (d->want_probs)
+        ro.p = xmalloc(rows * (size_t)m * sizeof(double));
+    if (ref_sdpa(d, &P->a, &ro))
+        abort();
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < n; i++) {
+                const size_t row = (size_t)((b * Hq + h) * n + i);
+                double prel, orel, ltol;
+                ref_row_tolerance(d->qk_dim, ro.nvis[row], ro.s_abs[row], ro.lse[row], &prel,
+                                  &orel, &ltol);
+                const float *O = P->o.ptr + b * d->o.batch + h * d->o.head + i * d->o.seq;
+                for (int64_t x = 0; x < dv; x++) {
+                    double ref = ro.o[row * (size_t)dv + (size_t)x];
+                    double tol = orel * ro.o_abs[row * (size_t)dv + (size_t)x] + REF_TINY;
+                    if (!(fabs((double)O[x] - ref) <= tol))
+                        FAIL("O[b=%lld h=%lld i=%lld d=%lld] = %.9g, reference %.9g, tol %.3g",
+                             (long long)b, (long long)h, (long long)i, (long long)x,
+                             (double)O[x], ref, tol);
+                }
+                if (d->want_probs) {
+                    const float *Pr = P->p.ptr + b * d->probs.batch + h * d->probs.head +
+                                      i * d->probs.seq;
+                    for (int64_t j = 0; j < m; j++) {
+                        double ref = ro.p[row * (size_t)m + (size_t)j];
+                        double tol = prel * ref + REF_TINY;
+                        if (!(fabs((double)Pr[j] - ref) <= tol))
+                            FAIL("P[b=%lld h=%lld i=%lld j=%lld] = %.9g, reference %.9g, tol %.3g",
+                                 (long long)b, (long long)h, (long long)i, (long long)j,
+                                 (double)Pr[j], ref, tol);
+                    }
+                }
+                if (d->want_lse) {
+                    const float L = P->l.ptr[b * d->lse.batch + h * d->lse.head + i * d->lse.seq];
+                    double ref = ro.lse[row];
+                    if (ref == -INFINITY ? !((double)L == -INFINITY)
+                                         : !(fabs((double)L - ref) <= ltol))
+                        FAIL("lse[b=%lld h=%lld i=%lld] = %.9g, reference %.9g, tol %.3g",
+                             (long long)b, (long long)h, (long long)i, (double)L, ref, ltol);
+                }
+            }
+    obuf_outside(&P->o, "O");
+    if (d->want_probs)
+        obuf_outside(&P->p, "P");
+    if (d->want_lse)
+        obuf_outside(&P->l, "lse");
+    free(ro.o);
+    free(ro.o_abs);
+    free(ro.lse);
+    free(ro.s_abs);
+    free(ro.nvis);
+    free(ro.p);
+}
+
+static void sdpa_clear(sdpa_prob *P)
+{
+    obuf_clear(&P->o);
+    if (P->p.base)
+        obuf_clear(&P->p);
+    if (P->l.base)
+        obuf_clear(&P->l);
+}
+
+static void sdpa_untouched(const sdpa_prob *P, const char *when)
+{
+    obuf_untouched(&P->o, "O", when);
+    if (P->p.base)
+        obuf_untouched(&P->p, "P", when);
+    if (P->l.base)
+        obuf_untouched(&P->l, "lse", when);
+}
+
+static int threads_other(int t, unsigned c)
+{
+    int t2 = 1 + (int)(c % 4);
+    if (t2 == t)
+        t2 = t % 4 + 1;
+    return t2;
+}
+
+static void fuzz_sdpa(rd *r)
+{
+    sdpa_prob P;
+    memset(&P, 0, sizeof P);
+    attn_sdpa_desc *d = &P.d;
+    attn_sdpa_desc_init(d);
+    unsigned bad[2] = { BAD_NONE, BAD_NONE };
+    unsigned bb = u8(r);
+    if (bb) {
+        bad[0] = 1 + (bb - 1) % (BAD_COUNT_ - 1);
+        if (bb >= 128)
+            bad[1] = 1 + pick(r, BAD_COUNT_ - 1);
+    }
+
+    /* sizes */
+    int64_t B = 1 + pick(r, 3), Hkv = 1 + pick(r, 2), g = 1 + pick(r, 3);
+    int64_t n = 1 + pick(r, 6), m = 1 + pick(r, 9), dk = 1 + pick(r, 6), dv = 1 + pick(r, 6);
+    unsigned shape = u8(r) % 16;
+    if (shape == 1) { /* past a key tile, and split keys for short queries */
+        B = 1;
+        n = 1 + pick(r, 2);
+        m = 500 + pick(r, 250) * 3;
+        dk = 1 + pick(r, 3);
+        dv = 1 + pick(r, 3);
+    } else if (shape == 2) { /* more query rows than a GEMM sub-block */
+        n = 60 + pick(r, 16);
+        m = 1 + pick(r, 6);
+        B = 1;
+    }
+    d->batch = B;
+    d->kv_heads = Hkv;
+    d->q_heads = Hkv * g;
+    d->q_len = n;
+    d->kv_len = m;
+    d->qk_dim = dk;
+    d->v_dim = dv;
+    const int64_t Hq = d->q_heads;
+
+    /* options */
+    unsigned opt = u8(r);
+    static const float scales[] = { 1.0f, 0.0f, -0.5f, 0.125f, 3.0f, 1e-3f, 12.0f };
+    if (opt & 1)
+        d->scale = scales[pick(r, 7)];
+    d->align = (opt & 2) ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
+    if (opt & 4) {
+        unsigned w = u8(r);
+        const int64_t far = n + m + 2;
+        d->window_left = (w & 3) == 0 ? -1 : (w & 3) == 1 ? INT64_MAX : (int64_t)(w >> 2) % far;
+        w = u8(r);
+        d->window_right = (w & 3) == 0 ? -1 : (w & 3) == 1 ? INT64_MIN : (int64_t)(w >> 2) % far;
+    }
+    d->use_kv_lens = !!(opt & 8);
+    d->use_q_lens = !!(opt & 16);
+    d->mask_mode = (attn_mask_mode)pick(r, 3);
+    d->use_bias = !!(opt & 32);
+    d->want_probs = !!(opt & 64);
+    d->want_lse = !!(opt & 128);
+    unsigned tsel = u8(r);
+    d->threads = (tsel & 7) == 7 ? 0 : 1 + (int)(tsel % 4);
+    const int t2 = threads_other(d->threads, tsel >> 3);
+    for (int64_t b = 0; b < B; b++) {
+        P.kv_lens[b] = (int32_t)pick(r, (unsigned)(m < 255 ? m + 1 : 255));
+        if (m >= 255 && (u8(r) & 1))
+            P.kv_lens[b] = (int32_t)m - (int32_t)pick(r, 8);
+        P.q_lens[b] = (int32_t)pick(r, (unsigned)n + 1);
+    }
+
+    /* views */
+    const int64_t szq[3] = { B, Hq, n }, szk[3] = { B, Hkv, m }, szl[3] = { B, Hq, n };
+    int packed = 0;
+    unsigned lay = u8(r);
+    if ((lay & 7) == 7 && n == m && dk == dv) {
+        /* packed QKV [B][S][Hq + 2 Hkv][D] */
+        packed = 1;
+        const int64_t W = (Hq + 2 * Hkv) * dk + (lay >> 3) % 3;
+        d->q = (attn_view){ n * W, dk, W };
+        d->k = d->v = (attn_view){ n * W, dk, W };
+    } else {
+        d->q = gen_view(r, szq, dk);
+        d->k = gen_view(r, szk, dk);
+        d->v = gen_view(r, szk, dv);
+    }
+    d->o = gen_view(r, szq, dv);
+    if (d->mask_mode || d->use_bias) {
+        /* mask and bias share decoded strides half of the time */
+        attn_view mv = gen_view(r, szq, m);
+        unsigned bc = u8(r);
+        if (bc & 1) mv.batch = 0;
+        if (bc & 2) mv.head = 0;
+        if (bc & 4) mv.seq = 0;
+        attn_view bv = mv;
+        if (bc & 8) {
+            bv = gen_view(r, szq, m);
+            if (bc & 16) bv.batch = 0;
+            if (bc & 32) bv.head = 0;
+            if (bc & 64) bv.seq = 0;
+        }
+        if (d->mask_mode)
+            d->mask = mv;
+        if (d->use_bias)
+            d->bias = bv;
+    }
+    if (d->want_probs)
+        d->probs = gen_view(r, szq, m);
+    if (d->want_lse) {
+        d->lse = gen_view(r, szl, 1);
+        unsigned z = u8(r);
+        if (n == 1 && (z & 7) == 1)
+            d->lse.seq = 0; /* attn.h: 0 is fine on a size-1 dimension */
+    }
+
+    /* invalid fields */
+    int huge = 0;
+    for (int k = 0; k < 2; k++) {
+        attn_view *views[] = { &d->q, &d->k, &d->v, &d->o, &d->mask, &d->bias, &d->probs, &d->lse };
+        attn_view *vw = views[pick(r, 8)];
+        int64_t *sp = pick(r, 3) == 0 ? &vw->batch : (u8(r) & 1) ? &vw->head : &vw->seq;
+        switch (bad[k]) {
+        case BAD_RESERVED: {
+            unsigned at = pick(r, 16);
+            int64_t val = (int64_t)u8(r) - 128;
+            d->reserved[at] = val ? val : INT64_MIN;
+            break;
+        }
+        case BAD_ENUM:
+            if (u8(r) & 1) d->align = (attn_align)(2 + (int)pick(r, 3) - (u8(r) & 1) * 5);
+            else d->mask_mode = (attn_mask_mode)(3 + (int)pick(r, 200));
+            break;
+        case BAD_SIZE_NONPOS: {
+            int64_t *s[] = { &d->batch, &d->q_heads, &d->kv_heads, &d->q_len, &d->kv_len, &d->qk_dim, &d->v_dim };
+            *s[pick(r, 7)] = (u8(r) & 1) ? 0 : -(int64_t)1 - (int64_t)u8(r);
+            break;
+        }
+        case BAD_SIZE_HUGE: {
+            int64_t *s[] = { &d->batch, &d->q_heads, &d->kv_heads, &d->q_len, &d->kv_len, &d->qk_dim, &d->v_dim };
+            unsigned which = pick(r, 7);
+            *s[which] = huge_sizes[pick(r, 8)];
+            if (which == 2) d->q_heads = d->kv_heads; /* keep the ratio */
+            /* compact strides, as a caller would compute them (unsigned:
+             * they may wrap, which the library must catch) */
+            if (u8(r) & 1) {
+                uint64_t hq = (uint64_t)d->q_heads, hk = (uint64_t)d->kv_heads;
+                uint64_t nn = (uint64_t)d->q_len, mm = (uint64_t)d->kv_len;
+                uint64_t ek = (uint64_t)d->qk_dim, ev = (uint64_t)d->v_dim;
+                d->q = (attn_view){ (int64_t)(hq * nn * ek & INT64_MAX), (int64_t)(nn * ek & INT64_MAX), (int64_t)ek };
+                d->k = (attn_view){ (int64_t)(hk * mm * ek & INT64_MAX), (int64_t)(mm * ek & INT64_MAX), (int64_t)ek };
+                d->v = (attn_view){ (int64_t)(hk * mm * ev & INT64_MAX), (int64_t)(mm * ev & INT64_MAX), (int64_t)ev };
+                d->o = (attn_view){ (int64_t)(hq * nn * ev & INT64_MAX), (int64_t)(nn * ev & INT64_MAX), (int64_t)ev };
+            } else if (which == 1) {
+                /* the shape of known bug (1): one query, split keys */
+                d->batch = d->kv_heads = d->q_len = d->qk_dim = d->v_dim = 1;
+                d->kv_len = 513 + (int64_t)u8(r) * 64;
+                d->q = d->o = (attn_view){ 0, 1, 1 };
+                d->k = d->v = (attn_view){ 0, 0, 1 };
+            }
+            huge = 1;
+            break;
+        }
+        case BAD_HEAD_RATIO:
+            d->kv_heads = d->q_heads < ((int64_t)1 << 40) ? d->q_heads + 1 + pick(r, 3) : 7;
+            break;
+        case BAD_STRIDE_NEG: *sp = -1 - (int64_t)u8(r) * (int64_t)(u8(r) + 1); break;
+        case BAD_STRIDE_ZERO: *sp = 0; break;
+        case BAD_STRIDE_SHORT: vw->seq = pick(r, 3) ? (vw->seq > 0 ? vw->seq - 1 - pick(r, 2) : 0) : 0; break;
+        case BAD_STRIDE_UNSET:
+            if (u8(r) & 1) *sp = ATTN_STRIDE_UNSET;
+            else { /* enable a feature without strides */
+                unsigned f = pick(r, 4);
+                if (f == 0 && !d->mask_mode) { d->mask_mode = ATTN_MASK_KEEP_NONZERO; d->mask = (attn_view){ ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET }; }
+                if (f == 1 && !d->use_bias) { d->use_bias = 1; d->bias = (attn_view){ ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET }; }
+                if (f == 2 && !d->want_probs) { d->want_probs = 1; d->probs = (attn_view){ ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET }; }
+                if (f == 3 && !d->want_lse) { d->want_lse = 1; d->lse = (attn_view){ ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET }; }
+            }
+            break;
+        case BAD_OUT_OVERLAP: {
+            attn_view *ov[] = { &d->o, &d->probs, &d->lse };
+            unsigned w = pick(r, 3);
+            if ((w == 1 && !d->want_probs) || (w == 2 && !d->want_lse)) w = 0;
+            int64_t *s = pick(r, 2) ? &ov[w]->head : &ov[w]->batch;
+            *s = (int64_t)pick(r, 4) + (s == &ov[w]->head ? 0 : 1);
+            if (u8(r) & 1) ov[w]->seq = ov[w]->head; /* rows shared by two heads */
+            break;
+        }
+        case BAD_SCALE_INF: d->scale = (u8(r) & 1) ? INFINITY : -INFINITY; break;
+        case BAD_THREADS_: {
+            static const int tv[] = { -1, 1025, INT_MAX, INT_MIN, 100000 };
+            d->threads = tv[pick(r, 5)];
+            break;
+        }
+        case BAD_STRIDE_HUGE:
+            if (u8(r) & 1) vw->seq = (int64_t)INT32_MAX + 1 + pick(r, 4);
+            else *sp = (int64_t)1 << (52 + pick(r, 11));
+            break;
+        default: break;
+        }
+    }
+    /* reading the rest of the exec-time fields happens below */
+    expect pe = expect_sdpa_plan(d);
+    if (huge)
+        pe.maybe |= BIT(ATTN_ERR_TOO_LARGE) | BIT(ATTN_ERR_OUT_OF_MEMORY);
+    if (verbose)
+        print_sdpa(d, bad, t2);
+
+#if FUZZ_SKIP_BUG_WS_OVERFLOW
+    if (huge && pe.must == 0) {
+        /* known bug (1): B * Hq * n * chunks * (dv + 2) * 4 overflows */
+        const double prod = (double)d->batch * (double)d->q_heads * (double)d->q_len *
+                            ((double)d->kv_len / 512 + 2) * ((double)d->v_dim + 2) * 4;
+        if (prod >= 0x1p62 || (double)d->batch * (double)d->kv_heads * (double)d->q_len >= 0x1p62)
+            return;
+    }
+#endif
+
+    /* extents and buffers (only for small, computable problems) */
+    int64_t eq = view_extent(&d->q, szq, dk), ek = view_extent(&d->k, szk, dk),
+            ev = view_extent(&d->v, szk, dv), eo = view_extent(&d->o, szq, dv);
+    int64_t em = d->mask_mode ? view_extent(&d->mask, szq, m) : 0;
+    int64_t eb = d->use_bias ? view_extent(&d->bias, szq, m) : 0;
+    int64_t ep = d->want_probs ? view_extent(&d->probs, szq, m) : 0;
+    int64_t el = d->want_lse ? view_extent(&d->lse, szl, 1) : 0;
+    const int small = !huge && eq >= 0 && ek >= 0 && ev >= 0 && eo >= 0 && em >= 0 && eb >= 0 &&
+                      ep >= 0 && el >= 0 && d->batch == B && d->q_heads == Hq &&
+                      d->kv_heads == Hkv && d->q_len == n && d->kv_len == m &&
+                      d->qk_dim == dk && d->v_dim == dv && mask_mode_ok(d->mask_mode);
+
+    if (!small) {
+        /* plan only (and the one-shot call on dummy buffers when invalid) */
+        attn_sdpa_plan *plan = NULL;
+        attn_status st = attn_sdpa_plan_create(&plan, d);
+        check_status("attn_sdpa_plan_create", st, pe);
+        counts[N_PLAN_ONLY]++;
+        if (st == ATTN_OK) {
+            size_t ws = 0;
+            if (attn_sdpa_workspace_size(plan, &ws) != ATTN_OK)
+                FAIL("attn_sdpa_workspace_size failed");
+            attn_sdpa_plan_destroy(plan);
+            return;
+        }
+        if (plan)
+            FAIL("plan set on error");
+        float dummy[64];
+        for (int i = 0; i < 64; i++)
+            dummy[i] = sentinel();
+        const float in[64] = { 0 };
+        attn_sdpa_args a = { in, in, in, dummy, NULL, NULL, NULL, NULL, NULL, NULL };
+        attn_status st2 = attn_sdpa(d, &a);
+        if (st2 != st)
+            FAIL("attn_sdpa returned %s, plan_create %s", st_name(st2), st_name(st));
+        for (int i = 0; i < 64; i++)
+            if (fbits(dummy[i]) != SENT)
+                FAIL("attn_sdpa wrote its output on error");
+        return;
+    }
+
+    /* inputs: one float pool for Q, K, V and bias, views may overlap */
+    size_t len = 0, oq, okk, ov, ob = 0;
+    if (packed) {
+        /* the views may have been changed by a planted invalid stride */
+        int64_t span = eq;
+        if (ek + Hq * dk > span) span = ek + Hq * dk;
+        if (ev + (Hq + Hkv) * dk > span) span = ev + (Hq + Hkv) * dk;
+        oq = place(r, &len, (size_t)span, 0);
+        okk = oq + (size_t)(Hq * dk);
+        ov = okk + (size_t)(Hkv * dk);
+    } else {
+        oq = place(r, &len, (size_t)eq, 1);
+        okk = place(r, &len, (size_t)ek, 1);
+        ov = place(r, &len, (size_t)ev, 1);
+    }
+    if (d->use_bias)
+        ob = place(r, &len, (size_t)eb, 1);
+    size_t mlen = 0, om = 0;
+    if (d->mask_mode)
+        om = place(r, &mlen, (size_t)em, 0);
+    /* no tail: a read past the last view's end is outside the allocation */
+    P.pool_len = len;
+    P.pool = xmalloc(P.pool_len * sizeof(float));
+    uint8_t *need = calloc(P.pool_len + 1, 1);
+    P.mpool_len = mlen;
+    P.mpool = xmalloc(P.mpool_len);
+    uint8_t *mneed = calloc(P.mpool_len + 1, 1);
+    if (!need || !mneed)
+        abort();
+    prng gv = { u32(r) };
+    unsigned vopt = u8(r);
+    static const double mags[] = { 1.0, 4.0, 0.25, 16.0 };
+    const double mag = mags[vopt & 3];
+    const double keep = (vopt >> 2 & 3) == 0 ? 1.0 : (vopt >> 2 & 3) * 0.3;
+    const double ninf = (vopt >> 4 & 1) ? 0.25 : 0.0;
+    unsigned garbage = vopt >> 5;
+
+    /* what may be read: 1 = Q/K/V, 2 = bias */
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t klen = d->use_kv_lens ? P.kv_lens[b] : m;
+        const int64_t qlen = d->use_q_lens ? P.q_lens[b] : n;
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < qlen; i++) {
+                for (int64_t x = 0; x < dk; x++)
+                    need[oq + (size_t)(b * d->q.batch + h * d->q.head + i * d->q.seq + x)] |= 1;
+                for (int64_t j = 0; j < klen; j++) {
+                    if (!ref_window_visible(d, klen, qlen, i, j))
+                        continue;
+                    if (d->use_bias)
+                        need[ob + (size_t)(b * d->bias.batch + h * d->bias.head + i * d->bias.seq + j)] |= 2;
+                    if (d->mask_mode)
+                        mneed[om + (size_t)(b * d->mask.batch + h * d->mask.head + i * d->mask.seq + j)] = 1;
+                }
+            }
+        for (int64_t hk = 0; hk < Hkv; hk++)
+            for (int64_t j = 0; j < m; j++) {
+                if (!key_seen(d, klen, qlen, j))
+                    continue;
+                for (int64_t x = 0; x < dk; x++)
+                    need[okk + (size_t)(b * d->k.batch + hk * d->k.head + j * d->k.seq + x)] |= 1;
+                for (int64_t x = 0; x < dv; x++)
+                    need[ov + (size_t)(b * d->v.batch + hk * d->v.head + j * d->v.seq + x)] |= 1;
+            }
+    }
+    for (size_t i = 0; i < P.pool_len; i++) {
+        if (!need[i])
+            P.pool[i] = NAN;
+        else if (need[i] == 2 && ninf > 0 && pr_unit(&gv) < ninf)
+            P.pool[i] = -INFINITY;
+        else
+            P.pool[i] = pr_val(&gv, mag);
+    }
+    const int keepv = d->mask_mode == ATTN_MASK_DROP_NONZERO ? 0 : 1;
+    for (size_t i = 0; i < P.mpool_len; i++) {
+        if (mneed[i]) {
+            int vis = pr_unit(&gv) < keep;
+            P.mpool[i] = (uint8_t)((vis == keepv) ? 1 + pr_next(&gv) % 255 : 0);
+        } else {
+            /* garbage, often the value that would hide (or show) everything */
+            P.mpool[i] = garbage == 0 ? (uint8_t)(keepv ? 0 : 0xff) : garbage == 1 ? (uint8_t)(keepv ? 0xff : 0) : (uint8_t)pr_next(&gv);
+        }
+    }
+    free(need);
+    free(mneed);
+
+    attn_sdpa_args *a = &P.a;
+    a->q = P.pool + oq;
+    a->k = P.pool + okk;
+    a->v = P.pool + ov;
+    if (d->use_bias)
+        a->bias = P.pool + ob;
+    if (d->mask_mode)
+        a->mask = P.mpool + om;
+    if (d->use_kv_lens)
+        a->kv_lens = P.kv_lens;
+    if (d->use_q_lens)
+        a->q_lens = P.q_lens;
+    obuf_make(&P.o, r, &d->o, szq, dv, eo);
+    a->o = P.o.ptr;
+    if (d->want_probs) {
+        obuf_make(&P.p, r, &d->probs, szq, m, ep);
+        a->probs = P.p.ptr;
+    }
+    if (d->want_lse) {
+        obuf_make(&P.l, r, &d->lse, szl, 1, el);
+        a->lse = P.l.ptr;
+    }
+
+    /* exec-time invalid fields */
+    int ws_small = 0, ws_mis = 0, null_top = 0;
+    static const int32_t zero_lens[8];
+    static const uint8_t junk_u8[8];
+    static float junk_f[8];
+    for (int k = 0; k < 2; k++) {
+        switch (bad[k]) {
+        case BAD_PTR_NULL: {
+            const void **p[] = { (const void **)&a->q, (const void **)&a->k, (const void **)&a->v,
+                                 (const void **)&a->o, (const void **)&a->kv_lens, (const void **)&a->q_lens,
+                                 (const void **)&a->mask, (const void **)&a->bias,
+                                 (const void **)&a->probs, (const void **)&a->lse };
+            *p[pick(r, 10)] = NULL;
+            break;
+        }
+        case BAD_PTR_EXTRA:
+            switch (pick(r, 6)) {
+            /* only pointers of features the plan does not use */
+            case 0: if (!d->use_kv_lens) a->kv_lens = zero_lens; break;
+            case 1: if (!d->use_q_lens) a->q_lens = zero_lens; break;
+            case 2: if (!d->mask_mode) a->mask = junk_u8; break;
+            case 3: if (!d->use_bias) a->bias = junk_f; break;
+            case 4: if (!d->want_probs) a->probs = junk_f; break;
+            default: if (!d->want_lse) a->lse = junk_f; break;
+            }
+            break;
+        case BAD_LENGTH_: {
+            unsigned b = pick(r, (unsigned)B);
+            if (u8(r) & 1) { P.kv_lens[b] = bad_length(r, m); if (!a->kv_lens) { d->use_kv_lens = 1; a->kv_lens = P.kv_lens; } }
+            else { P.q_lens[b] = bad_length(r, n); if (!a->q_lens) { d->use_q_lens = 1; a->q_lens = P.q_lens; } }
+            break;
+        }
+        case BAD_WS_SMALL: ws_small = 1; break;
+        case BAD_WS_MISALIGNED: ws_mis = 1; break;
+        case BAD_NULL_TOP: null_top = 1 + (int)pick(r, 3); break;
+        default: break;
+        }
+    }
+    if (verbose && (bad[0] >= BAD_PTR_NULL || bad[1] >= BAD_PTR_NULL))
+        print_sdpa(d, bad, t2);
+    /* after BAD_LENGTH_ may have enabled lengths: the plan desc changed */
+    pe = expect_sdpa_plan(d);
+
+    unsigned wsel = u8(r);
+    const int oneshot = (wsel & 3) == 3 && !ws_small && !ws_mis;
+    float *inputs_copy = xmalloc(P.pool_len * sizeof(float));
+    memcpy(inputs_copy, P.pool, P.pool_len * sizeof(float));
+    uint8_t *mask_copy = xmalloc(P.mpool_len);
+    memcpy(mask_copy, P.mpool, P.mpool_len);
+
+    attn_status st;
+    wsp w1 = { 0 };
+    expect ee = { 0, 0 };
+    sdpa_clear(&P);
+    if (null_top && pe.must == 0) {
+        attn_sdpa_plan *plan = NULL;
+        if (null_top == 1) {
+            st = attn_sdpa_plan_create(&plan, NULL);
+        } else {
+            st = attn_sdpa_plan_create(&plan, d);
+            check_status("attn_sdpa_plan_create", st, pe);
+            st = null_top == 2 ? attn_sdpa_execute(NULL, a, NULL, 0) : attn_sdpa_execute(plan, NULL, NULL, 0);
+            attn_sdpa_plan_destroy(plan);
+        }
+        if (st != ATTN_ERR_NULL_ARGUMENT)
+            FAIL("NULL plan/desc/args: got %s", st_name(st));
+        sdpa_untouched(&P, "NULL argument");
+        goto out;
+    }
+    if (oneshot) {
+        expect x = pe.must ? pe : expect_sdpa_exec(d, a, NULL, 0, 0);
+        if (!pe.must)
+            x.maybe |= pe.maybe;
+        ee = x;
+        st = attn_sdpa(d, a);
+        check_status("attn_sdpa", st, x);
+    } else {
+        attn_sdpa_plan *plan = NULL;
+        st = attn_sdpa_plan_create(&plan, d);
+        check_status("attn_sdpa_plan_create", st, pe);
+        if (st != ATTN_OK) {
+            ee = pe;
+        } else {
+            size_t need_ws = 0;
+            if (attn_sdpa_workspace_size(plan, &need_ws) != ATTN_OK)
+                FAIL("attn_sdpa_workspace_size failed");
+            wsp_make(&w1, wsel & 3, need_ws, ws_small, ws_mis);
+            ee = expect_sdpa_exec(d, a, w1.ptr, w1.bytes, need_ws);
+            if (ws_small && need_ws == 0)
+                ee.must &= ~BIT(ATTN_ERR_WORKSPACE_TOO_SMALL);
+            st = attn_sdpa_execute(plan, a, w1.ptr, w1.bytes);
+            check_status("attn_sdpa_execute", st, ee);
+            attn_sdpa_plan_destroy(plan);
+        }
+    }
+    free(w1.raw);
+    if (memcmp(inputs_copy, P.pool, P.pool_len * sizeof(float)) ||
+        memcmp(mask_copy, P.mpool, P.mpool_len))
+        FAIL("an input was modified");
+    if (st != ATTN_OK) {
+        sdpa_untouched(&P, st_name(st));
+        counts[N_ERROR]++;
+        goto out;
+    }
+    counts[N_CHECKED]++;
+    (void)ee;
+    sdpa_check_results(&P);
+
+    /* again with another thread count and workspace: bitwise equal */
+    {
+        float *so = obuf_snap(&P.o), *sp = obuf_snap(&P.p), *sl = obuf_snap(&P.l);
+        const int t1 = d->threads;
+        d->threads = t2;
+        sdpa_clear(&P);
+        attn_sdpa_plan *plan = NULL;
+        st = attn_sdpa_plan_create(&plan, d);
+        if (st != ATTN_OK)
+            FAIL("plan with %d threads: %s", t2, st_name(st));
+        size_t need_ws = 0;
+        attn_sdpa_workspace_size(plan, &need_ws);
+        wsp w2;
+        wsp_make(&w2, (wsel >> 2) % 3, need_ws, 0, 0);
+        st = attn_sdpa_execute(plan, a, w2.ptr, w2.bytes);
+        if (st != ATTN_OK)
+            FAIL("execute with %d threads: %s", t2, st_name(st));
+        attn_sdpa_plan_destroy(plan);
+        free(w2.raw);
+        obuf_same(&P.o, so, "O", t1, t2);
+        obuf_same(&P.p, sp, "P", t1, t2);
+        obuf_same(&P.l, sl, "lse", t1, t2);
+        free(so);
+        free(sp);
+        free(sl);
+    }
+out:
+    free(inputs_copy);
+    free(mask_copy);
+    free(P.pool);
+    free(P.mpool);
+    obuf_free(&P.o);
+    obuf_free(&P.p);
+    obuf_free(&P.l);
+}
+
+/* ------------------------------------------------------------------- MHA */
+
+static expect expect_mha_plan(const attn_mha_desc *d)
+{
+    expect e = { 0, 0 };
+    if (reserved_nonzero(d->reserved, 16) ||
+        (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
+        !mask_mode_ok(d->mask_mode) || !mask_mode_ok(d->key_padding_mode) ||
+        (d->weights != ATTN_WEIGHTS_NONE && d->weights != ATTN_WEIGHTS_PER_HEAD &&
+         d->weights != ATTN_WEIGHTS_AVERAGED))
+        e.must |= BIT(ATTN_ERR_BAD_OPTION);
+    if (d->embed_dim <= 0 || d->num_heads <= 0 || d->num_kv_heads < 0 || d->kdim < 0 ||
+        d->vdim < 0 || d->batch <= 0 || d->q_len <= 0 || d->kv_len <= 0) {
+        e.must |= BIT(ATTN_ERR_BAD_SIZE);
+        e.maybe = ~0u & ~1u;
+        return e;
+    }
+    if (d->embed_dim % d->num_heads || (d->self_attention && d->kv_len != d->q_len))
+        e.must |= BIT(ATTN_ERR_BAD_SIZE);
+    if (d->embed_dim > INT32_MAX || d->kdim > INT32_MAX || d->vdim > INT32_MAX ||
+        d->q_len > INT32_MAX || d->kv_len > INT32_MAX)
+        e.must |= BIT(ATTN_ERR_TOO_LARGE);
+    const int64_t E = d->embed_dim, H = d->num_heads;
+    const int64_t Hkv = d->num_kv_heads ? d->num_kv_heads : H;
+    if (H % Hkv)
+        e.must |= BIT(ATTN_ERR_HEAD_RATIO);
+    const int64_t kdim = d->kdim ? d->kdim : E, vdim = d->vdim ? d->vdim : E;
+    if (d->packed_in_proj && (kdim != E || vdim != E || Hkv != H))
+        e.must |= BIT(ATTN_ERR_BAD_OPTION);
+    if (d->self_attention && (kdim != E || vdim != E))
+        e.must |= BIT(ATTN_ERR_BAD_OPTION);
+    const struct { int64_t s, w; int used; } rs[] = {
+        { d->x_stride, E, 1 }, { d->out_stride, E, 1 },
+        { d->key_stride, kdim, !d->self_attention }, { d->value_stride, vdim, !d->self_attention },
+    };
+    for (int i = 0; i < 4; i++) {
+        if (!rs[i].used)
+            continue;
+        if (rs[i].s < 0 || (rs[i].s != 0 && rs[i].s < rs[i].w))
+            e.must |= BIT(ATTN_ERR_BAD_STRIDE);
+        if (rs[i].s > INT32_MAX)
+            e.must |= BIT(ATTN_ERR_TOO_LARGE);
+    }
+    if (mask_mode_ok(d->mask_mode) && d->mask_mode != ATTN_MASK_NONE)
+        expect_view(&e, &d->mask, d->batch, H, d->q_len, d->kv_len, VK_BCAST);
+    if (d->use_bias)
+        expect_view(&e, &d->bias, d->batch, H, d->q_len, d->kv_len, VK_BCAST);
+    if (isinf(d->scale))
+        e.must |= BIT(ATTN_ERR_BAD_SCALE);
+    if (d->threads < 0 || d->threads > 1024)
+        e.must |= BIT(ATTN_ERR_BAD_THREADS);
+    return e;
+}
+
+static expect expect_mha_exec(const attn_mha_desc *d, const attn_mha_weights *w,
+                              const attn_mha_args *a, const void *ws, size_t ws_bytes,
+                              size_t need)
+{
+    expect e = { 0, 0 };
+    const int pk = d->packed_in_proj, hb = d->has_bias;
+    const struct { int used; const void *p; } f[] = {
+        { pk, w->in_proj_weight },     { pk && hb, w->in_proj_bias },
+        { !pk, w->q_weight },          { !pk, w->k_weight },
+        { !pk, w->v_weight },          { !pk && hb, w->q_bias },
+        { !pk && hb, w->k_bias },      { !pk && hb, w->v_bias },
+        { 1, w->out_weight },          { hb, w->out_bias },
+        { 1, a->x },                   { !d->self_attention, a->key },
+        { !d->self_attention, a->value }, { 1, a->out },
+        { d->use_kv_lens, a->kv_lens },  { d->use_q_lens, a->q_lens },
+        { d->mask_mode != ATTN_MASK_NONE, a->mask }, { d->use_bias, a->bias },
+        { d->key_padding_mode != ATTN_MASK_NONE, a->key_padding_mask },
+        { d->weights != ATTN_WEIGHTS_NONE, a->weights },
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (f[i].used && !f[i].p)
+            e.must |= BIT(ATTN_ERR_NULL_ARGUMENT);
+        if (!f[i].used && f[i].p)
+            e.must |= BIT(ATTN_ERR_ARGUMENT_MISMATCH);
+    }
+    for (int64_t b = 0; b < d->batch; b++) {
+        if (d->use_kv_lens && a->kv_lens && (a->kv_lens[b] < 0 || a->kv_lens[b] > d->kv_len))
+            e.must |= BIT(ATTN_ERR_BAD_LENGTH);
+        if (d->use_q_lens && a->q_lens && (a->q_lens[b] < 0 || a->q_lens[b] > d->q_len))
+            e.must |= BIT(ATTN_ERR_BAD_LENGTH);
+    }
+    if (ws) {
+        if (ws_bytes < need)
+            e.must |= BIT(ATTN_ERR_WORKSPACE_TOO_SMALL);
+        if ((uintptr_t)ws % 64)
+            e.must |= BIT(ATTN_ERR_WORKSPACE_ALIGNMENT);
+    }
+    return e;
+}
+
+static void print_mha(const attn_mha_desc *d, const unsigned bad[2], int t2)
+{
+    fprintf(stderr, "MHA E=%lld H=%lld Hkv=%lld kdim=%lld vdim=%lld B=%lld L=%lld S=%lld self=%d "
+            "packed=%d has_bias=%d strides=%lld/%lld/%lld/%lld scale=%g align=%d win=[%lld,%lld] "
+            "lens=%d/%d mask=%d",
+            (long long)d->embed_dim, (long long)d->num_heads, (long long)d->num_kv_heads,
+            (long long)d->kdim, (long long)d->vdim, (long long)d->batch, (long long)d->q_len,
+            (long long)d->kv_len, d->self_attention, d->packed_in_proj, d->has_bias,
+            (long long)d->x_stride, (long long)d->key_stride, (long long)d->value_stride,
+            (long long)d->out_stride, d->scale, (int)d->align, (long long)d->window_left,
+            (long long)d->window_right, d->use_kv_lens, d->use_q_lens, (int)d->mask_mode);
+    if (d->mask_mode)
+        print_view("", &d->mask);
+    fprintf(stderr, " bias=%d", d->use_bias);
+    if (d->use_bias)
+        print_view("", &d->bias);
+    fprintf(stderr, " kpm=%d weights=%d threads=%d/%d bad=%u,%u\n", (int)d->key_padding_mode,
+            (int)d->weights, d->threads, t2, bad[0], bad[1]);
+}
+
+static void fuzz_mha(rd *r)
+{
+    attn_mha_desc dd, *d = &dd;
+    attn_mha_desc_init(d);
+    unsigned bad[2] = { BAD_NONE, BAD_NONE };
+    unsigned bb = u8(r);
+    if (bb) {
+        bad[0] = 1 + (bb - 1) % (BAD_COUNT_ - 1);
+        if (bb >= 128)
+            bad[1] = 1 + pick(r, BAD_COUNT_ - 1);
+    }
+    const int64_t H = 1 + pick(r, 4), dh = 1 + pick(r, 4), E = H * dh;
+    int64_t Hkv = H;
+    {
+        int64_t divs[4], nd = 0;
+        for (int64_t x = 1; x <= H; x++)
+            if (H % x == 0)
+                divs[nd++] = x;
+        Hkv = divs[pick(r, (unsigned)nd)];
+    }
+    unsigned f = u8(r);
+    d->embed_dim = E;
+    d->num_heads = H;
+    d->num_kv_heads = (Hkv == H && (f & 1)) ? 0 : Hkv;
+    d->self_attention = !!(f & 2);
+    d->packed_in_proj = (f & 4) && Hkv == H;
+    d->has_bias = !!(f & 8);
+    const int cross_dims = !d->self_attention && !d->packed_in_proj;
+    d->kdim = cross_dims && (f & 16) ? 1 + pick(r, 7) : (f & 32) ? E : 0;
+    d->vdim = cross_dims && (f & 64) ? 1 + pick(r, 7) : (f & 128) ? E : 0;
+    const int64_t kdim = d->kdim ? d->kdim : E, vdim = d->vdim ? d->vdim : E;
+    const int64_t B = 1 + pick(r, 3), L = 1 + pick(r, 5);
+    const int64_t S = d->self_attention ? L : 1 + pick(r, 7);
+    d->batch = B;
+    d->q_len = L;
+    d->kv_len = S;
+    unsigned sg = u8(r);
+    d->x_stride = (sg & 3) == 0 ? 0 : E + (sg & 3) - 1;
+    d->key_stride = (sg >> 2 & 3) == 0 ? 0 : kdim + (sg >> 2 & 3) - 1;
+    d->value_stride = (sg >> 4 & 3) == 0 ? 0 : vdim + (sg >> 4 & 3) - 1;
+    d->out_stride = (sg >> 6 & 3) == 0 ? 0 : E + (sg >> 6 & 3) - 1;
+    unsigned opt = u8(r);
+    static const float scales[] = { 1.0f, 0.0f, -0.5f, 0.125f, 3.0f };
+    if (opt & 1)
+        d->scale = scales[pick(r, 5)];
+    d->align = (opt & 2) ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
+    if (opt & 4) {
+        const int64_t far = L + S + 2;
+        unsigned w = u8(r);
+        d->window_left = (w & 3) == 0 ? -1 : (int64_t)(w >> 2) % far;
+        w = u8(r);
+        d->window_right = (w & 3) == 0 ? -1 : (int64_t)(w >> 2) % far;
+    }
+    d->use_kv_lens = !!(opt & 8);
+    d->use_q_lens = !!(opt & 16);
+    d->use_bias = !!(opt & 32);
+    d->mask_mode = (attn_mask_mode)pick(r, 3);
+    d->key_padding_mode = (attn_mask_mode)pick(r, 3);
+    d->weights = (attn_weights_mode)pick(r, 3);
+    unsigned tsel = u8(r);
+    d->threads = (tsel & 7) == 7 ? 0 : 1 + (int)(tsel % 4);
+    const int t2 = threads_other(d->threads, tsel >> 3);
+    int32_t kv_lens[8], q_lens[8];
+    for (int64_t b = 0; b < B; b++) {
+        kv_lens[b] = (int32_t)pick(r, (unsigned)S + 1);
+        q_lens[b] = (int32_t)pick(r, (unsigned)L + 1);
+    }
+    const int64_t szm[3] = { B, H, L };
+    if (d->mask_mode) {
+        d->mask = gen_view(r, szm, S);
+        unsigned bc = u8(r);
+        if (bc & 1) d->mask.batch = 0;
+        if (bc & 2) d->mask.head = 0;
+        if (bc & 4) d->mask.seq = 0;
+    }
+    if (d->use_bias) {
+        d->bias = gen_view(r, szm, S);
+        unsigned bc = u8(r);
+        if (bc & 1) d->bias.batch = 0;
+        if (bc & 2) d->bias.head = 0;
+        if (bc & 4) d->bias.seq = 0;
+    }
+
+    /* plan-time invalid fields */
+    int huge = 0;
+    for (int k = 0; k < 2; k++) {
+        int64_t *strides[] = { &d->x_stride, &d->key_stride, &d->value_stride, &d->out_stride };
+        switch (bad[k]) {
+        case BAD_RESERVED: d->reserved[pick(r, 16)] = -1 - (int64_t)u8(r); break;
+        case BAD_ENUM:
+            switch (pick(r, 4)) {
+            case 0: d->align = (attn_align)(2 + pick(r, 9)); break;
+            case 1: d->mask_mode = (attn_mask_mode)(3 + pick(r, 9)); break;
+            case 2: d->key_padding_mode = (attn_mask_mode)(-1 - (int)pick(r, 9)); break;
+            default: d->weights = (attn_weights_mode)(3 + pick(r, 9)); break;
+            }
+            break;
+        case BAD_SIZE_NONPOS: {
+            int64_t *s[] = { &d->embed_dim, &d->num_heads, &d->num_kv_heads, &d->kdim, &d->vdim, &d->batch, &d->q_len, &d->kv_len };
+            *s[pick(r, 8)] = -(int64_t)pick(r, 3);
+            if (u8(r) & 1) d->embed_dim = E + 1 + pick(r, (unsigned)H); /* E % H (maybe) */
+            break;
+        }
+        case BAD_SIZE_HUGE: {
+            int64_t *s[] = { &d->embed_dim, &d->kdim, &d->vdim, &d->batch, &d->q_len, &d->kv_len };
+            unsigned which = pick(r, 6);
+            *s[which] = huge_sizes[pick(r, 8)];
+            if (which == 0) { d->num_heads = 1; d->num_kv_heads = 0; }
+            if (which == 4 && d->self_attention) d->kv_len = d->q_len;
+            huge = 1;
+            break;
+        }
+        case BAD_HEAD_RATIO: d->num_kv_heads = d->num_heads < 64 ? d->num_heads + 1 + pick(r, 3) : 7; break;
+        case BAD_STRIDE_NEG: *strides[pick(r, 4)] = -1 - (int64_t)u8(r); break;
+        case BAD_STRIDE_ZERO: /* zero on a size > 1 mask/bias dim is broadcast (valid); packed/self mismatch instead */
+            if (u8(r) & 1) d->packed_in_proj = 1; else d->self_attention = 1;
+            break;
+        case BAD_STRIDE_SHORT: {
+            int64_t *s = strides[pick(r, 4)];
+            int64_t w = s == &d->key_stride ? kdim : s == &d->value_stride ? vdim : E;
+            if (w > 1 || pick(r, 2)) *s = w - 1 > 0 ? w - 1 : 0;
+            if (*s == 0 && d->mask_mode) d->mask.seq = S > 1 ? S - 1 : d->mask.seq;
+            break;
+        }
+        case BAD_STRIDE_UNSET:
+            if (!d->use_bias && (u8(r) & 1)) d->use_bias = 1;
+            else if (!d->mask_mode) d->mask_mode = ATTN_MASK_DROP_NONZERO;
+            if (d->use_bias) d->bias.seq = ATTN_STRIDE_UNSET; else d->mask.head = ATTN_STRIDE_UNSET;
+            break;
+        case BAD_SCALE_INF: d->scale = (u8(r) & 1) ? INFINITY : -INFINITY; break;
+        case BAD_THREADS_: d->threads = (u8(r) & 1) ? -1 - (int)pick(r, 5) : 1025 + (int)u8(r); break;
+        case BAD_STRIDE_HUGE: *strides[pick(r, 4)] = (int64_t)INT32_MAX + 1 + (int64_t)u8(r) * (u8(r) & 1 ? 1 : (int64_t)1 << 30); break;
+        case BAD_OUT_OVERLAP: /* no output views in MHA: nonzero key padding etc. */
+            d->kv_len = S + 1 + pick(r, 2);
+            break;
+        default: break;
+        }
+    }
+    expect pe = expect_mha_plan(d);
+#if FUZZ_SKIP_BUG_MHA_ROWS
+    if (huge && ((double)d->batch * (double)d->q_len >= 0x1p63 ||
+                 (double)d->batch * (double)d->kv_len >= 0x1p63))
+        return;
+#endif
+#if FUZZ_SKIP_BUG_MHA_WEIGHTS
+    if (huge && d->weights != ATTN_WEIGHTS_NONE &&
+        (double)d->num_heads * (double)d->q_len * (double)d->kv_len >= 0x1p62)
+        return;
+#endif
+    if (huge)
+        pe.maybe |= BIT(ATTN_ERR_TOO_LARGE) | BIT(ATTN_ERR_OUT_OF_MEMORY);
+    if (verbose)
+        print_mha(d, bad, t2);
+
+    const int small = pe.must == 0 && !huge && d->embed_dim == E && d->batch == B &&
+                      d->num_heads == H && (d->num_kv_heads ? d->num_kv_heads : H) == Hkv &&
+                      d->q_len == L && d->kv_len == S && (d->kdim ? d->kdim : E) == kdim &&
+                      (d->vdim ? d->vdim : E) == vdim;
+    if (!small) {
+        attn_mha_plan *plan = NULL;
+        attn_status st = attn_mha_plan_create(&plan, d);
+        check_status("attn_mha_plan_create", st, pe);
+        counts[N_MHA_PLAN_ONLY]++;
+        if (st == ATTN_OK) {
+            size_t ws = 0;
+            if (attn_mha_workspace_size(plan, &ws) != ATTN_OK)
+                FAIL("attn_mha_workspace_size failed");
+        } else if (plan) {
+            FAIL("plan set on error");
+        }
+        attn_mha_plan_destroy(plan);
+        return;
+    }
+
+    /* inputs in one pool, regions may overlap */
+    const int64_t kvE = Hkv * dh;
+    const int64_t xs = d->x_stride ? d->x_stride : E, ks = d->key_stride ? d->key_stride : kdim,
+                  vs = d->value_stride ? d->value_stride : vdim, os = d->out_stride ? d->out_stride : E;
+    size_t len = 0;
+    struct reg { size_t off; int64_t rows, width, stride; } rg[12];
+    int nr = 0;
+#define REG(ROWS, W, ST, OVL) (rg[nr] = (struct reg){ place(r, &len, (size_t)(((ROWS) - 1) * (ST) + (W)), OVL), ROWS, W, ST }, nr++)
+    const int ix = REG(B * L, E, xs, 1);
+    int ik = -1, iv = -1;
+    if (!d->self_attention) {
+        ik = REG(B * S, kdim, ks, 1);
+        iv = REG(B * S, vdim, vs, 1);
+    }
+    int iw0, iw1 = -1, iw2 = -1, ib0 = -1, ib1 = -1, ib2 = -1, ibo = -1;
+    if (d->packed_in_proj) {
+        iw0 = REG(3 * E, E, E, 1);
+        if (d->has_bias)
+            ib0 = REG(1, 3 * E, 3 * E, 1);
+    } else {
+        iw0 = REG(E, E, E, 1);
+        iw1 = REG(kvE, kdim, kdim, 1);
+        iw2 = REG(kvE, vdim, vdim, 1);
+        if (d->has_bias) {
+            ib0 = REG(1, E, E, 1);
+            ib1 = REG(1, kvE, kvE, 1);
+            ib2 = REG(1, kvE, kvE, 1);
+        }
+    }
+    const int iwo = REG(E, E, E, 1);
+    if (d->has_bias)
+        ibo = REG(1, E, E, 1);
+    size_t bias_off = 0;
+    int64_t ebias = d->use_bias ? view_extent(&d->bias, szm, S) : 0;
+    if (d->use_bias)
+        bias_off = place(r, &len, (size_t)ebias, 1);
+#undef REG
+    const size_t pool_len = len; /* no tail, as for SDPA */
+    float *pool = xmalloc(pool_len * sizeof(float));
+    uint8_t *need = calloc(pool_len + 1, 1);
+    if (!need)
+        abort();
+    for (int i = 0; i < nr; i++)
+        for (int64_t row = 0; row < rg[i].rows; row++)
+            for (int64_t x = 0; x < rg[i].width; x++)
+                need[rg[i].off + (size_t)(row * rg[i].stride + x)] |= 1;
+    int64_t emask = d->mask_mode ? view_extent(&d->mask, szm, S) : 0;
+    const size_t mlen = (size_t)emask;
+    uint8_t *mpool = xmalloc(mlen), *mneed = calloc(mlen + 1, 1);
+    if (!mneed)
+        abort();
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t klen = d->use_kv_lens ? kv_lens[b] : S;
+        const int64_t qlen = d->use_q_lens ? q_lens[b] : L;
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < qlen; i++)
+                for (int64_t j = 0; j < klen; j++) {
+                    int64_t diag = d->align == ATTN_ALIGN_BOTTOM_RIGHT ? i + klen - qlen : i;
+                    if ((d->window_left >= 0 && diag - j > d->window_left) ||
+                        (d->window_right >= 0 && j - diag > d->window_right))
+                        continue;
+                    if (d->use_bias)
+                        need[bias_off + (size_t)(b * d->bias.batch + h * d->bias.head + i * d->bias.seq + j)] |= 2;
+                    if (d->mask_mode)
+                        mneed[(size_t)(b * d->mask.batch + h * d->mask.head + i * d->mask.seq + j)] = 1;
+                }
+    }
+    prng gv = { u32(r) };
+    unsigned vopt = u8(r);
+    const double mag = (vopt & 1) ? 2.0 : 0.5;
+    const double ninf = (vopt & 2) ? 0.25 : 0.0;
+    const double keep = (vopt >> 2 & 3) == 0 ? 1.0 : (vopt >> 2 & 3) * 0.3;
+    for (size_t i = 0; i < pool_len; i++) {
+        if (!need[i])
+            pool[i] = NAN;
+        else if (need[i] == 2 && pr_unit(&gv) < ninf)
+            pool[i] = -INFINITY;
+        else
+            pool[i] = pr_val(&gv, mag);
+    }
+    const int keepv = d->mask_mode == ATTN_MASK_DROP_NONZERO ? 0 : 1;
+    for (size_t i = 0; i < mlen; i++) {
+        if (mneed[i]) {
+            int vis = pr_unit(&gv) < keep;
+            mpool[i] = (uint8_t)((vis == keepv) ? 1 + pr_next(&gv) % 255 : 0);
+        } else {
+            mpool[i] = (uint8_t)pr_next(&gv);
+        }
+    }
+    uint8_t *kpm = xmalloc((size_t)(B * S)); /* exact size, for ASan */
+    const int kkeep = d->key_padding_mode == ATTN_MASK_DROP_NONZERO ? 0 : 1;
+    for (int64_t i = 0; i < B * S; i++) {
+        int vis = pr_unit(&gv) < (keep < 1.0 ? 0.8 : 1.0);
+        kpm[i] = (uint8_t)((vis == kkeep) ? 1 + pr_next(&gv) % 255 : 0);
+    }
+    free(need);
+    free(mneed);
+
+    attn_mha_weights w;
+    memset(&w, 0, sizeof w);
+    if (d->packed_in_proj) {
+        w.in_proj_weight = pool + rg[iw0].off;
+        if (d->has_bias)
+            w.in_proj_bias = pool + rg[ib0].off;
+    } else {
+        w.q_weight = pool + rg[iw0].off;
+        w.k_weight = pool + rg[iw1].off;
+        w.v_weight = pool + rg[iw2].off;
+        if (d->has_bias) {
+            w.q_bias = pool + rg[ib0].off;
+            w.k_bias = pool + rg[ib1].off;
+            w.v_bias = pool + rg[ib2].off;
+        }
+    }
+    w.out_weight = pool + rg[iwo].off;
+    if (d->has_bias)
+        w.out_bias = pool + rg[ibo].off;
+    attn_mha_args a;
+    memset(&a, 0, sizeof a);
+    a.x = pool + rg[ix].off;
+    if (!d->self_attention) {
+        a.key = pool + rg[ik].off;
+        a.value = pool + rg[iv].off;
+    }
+    if (d->use_kv_lens)
+        a.kv_lens = kv_lens;
+    if (d->use_q_lens)
+        a.q_lens = q_lens;
+    if (d->mask_mode)
+        a.mask = mpool;
+    if (d->use_bias)
+        a.bias = pool + bias_off;
+    if (d->key_padding_mode)
+        a.key_padding_mask = kpm;
+    obuf ob, ow;
+    memset(&ow, 0, sizeof ow);
+    {
+        const int64_t sz[3] = { 1, 1, B * L };
+        attn_view v = { 0, 0, os };
+        obuf_make(&ob, r, &v, sz, E, (B * L - 1) * os + E);
+        a.out = ob.ptr;
+    }
+    if (d->weights) {
+        const int64_t hh = d->weights == ATTN_WEIGHTS_PER_HEAD ? H : 1;
+        const int64_t sz[3] = { B, hh, L };
+        attn_view v = { hh * L * S, L * S, S };
+        ow.count = 0;
+        obuf_make(&ow, r, &v, sz, S, B * hh * L * S);
+        /* the weights are contiguous: no offset */
+        a.weights = ow.ptr;
+    }
+
+    /* exec-time invalid fields */
+    int ws_small = 0, ws_mis = 0, null_top = 0;
+    static const int32_t zero_lens[8];
+    static const uint8_t junk_u8[64];
+    static float junk_f[64];
+    for (int k = 0; k < 2; k++) {
+        switch (bad[k]) {
+        case BAD_PTR_NULL: {
+            const void **p[] = { (const void **)&w.in_proj_weight, (const void **)&w.in_proj_bias,
+                                 (const void **)&w.q_weight, (const void **)&w.k_weight,
+                                 (const void **)&w.v_weight, (const void **)&w.q_bias,
+                                 (const void **)&w.k_bias, (const void **)&w.v_bias,
+                                 (const void **)&w.out_weight, (const void **)&w.out_bias,
+                                 (const void **)&a.x, (const void **)&a.key, (const void **)&a.value,
+                                 (const void **)&a.out, (const void **)&a.kv_lens, (const void **)&a.q_lens,
+                                 (const void **)&a.mask, (const void **)&a.bias,
+                                 (const void **)&a.key_padding_mask, (const void **)&a.weights };
+            *p[pick(r, 20)] = NULL;
+            break;
+        }
+        case BAD_PTR_EXTRA:
+            switch (pick(r, 8)) {
+            /* only pointers the plan does not use */
+            case 0: if (!d->use_kv_lens) a.kv_lens = zero_lens; break;
+            case 1: if (d->self_attention) a.key = junk_f; break;
+            case 2: if (!d->mask_mode) a.mask = junk_u8; break;
+            case 3: if (!d->key_padding_mode) a.key_padding_mask = junk_u8; break;
+            case 4: if (!d->weights) a.weights = junk_f; break;
+            case 5: if (!d->packed_in_proj) w.in_proj_weight = junk_f; break;
+            case 6: if (d->packed_in_proj || !d->has_bias) w.q_bias = junk_f; break;
+            default: if (!d->has_bias) w.out_bias = junk_f; break;
+            }
+            break;
+        case BAD_LENGTH_: {
+            unsigned b = pick(r, (unsigned)B);
+            if (u8(r) & 1) { kv_lens[b] = bad_length(r, S); if (!a.kv_lens) { d->use_kv_lens = 1; a.kv_lens = kv_lens; } }
+            else { q_lens[b] = bad_length(r, L); if (!a.q_lens) { d->use_q_lens = 1; a.q_lens = q_lens; } }
+            break;
+        }
+        case BAD_WS_SMALL: ws_small = 1; break;
+        case BAD_WS_MISALIGNED: ws_mis = 1; break;
+        case BAD_NULL_TOP: null_top = 1 + (int)pick(r, 4); break;
+        default: break;
+        }
+    }
+    float *inputs_copy = xmalloc(pool_len * sizeof(float));
+    memcpy(inputs_copy, pool, pool_len * sizeof(float));
+    uint8_t *mcopy = xmalloc(mlen);
+    memcpy(mcopy, mpool, mlen);
+    unsigned wsel = u8(r);
+    attn_status st;
+    obuf_clear(&ob);
+    if (ow.base)
+        obuf_clear(&ow);
+    attn_mha_plan *plan = NULL;
+    st = attn_mha_plan_create(&plan, d);
+    check_status("attn_mha_plan_create", st, pe);
+    if (st != ATTN_OK)
+        FAIL("valid MHA plan failed: %s", st_name(st));
+    size_t need_ws = 0;
+    if (attn_mha_workspace_size(plan, &need_ws) != ATTN_OK)
+        FAIL("attn_mha_workspace_size failed");
+    if (null_top) {
+        st = null_top == 1 ? attn_mha_execute(NULL, &w, &a, NULL, 0)
+           : null_top == 2 ? attn_mha_execute(plan, NULL, &a, NULL, 0)
+           : null_top == 3 ? attn_mha_execute(plan, &w, NULL, NULL, 0)
+                           : attn_mha_plan_create(NULL, d);
+        if (st != ATTN_ERR_NULL_ARGUMENT)
+            FAIL("NULL plan/weights/args: got %s", st_name(st));
+    } else {
+        wsp w1;
+        wsp_make(&w1, wsel & 3, need_ws, ws_small, ws_mis);
+        expect ee = expect_mha_exec(d, &w, &a, w1.ptr, w1.bytes, need_ws);
+        if (ws_small && need_ws == 0)
+            ee.must &= ~BIT(ATTN_ERR_WORKSPACE_TOO_SMALL);
+        st = attn_mha_execute(plan, &w, &a, w1.ptr, w1.bytes);
+        check_status("attn_mha_execute", st, ee);
+        free(w1.raw);
+    }
+    attn_mha_plan_destroy(plan);
+    if (memcmp(inputs_copy, pool, pool_len * sizeof(float)) || memcmp(mcopy, mpool, mlen))
+        FAIL("an MHA input was modified");
+    if (st != ATTN_OK) {
+        counts[N_MHA_ERROR]++;
+        obuf_untouched(&ob, "out", st_name(st));
+        if (ow.base)
+            obuf_untouched(&ow, "weights", st_name(st));
+        goto out;
+    }
+
+    counts[N_MHA_CHECKED]++;
+    /* against the reference */
+    {
+        mref_out mo;
+        memset(&mo, 0, sizeof mo);
+        const size_t ny = (size_t)(B * L * E), np = (size_t)(B * H * L * S);
+        mo.y = xmalloc(ny * sizeof(double));
+        mo.y_tol = xmalloc(ny * sizeof(double));
+        if (d->weights == ATTN_WEIGHTS_PER_HEAD) {
+            mo.p = xmalloc(np * sizeof(double));
+            mo.p_tol = xmalloc(np * sizeof(double));
+        } else if (d->weights == ATTN_WEIGHTS_AVERAGED) {
+            mo.avg = xmalloc((size_t)(B * L * S) * sizeof(double));
+            mo.avg_tol = xmalloc((size_t)(B * L * S) * sizeof(double));
+        }
+        if (mref_mha(d, &w, &a, &mo))
+            abort();
+        for (int64_t row = 0; row < B * L; row++)
+            for (int64_t e = 0; e < E; e++) {
+                const double y = a.out[row * os + e], ref = mo.y[row * E + e];
+                if (!(fabs(y - ref) <= mo.y_tol[row * E + e]))
+                    FAIL("MHA out[row %lld][%lld] = %.9g, reference %.9g, tol %.3g", (long long)row,
+                         (long long)e, y, ref, mo.y_tol[row * E + e]);
+            }
+        const double *ref = mo.p ? mo.p : mo.avg, *tol = mo.p ? mo.p_tol : mo.avg_tol;
+        const size_t nw = mo.p ? np : (size_t)(B * L * S);
+        for (size_t i = 0; ref && i < nw; i++)
+            if (!(fabs((double)a.weights[i] - ref[i]) <= tol[i]))
+                FAIL("MHA weights[%zu] = %.9g, reference %.9g, tol %.3g", i, (double)a.weights[i],
+                     ref[i], tol[i]);
+        obuf_outside(&ob, "out");
+        if (ow.base)
+            obuf_outside(&ow, "weights");
+        free(mo.y);
+        free(mo.y_tol);
+        free(mo.p);
+        free(mo.p_tol);
+        free(mo.avg);
+        free(mo.avg_tol);
+    }
+    /* another thread count, another workspace: bitwise equal */
+    {
+        float *so = obuf_snap(&ob), *sw = obuf_snap(&ow);
+        const int t1 = d->threads;
+        d->threads = t2;
+        obuf_clear(&ob);
+        if (ow.base)
+            obuf_clear(&ow);
+        plan = NULL;
+        if ((st = attn_mha_plan_create(&plan, d)) != ATTN_OK)
+            FAIL("MHA plan with %d threads: %s", t2, st_name(st));
+        attn_mha_workspace_size(plan, &need_ws);
+        wsp w2;
+        wsp_make(&w2, (wsel >> 2) % 3, need_ws, 0, 0);
+        if ((st = attn_mha_execute(plan, &w, &a, w2.ptr, w2.bytes)) != ATTN_OK)
+            FAIL("MHA execute with %d threads: %s", t2, st_name(st));
+        attn_mha_plan_destroy(plan);
+        free(w2.raw);
+        obuf_same(&ob, so, "out", t1, t2);
+        if (ow.base)
+            obuf_same(&ow, sw, "weights", t1, t2);
+        free(so);
+        free(sw);
+    }
+out:
+    free(inputs_copy);
+    free(mcopy);
+    free(pool);
+    free(mpool);
+    free(kpm);
+    obuf_free(&ob);
+    obuf_free(&ow);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    rd r = { data, size, 0 };
+    if (u8(&r) & 1)
+        fuzz_mha(&r);
+    else
+        fuzz_sdpa(&r);
+    return 0;
+}
+
+/* In a -fsanitize=undefined build, a UBSan report stops the run (libFuzzer
+ * then saves the input) instead of scrolling by. */
+const char *__ubsan_default_options(void);
+const char *__ubsan_default_options(void) { return "halt_on_error=1:print_stacktrace=1"; }
