@@ -366,6 +366,14 @@ static const erow err_rows[] = {
       ATTN_ERR_TOO_LARGE, { D64(batch, 1), D64(q_len, INT32_MAX), D64(kv_len, INT32_MAX),
                             D64(num_heads, 1), D64(num_kv_heads, 0),
                             DINT(weights, ATTN_WEIGHTS_AVERAGED) } },
+    /* found by the fuzzer: B * L past 2^63 reached row_stride() as a
+     * negative count; H * L * S of per-head weights overflowed in the
+     * probabilities view before any size check */
+    { "B * L >= 2^63 (B = 2^62, L = 2)", EB_CROSS, AT_PLAN, ATTN_ERR_TOO_LARGE,
+      { D64(batch, (int64_t)1 << 62), D64(q_len, 2), D64(kv_len, 2) } },
+    { "per-head weights, H * L * S overflows (B = 1)", EB_CROSS, AT_PLAN, ATTN_ERR_TOO_LARGE,
+      { D64(batch, 1), D64(q_len, INT32_MAX), D64(kv_len, INT32_MAX),
+        DINT(weights, ATTN_WEIGHTS_PER_HEAD) } },
     { "workspace total overflows (weights and combined mask)", EB_CROSS, AT_PLAN,
       ATTN_ERR_TOO_LARGE, { D64(batch, 1), D64(q_len, INT32_MAX), D64(kv_len, 1932735283),
                             D64(num_heads, 1), D64(num_kv_heads, 0),

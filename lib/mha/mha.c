@@ -179,9 +179,16 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
         add_block(&total, &p->off_v, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float), &ok);
     }
     add_block(&total, &p->off_o, attn_size_mul(BL, E, &ok), sizeof(float), &ok);
+    /* Attention weights per head, [B][H][L][S]: the caller's output, or
+     * the workspace block averaged from. */
     const uint64_t lsz = attn_size_mul(BL, (uint64_t)p->S, &ok);
+    uint64_t hlsz = 0;
+    if (d->weights != ATTN_WEIGHTS_NONE) {
+        hlsz = attn_size_mul(lsz, (uint64_t)p->H, &ok);
+        attn_size_mul(hlsz, sizeof(float), &ok);
+    }
     if (d->weights == ATTN_WEIGHTS_AVERAGED)
-        add_block(&total, &p->off_p, attn_size_mul(lsz, (uint64_t)p->H, &ok), sizeof(float), &ok);
+        add_block(&total, &p->off_p, hlsz, sizeof(float), &ok);
     if (p->combine)
         add_block(&total, &p->off_mask, attn_size_mul(lsz, (uint64_t)p->mask_heads, &ok), 1, &ok);
     if (!ok) {

@@ -24,41 +24,10 @@
  * Decoding never fails: a short input reads as zeros, which is a small
  * valid problem.  FUZZ_VERBOSE=1 prints each decoded problem.
  *
- * Known library bugs skipped until their fixes land (set to 0 to re-enable):
+ * Library bugs it found are fixed; their reproducers are in regressions/
+ * (the replay test runs them) and each has a row in test_errors.c or
+ * test_mha.c.
  */
-#ifndef FUZZ_SKIP_BUG_WS_OVERFLOW
-/* (1) workspace byte count overflows (signed) in lib/sdpa/plan.c for huge
- * B * Hq * n instead of returning ATTN_ERR_TOO_LARGE. */
-#define FUZZ_SKIP_BUG_WS_OVERFLOW 1
-#endif
-#ifndef FUZZ_SKIP_BUG_OVERLAP
-/* (2) the output self-overlap check rejects some non-overlapping views
- * (interleaved strides such as {0, 2, 3} with Hq = 3, n = 2, dv = 1). */
-#define FUZZ_SKIP_BUG_OVERLAP 1
-#endif
-#ifndef FUZZ_SKIP_BUG_LSE_SEQ0
-/* (3) a logsumexp seq stride of 0 with n == 1 is rejected. */
-#define FUZZ_SKIP_BUG_LSE_SEQ0 1
-#endif
-
-#ifndef FUZZ_SKIP_BUG_MHA_ROWS
-/* (4) found by this fuzzer: attn_mha_plan_create with B * L or B * S of
- * 2^63 or more (e.g. B = 2^62, L = 2) converts the row count to int64_t and
- * row_stride() computes rows - 1 on INT64_MIN: signed overflow (UBSan)
- * instead of ATTN_ERR_TOO_LARGE.  Reproducer: regressions/mha-rows-overflow
- * (UBSan report with this set to 0). */
-#define FUZZ_SKIP_BUG_MHA_ROWS 1
-#endif
-
-#ifndef FUZZ_SKIP_BUG_MHA_WEIGHTS
-/* (5) found by this fuzzer: attn_mha_plan_create with attention weights
- * and huge L and S (E = 12, H = 3, L = S = INT32_MAX, B = 2, per-head
- * weights) computes the probabilities view with attn_view_bhsd(H, L, S):
- * H * L * S overflows int64_t (UBSan) before any size check.  Expected
- * ATTN_ERR_TOO_LARGE.  Reproducer: regressions/mha-weights-view-overflow. */
-#define FUZZ_SKIP_BUG_MHA_WEIGHTS 1
-#endif
-
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -214,9 +183,9 @@ static int view_overlaps(const int64_t sz[3], const int64_t st[3], int64_t D)
     return bad;
 }
 
-#if FUZZ_SKIP_BUG_OVERLAP
-/* The library's current (conservative) test: dims of size > 1 sorted by
- * stride, each stride clears the extent of everything inside it. */
+/* The rule attn.h states for output views: dims of size > 1 sorted by
+ * stride, each stride clears the extent of everything inside it.  It is
+ * sufficient, not necessary, for no overlap. */
 static int nested_ok(const int64_t sz[3], const int64_t st[3], int64_t D)
 {
     int64_t s[3], z[3];
@@ -239,7 +208,6 @@ static int nested_ok(const int64_t sz[3], const int64_t st[3], int64_t D)
     }
     return 1;
 }
-#endif
 
 /* The view rules of attn.h ("Tensor views" and the field comments) for a
  * view of [B][H][S][D] with unit dim stride. */
@@ -292,19 +260,13 @@ static void expect_view(expect *e, const attn_view *v, int64_t B, int64_t H, int
     else if (ext > ((uint64_t)1 << 58))
         e->maybe |= BIT(ATTN_ERR_TOO_LARGE);
     if (kind == VK_OUTPUT || kind == VK_LSE) {
-        int ov = view_overlaps(sz, st, D);
-        if (ov < 0)
-            e->maybe |= BIT(ATTN_ERR_BAD_STRIDE);
-        else if (ov)
+        if (!nested_ok(sz, st, D)) {
             e->must |= BIT(ATTN_ERR_BAD_STRIDE);
-#if FUZZ_SKIP_BUG_OVERLAP
-        else if (!nested_ok(sz, st, D))
-            e->maybe |= BIT(ATTN_ERR_BAD_STRIDE);
-#endif
-#if FUZZ_SKIP_BUG_LSE_SEQ0
-        if (kind == VK_LSE && v->seq == 0)
-            e->maybe |= BIT(ATTN_ERR_BAD_STRIDE);
-#endif
+        } else if (view_overlaps(sz, st, D) > 0) {
+            /* the documented rule must be sufficient */
+            fprintf(stderr, "CONTRACT VIOLATION: a nested output view overlaps itself\n");
+            abort();
+        }
     }
 }
 
@@ -950,15 +912,6 @@ static void fuzz_sdpa(rd *r)
     if (verbose)
         print_sdpa(d, bad, t2);
 
-#if FUZZ_SKIP_BUG_WS_OVERFLOW
-    if (huge && pe.must == 0) {
-        /* known bug (1): B * Hq * n * chunks * (dv + 2) * 4 overflows */
-        const double prod = (double)d->batch * (double)d->q_heads * (double)d->q_len *
-                            ((double)d->kv_len / 512 + 2) * ((double)d->v_dim + 2) * 4;
-        if (prod >= 0x1p62 || (double)d->batch * (double)d->kv_heads * (double)d->q_len >= 0x1p62)
-            return;
-    }
-#endif
 
     /* extents and buffers (only for small, computable problems) */
     int64_t eq = view_extent(&d->q, szq, dk), ek = view_extent(&d->k, szk, dk),
@@ -1506,16 +1459,6 @@ static void fuzz_mha(rd *r)
         }
     }
     expect pe = expect_mha_plan(d);
-#if FUZZ_SKIP_BUG_MHA_ROWS
-    if (huge && ((double)d->batch * (double)d->q_len >= 0x1p63 ||
-                 (double)d->batch * (double)d->kv_len >= 0x1p63))
-        return;
-#endif
-#if FUZZ_SKIP_BUG_MHA_WEIGHTS
-    if (huge && d->weights != ATTN_WEIGHTS_NONE &&
-        (double)d->num_heads * (double)d->q_len * (double)d->kv_len >= 0x1p62)
-        return;
-#endif
     if (huge)
         pe.maybe |= BIT(ATTN_ERR_TOO_LARGE) | BIT(ATTN_ERR_OUT_OF_MEMORY);
     if (verbose)
