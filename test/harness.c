@@ -608,19 +608,9 @@ long tinst_check(const tinst *t, tstats *st)
     const attn_sdpa_desc *d = &t->desc;
     const int64_t B = d->batch, Hq = d->q_heads, n = d->q_len, m = d->kv_len;
     const int64_t dv = d->v_dim;
-    const size_t rows = (size_t)(B * Hq * n);
     reporter rp = {t, 0};
     ref_out ro;
-    memset(&ro, 0, sizeof ro);
-    ro.o = malloc(rows * (size_t)dv * sizeof(double));
-    ro.o_abs = malloc(rows * (size_t)dv * sizeof(double));
-    ro.lse = malloc(rows * sizeof(double));
-    ro.s_abs = malloc(rows * sizeof(double));
-    ro.nvis = malloc(rows * sizeof(int64_t));
-    if (d->want_probs)
-        ro.p = malloc(rows * (size_t)m * sizeof(double));
-    if (!ro.o || !ro.o_abs || !ro.lse || !ro.s_abs || !ro.nvis ||
-        (d->want_probs && !ro.p) || ref_sdpa(d, &t->args, &ro)) {
+    if (ref_sdpa_alloc(d, &t->args, &ro)) {
         printf("reference: out of memory\n");
         rp.bad = 1;
         goto done;
@@ -691,12 +681,7 @@ done:
     if (rp.bad > MAX_REPORTS)
         printf("  ... %ld problems in all\n", rp.bad);
     st->cases++;
-    free(ro.o);
-    free(ro.o_abs);
-    free(ro.lse);
-    free(ro.s_abs);
-    free(ro.nvis);
-    free(ro.p);
+    ref_out_free(&ro);
     return rp.bad;
 }
 

@@ -23,6 +23,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 double ref_scale(const attn_sdpa_desc *desc)
 {
@@ -200,4 +201,34 @@ void ref_row_tolerance(int64_t dk, int64_t nvis, double s_abs, double lse,
         *lse_abs = REF_SAFE * (es + ((double)nvis + REF_KEXP + 4.0) * u +
                                2.0 * u * l) + REF_TINY;
     }
+}
+
+int ref_sdpa_alloc(const attn_sdpa_desc *d, const attn_sdpa_args *a, ref_out *ro)
+{
+    const size_t rows = (size_t)(d->batch * d->q_heads * d->q_len);
+    memset(ro, 0, sizeof *ro);
+    ro->o = malloc(rows * (size_t)d->v_dim * sizeof(double));
+    ro->o_abs = malloc(rows * (size_t)d->v_dim * sizeof(double));
+    ro->lse = malloc(rows * sizeof(double));
+    ro->s_abs = malloc(rows * sizeof(double));
+    ro->nvis = malloc(rows * sizeof(int64_t));
+    if (d->want_probs)
+        ro->p = malloc(rows * (size_t)d->kv_len * sizeof(double));
+    if (!ro->o || !ro->o_abs || !ro->lse || !ro->s_abs || !ro->nvis ||
+        (d->want_probs && !ro->p) || ref_sdpa(d, a, ro)) {
+        ref_out_free(ro);
+        return -1;
+    }
+    return 0;
+}
+
+void ref_out_free(ref_out *ro)
+{
+    free(ro->o);
+    free(ro->o_abs);
+    free(ro->lse);
+    free(ro->s_abs);
+    free(ro->nvis);
+    free(ro->p);
+    memset(ro, 0, sizeof *ro);
 }

@@ -37,6 +37,12 @@ typedef struct ref_out {
 int ref_sdpa(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
              const ref_out *out);
 
+/* ref_sdpa into freshly allocated outputs: o, o_abs, lse, s_abs, nvis, and
+ * p when desc->want_probs.  Returns 0, or -1 when memory ran out (*out is
+ * freed then).  ref_out_free frees what either left in *out. */
+int ref_sdpa_alloc(const attn_sdpa_desc *desc, const attn_sdpa_args *args, ref_out *out);
+void ref_out_free(ref_out *out);
+
 /* The window predicate of attn.h alone: 1 if key j is inside query i's
  * window (ignoring lengths, mask and bias).  mb and nb are the batch's key
  * and query lengths (kv_lens[b] and q_lens[b] when in use, m and n

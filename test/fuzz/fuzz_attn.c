@@ -590,35 +590,46 @@ static int key_seen(const attn_sdpa_desc *d, int64_t klen, int64_t qlen, int64_t
 }
 
 /* The plan-independent part of execute's contract. */
+/* What execute must say of its pointers (used ones non-NULL, unused ones
+ * NULL), the per-batch lengths in use, and a caller workspace. */
+typedef struct ptr_use { int used; const void *p; } ptr_use;
+static void expect_call(expect *e, const ptr_use *f, size_t nf, int64_t batch,
+                        const int32_t *kv_lens, int64_t m, const int32_t *q_lens, int64_t n,
+                        const void *ws, size_t ws_bytes, size_t need)
+{
+    for (size_t i = 0; i < nf; i++) {
+        if (f[i].used && !f[i].p)
+            e->must |= BIT(ATTN_ERR_NULL_ARGUMENT);
+        if (!f[i].used && f[i].p)
+            e->must |= BIT(ATTN_ERR_ARGUMENT_MISMATCH);
+    }
+    for (int64_t b = 0; b < batch; b++) {
+        if (kv_lens && (kv_lens[b] < 0 || kv_lens[b] > m))
+            e->must |= BIT(ATTN_ERR_BAD_LENGTH);
+        if (q_lens && (q_lens[b] < 0 || q_lens[b] > n))
+            e->must |= BIT(ATTN_ERR_BAD_LENGTH);
+    }
+    if (ws) {
+        if (ws_bytes < need)
+            e->must |= BIT(ATTN_ERR_WORKSPACE_TOO_SMALL);
+        if ((uintptr_t)ws % 64)
+            e->must |= BIT(ATTN_ERR_WORKSPACE_ALIGNMENT);
+    }
+}
+
 static expect expect_sdpa_exec(const attn_sdpa_desc *d, const attn_sdpa_args *a,
                                const void *ws, size_t ws_bytes, size_t need)
 {
     expect e = { 0, 0 };
     if (!a->q || !a->k || !a->v || !a->o)
         e.must |= BIT(ATTN_ERR_NULL_ARGUMENT);
-    const struct { int used; const void *p; } f[] = {
+    const ptr_use f[] = {
         { d->use_kv_lens, a->kv_lens },  { d->use_q_lens, a->q_lens },
         { d->mask_mode != ATTN_MASK_NONE, a->mask }, { d->use_bias, a->bias },
         { d->want_probs, a->probs },     { d->want_lse, a->lse },
     };
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-        if (f[i].used && !f[i].p)
-            e.must |= BIT(ATTN_ERR_NULL_ARGUMENT);
-        if (!f[i].used && f[i].p)
-            e.must |= BIT(ATTN_ERR_ARGUMENT_MISMATCH);
-    }
-    for (int64_t b = 0; b < d->batch; b++) {
-        if (d->use_kv_lens && a->kv_lens && (a->kv_lens[b] < 0 || a->kv_lens[b] > d->kv_len))
-            e.must |= BIT(ATTN_ERR_BAD_LENGTH);
-        if (d->use_q_lens && a->q_lens && (a->q_lens[b] < 0 || a->q_lens[b] > d->q_len))
-            e.must |= BIT(ATTN_ERR_BAD_LENGTH);
-    }
-    if (ws) {
-        if (ws_bytes < need)
-            e.must |= BIT(ATTN_ERR_WORKSPACE_TOO_SMALL);
-        if ((uintptr_t)ws % 64)
-            e.must |= BIT(ATTN_ERR_WORKSPACE_ALIGNMENT);
-    }
+    expect_call(&e, f, sizeof f / sizeof f[0], d->batch, d->use_kv_lens ? a->kv_lens : NULL,
+                d->kv_len, d->use_q_lens ? a->q_lens : NULL, d->q_len, ws, ws_bytes, need);
     return e;
 }
 
@@ -626,17 +637,8 @@ static void sdpa_check_results(const sdpa_prob *P)
 {
     const attn_sdpa_desc *d = &P->d;
     const int64_t B = d->batch, Hq = d->q_heads, n = d->q_len, m = d->kv_len, dv = d->v_dim;
-    const size_t rows = (size_t)(B * Hq * n);
     ref_out ro;
-    memset(&ro, 0, sizeof ro);
-    ro.o = xmalloc(rows * (size_t)dv * sizeof(double));
-    ro.o_abs = xmalloc(rows * (size_t)dv * sizeof(double));
-    ro.lse = xmalloc(rows * sizeof(double));
-    ro.s_abs = xmalloc(rows * sizeof(double));
-    ro.nvis = xmalloc(rows * sizeof(int64_t));
-    if (d->want_probs)
-        ro.p = xmalloc(rows * (size_t)m * sizeof(double));
-    if (ref_sdpa(d, &P->a, &ro))
+    if (ref_sdpa_alloc(d, &P->a, &ro))
         abort();
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < Hq; h++)
@@ -680,12 +682,7 @@ static void sdpa_check_results(const sdpa_prob *P)
         obuf_outside(&P->p, "P");
     if (d->want_lse)
         obuf_outside(&P->l, "lse");
-    free(ro.o);
-    free(ro.o_abs);
-    free(ro.lse);
-    free(ro.s_abs);
-    free(ro.nvis);
-    free(ro.p);
+    ref_out_free(&ro);
 }
 
 static void sdpa_clear(sdpa_prob *P)
@@ -1271,7 +1268,7 @@ static expect expect_mha_exec(const attn_mha_desc *d, const attn_mha_weights *w,
 {
     expect e = { 0, 0 };
     const int pk = d->packed_in_proj, hb = d->has_bias;
-    const struct { int used; const void *p; } f[] = {
+    const ptr_use f[] = {
         { pk, w->in_proj_weight },     { pk && hb, w->in_proj_bias },
         { !pk, w->q_weight },          { !pk, w->k_weight },
         { !pk, w->v_weight },          { !pk && hb, w->q_bias },
@@ -1284,24 +1281,8 @@ static expect expect_mha_exec(const attn_mha_desc *d, const attn_mha_weights *w,
         { d->key_padding_mode != ATTN_MASK_NONE, a->key_padding_mask },
         { d->weights != ATTN_WEIGHTS_NONE, a->weights },
     };
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-        if (f[i].used && !f[i].p)
-            e.must |= BIT(ATTN_ERR_NULL_ARGUMENT);
-        if (!f[i].used && f[i].p)
-            e.must |= BIT(ATTN_ERR_ARGUMENT_MISMATCH);
-    }
-    for (int64_t b = 0; b < d->batch; b++) {
-        if (d->use_kv_lens && a->kv_lens && (a->kv_lens[b] < 0 || a->kv_lens[b] > d->kv_len))
-            e.must |= BIT(ATTN_ERR_BAD_LENGTH);
-        if (d->use_q_lens && a->q_lens && (a->q_lens[b] < 0 || a->q_lens[b] > d->q_len))
-            e.must |= BIT(ATTN_ERR_BAD_LENGTH);
-    }
-    if (ws) {
-        if (ws_bytes < need)
-            e.must |= BIT(ATTN_ERR_WORKSPACE_TOO_SMALL);
-        if ((uintptr_t)ws % 64)
-            e.must |= BIT(ATTN_ERR_WORKSPACE_ALIGNMENT);
-    }
+    expect_call(&e, f, sizeof f / sizeof f[0], d->batch, d->use_kv_lens ? a->kv_lens : NULL,
+                d->kv_len, d->use_q_lens ? a->q_lens : NULL, d->q_len, ws, ws_bytes, need);
     return e;
 }
 
