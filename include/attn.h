@@ -344,6 +344,114 @@ ATTN_API attn_status attn_sdpa(const attn_sdpa_desc *desc,
                                const attn_sdpa_args *args);
 
 /* ------------------------------------------------------------------------ */
+/* SDPA backward                                                             */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The gradients of SDPA: from Q, K, V, the forward's output O and
+ * logsumexp, and dO = dL/dO, compute dQ, dK, dV and optionally dBias, under
+ * the same description as the forward (shapes, views, scale, window,
+ * lengths, mask, bias, GQA).  With S = scale Q K^T + bias and P = softmax
+ * over the visible keys (exp(S - lse), the forward's lse):
+ *
+ *   D_i  = sum_d dO_id O_id
+ *   dV_j = sum_i P_ij dO_i            dP_ij = dO_i . V_j
+ *   dS_ij = P_ij (dP_ij - D_i)        dBias_ij = dS_ij
+ *   dQ_i = scale sum_j dS_ij K_j      dK_j = scale sum_i dS_ij Q_i
+ *
+ * P is recomputed tile by tile (FlashAttention-2's scheme, over sgemm), so
+ * the workspace grows with threads x tile, never with n x m.  A key/value
+ * head's dK and dV sum over the query heads of its GQA group; dBias is
+ * summed over the bias's broadcast dimensions.  Hidden positions contribute
+ * exactly 0: padded query rows (i >= q_lens[b]) and rows with no visible
+ * key (lse = -INFINITY) get dQ = 0; K/V rows no query sees get dK = dV = 0;
+ * hidden (i, j) get dBias = 0.  What the forward never reads, backward
+ * never reads either (and also the dO and O rows of padded queries).
+ * Results are bitwise identical for any thread count: every sum runs in an
+ * order fixed by the shape.
+ */
+typedef struct attn_sdpa_bwd_desc {
+    /* The forward's description.  Its o view is the forward output O (an
+     * input here) and its lse view the forward's logsumexp (an input,
+     * required: want_lse must be 1).  want_probs must be 0. */
+    attn_sdpa_desc fwd;
+
+    /* dO [B][Hq][n][dv] (input), dQ [B][Hq][n][dk], dK [B][Hkv][m][dk],
+     * dV [B][Hkv][m][dv] (outputs, every element written).  Output views
+     * follow the rules of the forward's outputs (nested, see Tensor views). */
+    attn_view d_o, dq, dk, dv;
+
+    /* dBias, when want_dbias (needs fwd.use_bias): the gradient in the
+     * bias's own shape [B|1][H|1][n|1][m], where a dimension is 1 exactly
+     * when the bias broadcasts over it (its stride in fwd.bias is 0); the
+     * strides of those dimensions here are ignored. */
+    int want_dbias;
+    attn_view dbias;
+
+    /* Must be zero (attn_sdpa_bwd_desc_init does it). */
+    int64_t reserved[16];
+} attn_sdpa_bwd_desc;
+
+/* fwd as attn_sdpa_desc_init sets it, every other view ATTN_STRIDE_UNSET,
+ * no dBias.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_sdpa_bwd_desc_init(attn_sdpa_bwd_desc *desc);
+
+/* The per-call pointers; those of features the plan does not use must be
+ * NULL. */
+typedef struct attn_sdpa_bwd_args {
+    const float *q;
+    const float *k;
+    const float *v;
+    const float *o;           /* the forward's output */
+    const float *d_o;         /* dL/dO */
+    const float *lse;         /* the forward's logsumexp */
+    const int32_t *kv_lens;   /* [B], when fwd.use_kv_lens */
+    const int32_t *q_lens;    /* [B], when fwd.use_q_lens */
+    const uint8_t *mask;      /* when fwd.mask_mode != ATTN_MASK_NONE */
+    const float *bias;        /* when fwd.use_bias */
+    float *dq;
+    float *dk;
+    float *dv;
+    float *dbias;             /* when want_dbias */
+} attn_sdpa_bwd_args;
+
+typedef struct attn_sdpa_bwd_plan attn_sdpa_bwd_plan;
+
+/*
+ * Validate *desc and make a backward plan.  Returns ATTN_OK,
+ * ATTN_ERR_NULL_ARGUMENT, any status attn_sdpa_plan_create returns for
+ * desc->fwd, ATTN_ERR_BAD_OPTION (fwd.want_lse 0, fwd.want_probs 1,
+ * want_dbias without fwd.use_bias, a nonzero reserved field),
+ * ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_STRIDE or ATTN_ERR_TOO_LARGE for the
+ * views of dO, dQ, dK, dV and dBias, or ATTN_ERR_OUT_OF_MEMORY.
+ */
+ATTN_API attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan,
+                                               const attn_sdpa_bwd_desc *desc);
+
+/* Free a plan; NULL is accepted (returns ATTN_OK). */
+ATTN_API attn_status attn_sdpa_bwd_plan_destroy(attn_sdpa_bwd_plan *plan);
+
+/* Bytes of workspace execute needs (threads x tiles, never n x m).
+ * Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_sdpa_bwd_workspace_size(const attn_sdpa_bwd_plan *plan,
+                                                  size_t *bytes);
+
+/*
+ * Compute the gradients.  workspace as for attn_sdpa_execute.  Returns
+ * ATTN_OK, ATTN_ERR_NULL_ARGUMENT, ATTN_ERR_ARGUMENT_MISMATCH,
+ * ATTN_ERR_BAD_LENGTH, ATTN_ERR_WORKSPACE_TOO_SMALL,
+ * ATTN_ERR_WORKSPACE_ALIGNMENT or ATTN_ERR_OUT_OF_MEMORY.  On error no
+ * output is written.
+ */
+ATTN_API attn_status attn_sdpa_bwd_execute(const attn_sdpa_bwd_plan *plan,
+                                           const attn_sdpa_bwd_args *args,
+                                           void *workspace, size_t workspace_bytes);
+
+/* One-shot: plan, execute with internal workspace, destroy. */
+ATTN_API attn_status attn_sdpa_backward(const attn_sdpa_bwd_desc *desc,
+                                        const attn_sdpa_bwd_args *args);
+
+/* ------------------------------------------------------------------------ */
 /* Multi-head attention layer                                                */
 /* ------------------------------------------------------------------------ */
 
