@@ -95,6 +95,13 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
         return ATTN_ERR_BAD_OPTION;
     if (!attn_mask_mode_valid(d->mask_mode))
         return ATTN_ERR_BAD_OPTION;
+    /* (written so that NaN fails too) */
+    if (!(d->dropout_p >= 0.0 && d->dropout_p <= 1.0))
+        return ATTN_ERR_BAD_OPTION;
+    /* Dropout is being built: until it computes, p > 0 is refused rather
+     * than ignored. */
+    if (d->dropout_p > 0.0)
+        return ATTN_ERR_BAD_OPTION;
 
     const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
                   m = d->kv_len, dk = d->qk_dim, dv = d->v_dim;
