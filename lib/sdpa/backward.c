@@ -86,9 +86,11 @@ static attn_status validate(const attn_sdpa_bwd_desc *d)
         (st = attn_check_view(&d->dv, B, Hkv, m, dv, VIEW_OUTPUT)) != ATTN_OK)
         return st;
     if (d->want_dbias) {
+        /* The bias's own shape: size 1 where it broadcasts.  dBias is no
+         * BLAS operand, so a broadcast seq needs no row stride. */
         const attn_view v = dbias_view(d);
-        if ((st = attn_check_view(&v, v.batch ? B : 1, v.head ? Hq : 1, v.seq ? n : 1, m,
-                                  VIEW_OUTPUT)) != ATTN_OK)
+        if ((st = attn_check_view(&v, f->bias.batch ? B : 1, f->bias.head ? Hq : 1,
+                                  f->bias.seq ? n : 1, m, VIEW_OUTPUT | VIEW_VECTOR)) != ATTN_OK)
             return st;
     }
     return ATTN_OK;

@@ -288,9 +288,9 @@ static int mask_mode_ok(int m) { return m == ATTN_MASK_NONE || m == ATTN_MASK_KE
 static expect expect_sdpa_plan(const attn_sdpa_desc *d)
 {
     expect e = { 0, 0 };
-    if (reserved_nonzero(d->reserved, 16) ||
+    if (reserved_nonzero(d->reserved, (int)(sizeof d->reserved / sizeof d->reserved[0])) ||
         (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
-        !mask_mode_ok(d->mask_mode))
+        !mask_mode_ok(d->mask_mode) || !(d->dropout_p >= 0.0 && d->dropout_p <= 1.0))
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
     if (d->batch <= 0 || d->q_heads <= 0 || d->kv_heads <= 0 || d->q_len <= 0 ||
         d->kv_len <= 0 || d->qk_dim <= 0 || d->v_dim <= 0) {
@@ -830,9 +830,15 @@ static void fuzz_sdpa(rd *r)
         int64_t *sp = pick(r, 3) == 0 ? &vw->batch : (u8(r) & 1) ? &vw->head : &vw->seq;
         switch (bad[k]) {
         case BAD_RESERVED: {
-            unsigned at = pick(r, 16);
+            /* a reserved field, or a dropout probability outside [0, 1] */
+            unsigned at = pick(r, (unsigned)(sizeof d->reserved / sizeof d->reserved[0]) + 1);
             int64_t val = (int64_t)u8(r) - 128;
-            d->reserved[at] = val ? val : INT64_MIN;
+            if (at < sizeof d->reserved / sizeof d->reserved[0]) {
+                d->reserved[at] = val ? val : INT64_MIN;
+            } else {
+                static const double badp[] = { -0.25, 1.5, NAN, -INFINITY, INFINITY };
+                d->dropout_p = badp[pick(r, 5)];
+            }
             break;
         }
         case BAD_ENUM:
@@ -1213,7 +1219,7 @@ out:
 static expect expect_mha_plan(const attn_mha_desc *d)
 {
     expect e = { 0, 0 };
-    if (reserved_nonzero(d->reserved, 16) ||
+    if (reserved_nonzero(d->reserved, (int)(sizeof d->reserved / sizeof d->reserved[0])) ||
         (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
         !mask_mode_ok(d->mask_mode) || !mask_mode_ok(d->key_padding_mode) ||
         (d->weights != ATTN_WEIGHTS_NONE && d->weights != ATTN_WEIGHTS_PER_HEAD &&
@@ -1394,7 +1400,10 @@ static void fuzz_mha(rd *r)
     for (int k = 0; k < 2; k++) {
         int64_t *strides[] = { &d->x_stride, &d->key_stride, &d->value_stride, &d->out_stride };
         switch (bad[k]) {
-        case BAD_RESERVED: d->reserved[pick(r, 16)] = -1 - (int64_t)u8(r); break;
+        case BAD_RESERVED:
+            d->reserved[pick(r, (unsigned)(sizeof d->reserved / sizeof d->reserved[0]))] =
+                -1 - (int64_t)u8(r);
+            break;
         case BAD_ENUM:
             switch (pick(r, 4)) {
             case 0: d->align = (attn_align)(2 + pick(r, 9)); break;
