@@ -46,14 +46,75 @@ int ref_window_visible(const attn_sdpa_desc *desc, int64_t mb, int64_t nb,
     return 1;
 }
 
+/*
+ * The scores of one row (b, h, i) with i < qlen: vis[j] = 1 for the visible
+ * keys, s[j] their logit and a[j] its magnitude |scale| sum_d |q_d k_jd| +
+ * |bias_j|; *mx and *amax the largest of each.  Returns the number of
+ * visible keys.  Reads the Q row, and mask, bias and K only where the
+ * lengths and the window let the position through (mask before bias before
+ * K).  Shared by the forward and the backward reference.
+ */
+static int64_t row_scores(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
+                          int64_t b, int64_t h, int64_t i, int64_t klen, int64_t qlen,
+                          double *s, double *a, unsigned char *vis, double *mx_out,
+                          double *amax_out)
+{
+    const int64_t m = desc->kv_len, dk = desc->qk_dim;
+    const int64_t hk = h / (desc->q_heads / desc->kv_heads);
+    const double scale = ref_scale(desc);
+    const float *K = args->k + b * desc->k.batch + hk * desc->k.head;
+    const float *Q = args->q + b * desc->q.batch + h * desc->q.head + i * desc->q.seq;
+    const uint8_t *M = NULL;
+    const float *Bi = NULL;
+    if (desc->mask_mode != ATTN_MASK_NONE)
+        M = args->mask + b * desc->mask.batch + h * desc->mask.head + i * desc->mask.seq;
+    if (desc->use_bias)
+        Bi = args->bias + b * desc->bias.batch + h * desc->bias.head + i * desc->bias.seq;
+    int64_t nv = 0;
+    double mx = -INFINITY, amax = 0.0;
+    for (int64_t j = 0; j < m; j++) {
+        vis[j] = 0;
+        if (j >= klen || !ref_window_visible(desc, klen, qlen, i, j))
+            continue;
+        if (M) {
+            int nz = M[j] != 0;
+            if (desc->mask_mode == ATTN_MASK_KEEP_NONZERO ? !nz : nz)
+                continue;
+        }
+        double bj = 0.0;
+        if (Bi) {
+            bj = (double)Bi[j];
+            if (bj == -INFINITY)
+                continue;
+        }
+        const float *Kj = K + j * desc->k.seq;
+        double dot = 0.0, adot = 0.0;
+        for (int64_t d = 0; d < dk; d++) {
+            double t = (double)Q[d] * (double)Kj[d];
+            dot += t;
+            adot += fabs(t);
+        }
+        s[j] = scale * dot + bj;
+        a[j] = fabs(scale) * adot + fabs(bj);
+        vis[j] = 1;
+        nv++;
+        if (s[j] > mx)
+            mx = s[j];
+        if (a[j] > amax)
+            amax = a[j];
+    }
+    *mx_out = mx;
+    *amax_out = amax;
+    return nv;
+}
+
 int ref_sdpa(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
              const ref_out *out)
 {
     const int64_t B = desc->batch, Hq = desc->q_heads, Hkv = desc->kv_heads;
     const int64_t n = desc->q_len, m = desc->kv_len;
-    const int64_t dk = desc->qk_dim, dv = desc->v_dim;
+    const int64_t dv = desc->v_dim;
     const int64_t group = Hq / Hkv;
-    const double scale = ref_scale(desc);
 
     double *s = malloc((size_t)m * sizeof *s);
     double *a = malloc((size_t)m * sizeof *a);
@@ -70,56 +131,14 @@ int ref_sdpa(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
         const int64_t qlen = desc->use_q_lens ? args->q_lens[b] : n;
         for (int64_t h = 0; h < Hq; h++) {
             const int64_t hk = h / group;
-            const float *K = args->k + b * desc->k.batch + hk * desc->k.head;
             const float *V = args->v + b * desc->v.batch + hk * desc->v.head;
             for (int64_t i = 0; i < n; i++) {
                 const int64_t row = (b * Hq + h) * n + i;
                 int64_t nv = 0;
                 double mx = -INFINITY, amax = 0.0;
 
-                if (i < qlen) {
-                    const float *Q = args->q + b * desc->q.batch +
-                                     h * desc->q.head + i * desc->q.seq;
-                    const uint8_t *M = NULL;
-                    const float *Bi = NULL;
-                    if (desc->mask_mode != ATTN_MASK_NONE)
-                        M = args->mask + b * desc->mask.batch +
-                            h * desc->mask.head + i * desc->mask.seq;
-                    if (desc->use_bias)
-                        Bi = args->bias + b * desc->bias.batch +
-                             h * desc->bias.head + i * desc->bias.seq;
-                    for (int64_t j = 0; j < m; j++) {
-                        vis[j] = 0;
-                        if (j >= klen || !ref_window_visible(desc, klen, qlen, i, j))
-                            continue;
-                        if (M) {
-                            int nz = M[j] != 0;
-                            if (desc->mask_mode == ATTN_MASK_KEEP_NONZERO ? !nz : nz)
-                                continue;
-                        }
-                        double bj = 0.0;
-                        if (Bi) {
-                            bj = (double)Bi[j];
-                            if (bj == -INFINITY)
-                                continue;
-                        }
-                        const float *Kj = K + j * desc->k.seq;
-                        double dot = 0.0, adot = 0.0;
-                        for (int64_t d = 0; d < dk; d++) {
-                            double t = (double)Q[d] * (double)Kj[d];
-                            dot += t;
-                            adot += fabs(t);
-                        }
-                        s[j] = scale * dot + bj;
-                        a[j] = fabs(scale) * adot + fabs(bj);
-                        vis[j] = 1;
-                        nv++;
-                        if (s[j] > mx)
-                            mx = s[j];
-                        if (a[j] > amax)
-                            amax = a[j];
-                    }
-                }
+                if (i < qlen)
+                    nv = row_scores(desc, args, b, h, i, klen, qlen, s, a, vis, &mx, &amax);
 
                 double sum = 0.0;
                 if (nv > 0) {
