@@ -268,8 +268,21 @@ typedef struct attn_sdpa_desc {
      * Without OpenMP support every value >= 0 runs on the calling thread. */
     int threads;
 
+    /* Dropout on the probabilities (PyTorch's dropout_p), 0 <= p <= 1: an
+     * entry is kept with probability 1 - p and then scaled by 1 / (1 - p)
+     * (p = 1 drops everything: O = 0).  Whether (b, h, i, j) is kept is a
+     * pure function of (dropout_seed, dropout_offset, b, h, i, j), see
+     * attn_dropout_keep_mask; it does not depend on threads, tiles, layout,
+     * SIMD level or want_probs, and the backward regenerates it.  The
+     * logsumexp is of the undropped scores; the probabilities output is the
+     * P that multiplies V (after dropout).  p = 0 (the default) runs exactly
+     * the path without dropout. */
+    double dropout_p;
+    uint64_t dropout_seed;
+    uint64_t dropout_offset;
+
     /* Must be zero (attn_sdpa_desc_init does it). */
-    int64_t reserved[16];
+    int64_t reserved[13];
 } attn_sdpa_desc;
 
 /* Fill *desc with the defaults: all sizes 0, every view ATTN_STRIDE_UNSET,
@@ -342,6 +355,26 @@ ATTN_API attn_status attn_sdpa_execute(const attn_sdpa_plan *plan,
  */
 ATTN_API attn_status attn_sdpa(const attn_sdpa_desc *desc,
                                const attn_sdpa_args *args);
+
+/*
+ * The dropout keep mask of rows [i0, i0 + rows) and keys [0, m) of (b, h):
+ * keep[r * ld + j] = 1 if (b, h, i0 + r, j) is kept, else 0, exactly as
+ * attn_sdpa_execute and attn_sdpa_bwd_execute decide it for a desc with
+ * these dropout_p, dropout_seed and dropout_offset.  The generator is
+ * Philox4x32-10 (Salmon et al., SC'11, as PyTorch's CUDA generator and
+ * FlashAttention use): the key is the first two words of
+ * Philox4x32-10(counter = (offset low, offset high, 0, 0), key = (seed low,
+ * seed high)); then (b, h, i, j) draws word j % 4 of
+ * Philox4x32-10(counter = (j / 4, i, h, b), that key) as u, and is kept iff
+ * u < round((1 - p) 2^32).  Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (keep),
+ * ATTN_ERR_BAD_OPTION (p outside [0, 1] or NaN), ATTN_ERR_BAD_SIZE (rows
+ * or m <= 0, b, h or i0 < 0), ATTN_ERR_TOO_LARGE (b, h, i0 + rows or m
+ * past 2^32, or a byte count that overflows) or ATTN_ERR_BAD_STRIDE
+ * (ld < m).
+ */
+ATTN_API attn_status attn_dropout_keep_mask(double p, uint64_t seed, uint64_t offset,
+                                            int64_t b, int64_t h, int64_t i0, int64_t rows,
+                                            int64_t m, uint8_t *keep, int64_t ld);
 
 /* ------------------------------------------------------------------------ */
 /* SDPA backward                                                             */

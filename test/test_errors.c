@@ -188,7 +188,8 @@ static void test_desc_init_defaults(void **state)
     assert_int_equal(d.want_probs, 0);
     assert_int_equal(d.want_lse, 0);
     assert_int_equal(d.threads, 0);
-    for (int i = 0; i < 16; i++)
+    assert_true(d.dropout_p == 0.0 && d.dropout_seed == 0 && d.dropout_offset == 0);
+    for (size_t i = 0; i < sizeof d.reserved / sizeof d.reserved[0]; i++)
         assert_true(d.reserved[i] == 0);
     assert_int_equal(attn_sdpa_desc_init(NULL), ATTN_ERR_NULL_ARGUMENT);
 
@@ -208,7 +209,7 @@ static void test_desc_init_defaults(void **state)
 enum { NB = 2, HQ = 4, HKV = 2, NQ = 6, MK = 9, DK = 8, DV = 5 };
 static const int64_t BIG = (int64_t)INT32_MAX + 1;
 
-enum { K_END = 0, K_I64, K_INT, K_FLT };
+enum { K_END = 0, K_I64, K_INT, K_FLT, K_DBL };
 typedef struct field_set {
     size_t off;     /* offsetof(attn_sdpa_desc, field) */
     int kind;       /* K_* */
@@ -217,9 +218,10 @@ typedef struct field_set {
 } field_set;
 
 #define FTYPE(field) (sizeof(((attn_sdpa_desc *)0)->field) == 8 ? K_I64 : K_INT)
-/* Set an integer (or enum) field, a float field, or a whole view. */
+/* Set an integer (or enum) field, a float or double field, or a whole view. */
 #define SI(field, v) { offsetof(attn_sdpa_desc, field), FTYPE(field), (int64_t)(v), 0 }
-#define SF(field, v) { offsetof(attn_sdpa_desc, field), K_FLT, 0, (double)(v) }
+#define SF(field, v) { offsetof(attn_sdpa_desc, field), \
+    sizeof(((attn_sdpa_desc *)0)->field) == 8 ? K_DBL : K_FLT, 0, (double)(v) }
 #define SV(view, b, h, s) SI(view.batch, b), SI(view.head, h), SI(view.seq, s)
 
 enum { BASE_FULL, BASE_PLAIN };
@@ -375,8 +377,11 @@ static const desc_row desc_rows[] = {
     {"reserved[0] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[0], 1)}},
     {"reserved[5] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[5], 1)}},
     {"reserved[10] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[10], 1)}},
-    {"reserved[15] = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[15], INT64_MIN)}},
-    {"reserved[15] = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[15], -1)}},
+    {"reserved[12] = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[12], INT64_MIN)}},
+    {"reserved[12] = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[12], -1)}},
+    {"dropout_p = -0.1", ATTN_ERR_BAD_OPTION, FULL, {SF(dropout_p, -0.1)}},
+    {"dropout_p = 1.5", ATTN_ERR_BAD_OPTION, FULL, {SF(dropout_p, 1.5)}},
+    {"dropout_p = NaN", ATTN_ERR_BAD_OPTION, FULL, {SF(dropout_p, NAN)}},
     {"threads = -1", ATTN_ERR_BAD_THREADS, FULL, {SI(threads, -1)}},
     {"threads = INT_MIN", ATTN_ERR_BAD_THREADS, FULL, {SI(threads, INT_MIN)}},
     {"threads = 1025", ATTN_ERR_BAD_THREADS, FULL, {SI(threads, 1025)}},
@@ -466,6 +471,8 @@ static attn_sdpa_desc row_desc(const desc_row *r, const attn_sdpa_desc *full)
         else if (f->kind == K_INT) {
             int v = (int)f->i;
             memcpy(at, &v, sizeof v);
+        } else if (f->kind == K_DBL) {
+            memcpy(at, &f->f, sizeof f->f);
         } else {
             float v = (float)f->f;
             memcpy(at, &v, sizeof v);

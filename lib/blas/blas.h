@@ -16,6 +16,11 @@ void attn_sgemm(int trans_b, int M, int N, int K, float alpha,
                 const float *A, int lda, const float *B, int ldb,
                 float beta, float *C, int ldc);
 
+/* C[M][N] = alpha * A[K][M]^T * B[K][N] + beta * C, row-major (the
+ * backward's dV += P^T dO and dK += dS^T Q).  beta == 0: C is not read. */
+void attn_sgemm_tn(int M, int N, int K, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc);
+
 /* The symbol attn_sgemm calls, to find the loaded library with dladdr(). */
 void *attn_blas_entry_point(void);
 

@@ -18,4 +18,14 @@ void attn_sgemm(int trans_b, int M, int N, int K, float alpha,
                  &b, C, ldc, 1, NULL, &rntm);
 }
 
+void attn_sgemm_tn(int M, int N, int K, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc)
+{
+    rntm_t rntm = BLIS_RNTM_INITIALIZER;
+    bli_rntm_set_num_threads(1, &rntm);
+    float a = alpha, b = beta;
+    bli_sgemm_ex(BLIS_TRANSPOSE, BLIS_NO_TRANSPOSE, M, N, K, &a, (float *)A, lda, 1,
+                 (float *)B, ldb, 1, &b, C, ldc, 1, NULL, &rntm);
+}
+
 void *attn_blas_entry_point(void) { return (void *)(uintptr_t)&bli_sgemm_ex; }

@@ -88,21 +88,10 @@ static void write_empty_row(const attn_sdpa_plan *p, const attn_sdpa_args *a,
         *lse_at(p, a, b, h, i) = -INFINITY;
 }
 
-/* Visible keys [lo, hi) of query i (lo == hi == 0 when none), from the
- * window and the key length.  Bottom-right alignment uses this batch's
- * lengths: its last valid query sees its last valid key.  The window
- * bounds were clamped to n + m at plan time, so nothing overflows. */
 static void row_range(const attn_sdpa_plan *p, int64_t qlen, int64_t kvlen, int64_t i,
-                      int64_t *lo_out, int64_t *hi_out)
+                      int64_t *lo, int64_t *hi)
 {
-    int64_t diag = i + (p->d.align == ATTN_ALIGN_BOTTOM_RIGHT ? kvlen - qlen : 0);
-    int64_t lo = p->window_left >= 0 ? diag - p->window_left : 0;
-    int64_t hi = p->window_right >= 0 ? diag + p->window_right + 1 : kvlen;
-    if (lo < 0) lo = 0;
-    if (hi > kvlen) hi = kvlen;
-    if (lo >= hi) lo = hi = 0;
-    *lo_out = lo;
-    *hi_out = hi;
+    attn_row_range(p->d.align, p->window_left, p->window_right, qlen, kvlen, i, lo, hi);
 }
 
 /* Turn a row of raw scores into probabilities: exp(s - lse) on [lo, hi), 0

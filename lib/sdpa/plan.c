@@ -31,11 +31,6 @@ static int view_unset(const attn_view *v)
            v->seq == ATTN_STRIDE_UNSET;
 }
 
-/* How a view is used: mask and bias broadcast (0 strides), outputs must
- * not overlap themselves, and the logsumexp is a vector, not a BLAS matrix
- * (no leading-dimension rule on its seq stride). */
-enum { VIEW_BROADCAST = 1, VIEW_OUTPUT = 2, VIEW_VECTOR = 4 };
-
 /*
  * Check a view of [B][H][S][D] (dim stride 1).  The seq stride of a matrix
  * is the BLAS leading dimension: at least D even for a single row (0 only
@@ -46,8 +41,8 @@ enum { VIEW_BROADCAST = 1, VIEW_OUTPUT = 2, VIEW_VECTOR = 4 };
  * (rows at {0, 2, 4} and {3, 5, 7}) fail it and are rejected, as attn.h
  * says.
  */
-static attn_status check_view(const attn_view *v, int64_t B, int64_t H, int64_t S,
-                              int64_t D, int how)
+attn_status attn_check_view(const attn_view *v, int64_t B, int64_t H, int64_t S,
+                            int64_t D, int how)
 {
     const int broadcast = how & VIEW_BROADCAST;
     if (view_unset(v))
@@ -92,13 +87,20 @@ static attn_status check_view(const attn_view *v, int64_t B, int64_t H, int64_t 
     return ATTN_OK;
 }
 
-static attn_status validate(const attn_sdpa_desc *d)
+attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
 {
     if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]))
         return ATTN_ERR_BAD_OPTION;
     if (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT)
         return ATTN_ERR_BAD_OPTION;
     if (!attn_mask_mode_valid(d->mask_mode))
+        return ATTN_ERR_BAD_OPTION;
+    /* (written so that NaN fails too) */
+    if (!(d->dropout_p >= 0.0 && d->dropout_p <= 1.0))
+        return ATTN_ERR_BAD_OPTION;
+    /* Dropout is being built: until it computes, p > 0 is refused rather
+     * than ignored. */
+    if (d->dropout_p > 0.0)
         return ATTN_ERR_BAD_OPTION;
 
     const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
@@ -113,18 +115,18 @@ static attn_status validate(const attn_sdpa_desc *d)
         return ATTN_ERR_HEAD_RATIO;
 
     attn_status st;
-    if ((st = check_view(&d->q, B, Hq, n, dk, 0)) != ATTN_OK) return st;
-    if ((st = check_view(&d->k, B, Hkv, m, dk, 0)) != ATTN_OK) return st;
-    if ((st = check_view(&d->v, B, Hkv, m, dv, 0)) != ATTN_OK) return st;
-    if ((st = check_view(&d->o, B, Hq, n, dv, VIEW_OUTPUT)) != ATTN_OK) return st;
+    if ((st = attn_check_view(&d->q, B, Hq, n, dk, 0)) != ATTN_OK) return st;
+    if ((st = attn_check_view(&d->k, B, Hkv, m, dk, 0)) != ATTN_OK) return st;
+    if ((st = attn_check_view(&d->v, B, Hkv, m, dv, 0)) != ATTN_OK) return st;
+    if ((st = attn_check_view(&d->o, B, Hq, n, dv, VIEW_OUTPUT)) != ATTN_OK) return st;
     if (d->mask_mode != ATTN_MASK_NONE &&
-        (st = check_view(&d->mask, B, Hq, n, m, VIEW_BROADCAST)) != ATTN_OK) return st;
+        (st = attn_check_view(&d->mask, B, Hq, n, m, VIEW_BROADCAST)) != ATTN_OK) return st;
     if (d->use_bias &&
-        (st = check_view(&d->bias, B, Hq, n, m, VIEW_BROADCAST)) != ATTN_OK) return st;
+        (st = attn_check_view(&d->bias, B, Hq, n, m, VIEW_BROADCAST)) != ATTN_OK) return st;
     if (d->want_probs &&
-        (st = check_view(&d->probs, B, Hq, n, m, VIEW_OUTPUT)) != ATTN_OK) return st;
+        (st = attn_check_view(&d->probs, B, Hq, n, m, VIEW_OUTPUT)) != ATTN_OK) return st;
     if (d->want_lse &&
-        (st = check_view(&d->lse, B, Hq, n, 1, VIEW_OUTPUT | VIEW_VECTOR)) != ATTN_OK) return st;
+        (st = attn_check_view(&d->lse, B, Hq, n, 1, VIEW_OUTPUT | VIEW_VECTOR)) != ATTN_OK) return st;
 
     if (isinf(d->scale))
         return ATTN_ERR_BAD_SCALE;
@@ -218,7 +220,7 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
 {
     if (!plan || !desc)
         return ATTN_ERR_NULL_ARGUMENT;
-    attn_status st = validate(desc);
+    attn_status st = attn_sdpa_validate(desc);
     if (st != ATTN_OK)
         return st;
 
@@ -226,11 +228,8 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
     if (!p)
         return ATTN_ERR_OUT_OF_MEMORY;
     p->d = *desc;
-    /* A bound past n + m is as good as unbounded; clamping it keeps the
-     * index arithmetic of execute far from overflow. */
-    const int64_t far = desc->q_len + desc->kv_len;
-    p->window_left = desc->window_left < 0 ? -1 : desc->window_left > far ? far : desc->window_left;
-    p->window_right = desc->window_right < 0 ? -1 : desc->window_right > far ? far : desc->window_right;
+    p->window_left = attn_window_clamp(desc, desc->window_left);
+    p->window_right = attn_window_clamp(desc, desc->window_right);
     p->scale = isnan(desc->scale) ? (float)(1.0 / sqrt((double)desc->qk_dim)) : desc->scale;
     p->nthreads = attn_resolve_threads(desc->threads);
     if ((st = plan_blocking(p)) != ATTN_OK) {

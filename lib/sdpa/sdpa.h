@@ -43,4 +43,37 @@ struct attn_sdpa_plan {
     attn_blas_hooks blas;     /* the loaded BLAS's thread controls */
 };
 
+/* Plan-time checks shared by the forward and backward plans (plan.c). */
+attn_status attn_sdpa_validate(const attn_sdpa_desc *d);
+/* How a view is used: mask and bias broadcast (0 strides), outputs must be
+ * nested (attn.h, Tensor views), and the logsumexp is a vector, not a BLAS
+ * matrix (no leading-dimension rule on its seq stride). */
+enum { VIEW_BROADCAST = 1, VIEW_OUTPUT = 2, VIEW_VECTOR = 4 };
+attn_status attn_check_view(const attn_view *v, int64_t B, int64_t H, int64_t S, int64_t D,
+                            int how);
+
+/* A window bound past n + m is as good as unbounded; clamping it keeps the
+ * index arithmetic of execute far from overflow.  Negative: unbounded. */
+static inline int64_t attn_window_clamp(const attn_sdpa_desc *d, int64_t bound)
+{
+    const int64_t far = d->q_len + d->kv_len;
+    return bound < 0 ? -1 : bound > far ? far : bound;
+}
+
+/* Visible keys [lo, hi) of query i (lo == hi == 0 when none), from the
+ * (clamped) window and the key length.  Bottom-right alignment uses this
+ * batch's lengths: its last valid query sees its last valid key. */
+static inline void attn_row_range(attn_align align, int64_t wl, int64_t wr, int64_t qlen,
+                                  int64_t kvlen, int64_t i, int64_t *lo_out, int64_t *hi_out)
+{
+    int64_t diag = i + (align == ATTN_ALIGN_BOTTOM_RIGHT ? kvlen - qlen : 0);
+    int64_t lo = wl >= 0 ? diag - wl : 0;
+    int64_t hi = wr >= 0 ? diag + wr + 1 : kvlen;
+    if (lo < 0) lo = 0;
+    if (hi > kvlen) hi = kvlen;
+    if (lo >= hi) lo = hi = 0;
+    *lo_out = lo;
+    *hi_out = hi;
+}
+
 #endif

@@ -28,4 +28,19 @@ void attn_sgemm(int trans_b, int M, int N, int K, float alpha,
     }
 }
 
+/* A is read as A[k*lda + i], i < M, k < K. */
+void attn_sgemm_tn(int M, int N, int K, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc)
+{
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++)
+                acc += A[(int64_t)k * lda + i] * B[(int64_t)k * ldb + j];
+            float *c = &C[(int64_t)i * ldc + j];
+            *c = beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;
+        }
+    }
+}
+
 void *attn_blas_entry_point(void) { return (void *)(uintptr_t)&attn_sgemm; }

@@ -1,0 +1,389 @@
+/* SDPA backward (FlashAttention-2's scheme over sgemm).
+ *
+ * A work item is a set of (batch, key/value head) pairs that own disjoint
+ * outputs: one pair, or all batches (all key/value heads) when dBias is
+ * broadcast over the batch (the heads), since those pairs add into the
+ * same dBias entries.  An item runs its pairs one after the other; for each
+ * pair it zeroes dQ of its query heads and dK, dV of its key/value head,
+ * then for each key tile t, each query head h of the group and each block
+ * of query rows r that sees the tile:
+ *
+ *   S  = scale Q_r K_t^T + bias, hidden -> -INFINITY     (sgemm + row pass)
+ *   P  = exp(S - lse_r)                                  (0 where hidden)
+ *   dP = dO_r V_t^T                                      (sgemm)
+ *   dS = P (dP - D_r),  D_i = dO_i . O_i                 (row pass)
+ *   dV_t += P^T dO_r;  dK_t += scale dS^T Q_r;  dQ_r += scale dS K_t
+ *   dBias_r,t += dS
+ *
+ * Every sum runs in that fixed order within one item, and no two items
+ * touch the same output, so the result does not depend on the number of
+ * threads or the schedule.  Only the columns a block's rows see are
+ * computed (the union of their visible ranges within the tile); tiles no
+ * row sees are skipped, and K/V rows outside every row's range are never
+ * read.  P and dP live in two tiles of the workspace per thread. */
+#include "sdpa/sdpa.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ATTN_BWD_Q 64      /* query rows per block */
+#define ATTN_BWD_K 256     /* keys per tile */
+
+struct attn_sdpa_bwd_plan {
+    attn_sdpa_bwd_desc d;
+    float scale;
+    int64_t window_left, window_right;
+    int nthreads;
+    int64_t group;            /* Hq / Hkv */
+    int64_t bq, bk;           /* rows per block, keys per tile */
+    int64_t nb, nh;           /* items: batch groups x key/value head groups */
+    int64_t bpi, hpi;         /* batches and key/value heads per item */
+    /* dBias: whether it exists per batch, per head, per row (else the
+     * bias broadcasts there and dBias sums over that dimension). */
+    int db_b, db_h, db_i;
+    size_t ws_dp, ws_d, ws_lo;  /* offsets in a thread's slice: P tile at 0 */
+    size_t ws_thread, ws_bytes;
+    const attn_kernels *kern;
+    attn_blas_hooks blas;
+};
+
+attn_status attn_sdpa_bwd_desc_init(attn_sdpa_bwd_desc *desc)
+{
+    if (!desc)
+        return ATTN_ERR_NULL_ARGUMENT;
+    memset(desc, 0, sizeof *desc);
+    attn_sdpa_desc_init(&desc->fwd);
+    const attn_view unset = { ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET };
+    desc->d_o = desc->dq = desc->dk = desc->dv = desc->dbias = unset;
+    return ATTN_OK;
+}
+
+/* The dBias view with the strides of the dimensions the bias broadcasts
+ * over set to 0 (they have size 1 and are ignored). */
+static attn_view dbias_view(const attn_sdpa_bwd_desc *d)
+{
+    attn_view v = d->dbias;
+    if (d->fwd.bias.batch == 0) v.batch = 0;
+    if (d->fwd.bias.head == 0) v.head = 0;
+    if (d->fwd.bias.seq == 0) v.seq = 0;
+    return v;
+}
+
+static attn_status validate(const attn_sdpa_bwd_desc *d)
+{
+    const attn_sdpa_desc *f = &d->fwd;
+    if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]) ||
+        !f->want_lse || f->want_probs || (d->want_dbias && !f->use_bias))
+        return ATTN_ERR_BAD_OPTION;
+    attn_status st = attn_sdpa_validate(f);
+    if (st != ATTN_OK)
+        return st;
+    const int64_t B = f->batch, Hq = f->q_heads, Hkv = f->kv_heads, n = f->q_len,
+                  m = f->kv_len, dk = f->qk_dim, dv = f->v_dim;
+    if ((st = attn_check_view(&d->d_o, B, Hq, n, dv, 0)) != ATTN_OK ||
+        (st = attn_check_view(&d->dq, B, Hq, n, dk, VIEW_OUTPUT)) != ATTN_OK ||
+        (st = attn_check_view(&d->dk, B, Hkv, m, dk, VIEW_OUTPUT)) != ATTN_OK ||
+        (st = attn_check_view(&d->dv, B, Hkv, m, dv, VIEW_OUTPUT)) != ATTN_OK)
+        return st;
+    if (d->want_dbias) {
+        const attn_view v = dbias_view(d);
+        if ((st = attn_check_view(&v, v.batch ? B : 1, v.head ? Hq : 1, v.seq ? n : 1, m,
+                                  VIEW_OUTPUT)) != ATTN_OK)
+            return st;
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa_bwd_desc *desc)
+{
+    if (!plan || !desc)
+        return ATTN_ERR_NULL_ARGUMENT;
+    attn_status st = validate(desc);
+    if (st != ATTN_OK)
+        return st;
+    attn_sdpa_bwd_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    p->d = *desc;
+    const attn_sdpa_desc *f = &desc->fwd;
+    p->d.dbias = desc->want_dbias ? dbias_view(desc) : desc->dbias;
+    p->scale = isnan(f->scale) ? (float)(1.0 / sqrt((double)f->qk_dim)) : f->scale;
+    p->window_left = attn_window_clamp(f, f->window_left);
+    p->window_right = attn_window_clamp(f, f->window_right);
+    p->nthreads = attn_resolve_threads(f->threads);
+    p->group = f->q_heads / f->kv_heads;
+    p->bq = f->q_len < ATTN_BWD_Q ? f->q_len : ATTN_BWD_Q;
+    p->bk = f->kv_len < ATTN_BWD_K ? f->kv_len : ATTN_BWD_K;
+    p->db_b = desc->want_dbias && f->bias.batch != 0;
+    p->db_h = desc->want_dbias && f->bias.head != 0;
+    p->db_i = desc->want_dbias && f->bias.seq != 0;
+    p->bpi = desc->want_dbias && !p->db_b ? f->batch : 1;
+    p->hpi = desc->want_dbias && !p->db_h ? f->kv_heads : 1;
+    p->nb = f->batch / p->bpi;
+    p->nh = f->kv_heads / p->hpi;
+
+    /* Per thread: P (also dS) and dP tiles, D and the row ranges. */
+    int ok = 1;
+    const uint64_t tile = attn_size_align(
+        attn_size_mul((uint64_t)p->bq, (uint64_t)p->bk * sizeof(float), &ok), &ok);
+    const uint64_t dsz = attn_size_align((uint64_t)p->bq * sizeof(float), &ok);
+    const uint64_t lo = attn_size_align((uint64_t)p->bq * 2 * sizeof(int64_t), &ok);
+    const uint64_t thread = attn_size_add(attn_size_add(2 * tile, dsz, &ok), lo, &ok);
+    const uint64_t total = attn_size_mul(thread, (uint64_t)p->nthreads, &ok);
+    attn_size_mul((uint64_t)p->nb, (uint64_t)p->nh, &ok);
+    if (!ok) {
+        free(p);
+        return ATTN_ERR_TOO_LARGE;
+    }
+    p->ws_dp = (size_t)tile;
+    p->ws_d = (size_t)(2 * tile);
+    p->ws_lo = (size_t)(2 * tile + dsz);
+    p->ws_thread = (size_t)thread;
+    p->ws_bytes = (size_t)total;
+    p->kern = attn_kernels_select();
+    attn_blas_hooks_resolve(&p->blas);
+    *plan = p;
+    return ATTN_OK;
+}
+
+attn_status attn_sdpa_bwd_plan_destroy(attn_sdpa_bwd_plan *plan)
+{
+    free(plan);
+    return ATTN_OK;
+}
+
+attn_status attn_sdpa_bwd_workspace_size(const attn_sdpa_bwd_plan *plan, size_t *bytes)
+{
+    if (!plan || !bytes)
+        return ATTN_ERR_NULL_ARGUMENT;
+    *bytes = plan->ws_bytes;
+    return ATTN_OK;
+}
+
+static attn_status check_args(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a)
+{
+    const attn_sdpa_desc *f = &p->d.fwd;
+    const attn_pointer_use use[] = {
+        { 1, a->q }, { 1, a->k }, { 1, a->v }, { 1, a->o }, { 1, a->d_o }, { 1, a->lse },
+        { 1, a->dq }, { 1, a->dk }, { 1, a->dv },
+        { f->use_kv_lens, a->kv_lens }, { f->use_q_lens, a->q_lens },
+        { f->mask_mode != ATTN_MASK_NONE, a->mask }, { f->use_bias, a->bias },
+        { p->d.want_dbias, a->dbias },
+    };
+    attn_status st = attn_check_pointers(use, sizeof use / sizeof use[0]);
+    if (st != ATTN_OK)
+        return st;
+    return attn_check_lengths(f->batch, a->kv_lens, f->kv_len, a->q_lens, f->q_len);
+}
+
+typedef struct bwork {
+    float *p;        /* bq x bk: P, then dS in place */
+    float *dp;       /* bq x bk: dP */
+    float *dsum;     /* D of each row of the block */
+    int64_t *lo, *hi;
+} bwork;
+
+static void zero_rows(float *base, int64_t rows, int64_t stride, int64_t width)
+{
+    for (int64_t r = 0; r < rows; r++)
+        memset(base + r * stride, 0, (size_t)width * sizeof(float));
+}
+
+/* dBias row of (b, h, i), or NULL without dBias. */
+static float *dbias_row(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, int64_t b,
+                        int64_t h, int64_t i)
+{
+    if (!p->d.want_dbias)
+        return NULL;
+    const attn_view *v = &p->d.dbias;
+    return a->dbias + (p->db_b ? b : 0) * v->batch + (p->db_h ? h : 0) * v->head +
+           (p->db_i ? i : 0) * v->seq;
+}
+
+/* Rows [i0, i1) of query head h against the keys [t + cs, t + ce). */
+static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, bwork *w,
+                      int64_t b, int64_t hk, int64_t h, int64_t i0, int64_t i1, int64_t t,
+                      int64_t cs, int64_t ce)
+{
+    const attn_sdpa_bwd_desc *d = &p->d;
+    const attn_sdpa_desc *f = &d->fwd;
+    const attn_kernels *kern = p->kern;
+    const int64_t rows = i1 - i0, cols = ce - cs, bk = p->bk, dk = f->qk_dim, dv = f->v_dim;
+    const int drop = f->mask_mode == ATTN_MASK_DROP_NONZERO;
+    const float *q = a->q + b * f->q.batch + h * f->q.head + i0 * f->q.seq;
+    const float *dO = a->d_o + b * d->d_o.batch + h * d->d_o.head + i0 * d->d_o.seq;
+    const float *k = a->k + b * f->k.batch + hk * f->k.head + (t + cs) * f->k.seq;
+    const float *v = a->v + b * f->v.batch + hk * f->v.head + (t + cs) * f->v.seq;
+    float *dq = a->dq + b * d->dq.batch + h * d->dq.head + i0 * d->dq.seq;
+    float *dkt = a->dk + b * d->dk.batch + hk * d->dk.head + (t + cs) * d->dk.seq;
+    float *dvt = a->dv + b * d->dv.batch + hk * d->dv.head + (t + cs) * d->dv.seq;
+
+    attn_sgemm(1, (int)rows, (int)cols, (int)dk, p->scale, q, (int)f->q.seq, k, (int)f->k.seq,
+               0.0f, w->p, (int)bk);
+    attn_sgemm(1, (int)rows, (int)cols, (int)dv, 1.0f, dO, (int)d->d_o.seq, v, (int)f->v.seq,
+               0.0f, w->dp, (int)bk);
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t i = i0 + r;
+        float *pr = w->p + r * bk;
+        const float lse = a->lse[b * f->lse.batch + h * f->lse.head + i * f->lse.seq];
+        int64_t a0 = w->lo[r] - t - cs, a1 = w->hi[r] - t - cs;
+        if (a0 < 0) a0 = 0;
+        if (a1 > cols) a1 = cols;
+        if (a1 <= a0 || lse == -INFINITY)
+            a0 = a1 = 0;
+        const int64_t j0 = t + cs + a0;
+        const float *bias = f->use_bias
+            ? a->bias + b * f->bias.batch + h * f->bias.head + i * f->bias.seq + j0 : NULL;
+        const uint8_t *mask = f->mask_mode != ATTN_MASK_NONE
+            ? a->mask + b * f->mask.batch + h * f->mask.head + i * f->mask.seq + j0 : NULL;
+        memset(pr, 0, (size_t)a0 * sizeof(float));
+        memset(pr + a1, 0, (size_t)(cols - a1) * sizeof(float));
+        if (a1 > a0) {
+            kern->prep_max(pr + a0, a1 - a0, bias, mask, drop);
+            kern->exp_store(pr + a0, pr + a0, a1 - a0, lse);
+        }
+        /* D of the row, for dS = P (dP - D) once dV has used P. */
+        const float *o = a->o + b * f->o.batch + h * f->o.head + i * f->o.seq;
+        const float *dor = dO + r * d->d_o.seq;
+        float D = 0.0f;
+        for (int64_t x = 0; x < dv; x++)
+            D += dor[x] * o[x];
+        w->dsum[r] = D;
+    }
+    /* dV_t += P^T dO_r */
+    attn_sgemm_tn((int)cols, (int)dv, (int)rows, 1.0f, w->p, (int)bk, dO, (int)d->d_o.seq, 1.0f,
+                  dvt, (int)d->dv.seq);
+    for (int64_t r = 0; r < rows; r++) {
+        float *pr = w->p + r * bk;
+        const float *dpr = w->dp + r * bk;
+        const float D = w->dsum[r];
+        for (int64_t j = 0; j < cols; j++)
+            pr[j] = pr[j] * (dpr[j] - D);
+        float *db = dbias_row(p, a, b, h, i0 + r);
+        if (db) {
+            db += t + cs;
+            for (int64_t j = 0; j < cols; j++)
+                db[j] += pr[j];
+        }
+    }
+    /* dQ_r += scale dS K_t;  dK_t += scale dS^T Q_r */
+    attn_sgemm(0, (int)rows, (int)dk, (int)cols, p->scale, w->p, (int)bk, k, (int)f->k.seq, 1.0f,
+               dq, (int)d->dq.seq);
+    attn_sgemm_tn((int)cols, (int)dk, (int)rows, p->scale, w->p, (int)bk, q, (int)f->q.seq, 1.0f,
+                  dkt, (int)d->dk.seq);
+}
+
+/* One (batch, key/value head) pair. */
+static void run_pair(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, bwork *w,
+                     int64_t b, int64_t hk)
+{
+    const attn_sdpa_bwd_desc *d = &p->d;
+    const attn_sdpa_desc *f = &d->fwd;
+    const int64_t n = f->q_len, m = f->kv_len, g = p->group, h0 = hk * g;
+    const int64_t qlen = f->use_q_lens ? a->q_lens[b] : n;
+    const int64_t kvlen = f->use_kv_lens ? a->kv_lens[b] : m;
+
+    for (int64_t hh = 0; hh < g; hh++)
+        zero_rows(a->dq + b * d->dq.batch + (h0 + hh) * d->dq.head, n, d->dq.seq, f->qk_dim);
+    zero_rows(a->dk + b * d->dk.batch + hk * d->dk.head, m, d->dk.seq, f->qk_dim);
+    zero_rows(a->dv + b * d->dv.batch + hk * d->dv.head, m, d->dv.seq, f->v_dim);
+
+    /* The keys any row sees: contiguous, since both bounds grow with i. */
+    int64_t jlo = INT64_MAX, jhi = 0;
+    for (int64_t i = 0; i < qlen; i++) {
+        int64_t lo, hi;
+        attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i, &lo, &hi);
+        if (lo < hi) {
+            if (lo < jlo) jlo = lo;
+            if (hi > jhi) jhi = hi;
+        }
+    }
+    for (int64_t t = jlo; t < jhi; t += p->bk) {
+        const int64_t nt = jhi - t < p->bk ? jhi - t : p->bk;
+        for (int64_t hh = 0; hh < g; hh++)
+            for (int64_t i0 = 0; i0 < qlen; i0 += p->bq) {
+                const int64_t i1 = i0 + p->bq < qlen ? i0 + p->bq : qlen;
+                int64_t cs = INT64_MAX, ce = INT64_MIN;
+                for (int64_t i = i0; i < i1; i++) {
+                    int64_t *lo = &w->lo[i - i0], *hi = &w->hi[i - i0];
+                    attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i, lo,
+                                   hi);
+                    int64_t c0 = *lo - t, c1 = *hi - t;
+                    if (c0 < 0) c0 = 0;
+                    if (c1 > nt) c1 = nt;
+                    if (c0 >= c1)
+                        continue;
+                    if (c0 < cs) cs = c0;
+                    if (c1 > ce) ce = c1;
+                }
+                if (cs < ce)
+                    run_block(p, a, w, b, hk, h0 + hh, i0, i1, t, cs, ce);
+            }
+    }
+}
+
+typedef struct bwd_ctx {
+    const attn_sdpa_bwd_plan *p;
+    const attn_sdpa_bwd_args *a;
+    void *ws;
+} bwd_ctx;
+
+static void bwd_body(void *arg, int tid)
+{
+    const bwd_ctx *c = arg;
+    const attn_sdpa_bwd_plan *p = c->p;
+    const attn_sdpa_bwd_desc *d = &p->d;
+    const attn_sdpa_desc *f = &d->fwd;
+    char *base = (char *)c->ws + (size_t)tid * p->ws_thread;
+    bwork w;
+    w.p = (float *)(void *)base;
+    w.dp = (float *)(void *)(base + p->ws_dp);
+    w.dsum = (float *)(void *)(base + p->ws_d);
+    w.lo = (int64_t *)(void *)(base + p->ws_lo);
+    w.hi = w.lo + p->bq;
+    const int64_t nitems = p->nb * p->nh;
+#if ATTN_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+    for (int64_t it = 0; it < nitems; it++) {
+        const int64_t b0 = it / p->nh * p->bpi, k0 = it % p->nh * p->hpi;
+        /* The dBias this item owns: zeroed once, then summed into in order. */
+        if (d->want_dbias)
+            for (int64_t b = b0; b < b0 + (p->db_b ? p->bpi : 1); b++)
+                for (int64_t h = k0 * p->group; h < (p->db_h ? (k0 + p->hpi) * p->group : 1); h++)
+                    zero_rows(dbias_row(p, c->a, b, h, 0), p->db_i ? f->q_len : 1, d->dbias.seq,
+                              f->kv_len);
+        for (int64_t b = b0; b < b0 + p->bpi; b++)
+            for (int64_t hk = k0; hk < k0 + p->hpi; hk++)
+                run_pair(p, c->a, &w, b, hk);
+    }
+}
+
+attn_status attn_sdpa_bwd_execute(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
+                                  void *workspace, size_t workspace_bytes)
+{
+    if (!p || !a)
+        return ATTN_ERR_NULL_ARGUMENT;
+    attn_status st = check_args(p, a);
+    if (st != ATTN_OK)
+        return st;
+    void *ws;
+    if ((st = attn_workspace_acquire(workspace, workspace_bytes, p->ws_bytes, &ws)) != ATTN_OK)
+        return st;
+    const bwd_ctx ctx = { p, a, ws };
+    attn_parallel(&p->blas, p->nthreads, p->nb * p->nh, bwd_body, (void *)&ctx);
+    if (!workspace)
+        free(ws);
+    return ATTN_OK;
+}
+
+attn_status attn_sdpa_backward(const attn_sdpa_bwd_desc *desc, const attn_sdpa_bwd_args *args)
+{
+    attn_sdpa_bwd_plan *plan = NULL;
+    attn_status st = attn_sdpa_bwd_plan_create(&plan, desc);
+    if (st != ATTN_OK)
+        return st;
+    st = attn_sdpa_bwd_execute(plan, args, NULL, 0);
+    attn_sdpa_bwd_plan_destroy(plan);
+    return st;
+}
