@@ -369,6 +369,7 @@ static const struct {
     {CHK_PLAN, "plan", check_plan, NULL},
     {CHK_PTHREADS, "pthreads", check_pthreads, NULL},
     {CHK_OPENMP, "openmp", check_openmp, NULL},
+    {CHK_BWD, "bwd", check_bwd, bwd_applies},
 };
 #define NCHECKS ((int)(sizeof checks / sizeof checks[0]))
 
