@@ -791,9 +791,10 @@ static void gen_random(trows *rs)
 const tfamily tfamilies[] = {
     /* name                     suite      generator             checks */
     {"layouts", "sdpa", gen_layouts, CHK_POISON | CHK_BWD, THR_ALL, NULL},
-    {"unusual views", "sdpa", gen_unusual_views, CHK_POISON | CHK_THREADS | CHK_OPTIONAL | CHK_PLAN,
+    {"unusual views", "sdpa", gen_unusual_views,
+     CHK_POISON | CHK_THREADS | CHK_OPTIONAL | CHK_PLAN | CHK_BWD,
      THR_ALL, NULL},
-    {"gqa/mqa", "sdpa", gen_gqa_mqa, CHK_POISON | CHK_BWD | CHK_BWD, THR_ALL, NULL},
+    {"gqa/mqa", "sdpa", gen_gqa_mqa, CHK_POISON | CHK_BWD, THR_ALL, NULL},
     {"scale", "sdpa", gen_scale, CHK_POISON | CHK_BWD, THR_ALL, NULL},
     {"causal", "sdpa", gen_causal, CHK_POISON | CHK_BWD, THR_ALL, NULL},
     {"windows", "sdpa", gen_windows, CHK_POISON | CHK_BWD, THR_ALL, NULL},
@@ -814,11 +815,13 @@ const tfamily tfamilies[] = {
     {"caller openmp region", "threads", gen_openmp_region, CHK_OPENMP, THR_ALL, NULL},
 
     {"split-K (decode)", "paths", gen_split_k, CHK_THREADS | CHK_POISON, THR_124, NULL},
-    {"gqa stacking", "paths", gen_gqa_stacking, CHK_THREADS | CHK_POISON, THR_124, NULL},
-    {"blocks, tiles, diagonal", "paths", gen_uneven_tiles, CHK_THREADS | CHK_POISON, THR_124,
+    {"gqa stacking", "paths", gen_gqa_stacking, CHK_THREADS | CHK_POISON | CHK_BWD, THR_124,
+     NULL},
+    {"blocks, tiles, diagonal", "paths", gen_uneven_tiles,
+     CHK_THREADS | CHK_POISON | CHK_BWD, THR_124,
      NULL},
     {"nan in visible data", "paths", NULL, 0, THR_124, test_nan_visible},
 
-    {"random", "random", gen_random, CHK_POISON, THR_ALL, NULL},
+    {"random", "random", gen_random, CHK_POISON | CHK_BWD, THR_ALL, NULL},
 };
 const int tfamily_count = (int)COUNT(tfamilies);
