@@ -6,8 +6,10 @@
  *   attn-bench [--case S1 ...] [--threads N ...] [--runs R] [--quick] [--json]
  *              [--no-naive]
  *
- * Cases S1-S9 run by default; S2n and S3n (S2 and S3 without their causal
- * mask) only when named.  S6 is the whole multi-head attention layer.
+ * Cases S1-S9 and T1, T1d, T2 run by default; S2n and S3n (S2 and S3
+ * without their causal mask) only when named.  S6 is the whole multi-head
+ * attention layer; T1 (S1's shape; T1d with dropout 0.1) and T2 (S2's,
+ * causal) time the forward with logsumexp and the backward.
  *
  * Each (case, threads, impl) runs in a child process, so its peak RSS is its
  * own.  FLOPs count the attention core, 4*B*Hq*n*m*d; the useful count
@@ -34,27 +36,34 @@ typedef struct bench_case {
     int padded;    /* kv lengths m, m - m/8, ... per batch */
     int mha;       /* the whole layer (d_model = Hq * d), packed in_proj + bias */
     int extra;     /* not run unless named with --case */
+    int train;     /* forward (with logsumexp) + backward */
+    double dropout;
 } bench_case;
 
 static const bench_case cases[] = {
-    { "S1", "bert-base", 8, 12, 12, 512, 512, 64, 0, 0, 0, 0 },
-    { "S2", "gpt2-causal", 4, 12, 12, 1024, 1024, 64, 1, 0, 0, 0 },
-    { "S3", "long-causal", 1, 8, 8, 4096, 4096, 64, 1, 0, 0, 0 },
-    { "S4", "cross", 8, 8, 8, 128, 1024, 64, 0, 0, 0, 0 },
-    { "S5", "decode-gqa", 1, 32, 8, 1, 4096, 128, 0, 0, 0, 0 },
-    { "S6", "mha-module", 8, 12, 12, 512, 512, 64, 0, 0, 1, 0 },
-    { "S7", "tiny", 32, 8, 8, 64, 64, 32, 0, 0, 0, 0 },
-    { "S8", "vit", 8, 12, 12, 197, 197, 64, 0, 0, 0, 0 },
-    { "S9", "padded", 8, 12, 12, 512, 512, 64, 0, 1, 0, 0 },
+    { "S1", "bert-base", 8, 12, 12, 512, 512, 64, 0, 0, 0, 0, 0, 0.0 },
+    { "S2", "gpt2-causal", 4, 12, 12, 1024, 1024, 64, 1, 0, 0, 0, 0, 0.0 },
+    { "S3", "long-causal", 1, 8, 8, 4096, 4096, 64, 1, 0, 0, 0, 0, 0.0 },
+    { "S4", "cross", 8, 8, 8, 128, 1024, 64, 0, 0, 0, 0, 0, 0.0 },
+    { "S5", "decode-gqa", 1, 32, 8, 1, 4096, 128, 0, 0, 0, 0, 0, 0.0 },
+    { "S6", "mha-module", 8, 12, 12, 512, 512, 64, 0, 0, 1, 0, 0, 0.0 },
+    { "S7", "tiny", 32, 8, 8, 64, 64, 32, 0, 0, 0, 0, 0, 0.0 },
+    { "S8", "vit", 8, 12, 12, 197, 197, 64, 0, 0, 0, 0, 0, 0.0 },
+    { "S9", "padded", 8, 12, 12, 512, 512, 64, 0, 1, 0, 0, 0, 0.0 },
     /* S2 and S3 without their mask: what causality saves */
-    { "S2n", "gpt2-nomask", 4, 12, 12, 1024, 1024, 64, 0, 0, 0, 1 },
-    { "S3n", "long-nomask", 1, 8, 8, 4096, 4096, 64, 0, 0, 0, 1 },
+    { "S2n", "gpt2-nomask", 4, 12, 12, 1024, 1024, 64, 0, 0, 0, 1, 0, 0.0 },
+    { "S3n", "long-nomask", 1, 8, 8, 4096, 4096, 64, 0, 0, 0, 1, 0, 0.0 },
+    /* training: forward with logsumexp, then the backward (dQ, dK, dV) */
+    { "T1", "train-bert", 8, 12, 12, 512, 512, 64, 0, 0, 0, 0, 1, 0.0 },
+    { "T1d", "train-bert-p.1", 8, 12, 12, 512, 512, 64, 0, 0, 0, 0, 1, 0.1 },
+    { "T2", "train-gpt2", 4, 12, 12, 1024, 1024, 64, 1, 0, 0, 0, 1, 0.0 },
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
 typedef struct result {
     int ok;
     double ms_median, ms_min, ms_max;
+    double ms_fwd, ms_bwd;     /* training cases: medians of each half */
     double max_err;
     size_t workspace;
     long peak_rss_kb;
@@ -334,11 +343,196 @@ static void run_mha_case(const bench_case *c, int impl, int nthreads, int runs, 
     res->ok = 1;
 }
 
+/* The naive backward: per (b, key/value head), for each query head of the
+ * group, the full n x m P (recomputed) and dP, then dS = P (dP - D) and
+ * the four GEMMs; dK and dV sum over the group in head order. */
+typedef struct naive_bwd_ctx {
+    const bench_case *c;
+    const float *q, *k, *v, *o, *d_o;
+    float *dq, *dk, *dv;
+    const int32_t *kvl;
+    float *scores;      /* 2 n m floats per thread */
+} naive_bwd_ctx;
+
+static void naive_bwd_body(void *arg, int tid)
+{
+    const naive_bwd_ctx *x = arg;
+    const bench_case *c = x->c;
+    const int64_t n = c->n, m = c->m, d = c->d, g = c->Hq / c->Hkv;
+    const float scale = 1.0f / sqrtf((float)d);
+    float *s = x->scores + (size_t)tid * 2 * n * m, *dp = s + n * m;
+#if ATTN_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+    for (int64_t bk = 0; bk < c->B * c->Hkv; bk++) {
+        const int64_t b = bk / c->Hkv, hk = bk % c->Hkv;
+        const float *kb = x->k + bk * m * d, *vb = x->v + bk * m * d;
+        float *dkb = x->dk + bk * m * d, *dvb = x->dv + bk * m * d;
+        for (int64_t hh = 0; hh < g; hh++) {
+            const int64_t bh = b * c->Hq + hk * g + hh;
+            const float *qb = x->q + bh * n * d, *ob = x->o + bh * n * d, *dob = x->d_o + bh * n * d;
+            attn_sgemm(1, (int)n, (int)m, (int)d, scale, qb, (int)d, kb, (int)d, 0.0f, s, (int)m);
+            attn_sgemm(1, (int)n, (int)m, (int)d, 1.0f, dob, (int)d, vb, (int)d, 0.0f, dp, (int)m);
+            for (int64_t i = 0; i < n; i++) {
+                float *r = s + i * m, *dr = dp + i * m;
+                int64_t lim = x->kvl[b];
+                if (c->causal && i + 1 < lim)
+                    lim = i + 1;
+                float mx = -INFINITY, sum = 0, D = 0;
+                for (int64_t j = 0; j < lim; j++)
+                    mx = r[j] > mx ? r[j] : mx;
+                for (int64_t j = 0; j < lim; j++) {
+                    r[j] = expf(r[j] - mx);
+                    sum += r[j];
+                }
+                for (int64_t e = 0; e < d; e++)
+                    D += dob[i * d + e] * ob[i * d + e];
+                float inv = sum > 0 ? 1.0f / sum : 0.0f;
+                for (int64_t j = 0; j < lim; j++) {
+                    r[j] *= inv;
+                    dr[j] = r[j] * (dr[j] - D);
+                }
+                for (int64_t j = lim; j < m; j++)
+                    r[j] = dr[j] = 0.0f;
+            }
+            const float beta = hh ? 1.0f : 0.0f;
+            attn_sgemm_tn((int)m, (int)d, (int)n, 1.0f, s, (int)m, dob, (int)d, beta, dvb, (int)d);
+            attn_sgemm(0, (int)n, (int)d, (int)m, scale, dp, (int)m, kb, (int)d, 0.0f,
+                       x->dq + bh * n * d, (int)d);
+            attn_sgemm_tn((int)m, (int)d, (int)n, scale, dp, (int)m, qb, (int)d, beta, dkb, (int)d);
+        }
+    }
+}
+
+/* A training case in the child: impl 0 = attn (forward with logsumexp,
+ * then backward), 1 = the naive forward and backward.  ms_fwd and ms_bwd
+ * are the medians of each half, ms_median of their sum. */
+static void run_train_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
+{
+    const int64_t B = c->B, Hq = c->Hq, Hkv = c->Hkv, n = c->n, m = c->m, d = c->d;
+    const size_t nq = (size_t)(B * Hq * n * d), nk = (size_t)(B * Hkv * m * d);
+    float *q = alloc_fill(nq, 1), *k = alloc_fill(nk, 1), *v = alloc_fill(nk, 1);
+    float *o = alloc_fill(nq, 0), *d_o = alloc_fill(nq, 1), *lse = alloc_fill((size_t)(B * Hq * n), 0);
+    float *dq = alloc_fill(nq, 0), *dk = alloc_fill(nk, 0), *dv = alloc_fill(nk, 0);
+    float *rq = alloc_fill(nq, 0), *rk = alloc_fill(nk, 0), *rv = alloc_fill(nk, 0);
+    int32_t *kvl = malloc(sizeof(int32_t) * (size_t)B);
+    float *scores = alloc_fill((size_t)nthreads * 2 * (size_t)(n * m), 0);
+    if (!q || !k || !v || !o || !d_o || !lse || !dq || !dk || !dv || !rq || !rk || !rv || !kvl ||
+        !scores) {
+        snprintf(res->error, sizeof res->error, "out of memory");
+        return;
+    }
+    for (int64_t b = 0; b < B; b++)
+        kvl[b] = kv_len_of(c, b);
+    attn_sdpa_bwd_desc bd;
+    attn_sdpa_bwd_desc_init(&bd);
+    attn_sdpa_desc *f = &bd.fwd;
+    f->batch = B; f->q_heads = Hq; f->kv_heads = Hkv;
+    f->q_len = n; f->kv_len = m; f->qk_dim = d; f->v_dim = d;
+    f->q = f->o = attn_view_bhsd(Hq, n, d);
+    f->k = f->v = attn_view_bhsd(Hkv, m, d);
+    f->want_lse = 1;
+    f->lse = attn_view_bhsd(Hq, n, 1);
+    if (c->causal)
+        f->window_right = 0;
+    f->use_kv_lens = c->padded;
+    f->dropout_p = c->dropout;
+    f->dropout_seed = 42;
+    f->threads = nthreads;
+    bd.d_o = bd.dq = f->q;
+    bd.dk = bd.dv = f->k;
+    attn_sdpa_args fa = { .q = q, .k = k, .v = v, .o = o, .lse = lse,
+                          .kv_lens = c->padded ? kvl : NULL };
+    attn_sdpa_bwd_args ba = { .q = q, .k = k, .v = v, .o = o, .d_o = d_o, .lse = lse,
+                              .kv_lens = c->padded ? kvl : NULL, .dq = dq, .dk = dk, .dv = dv };
+    attn_sdpa_plan *fp = NULL;
+    attn_sdpa_bwd_plan *bp = NULL;
+    attn_status st = attn_sdpa_plan_create(&fp, f);
+    if (st == ATTN_OK)
+        st = attn_sdpa_bwd_plan_create(&bp, &bd);
+    if (st != ATTN_OK) {
+        snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
+        return;
+    }
+    size_t wf = 0, wb = 0;
+    attn_sdpa_workspace_size(fp, &wf);
+    attn_sdpa_bwd_workspace_size(bp, &wb);
+    res->workspace = impl == 0 ? (wf > wb ? wf : wb)
+                               : (size_t)nthreads * 2 * (size_t)(n * m) * sizeof(float);
+    void *ws = impl == 0 ? aligned_alloc(64, res->workspace) : NULL;
+    attn_blas_hooks hooks;
+    attn_blas_hooks_resolve(&hooks);
+    const naive_bwd_ctx nb = { c, q, k, v, o, d_o, dq, dk, dv, kvl, scores };
+    double *tf = malloc(sizeof(double) * (size_t)runs), *tb = malloc(sizeof(double) * (size_t)runs);
+    double *tt = malloc(sizeof(double) * (size_t)runs);
+    for (int r = -2; r < runs; r++) {
+        double t0 = now_ms();
+        if (impl == 0)
+            st = attn_sdpa_execute(fp, &fa, ws, wf);
+        else
+            naive(c, nthreads, q, k, v, o, kvl, scores);
+        double t1 = now_ms();
+        if (impl == 0 && st == ATTN_OK)
+            st = attn_sdpa_bwd_execute(bp, &ba, ws, wb);
+        else if (impl == 1)
+            attn_parallel(&hooks, nthreads, B * Hkv, naive_bwd_body, (void *)&nb);
+        double t2 = now_ms();
+        if (st != ATTN_OK) {
+            snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
+            return;
+        }
+        if (r >= 0) {
+            tf[r] = t1 - t0;
+            tb[r] = t2 - t1;
+            tt[r] = t2 - t0;
+        }
+    }
+    double *lists[3] = { tf, tb, tt };
+    for (int l = 0; l < 3; l++)
+        qsort(lists[l], (size_t)runs, sizeof(double), cmp_double);
+#define MEDIAN(t) (runs % 2 ? (t)[runs / 2] : 0.5 * ((t)[runs / 2 - 1] + (t)[runs / 2]))
+    res->ms_fwd = MEDIAN(tf);
+    res->ms_bwd = MEDIAN(tb);
+    res->ms_median = MEDIAN(tt);
+#undef MEDIAN
+    res->ms_min = tt[0];
+    res->ms_max = tt[runs - 1];
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    res->peak_rss_kb = ru.ru_maxrss;
+
+    /* Error of the gradients against the other path (without dropout). */
+    res->max_err = NAN;
+    if (c->dropout == 0.0) {
+        memcpy(rq, dq, nq * sizeof(float));
+        memcpy(rk, dk, nk * sizeof(float));
+        memcpy(rv, dv, nk * sizeof(float));
+        if (impl == 0) {
+            naive(c, nthreads, q, k, v, o, kvl, scores);
+            attn_parallel(&hooks, nthreads, B * Hkv, naive_bwd_body, (void *)&nb);
+        } else {
+            attn_sdpa_execute(fp, &fa, NULL, 0);
+            attn_sdpa_bwd_execute(bp, &ba, NULL, 0);
+        }
+        double e = 0;
+        for (size_t i = 0; i < nq; i++)
+            e = fmax(e, fabs((double)dq[i] - rq[i]));
+        for (size_t i = 0; i < nk; i++)
+            e = fmax(e, fmax(fabs((double)dk[i] - rk[i]), fabs((double)dv[i] - rv[i])));
+        res->max_err = e;
+    }
+    res->ok = 1;
+}
+
 /* Runs in the child: impl 0 = attn, 1 = naive. */
 static void run_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
 {
     if (c->mha) {
         run_mha_case(c, impl, nthreads, runs, res);
+        return;
+    }
+    if (c->train) {
+        run_train_case(c, impl, nthreads, runs, res);
         return;
     }
     const int64_t B = c->B, Hq = c->Hq, Hkv = c->Hkv, n = c->n, m = c->m, d = c->d;
@@ -593,6 +787,41 @@ int main(int argc, char **argv)
                     printf("%-4s %-12s %-5s failed: %s\n", c->id, c->name, iname, r.error);
                     continue;
                 }
+                if (c->train) {
+                    /* forward, backward (2.5x the forward's FLOPs), both */
+                    const char *part[3] = { "fwd", "bwd", "f+b" };
+                    const double ms[3] = { r.ms_fwd, r.ms_bwd, r.ms_median };
+                    const double mult[3] = { 1.0, 2.5, 3.5 };
+                    if (impl == 0)
+                        attn_ms = r.ms_median;
+                    for (int k = 0; k < 3; k++) {
+                        double gfu = mult[k] * useful / (ms[k] * 1e6);
+                        if (json) {
+                            printf("{\"case\":\"%s\",\"name\":\"%s\",\"threads\":%d,"
+                                   "\"impl\":\"%s\",\"part\":\"%s\",\"ms_median\":%.4f,"
+                                   "\"gflops_useful\":%.2f,\"sgemm_gflops\":%.2f,"
+                                   "\"frac_sgemm\":%.4f,\"workspace_bytes\":%zu,"
+                                   "\"peak_rss_bytes\":%ld,\"max_err\":%.3g}\n",
+                                   c->id, c->name, nt, iname, part[k], ms[k], gfu, rate,
+                                   rate > 0 ? gfu / rate : 0, r.workspace, r.peak_rss_kb * 1024,
+                                   r.max_err);
+                            continue;
+                        }
+                        char sp[24] = "";
+                        if (k == 2)
+                            snprintf(sp, sizeof sp, "%.2fx fwd", r.ms_median / r.ms_fwd);
+                        if (k == 2 && impl == 1 && attn_ms > 0)
+                            snprintf(sp, sizeof sp, "%.2fx", r.ms_median / attn_ms);
+                        char nm[24];
+                        snprintf(nm, sizeof nm, "%s %s", iname, part[k]);
+                        printf("%-4s %-12s %-9s %9.3f %9s %9s %8s %8.1f %5.0f%% %11zu %9.1f %9.2g %7s\n",
+                               c->id, c->name, nm, ms[k], "", "", "", gfu,
+                               rate > 0 ? 100.0 * gfu / rate : 0.0, r.workspace,
+                               r.peak_rss_kb / 1024.0, k == 2 ? r.max_err : NAN, sp);
+                    }
+                    fflush(stdout);
+                    continue;
+                }
                 double gf = full / (r.ms_median * 1e6), gfu = useful / (r.ms_median * 1e6);
                 if (impl == 0)
                     attn_ms = r.ms_median;
@@ -618,9 +847,13 @@ int main(int argc, char **argv)
             }
         }
     }
-    if (!json)
+    if (!json) {
+        printf("\nT cases (training): fwd is the forward with logsumexp, bwd the backward (dQ, dK, "
+               "dV), counted as 2.5x the forward's useful FLOPs; f+b/fwd is the ratio of their times; "
+               "max_err: |attn - naive| over dQ, dK, dV (without dropout).\n");
         printf("\nGF/s: on 4*B*Hq*n*m*d (S6: plus the four projections, 8*B*L*E^2); GF/s_u and "
                "%%sgemm: on the useful FLOPs (causal and padding excluded); speedup: naive ms / attn "
                "ms; max_err: |attn - naive| over O (S6: over Y).\n");
+    }
     return 0;
 }
