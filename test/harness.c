@@ -529,6 +529,11 @@ void tstats_print(const tstats *s)
     printf("[accuracy] %-22s cases=%-4d max|dO|=%.3e max|dP|=%.3e "
            "max|dlse|=%.3e max err/tol=%.3f\n",
            s->family, s->cases, s->err_o, s->err_p, s->err_lse, s->ratio);
+    if (s->bwd_cases)
+        printf("[accuracy] %-22s bwd=%-4d max|ddQ|=%.3e max|ddK|=%.3e max|ddV|=%.3e "
+               "max|ddBias|=%.3e max err/tol=%.3f\n",
+               s->family, s->bwd_cases, s->err_dq, s->err_dk, s->err_dv, s->err_dbias,
+               s->ratio_bwd);
     fflush(stdout);
 }
 

@@ -132,9 +132,14 @@ typedef struct tstats {
     int cases;
     double err_o, err_p, err_lse;  /* max |lib - ref| */
     double ratio;                  /* max |lib - ref| / tolerance */
+    /* the backward (CHK_BWD): rows checked, max |lib - ref| of dQ, dK,
+     * dV, dBias and max |lib - ref| / tolerance */
+    int bwd_cases;
+    double err_dq, err_dk, err_dv, err_dbias, ratio_bwd;
 } tstats;
 
 void tstats_init(tstats *s, const char *family);
+/* One "[accuracy]" line, and a second one for the backward when it ran. */
 void tstats_print(const tstats *s);
 
 /* Compare the outputs of the last call with the reference: every view

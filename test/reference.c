@@ -46,14 +46,75 @@ int ref_window_visible(const attn_sdpa_desc *desc, int64_t mb, int64_t nb,
     return 1;
 }
 
+/*
+ * The scores of one row (b, h, i) with i < qlen: vis[j] = 1 for the visible
+ * keys, s[j] their logit and a[j] its magnitude |scale| sum_d |q_d k_jd| +
+ * |bias_j|; *mx and *amax the largest of each.  Returns the number of
+ * visible keys.  Reads the Q row, and mask, bias and K only where the
+ * lengths and the window let the position through (mask before bias before
+ * K).  Shared by the forward and the backward reference.
+ */
+static int64_t row_scores(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
+                          int64_t b, int64_t h, int64_t i, int64_t klen, int64_t qlen,
+                          double *s, double *a, unsigned char *vis, double *mx_out,
+                          double *amax_out)
+{
+    const int64_t m = desc->kv_len, dk = desc->qk_dim;
+    const int64_t hk = h / (desc->q_heads / desc->kv_heads);
+    const double scale = ref_scale(desc);
+    const float *K = args->k + b * desc->k.batch + hk * desc->k.head;
+    const float *Q = args->q + b * desc->q.batch + h * desc->q.head + i * desc->q.seq;
+    const uint8_t *M = NULL;
+    const float *Bi = NULL;
+    if (desc->mask_mode != ATTN_MASK_NONE)
+        M = args->mask + b * desc->mask.batch + h * desc->mask.head + i * desc->mask.seq;
+    if (desc->use_bias)
+        Bi = args->bias + b * desc->bias.batch + h * desc->bias.head + i * desc->bias.seq;
+    int64_t nv = 0;
+    double mx = -INFINITY, amax = 0.0;
+    for (int64_t j = 0; j < m; j++) {
+        vis[j] = 0;
+        if (j >= klen || !ref_window_visible(desc, klen, qlen, i, j))
+            continue;
+        if (M) {
+            int nz = M[j] != 0;
+            if (desc->mask_mode == ATTN_MASK_KEEP_NONZERO ? !nz : nz)
+                continue;
+        }
+        double bj = 0.0;
+        if (Bi) {
+            bj = (double)Bi[j];
+            if (bj == -INFINITY)
+                continue;
+        }
+        const float *Kj = K + j * desc->k.seq;
+        double dot = 0.0, adot = 0.0;
+        for (int64_t d = 0; d < dk; d++) {
+            double t = (double)Q[d] * (double)Kj[d];
+            dot += t;
+            adot += fabs(t);
+        }
+        s[j] = scale * dot + bj;
+        a[j] = fabs(scale) * adot + fabs(bj);
+        vis[j] = 1;
+        nv++;
+        if (s[j] > mx)
+            mx = s[j];
+        if (a[j] > amax)
+            amax = a[j];
+    }
+    *mx_out = mx;
+    *amax_out = amax;
+    return nv;
+}
+
 int ref_sdpa(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
              const ref_out *out)
 {
     const int64_t B = desc->batch, Hq = desc->q_heads, Hkv = desc->kv_heads;
     const int64_t n = desc->q_len, m = desc->kv_len;
-    const int64_t dk = desc->qk_dim, dv = desc->v_dim;
+    const int64_t dv = desc->v_dim;
     const int64_t group = Hq / Hkv;
-    const double scale = ref_scale(desc);
 
     double *s = malloc((size_t)m * sizeof *s);
     double *a = malloc((size_t)m * sizeof *a);
@@ -70,56 +131,14 @@ int ref_sdpa(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
         const int64_t qlen = desc->use_q_lens ? args->q_lens[b] : n;
         for (int64_t h = 0; h < Hq; h++) {
             const int64_t hk = h / group;
-            const float *K = args->k + b * desc->k.batch + hk * desc->k.head;
             const float *V = args->v + b * desc->v.batch + hk * desc->v.head;
             for (int64_t i = 0; i < n; i++) {
                 const int64_t row = (b * Hq + h) * n + i;
                 int64_t nv = 0;
                 double mx = -INFINITY, amax = 0.0;
 
-                if (i < qlen) {
-                    const float *Q = args->q + b * desc->q.batch +
-                                     h * desc->q.head + i * desc->q.seq;
-                    const uint8_t *M = NULL;
-                    const float *Bi = NULL;
-                    if (desc->mask_mode != ATTN_MASK_NONE)
-                        M = args->mask + b * desc->mask.batch +
-                            h * desc->mask.head + i * desc->mask.seq;
-                    if (desc->use_bias)
-                        Bi = args->bias + b * desc->bias.batch +
-                             h * desc->bias.head + i * desc->bias.seq;
-                    for (int64_t j = 0; j < m; j++) {
-                        vis[j] = 0;
-                        if (j >= klen || !ref_window_visible(desc, klen, qlen, i, j))
-                            continue;
-                        if (M) {
-                            int nz = M[j] != 0;
-                            if (desc->mask_mode == ATTN_MASK_KEEP_NONZERO ? !nz : nz)
-                                continue;
-                        }
-                        double bj = 0.0;
-                        if (Bi) {
-                            bj = (double)Bi[j];
-                            if (bj == -INFINITY)
-                                continue;
-                        }
-                        const float *Kj = K + j * desc->k.seq;
-                        double dot = 0.0, adot = 0.0;
-                        for (int64_t d = 0; d < dk; d++) {
-                            double t = (double)Q[d] * (double)Kj[d];
-                            dot += t;
-                            adot += fabs(t);
-                        }
-                        s[j] = scale * dot + bj;
-                        a[j] = fabs(scale) * adot + fabs(bj);
-                        vis[j] = 1;
-                        nv++;
-                        if (s[j] > mx)
-                            mx = s[j];
-                        if (a[j] > amax)
-                            amax = a[j];
-                    }
-                }
+                if (i < qlen)
+                    nv = row_scores(desc, args, b, h, i, klen, qlen, s, a, vis, &mx, &amax);
 
                 double sum = 0.0;
                 if (nv > 0) {
@@ -231,4 +250,314 @@ void ref_out_free(ref_out *ro)
     free(ro->nvis);
     free(ro->p);
     memset(ro, 0, sizeof *ro);
+}
+
+/* ------------------------------------------------------------- backward */
+
+/*
+ * Backward reference, per (b, h, i) row with i < q_lens[b] (the visible set
+ * from row_scores, so hidden inputs are never read), all in double:
+ *   P_ij = exp(s_ij - max) / sum,  O_i = sum_j P_ij V_j,  D_i = dO_i . O_i
+ *   dP_ij = dO_i . V_j,  dS_ij = P_ij (dP_ij - D_i)
+ *   dV_j += P_ij dO_i,  dQ_i = scale sum_j dS_ij K_j,  dK_j += scale dS_ij Q_i
+ *   dBias_ij = dS_ij (dense; ref_dbias_reduce sums over the broadcast dims)
+ * (the gradient of L = sum dO O; D_i uses the exact O, and
+ * sum_j P_ij (dP_ij - D_i) = 0 is what makes dS the softmax's Jacobian).
+ * A K/V row seen by no query of its group gets dK = dV = 0 unread.
+ *
+ * Error model of an fp32 implementation (u = 2^-24; worst case, first
+ * order, no cancellation assumed; the forward's bounds come from
+ * ref_row_tolerance).  For row i with nvis keys, logit magnitude s_abs:
+ *   E_s     = (dk + 6) u s_abs           the recomputed logits (as forward)
+ *   lse_abs = the forward's lse bound    (lse read from the fp32 forward)
+ *   p_b     = expm1(E_s + lse_abs) + (KEXP + 4) u
+ *             |P~ - P| <= p_b P + 2^-126  (exp(S - lse), underflow/FTZ)
+ *   D_err   = sum_d |dO_d| (o_rel o_abs_d + (dv + 2) u |O_d|)
+ *             (O from the fp32 forward, o_rel its bound; dv-term dot)
+ *   dP      : dv-term sgemm dot: (dv + 2) u sum_d |dO_d V_jd| =: (dv+2) u dPa_ij
+ *   E_dS_ij = P_ij [(p_b + 3u)(|dP_ij| + |D_i|) + (dv + 2) u dPa_ij + D_err_i]
+ *             + 2^-126 (|dP_ij| + |D_i|)
+ *   dQ_id : |scale| sum_j (E_dS_ij + (nvis_i + 3) u |dS_ij|) |K_jd|
+ *   dK_jd : |scale| sum_(h,i) (E_dS_ij + (N_j + 3) u |dS_ij|) |Q_id|
+ *   dV_jd : sum_(h,i) ((p_b,i + (N_j + 2) u) P_ij + 2^-126) |dO_id|
+ *   dBias_ij : E_dS_ij + 2 u |dS_ij|   (per position; a broadcast sum of c
+ *              terms adds (c + 1) u sum |dS|, ref_dbias_reduce)
+ * N_j is the number of (query head, row) pairs of the GQA group that see
+ * key j: the fp32 sums over key tiles, query blocks and heads, in any
+ * order or blocking, have at most that many nonzero terms (adding a 0 is
+ * exact).  Every bound carries the factor REF_SAFE and REF_TINY.
+ */
+#define REF_PTINY 1.1754943508222875e-38 /* 2^-126 */
+
+int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
+                 const float *d_o, attn_view dov, const ref_bwd_out *out)
+{
+    const int64_t B = desc->batch, Hq = desc->q_heads, Hkv = desc->kv_heads;
+    const int64_t n = desc->q_len, m = desc->kv_len;
+    const int64_t dk = desc->qk_dim, dv = desc->v_dim;
+    const int64_t group = Hq / Hkv;
+    const double scale = ref_scale(desc), ascale = fabs(scale), u = REF_U;
+
+    double *s = malloc((size_t)m * sizeof *s);
+    double *a = malloc((size_t)m * sizeof *a);
+    double *p = malloc((size_t)m * sizeof *p);
+    double *dp = malloc((size_t)m * sizeof *dp);
+    double *ds = malloc((size_t)m * sizeof *ds);
+    double *eds = malloc((size_t)m * sizeof *eds);
+    double *o = malloc((size_t)dv * sizeof *o);
+    double *oa = malloc((size_t)dv * sizeof *oa);
+    unsigned char *vis = malloc((size_t)m);
+    /* per group: the two parts of the dK and dV bounds, and N_j */
+    double *ka = calloc((size_t)(m * dk), sizeof *ka);
+    double *kc = calloc((size_t)(m * dk), sizeof *kc);
+    double *va = calloc((size_t)(m * dv), sizeof *va);
+    double *vc = calloc((size_t)(m * dv), sizeof *vc);
+    int64_t *cnt = calloc((size_t)m, sizeof *cnt);
+    int rc = -1;
+    if (!s || !a || !p || !dp || !ds || !eds || !o || !oa || !vis || !ka || !kc || !va ||
+        !vc || !cnt)
+        goto out;
+
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t klen = desc->use_kv_lens ? args->kv_lens[b] : m;
+        const int64_t qlen = desc->use_q_lens ? args->q_lens[b] : n;
+        for (int64_t hk = 0; hk < Hkv; hk++) {
+            const float *K = args->k + b * desc->k.batch + hk * desc->k.head;
+            const float *V = args->v + b * desc->v.batch + hk * desc->v.head;
+            double *DK = out->dk + ((b * Hkv + hk) * m) * dk;
+            double *DV = out->dv + ((b * Hkv + hk) * m) * dv;
+            memset(DK, 0, (size_t)(m * dk) * sizeof *DK);
+            memset(DV, 0, (size_t)(m * dv) * sizeof *DV);
+            memset(ka, 0, (size_t)(m * dk) * sizeof *ka);
+            memset(kc, 0, (size_t)(m * dk) * sizeof *kc);
+            memset(va, 0, (size_t)(m * dv) * sizeof *va);
+            memset(vc, 0, (size_t)(m * dv) * sizeof *vc);
+            memset(cnt, 0, (size_t)m * sizeof *cnt);
+            for (int64_t h = hk * group; h < (hk + 1) * group; h++)
+                for (int64_t i = 0; i < n; i++) {
+                    const int64_t row = (b * Hq + h) * n + i;
+                    double *DQ = out->dq + row * dk, *DQT = out->dq_tol + row * dk;
+                    int64_t nv = 0;
+                    double mx = -INFINITY, amax = 0.0;
+                    if (i < qlen)
+                        nv = row_scores(desc, args, b, h, i, klen, qlen, s, a, vis, &mx, &amax);
+                    for (int64_t x = 0; x < dk; x++)
+                        DQ[x] = DQT[x] = 0.0;
+                    if (out->dbias)
+                        for (int64_t j = 0; j < m; j++)
+                            out->dbias[row * m + j] = out->dbias_tol[row * m + j] = 0.0;
+                    if (out->vis)
+                        for (int64_t j = 0; j < m; j++)
+                            out->vis[row * m + j] = nv > 0 && vis[j];
+                    if (out->row_empty)
+                        out->row_empty[row] = nv == 0;
+                    if (nv == 0)
+                        continue;
+
+                    /* softmax, O, D */
+                    double sum = 0.0;
+                    for (int64_t j = 0; j < m; j++)
+                        if (vis[j])
+                            sum += exp(s[j] - mx);
+                    const double lse = mx + log(sum);
+                    for (int64_t j = 0; j < m; j++)
+                        p[j] = vis[j] ? exp(s[j] - mx) / sum : 0.0;
+                    for (int64_t x = 0; x < dv; x++)
+                        o[x] = oa[x] = 0.0;
+                    for (int64_t j = 0; j < m; j++) {
+                        if (!vis[j])
+                            continue;
+                        const float *Vj = V + j * desc->v.seq;
+                        for (int64_t x = 0; x < dv; x++) {
+                            o[x] += p[j] * (double)Vj[x];
+                            oa[x] += p[j] * fabs((double)Vj[x]);
+                        }
+                    }
+                    const float *dO = d_o + b * dov.batch + h * dov.head + i * dov.seq;
+                    const float *Q = args->q + b * desc->q.batch + h * desc->q.head +
+                                     i * desc->q.seq;
+                    double o_rel, lse_abs;
+                    ref_row_tolerance(dk, nv, amax, lse, NULL, &o_rel, &lse_abs);
+                    double D = 0.0, Derr = 0.0;
+                    for (int64_t x = 0; x < dv; x++) {
+                        D += (double)dO[x] * o[x];
+                        Derr += fabs((double)dO[x]) *
+                                (o_rel * oa[x] + ((double)dv + 2.0) * u * fabs(o[x]));
+                    }
+                    const double es = ((double)dk + 6.0) * u * amax;
+                    const double pb = expm1(es + lse_abs) + (REF_KEXP + 4.0) * u;
+
+                    /* dP, dS and their bounds; dV, dK accumulate */
+                    for (int64_t j = 0; j < m; j++) {
+                        if (!vis[j])
+                            continue;
+                        const float *Vj = V + j * desc->v.seq;
+                        double d1 = 0.0, d1a = 0.0;
+                        for (int64_t x = 0; x < dv; x++) {
+                            double t = (double)dO[x] * (double)Vj[x];
+                            d1 += t;
+                            d1a += fabs(t);
+                        }
+                        dp[j] = d1;
+                        ds[j] = p[j] * (d1 - D);
+                        const double mag = fabs(d1) + fabs(D);
+                        eds[j] = p[j] * ((pb + 3.0 * u) * mag + ((double)dv + 2.0) * u * d1a +
+                                         Derr) +
+                                 REF_PTINY * mag;
+                        cnt[j]++;
+                        double *DVj = DV + j * dv, *DKj = DK + j * dk;
+                        for (int64_t x = 0; x < dv; x++) {
+                            DVj[x] += p[j] * (double)dO[x];
+                            va[j * dv + x] += (pb * p[j] + REF_PTINY) * fabs((double)dO[x]);
+                            vc[j * dv + x] += p[j] * fabs((double)dO[x]);
+                        }
+                        for (int64_t x = 0; x < dk; x++) {
+                            DKj[x] += scale * ds[j] * (double)Q[x];
+                            ka[j * dk + x] += ascale * eds[j] * fabs((double)Q[x]);
+                            kc[j * dk + x] += ascale * fabs(ds[j]) * fabs((double)Q[x]);
+                        }
+                        if (out->dbias) {
+                            out->dbias[row * m + j] = ds[j];
+                            out->dbias_tol[row * m + j] =
+                                REF_SAFE * (eds[j] + 2.0 * u * fabs(ds[j])) + REF_TINY;
+                        }
+                    }
+                    /* dQ */
+                    for (int64_t j = 0; j < m; j++) {
+                        if (!vis[j])
+                            continue;
+                        const float *Kj = K + j * desc->k.seq;
+                        const double w = eds[j] + ((double)nv + 3.0) * u * fabs(ds[j]);
+                        for (int64_t x = 0; x < dk; x++) {
+                            DQ[x] += scale * ds[j] * (double)Kj[x];
+                            DQT[x] += ascale * w * fabs((double)Kj[x]);
+                        }
+                    }
+                    for (int64_t x = 0; x < dk; x++)
+                        DQT[x] = REF_SAFE * DQT[x] + REF_TINY;
+                }
+            /* the group's dK and dV bounds */
+            double *DKT = out->dk_tol + ((b * Hkv + hk) * m) * dk;
+            double *DVT = out->dv_tol + ((b * Hkv + hk) * m) * dv;
+            for (int64_t j = 0; j < m; j++) {
+                const double N = (double)cnt[j];
+                if (out->kv_seen)
+                    out->kv_seen[(b * Hkv + hk) * m + j] = cnt[j] > 0;
+                for (int64_t x = 0; x < dk; x++)
+                    DKT[j * dk + x] =
+                        REF_SAFE * (ka[j * dk + x] + (N + 3.0) * u * kc[j * dk + x]) + REF_TINY;
+                for (int64_t x = 0; x < dv; x++)
+                    DVT[j * dv + x] =
+                        REF_SAFE * (va[j * dv + x] + (N + 2.0) * u * vc[j * dv + x]) + REF_TINY;
+            }
+        }
+    }
+    rc = 0;
+out:
+    free(s);
+    free(a);
+    free(p);
+    free(dp);
+    free(ds);
+    free(eds);
+    free(o);
+    free(oa);
+    free(vis);
+    free(ka);
+    free(kc);
+    free(va);
+    free(vc);
+    free(cnt);
+    return rc;
+}
+
+int ref_sdpa_bwd_alloc(const attn_sdpa_desc *d, const attn_sdpa_args *a, const float *d_o,
+                       attn_view dov, int want_dbias, ref_bwd_out *r)
+{
+    const size_t rows = (size_t)(d->batch * d->q_heads * d->q_len);
+    const size_t kvrows = (size_t)(d->batch * d->kv_heads * d->kv_len);
+    const size_t m = (size_t)d->kv_len;
+    memset(r, 0, sizeof *r);
+    r->dq = malloc(rows * (size_t)d->qk_dim * sizeof(double));
+    r->dq_tol = malloc(rows * (size_t)d->qk_dim * sizeof(double));
+    r->dk = malloc(kvrows * (size_t)d->qk_dim * sizeof(double));
+    r->dk_tol = malloc(kvrows * (size_t)d->qk_dim * sizeof(double));
+    r->dv = malloc(kvrows * (size_t)d->v_dim * sizeof(double));
+    r->dv_tol = malloc(kvrows * (size_t)d->v_dim * sizeof(double));
+    r->kv_seen = malloc(kvrows);
+    r->row_empty = malloc(rows);
+    int bad = !r->dq || !r->dq_tol || !r->dk || !r->dk_tol || !r->dv || !r->dv_tol ||
+              !r->kv_seen || !r->row_empty;
+    if (want_dbias) {
+        r->dbias = malloc(rows * m * sizeof(double));
+        r->dbias_tol = malloc(rows * m * sizeof(double));
+        r->vis = malloc(rows * m);
+        bad = bad || !r->dbias || !r->dbias_tol || !r->vis;
+    }
+    if (bad || ref_sdpa_bwd(d, a, d_o, dov, r)) {
+        ref_bwd_out_free(r);
+        return -1;
+    }
+    return 0;
+}
+
+void ref_bwd_out_free(ref_bwd_out *r)
+{
+    free(r->dq);
+    free(r->dk);
+    free(r->dv);
+    free(r->dbias);
+    free(r->dq_tol);
+    free(r->dk_tol);
+    free(r->dv_tol);
+    free(r->dbias_tol);
+    free(r->vis);
+    free(r->kv_seen);
+    free(r->row_empty);
+    memset(r, 0, sizeof *r);
+}
+
+void ref_dbias_shape(const attn_sdpa_desc *d, int64_t *Bb, int64_t *Hb, int64_t *Nb)
+{
+    *Bb = d->bias.batch == 0 ? 1 : d->batch;
+    *Hb = d->bias.head == 0 ? 1 : d->q_heads;
+    *Nb = d->bias.seq == 0 ? 1 : d->q_len;
+}
+
+void ref_dbias_reduce(const attn_sdpa_desc *d, const ref_bwd_out *r, double *val, double *tol,
+                      int64_t *cnt)
+{
+    int64_t Bb, Hb, Nb;
+    ref_dbias_shape(d, &Bb, &Hb, &Nb);
+    const int64_t Hq = d->q_heads, n = d->q_len, m = d->kv_len;
+    const size_t total = (size_t)(Bb * Hb * Nb * m);
+    double *absum = calloc(total, sizeof *absum);
+    for (size_t x = 0; x < total; x++) {
+        val[x] = 0.0;
+        if (tol)
+            tol[x] = 0.0;
+        if (cnt)
+            cnt[x] = 0;
+    }
+    for (int64_t b = 0; b < d->batch; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < m; j++) {
+                    const size_t src = (size_t)((((b * Hq + h) * n + i) * m) + j);
+                    const size_t dst = (size_t)((((Bb > 1 ? b : 0) * Hb + (Hb > 1 ? h : 0)) * Nb +
+                                                 (Nb > 1 ? i : 0)) * m + j);
+                    if (!r->vis[src])
+                        continue;
+                    val[dst] += r->dbias[src];
+                    if (tol)
+                        tol[dst] += r->dbias_tol[src];
+                    if (absum)
+                        absum[dst] += fabs(r->dbias[src]);
+                    if (cnt)
+                        cnt[dst]++;
+                }
+    if (tol && cnt && absum)
+        for (size_t x = 0; x < total; x++)
+            tol[x] += REF_SAFE * ((double)cnt[x] + 1.0) * REF_U * absum[x];
+    free(absum);
 }

@@ -66,4 +66,54 @@ double ref_scale(const attn_sdpa_desc *desc);
 void ref_row_tolerance(int64_t dk, int64_t nvis, double s_abs, double lse,
                        double *p_rel, double *o_rel, double *lse_abs);
 
+/* ------------------------------------------------------------- backward */
+
+/*
+ * Outputs of the backward reference, dense, in double (see ref_sdpa_bwd):
+ *   dq, dq_tol        [B][Hq][n][dk]
+ *   dk, dk_tol        [B][Hkv][m][dk]
+ *   dv, dv_tol        [B][Hkv][m][dv]
+ *   dbias, dbias_tol  [B][Hq][n][m]  per position, before any summing over
+ *                     the bias's broadcast dimensions (ref_dbias_reduce);
+ *                     optional (NULL: not computed)
+ *   vis               [B][Hq][n][m]  1 where query i sees key j (optional)
+ *   kv_seen           [B][Hkv][m]    1 where some query of the group sees j
+ *   row_empty         [B][Hq][n]     1 for padded rows and rows without
+ *                                    visible key (dQ must be exactly 0)
+ * The *_tol arrays are the worst-case fp32 error bounds of reference.c
+ * (ref_sdpa_bwd's error model) for each element.
+ */
+typedef struct ref_bwd_out {
+    double *dq, *dk, *dv, *dbias;
+    double *dq_tol, *dk_tol, *dv_tol, *dbias_tol;
+    unsigned char *vis, *kv_seen, *row_empty;
+} ref_bwd_out;
+
+/*
+ * The gradients of L = sum dO * O for the forward of desc (its o, probs and
+ * lse fields are not used) and the inputs of args (q, k, v, lengths, mask,
+ * bias; o, probs, lse not used), with dO [B][Hq][n][dv] at d_o with view
+ * d_o_view.  P, O and D_i = dO_i . O_i are recomputed in double from the
+ * inputs (own softmax).  Reads nothing attn.h says is never read, nor the
+ * dO rows of padded queries.  Returns 0, or -1 without memory.
+ */
+int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
+                 const float *d_o, attn_view d_o_view, const ref_bwd_out *out);
+/* ref_sdpa_bwd into fresh outputs (dbias, dbias_tol and vis only when
+ * want_dbias).  Returns 0 or -1 (then *out is freed). */
+int ref_sdpa_bwd_alloc(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
+                       const float *d_o, attn_view d_o_view, int want_dbias,
+                       ref_bwd_out *out);
+void ref_bwd_out_free(ref_bwd_out *out);
+
+/* The shape of dBias: [Bb][Hb][Nb][m] with Bb = 1 when the bias's batch
+ * stride is 0 (else B), likewise Hb, Nb. */
+void ref_dbias_shape(const attn_sdpa_desc *desc, int64_t *Bb, int64_t *Hb, int64_t *Nb);
+/* Sum the dense per-position dbias over the broadcast dimensions into
+ * val[Bb][Hb][Nb][m]; tol (optional) gets the summed tolerances plus the
+ * error of an fp32 sum of that many terms; cnt (optional) the number of
+ * visible positions summed (0: the element must be exactly 0). */
+void ref_dbias_reduce(const attn_sdpa_desc *desc, const ref_bwd_out *r, double *val,
+                      double *tol, int64_t *cnt);
+
 #endif

@@ -33,6 +33,9 @@ enum {
                                larger garbage workspace, reuse: same bits */
     CHK_PTHREADS = 1u << 4, /* one plan executed from several pthreads */
     CHK_OPENMP = 1u << 5,   /* one plan executed inside an OpenMP region */
+    CHK_BWD = 1u << 6,      /* the backward (sdpa_bwd.c): against
+                               ref_sdpa_bwd, threads 1-4 bitwise, poisoned
+                               twin bitwise, sentinels, exact zeros */
 };
 
 /* Changes to the desc after tinst_build (views tinst_build cannot make). */
@@ -89,6 +92,11 @@ void trows_free(trows *rs);
 /* Build the instance of case c (a row's case, or a variant of it) with the
  * row's tweak applied.  Returns 0 or -1. */
 int trow_build(const trow *r, const tcase *c, tinst *t);
+
+/* The backward check (sdpa_bwd.c) and the rows it applies to (not too
+ * large for the float64 reference). */
+int check_bwd(const trow *r, tinst *t, const tsnap *base, tstats *st);
+int bwd_applies(const trow *r);
 
 /* The hand-written tests (test_sdpa.c). */
 void test_visibility_table(void **state);

@@ -18,6 +18,15 @@
  * Execute-time errors run over the table of argument slots (required, or
  * enabled by a desc field): NULL while used is ATTN_ERR_NULL_ARGUMENT, given
  * while unused ATTN_ERR_ARGUMENT_MISMATCH; then lengths and workspaces.
+ *
+ * The SDPA backward reuses the machinery: bwd_rows are field settings (SI,
+ * SF, SV for the forward's fields, SB, SVB for the backward's own) over a
+ * bwd base (base_case()'s forward without probabilities, dense dO, dQ, dK,
+ * dV and a head-broadcast dBias); every failing forward row of desc_rows
+ * must fail the backward with the forward's own status; the rules over
+ * every field of the new views; then the argument slots of
+ * attn_sdpa_bwd_args, lengths and workspaces.  Every failing call leaves
+ * the dQ, dK, dV and dBias buffers bitwise untouched.
  */
 #include <float.h>
 #include <limits.h>
@@ -442,6 +451,26 @@ static int64_t *i64_at(attn_sdpa_desc *d, size_t off)
     return (int64_t *)(void *)((char *)d + off);
 }
 
+/* Set the fields of set[0 .. K_END) in the struct at d (an attn_sdpa_desc,
+ * or an attn_sdpa_bwd_desc, whose fwd comes first so SI() works there too). */
+static void apply_sets(void *d, const field_set *set, size_t nset)
+{
+    for (const field_set *f = set; f < set + nset && f->kind != K_END; f++) {
+        char *at = (char *)d + f->off;
+        if (f->kind == K_I64)
+            memcpy(at, &f->i, sizeof f->i);
+        else if (f->kind == K_INT) {
+            int v = (int)f->i;
+            memcpy(at, &v, sizeof v);
+        } else if (f->kind == K_DBL) {
+            memcpy(at, &f->f, sizeof f->f);
+        } else {
+            float v = (float)f->f;
+            memcpy(at, &v, sizeof v);
+        }
+    }
+}
+
 /* The desc of a row: its base, then its fields set in order. */
 static attn_sdpa_desc row_desc(const desc_row *r, const attn_sdpa_desc *full)
 {
@@ -464,20 +493,7 @@ static attn_sdpa_desc row_desc(const desc_row *r, const attn_sdpa_desc *full)
         d.o = attn_view_bhsd(z[1], z[3], z[6]);
         d.threads = 1;
     }
-    for (const field_set *f = r->set; f < r->set + sizeof r->set / sizeof r->set[0] && f->kind != K_END; f++) {
-        char *at = (char *)&d + f->off;
-        if (f->kind == K_I64)
-            memcpy(at, &f->i, sizeof f->i);
-        else if (f->kind == K_INT) {
-            int v = (int)f->i;
-            memcpy(at, &v, sizeof v);
-        } else if (f->kind == K_DBL) {
-            memcpy(at, &f->f, sizeof f->f);
-        } else {
-            float v = (float)f->f;
-            memcpy(at, &v, sizeof v);
-        }
-    }
+    apply_sets(&d, r->set, sizeof r->set / sizeof r->set[0]);
     return d;
 }
 
@@ -733,6 +749,471 @@ static void test_execute_errors(void **state)
     assert_int_equal(g_fail, 0);
 }
 
+/* ------------------------------------------------------------------------ */
+/* The SDPA backward: plan-time rows over a bwd base, execute-time slots       */
+/* ------------------------------------------------------------------------ */
+
+/* The backward's desc holds the forward's first, so SI/SF/SV of forward
+ * fields apply to it unchanged; SB/SVB set its own fields. */
+_Static_assert(offsetof(attn_sdpa_bwd_desc, fwd) == 0, "fwd first");
+#define FTYPEB(field) (sizeof(((attn_sdpa_bwd_desc *)0)->field) == 8 ? K_I64 : K_INT)
+#define SB(field, v) { offsetof(attn_sdpa_bwd_desc, field), FTYPEB(field), (int64_t)(v), 0 }
+#define SVB(view, b, h, s) SB(view.batch, b), SB(view.head, h), SB(view.seq, s)
+
+/* The bwd base: base_case()'s forward (want_probs off) with dense BHSD
+ * dO, dQ, dK, dV, and dBias [B][1][n][m] (the bias broadcasts over heads,
+ * so dBias's head stride is ignored); buffers for one-shot calls, outputs
+ * sentinel-filled. */
+typedef struct bwd_fix {
+    tinst t;
+    attn_sdpa_bwd_desc d;
+    attn_sdpa_bwd_args a;
+    tbuf d_o, dq, dk, dv, dbias;
+} bwd_fix;
+
+static void bwd_fill(tbuf *b, uint32_t bits)
+{
+    uint32_t *u = b->base;
+    for (size_t i = 0; i < b->count; i++)
+        u[i] = bits;
+}
+
+static void bwd_clear(bwd_fix *f)
+{
+    bwd_fill(&f->dq, TSENTINEL);
+    bwd_fill(&f->dk, TSENTINEL);
+    bwd_fill(&f->dv, TSENTINEL);
+    bwd_fill(&f->dbias, TSENTINEL);
+}
+
+static int bwd_untouched(const bwd_fix *f)
+{
+    const tbuf *b[4] = {&f->dq, &f->dk, &f->dv, &f->dbias};
+    for (int k = 0; k < 4; k++) {
+        const uint32_t *u = b[k]->base;
+        for (size_t i = 0; i < b[k]->count; i++)
+            if (u[i] != TSENTINEL)
+                return 0;
+    }
+    return 1;
+}
+
+static void bwd_alloc(tbuf *b, size_t n)
+{
+    b->count = n + 8; /* a tail: views stretched by the rows stay inside */
+    b->base = malloc(b->count * sizeof(float));
+    assert_non_null(b->base);
+}
+
+static void bwd_fix_build(bwd_fix *f)
+{
+    memset(f, 0, sizeof *f);
+    tcase c = base_case();
+    assert_int_equal(tinst_build(&f->t, &c), 0);
+    assert_int_equal(attn_sdpa(&f->t.desc, &f->t.args), ATTN_OK); /* O, lse */
+    assert_int_equal(attn_sdpa_bwd_desc_init(&f->d), ATTN_OK);
+    f->d.fwd = f->t.desc;
+    f->d.fwd.want_probs = 0;
+    f->d.d_o = attn_view_bhsd(HQ, NQ, DV);
+    f->d.dq = attn_view_bhsd(HQ, NQ, DK);
+    f->d.dk = attn_view_bhsd(HKV, MK, DK);
+    f->d.dv = attn_view_bhsd(HKV, MK, DV);
+    f->d.want_dbias = 1;
+    f->d.dbias = attn_view_bhsd(1, NQ, MK);
+    /* large enough for every view the rows below make (x4) */
+    bwd_alloc(&f->d_o, 4 * NB * HQ * NQ * DV);
+    bwd_alloc(&f->dq, 4 * NB * HQ * NQ * DK);
+    bwd_alloc(&f->dk, 4 * NB * HKV * MK * DK);
+    bwd_alloc(&f->dv, 4 * NB * HKV * MK * DV);
+    bwd_alloc(&f->dbias, 4 * NB * HQ * NQ * MK);
+    float *dO = f->d_o.base;
+    for (size_t i = 0; i < f->d_o.count; i++)
+        dO[i] = (float)((int)(i % 7) - 3) * 0.25f;
+    bwd_clear(f);
+    attn_sdpa_bwd_args *a = &f->a;
+    a->q = f->t.args.q;
+    a->k = f->t.args.k;
+    a->v = f->t.args.v;
+    a->o = f->t.args.o;
+    a->lse = f->t.args.lse;
+    a->d_o = f->d_o.base;
+    a->kv_lens = f->t.args.kv_lens;
+    a->q_lens = f->t.args.q_lens;
+    a->mask = f->t.args.mask;
+    a->bias = f->t.args.bias;
+    a->dq = f->dq.base;
+    a->dk = f->dk.base;
+    a->dv = f->dv.base;
+    a->dbias = f->dbias.base;
+}
+
+static void bwd_fix_free(bwd_fix *f)
+{
+    free(f->d_o.base);
+    free(f->dq.base);
+    free(f->dk.base);
+    free(f->dv.base);
+    free(f->dbias.base);
+    tinst_free(&f->t);
+}
+
+/* plan_create(bad) must return want, leave *plan alone; the one-shot must
+ * agree and write nothing.  want == ATTN_OK: a control that must plan and
+ * run. */
+static void expect_bwd_desc(bwd_fix *f, const attn_sdpa_bwd_desc *d, attn_status want,
+                            const char *what)
+{
+    static int marker;
+    attn_sdpa_bwd_plan *plan = (attn_sdpa_bwd_plan *)&marker;
+    attn_status s = attn_sdpa_bwd_plan_create(&plan, d);
+    if (want == ATTN_OK) {
+        if (s != ATTN_OK) {
+            printf("FAIL %s: bwd plan_create returned %s, want ATTN_OK\n", what, sname(s));
+            g_fail++;
+            return;
+        }
+        attn_sdpa_bwd_plan_destroy(plan);
+        bwd_clear(f);
+        attn_sdpa_bwd_args a = f->a; /* pointers of the features in use only */
+        if (!d->fwd.use_bias)
+            a.bias = NULL;
+        if (!d->want_dbias)
+            a.dbias = NULL;
+        s = attn_sdpa_backward(d, &a);
+        if (s != ATTN_OK) {
+            printf("FAIL %s: attn_sdpa_backward returned %s, want ATTN_OK\n", what, sname(s));
+            g_fail++;
+        }
+        return;
+    }
+    if (s == ATTN_OK) {
+        printf("FAIL %s: bwd plan_create accepted it (want %s)\n", what, sname(want));
+        attn_sdpa_bwd_plan_destroy(plan);
+        g_fail++;
+        return;
+    }
+    if (s != want) {
+        printf("FAIL %s: bwd plan_create returned %s, want %s\n", what, sname(s), sname(want));
+        g_fail++;
+    }
+    if (plan != (attn_sdpa_bwd_plan *)&marker) {
+        printf("FAIL %s: bwd plan_create wrote *plan on failure\n", what);
+        g_fail++;
+    }
+    bwd_clear(f);
+    attn_status s2 = attn_sdpa_backward(d, &f->a);
+    if (s2 != s) {
+        printf("FAIL %s: attn_sdpa_backward returned %s, plan_create %s\n", what, sname(s2),
+               sname(s));
+        g_fail++;
+    }
+    if (!bwd_untouched(f)) {
+        printf("FAIL %s: outputs written by a failing attn_sdpa_backward\n", what);
+        g_fail++;
+    }
+}
+
+/* Rows over the bwd base (the base field of desc_row is unused here). */
+#define BWD BASE_FULL, { 0 }
+static const desc_row bwd_rows[] = {
+    /* the forward's own errors come through (more: every forward row in
+     * test_bwd_desc_table) */
+    {"fwd: Hq = 4, Hkv = 3", ATTN_ERR_HEAD_RATIO, BWD, {SI(kv_heads, 3)}},
+    {"fwd: batch = 0", ATTN_ERR_BAD_SIZE, BWD, {SI(batch, 0)}},
+    {"fwd: q.seq < dk", ATTN_ERR_BAD_STRIDE, BWD, {SI(q.seq, DK - 1)}},
+    {"fwd: k strides unset", ATTN_ERR_STRIDES_UNSET, BWD,
+     {SV(k, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET)}},
+    {"fwd: lse strides unset", ATTN_ERR_STRIDES_UNSET, BWD,
+     {SV(lse, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET)}},
+    {"fwd: scale inf", ATTN_ERR_BAD_SCALE, BWD, {SF(scale, INFINITY)}},
+    {"fwd: align = 2", ATTN_ERR_BAD_OPTION, BWD, {SI(align, 2)}},
+    {"fwd: threads = -1", ATTN_ERR_BAD_THREADS, BWD, {SI(threads, -1)}},
+    {"fwd: q_len = 2^31", ATTN_ERR_TOO_LARGE, BWD, {SI(q_len, BIG)}},
+    /* options */
+    {"control: bwd base", ATTN_OK, BWD, {{0}}},
+    {"want_lse = 0", ATTN_ERR_BAD_OPTION, BWD, {SI(want_lse, 0)}},
+    {"want_probs = 1", ATTN_ERR_BAD_OPTION, BWD, {SI(want_probs, 1)}},
+    {"want_dbias without use_bias", ATTN_ERR_BAD_OPTION, BWD, {SI(use_bias, 0)}},
+    {"control: no bias, no dbias", ATTN_OK, BWD, {SI(use_bias, 0), SB(want_dbias, 0)}},
+    {"control: bias, no dbias (dbias strides unset)", ATTN_OK, BWD,
+     {SB(want_dbias, 0), SVB(dbias, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET)}},
+    {"bwd reserved[0] != 0", ATTN_ERR_BAD_OPTION, BWD, {SB(reserved[0], 1)}},
+    {"bwd reserved[15] = INT64_MIN", ATTN_ERR_BAD_OPTION, BWD, {SB(reserved[15], INT64_MIN)}},
+    /* rows shorter than the row */
+    {"d_o.seq < dv", ATTN_ERR_BAD_STRIDE, BWD, {SB(d_o.seq, DV - 1)}},
+    {"dq.seq < dk", ATTN_ERR_BAD_STRIDE, BWD, {SB(dq.seq, DK - 1)}},
+    {"dk.seq < dk", ATTN_ERR_BAD_STRIDE, BWD, {SB(dk.seq, DK - 1)}},
+    {"dv.seq < dv", ATTN_ERR_BAD_STRIDE, BWD, {SB(dv.seq, DV - 1)}},
+    {"dbias.seq < m", ATTN_ERR_BAD_STRIDE, BWD, {SB(dbias.seq, MK - 1)}},
+    /* outputs not nested (overlapping) */
+    {"dq heads overlap", ATTN_ERR_BAD_STRIDE, BWD, {SVB(dq, HQ * NQ * DK, NQ * DK - 1, DK)}},
+    {"dk batches overlap", ATTN_ERR_BAD_STRIDE, BWD,
+     {SVB(dk, HKV * MK * DK - 1, MK * DK, DK)}},
+    {"dv rows overlap heads (BSHD, head stride < dv)", ATTN_ERR_BAD_STRIDE, BWD,
+     {SVB(dv, MK * HKV * DV, DV - 1, HKV * DV)}},
+    {"dbias batches overlap", ATTN_ERR_BAD_STRIDE, BWD, {SVB(dbias, NQ * MK - 1, 0, MK)}},
+    {"dbias batch stride 0 (bias does not broadcast over batch)", ATTN_ERR_BAD_STRIDE, BWD,
+     {SVB(dbias, 0, 0, MK)}},
+    /* controls: other layouts, inputs may overlap, ignored strides */
+    {"control: BSHD gradients", ATTN_OK, BWD,
+     {SVB(dq, NQ * HQ * DK, DK, HQ * DK), SVB(dk, MK * HKV * DK, DK, HKV * DK),
+      SVB(dv, MK * HKV * DV, DV, HKV * DV), SVB(d_o, NQ * HQ * DV, DV, HQ * DV)}},
+    {"d_o head stride 0 (input, but Hq > 1)", ATTN_ERR_BAD_STRIDE, BWD, {SVB(d_o, NQ * DV, 0, DV)}},
+    {"control: dO heads overlapping (input)", ATTN_OK, BWD, {SVB(d_o, NQ * DV, DV, DV)}},
+    {"control: dbias head stride (broadcast) -7", ATTN_OK, BWD, {SVB(dbias, NQ * MK, -7, MK)}},
+    {"control: dbias head stride (broadcast) unset", ATTN_OK, BWD,
+     {SVB(dbias, NQ * MK, ATTN_STRIDE_UNSET, MK)}},
+    {"control: bias over [1][1][1][m], dbias strides all 0", ATTN_OK, BWD,
+     {SV(bias, 0, 0, 0), SVB(dbias, 0, 0, 0)}},
+    {"control: bias over [1][1][1][m], dbias strides all -1", ATTN_OK, BWD,
+     {SV(bias, 0, 0, 0), SVB(dbias, -1, -1, -1)}},
+    {"control: bias over [B][1][1][m], dbias seq stride 0", ATTN_OK, BWD,
+     {SV(bias, MK, 0, 0), SVB(dbias, MK, 0, 0)}},
+    {"control: bias over [B][1][1][m], dbias seq stride m", ATTN_OK, BWD,
+     {SV(bias, MK, 0, 0), SVB(dbias, MK, 0, MK)}},
+};
+
+static const struct {
+    const char *name;
+    size_t off;
+    int ignored; /* dbias.head: the bias broadcasts over heads */
+} bwd_views[] = {
+    {"d_o", offsetof(attn_sdpa_bwd_desc, d_o), 0},
+    {"dq", offsetof(attn_sdpa_bwd_desc, dq), 0},
+    {"dk", offsetof(attn_sdpa_bwd_desc, dk), 0},
+    {"dv", offsetof(attn_sdpa_bwd_desc, dv), 0},
+    {"dbias", offsetof(attn_sdpa_bwd_desc, dbias), 0},
+};
+
+static void test_bwd_desc_table(void **state)
+{
+    (void)state;
+    g_fail = 0;
+    bwd_fix f;
+    bwd_fix_build(&f);
+    int cases = 0;
+    char what[128];
+    for (size_t k = 0; k < sizeof bwd_rows / sizeof bwd_rows[0]; k++) {
+        attn_sdpa_bwd_desc d = f.d;
+        apply_sets(&d, bwd_rows[k].set, sizeof bwd_rows[k].set / sizeof bwd_rows[k].set[0]);
+        expect_bwd_desc(&f, &d, bwd_rows[k].want, bwd_rows[k].what);
+        cases++;
+    }
+    /* every forward row on the bwd base: where the forward (want_probs
+     * off) fails, the backward fails the same way */
+    for (size_t k = 0; k < sizeof desc_rows / sizeof desc_rows[0]; k++) {
+        if (desc_rows[k].base != BASE_FULL)
+            continue;
+        attn_sdpa_bwd_desc d = f.d;
+        apply_sets(&d, desc_rows[k].set, sizeof desc_rows[k].set / sizeof desc_rows[k].set[0]);
+        d.fwd.want_probs = 0;
+        attn_sdpa_plan *fp = NULL;
+        attn_status fs = attn_sdpa_plan_create(&fp, &d.fwd);
+        attn_sdpa_plan_destroy(fp);
+        if (fs == ATTN_OK)
+            continue;
+        snprintf(what, sizeof what, "fwd row \"%s\"", desc_rows[k].what);
+        expect_bwd_desc(&f, &d, fs, what);
+        cases++;
+    }
+    /* every field of every new view: negative, zero, unset; all unset */
+    static const struct {
+        int64_t value;
+        attn_status want;
+    } rules[] = {
+        {-1, ATTN_ERR_BAD_STRIDE},
+        {INT64_MIN + 1, ATTN_ERR_BAD_STRIDE},
+        {0, ATTN_ERR_BAD_STRIDE},
+        {ATTN_STRIDE_UNSET, ATTN_ERR_STRIDES_UNSET},
+    };
+    for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++)
+        for (size_t x = 0; x < sizeof bwd_views / sizeof bwd_views[0]; x++)
+            for (size_t fl = 0; fl < 3; fl++) {
+                attn_sdpa_bwd_desc d = f.d;
+                const size_t off = bwd_views[x].off + view_fields[fl].off;
+                memcpy((char *)&d + off, &rules[r].value, sizeof(int64_t));
+                /* dbias.head is ignored (the bias broadcasts over heads) */
+                const int ignored = off == offsetof(attn_sdpa_bwd_desc, dbias.head);
+                snprintf(what, sizeof what, "%s.%s = %lld%s", bwd_views[x].name,
+                         view_fields[fl].name, (long long)rules[r].value,
+                         ignored ? " (ignored: control)" : "");
+                expect_bwd_desc(&f, &d, ignored ? ATTN_OK : rules[r].want, what);
+                cases++;
+            }
+    for (size_t x = 0; x < sizeof bwd_views / sizeof bwd_views[0]; x++) {
+        attn_sdpa_bwd_desc d = f.d;
+        const attn_view unset = {ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET};
+        memcpy((char *)&d + bwd_views[x].off, &unset, sizeof unset);
+        snprintf(what, sizeof what, "%s strides unset", bwd_views[x].name);
+        expect_bwd_desc(&f, &d, ATTN_ERR_STRIDES_UNSET, what);
+        cases++;
+    }
+    /* NULL desc / plan pointers */
+    static int marker;
+    attn_sdpa_bwd_plan *plan = (attn_sdpa_bwd_plan *)&marker;
+    assert_int_equal(attn_sdpa_bwd_plan_create(NULL, &f.d), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_sdpa_bwd_plan_create(&plan, NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_ptr_equal(plan, &marker);
+    assert_int_equal(attn_sdpa_bwd_plan_destroy(NULL), ATTN_OK);
+    assert_int_equal(attn_sdpa_bwd_desc_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+    bwd_clear(&f);
+    assert_int_equal(attn_sdpa_backward(NULL, &f.a), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_sdpa_backward(&f.d, NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_true(bwd_untouched(&f));
+    printf("  %d backward descs checked, %d wrong\n", cases, g_fail);
+    bwd_fix_free(&f);
+    assert_int_equal(g_fail, 0);
+}
+
+/* execute(plan, bad) must return want and write nothing; with ws == NULL
+ * and a desc, the one-shot must agree. */
+static void expect_bwd_exec(bwd_fix *f, const attn_sdpa_bwd_plan *plan,
+                            const attn_sdpa_bwd_desc *desc, const attn_sdpa_bwd_args *a,
+                            void *ws, size_t wsb, attn_status want, const char *what)
+{
+    bwd_clear(f);
+    attn_status s = attn_sdpa_bwd_execute(plan, a, ws, wsb);
+    if (s != want) {
+        printf("FAIL %s: bwd execute returned %s, want %s\n", what, sname(s), sname(want));
+        g_fail++;
+    }
+    if (!bwd_untouched(f)) {
+        printf("FAIL %s: outputs written by a failing bwd execute\n", what);
+        g_fail++;
+    }
+    if (desc && !ws && s != ATTN_OK) {
+        attn_status s2 = attn_sdpa_backward(desc, a);
+        if (s2 != s) {
+            printf("FAIL %s: attn_sdpa_backward returned %s, execute %s\n", what, sname(s2),
+                   sname(s));
+            g_fail++;
+        }
+        if (!bwd_untouched(f)) {
+            printf("FAIL %s: outputs written by a failing attn_sdpa_backward\n", what);
+            g_fail++;
+        }
+    }
+}
+
+/* Argument slots of attn_sdpa_bwd_args: required, or enabled by a field of
+ * the bwd desc (fwd fields at their own offsets). */
+static const struct {
+    const char *name;
+    size_t arg;
+    size_t flag; /* (size_t)-1: required */
+} bwd_slots[] = {
+    {"q", offsetof(attn_sdpa_bwd_args, q), (size_t)-1},
+    {"k", offsetof(attn_sdpa_bwd_args, k), (size_t)-1},
+    {"v", offsetof(attn_sdpa_bwd_args, v), (size_t)-1},
+    {"o", offsetof(attn_sdpa_bwd_args, o), (size_t)-1},
+    {"d_o", offsetof(attn_sdpa_bwd_args, d_o), (size_t)-1},
+    {"lse", offsetof(attn_sdpa_bwd_args, lse), (size_t)-1},
+    {"dq", offsetof(attn_sdpa_bwd_args, dq), (size_t)-1},
+    {"dk", offsetof(attn_sdpa_bwd_args, dk), (size_t)-1},
+    {"dv", offsetof(attn_sdpa_bwd_args, dv), (size_t)-1},
+    {"kv_lens", offsetof(attn_sdpa_bwd_args, kv_lens), offsetof(attn_sdpa_bwd_desc, fwd.use_kv_lens)},
+    {"q_lens", offsetof(attn_sdpa_bwd_args, q_lens), offsetof(attn_sdpa_bwd_desc, fwd.use_q_lens)},
+    {"mask", offsetof(attn_sdpa_bwd_args, mask), offsetof(attn_sdpa_bwd_desc, fwd.mask_mode)},
+    {"bias", offsetof(attn_sdpa_bwd_args, bias), offsetof(attn_sdpa_bwd_desc, fwd.use_bias)},
+    {"dbias", offsetof(attn_sdpa_bwd_args, dbias), offsetof(attn_sdpa_bwd_desc, want_dbias)},
+};
+
+static void test_bwd_execute_errors(void **state)
+{
+    (void)state;
+    g_fail = 0;
+    bwd_fix f;
+    bwd_fix_build(&f);
+    attn_sdpa_bwd_plan *plan = NULL;
+    assert_int_equal(attn_sdpa_bwd_plan_create(&plan, &f.d), ATTN_OK);
+    size_t ws = 12345;
+    assert_int_equal(attn_sdpa_bwd_workspace_size(NULL, &ws), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(ws, 12345);
+    assert_int_equal(attn_sdpa_bwd_workspace_size(plan, NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_sdpa_bwd_workspace_size(plan, &ws), ATTN_OK);
+    expect_bwd_exec(&f, NULL, NULL, &f.a, NULL, 0, ATTN_ERR_NULL_ARGUMENT, "bwd execute(NULL plan)");
+    expect_bwd_exec(&f, plan, NULL, NULL, NULL, 0, ATTN_ERR_NULL_ARGUMENT, "bwd execute(NULL args)");
+    char what[128];
+    for (size_t k = 0; k < sizeof bwd_slots / sizeof bwd_slots[0]; k++) {
+        attn_sdpa_bwd_args a = f.a;
+        const void *null = NULL;
+        memcpy((char *)&a + bwd_slots[k].arg, &null, sizeof null);
+        snprintf(what, sizeof what, "bwd args.%s = NULL%s", bwd_slots[k].name,
+                 bwd_slots[k].flag == (size_t)-1 ? "" : " while enabled");
+        expect_bwd_exec(&f, plan, &f.d, &a, NULL, 0, ATTN_ERR_NULL_ARGUMENT, what);
+        if (bwd_slots[k].flag == (size_t)-1)
+            continue;
+        /* a plan without the feature, given every pointer */
+        attn_sdpa_bwd_desc d = f.d;
+        const int off = 0;
+        memcpy((char *)&d + bwd_slots[k].flag, &off, sizeof off);
+        if (bwd_slots[k].flag == offsetof(attn_sdpa_bwd_desc, fwd.use_bias))
+            d.want_dbias = 0; /* dbias needs the bias */
+        attn_sdpa_bwd_plan *p2 = NULL;
+        assert_int_equal(attn_sdpa_bwd_plan_create(&p2, &d), ATTN_OK);
+        snprintf(what, sizeof what, "bwd args.%s given, plan does not use it", bwd_slots[k].name);
+        expect_bwd_exec(&f, p2, &d, &f.a, NULL, 0, ATTN_ERR_ARGUMENT_MISMATCH, what);
+        /* control: without it (and without dbias when the bias is off) */
+        if (d.want_dbias == 0)
+            a.dbias = NULL;
+        bwd_clear(&f);
+        attn_status s = attn_sdpa_bwd_execute(p2, &a, NULL, 0);
+        if (s != ATTN_OK) {
+            printf("FAIL control for %s: execute returned %s\n", what, sname(s));
+            g_fail++;
+        }
+        attn_sdpa_bwd_plan_destroy(p2);
+    }
+    /* lengths */
+    const int32_t badk[] = {-1, MK + 1, INT32_MIN, INT32_MAX};
+    const int32_t badq[] = {-1, NQ + 1, INT32_MIN, INT32_MAX};
+    for (int b = 0; b < 2; b++)
+        for (int k = 0; k < 4; k++) {
+            int32_t kl[2] = {MK, 3}, ql[2] = {NQ, 2};
+            attn_sdpa_bwd_args a = f.a;
+            a.kv_lens = kl;
+            a.q_lens = ql;
+            kl[b] = badk[k];
+            snprintf(what, sizeof what, "bwd kv_lens[%d] = %d", b, (int)badk[k]);
+            expect_bwd_exec(&f, plan, &f.d, &a, NULL, 0, ATTN_ERR_BAD_LENGTH, what);
+            kl[b] = b ? 3 : MK;
+            ql[b] = badq[k];
+            snprintf(what, sizeof what, "bwd q_lens[%d] = %d", b, (int)badq[k]);
+            expect_bwd_exec(&f, plan, &f.d, &a, NULL, 0, ATTN_ERR_BAD_LENGTH, what);
+        }
+    /* workspace */
+    size_t cap = ((ws + 256) + 63) / 64 * 64;
+    unsigned char *buf = aligned_alloc(64, cap);
+    assert_non_null(buf);
+    memset(buf, 0x5A, cap);
+    if (ws > 0) {
+        expect_bwd_exec(&f, plan, NULL, &f.a, buf, ws - 1, ATTN_ERR_WORKSPACE_TOO_SMALL,
+                        "bwd workspace one byte short");
+        expect_bwd_exec(&f, plan, NULL, &f.a, buf, 0, ATTN_ERR_WORKSPACE_TOO_SMALL,
+                        "bwd workspace of 0 bytes");
+    } else {
+        printf("note: bwd workspace size is 0\n");
+    }
+    const size_t offs[] = {4, 16, 32, 60};
+    for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
+        snprintf(what, sizeof what, "bwd workspace misaligned by %zu bytes", offs[i]);
+        expect_bwd_exec(&f, plan, NULL, &f.a, buf + offs[i], ws + 64,
+                        ATTN_ERR_WORKSPACE_ALIGNMENT, what);
+    }
+    bwd_clear(&f);
+    if (attn_sdpa_bwd_execute(plan, &f.a, buf, ws) != ATTN_OK ||
+        attn_sdpa_bwd_execute(plan, &f.a, buf + 64, cap - 64) != ATTN_OK ||
+        attn_sdpa_bwd_execute(plan, &f.a, NULL, 777) != ATTN_OK) {
+        printf("FAIL control: bwd workspace exact / larger / NULL refused\n");
+        g_fail++;
+    }
+    printf("  bwd workspace of the base plan: %zu bytes\n", ws);
+    free(buf);
+    attn_sdpa_bwd_plan_destroy(plan);
+    bwd_fix_free(&f);
+    assert_int_equal(g_fail, 0);
+}
+
 static void test_status_strings(void **state)
 {
     (void)state;
@@ -821,6 +1302,8 @@ int main(void)
         cmocka_unit_test(test_desc_table),
         cmocka_unit_test(test_mha_too_large),
         cmocka_unit_test(test_execute_errors),
+        cmocka_unit_test(test_bwd_desc_table),
+        cmocka_unit_test(test_bwd_execute_errors),
         cmocka_unit_test(test_status_strings),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_blas_query),

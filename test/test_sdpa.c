@@ -23,7 +23,12 @@
  *             (seed + 100 + i), own or NULL workspace: the bits of a
  *             single execution of each;
  *   openmp    the same from inside the caller's OpenMP parallel region
- *             (seeds seed + i; skipped without OpenMP).
+ *             (seeds seed + i; skipped without OpenMP);
+ *   bwd       attn_sdpa_backward on the row (sdpa_bwd.c, where its
+ *             tolerances are summarized): dQ, dK, dV, dBias against the
+ *             float64 ref_sdpa_bwd, exact zeros and sentinels, threads 1-4
+ *             and the poisoned twin bitwise; rows too large for the float64
+ *             reference are skipped (bwd_applies).
  * Plus two hand-written tests: the visibility table (patterns written out
  * from attn.h, independent of the reference's window code) and NaN in
  * visible data (poisons exactly the rows that see it).
@@ -369,6 +374,7 @@ static const struct {
     {CHK_PLAN, "plan", check_plan, NULL},
     {CHK_PTHREADS, "pthreads", check_pthreads, NULL},
     {CHK_OPENMP, "openmp", check_openmp, NULL},
+    {CHK_BWD, "bwd", check_bwd, bwd_applies},
 };
 #define NCHECKS ((int)(sizeof checks / sizeof checks[0]))
 

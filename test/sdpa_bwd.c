@@ -1,0 +1,532 @@
+/*
+ * sdpa_bwd.c -- CHK_BWD, the check of attn_sdpa_backward over the rows of
+ * the SDPA table (see sdpa_cases.h, test_sdpa.c).
+ *
+ * For a row: its instance (or, when the row has no logsumexp, the same case
+ * with want_lse = 1, which draws the same data) runs the library forward
+ * for O and lse; a dO is drawn (uniform [-1, 1], in a buffer of O's view;
+ * NaN in the gaps, and with `poison` NaN in the dO and O rows of padded
+ * queries); dQ, dK, dV (and dBias when the row has a bias: want_dbias) go
+ * to sentinel-filled buffers in views of the row's output layout (BHSD,
+ * BSHD or random order with gaps).  Then:
+ *   - every gradient element within the bound of reference.c's backward
+ *     error model (ref_sdpa_bwd, summarized below) of the float64 reference,
+ *     with exact (bitwise +0) zeros for dQ of padded or empty rows, dK and
+ *     dV of K/V rows no query sees, dBias elements no visible position
+ *     sums into; every element outside the views keeps the sentinel;
+ *   - threads 1, 2, 3, 4: the same bits in every output buffer;
+ *   - the case with `poison` toggled (rows hiding something by lengths or
+ *     window): the same bits.
+ *
+ * Tolerances (reference.c, ref_sdpa_bwd; u = 2^-24, worst case, first
+ * order; p_b the relative error of P recomputed from the fp32 lse):
+ *   E_s   = (dk + 6) u s_abs,   p_b = expm1(E_s + lse_tol) + 20 u
+ *   D_err = sum_d |dO_d| (o_rel o_abs_d + (dv + 2) u |O_d|)
+ *   E_dS  = P [(p_b + 3u)(|dP| + |D|) + (dv + 2) u sum_d |dO_d V_jd| + D_err]
+ *           + 2^-126 (|dP| + |D|)
+ *   |ddQ_id|  <= 1.25 |scale| sum_j (E_dS_ij + (nvis_i + 3) u |dS_ij|) |K_jd|
+ *   |ddK_jd|  <= 1.25 |scale| sum_(h,i) (E_dS_ij + (N_j + 3) u |dS_ij|) |Q_id|
+ *   |ddV_jd|  <= 1.25 sum_(h,i) ((p_b + (N_j + 2) u) P_ij + 2^-126) |dO_id|
+ *   |ddBias|  <= 1.25 sum (E_dS + 2u |dS|) + 1.25 (c + 1) u sum |dS|
+ *                (over the c visible positions a broadcast element sums)
+ * (+1e-30 each), N_j the number of (head, row) pairs of the GQA group that
+ * see key j, o_rel and lse_tol the forward's bounds (ref_row_tolerance).
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reference.h"
+#include "sdpa_cases.h"
+
+/* Rows whose float64 backward reference would take long: skipped. */
+#define BWD_MAX_WORK 4e8
+
+int bwd_applies(const trow *r)
+{
+    const tcase *c = &r->c;
+    double work = (double)c->B * (double)c->Hq * (double)c->n * (double)c->m *
+                  (double)(2 * c->dk + 2 * c->dv);
+    return work <= BWD_MAX_WORK;
+}
+
+/* Sizes [B][H][S][D] of a view. */
+typedef struct vshape {
+    int64_t B, H, S, D;
+} vshape;
+
+static size_t vextent(attn_view v, vshape z)
+{
+    return (size_t)((z.B - 1) * v.batch + (z.H - 1) * v.head + (z.S - 1) * v.seq + z.D);
+}
+
+/* A view of shape z: order 0 [B][H][S][D], 1 [B][S][H][D], gaps ps, ph, pb. */
+static attn_view mk(int order, vshape z, int64_t ps, int64_t ph, int64_t pb)
+{
+    attn_view v;
+    if (order == 0) {
+        v.seq = z.D + ps;
+        v.head = z.S * v.seq + ph;
+        v.batch = z.H * v.head + pb;
+    } else {
+        v.head = z.D + ph;
+        v.seq = z.H * v.head + ps;
+        v.batch = z.S * v.seq + pb;
+    }
+    return v;
+}
+
+static attn_view out_view(int out_layout, vshape z, trng *r)
+{
+    if (out_layout == OUT_BSHD)
+        return mk(1, z, 0, 0, 0);
+    if (out_layout == OUT_PADDED) {
+        int order = (int)trng_int(r, 0, 1);
+        int64_t ps = trng_int(r, 1, 5), ph = trng_int(r, 1, 7), pb = trng_int(r, 1, 9);
+        return mk(order, z, ps, ph, pb);
+    }
+    return mk(0, z, 0, 0, 0);
+}
+
+typedef struct obuf {
+    uint32_t *base;
+    size_t count;
+    float *ptr;          /* base + misalign */
+    attn_view v;
+    vshape z;
+} obuf;
+
+static int obuf_alloc(obuf *o, attn_view v, vshape z, int mis)
+{
+    o->v = v;
+    o->z = z;
+    o->count = vextent(v, z) + (size_t)mis + 3;
+    o->base = malloc(o->count * sizeof *o->base);
+    o->ptr = o->base ? (float *)(void *)o->base + mis : NULL;
+    return o->base ? 0 : -1;
+}
+
+static void obuf_fill(obuf *o, uint32_t bits)
+{
+    for (size_t x = 0; x < o->count; x++)
+        o->base[x] = bits;
+}
+
+static float *at(const obuf *o, int64_t b, int64_t h, int64_t s)
+{
+    return o->ptr + b * o->v.batch + h * o->v.head + s * o->v.seq;
+}
+
+/* One backward setup of a case. */
+typedef struct bwd {
+    tinst own;           /* used when the row's instance has no lse */
+    tinst *t;            /* the forward instance */
+    obuf d_o, dq, dk, dv, dbias;
+    attn_sdpa_bwd_desc desc;
+    attn_sdpa_bwd_args args;
+} bwd;
+
+static void bwd_free(bwd *w)
+{
+    free(w->d_o.base);
+    free(w->dq.base);
+    free(w->dk.base);
+    free(w->dv.base);
+    free(w->dbias.base);
+    if (w->t == &w->own)
+        tinst_free(&w->own);
+    memset(w, 0, sizeof *w);
+}
+
+static int64_t qlen_b(const tinst *t, int64_t b)
+{
+    return t->desc.use_q_lens ? t->args.q_lens[b] : t->desc.q_len;
+}
+
+/* Build everything for case c on top of instance t (or a want_lse twin of
+ * it), run the forward.  Returns 0, or -1 (printed). */
+static int bwd_build(bwd *w, const trow *r, const tcase *c, tinst *t)
+{
+    memset(w, 0, sizeof *w);
+    if (t && t->desc.want_lse) {
+        w->t = t;
+    } else {
+        tcase c2 = *c;
+        c2.want_lse = 1;
+        w->t = &w->own;
+        if (trow_build(r, &c2, &w->own)) {
+            printf("bwd: cannot build the case\n");
+            return -1;
+        }
+    }
+    tinst *ti = w->t;
+    attn_status s = tinst_run(ti);
+    if (s != ATTN_OK) {
+        printf("bwd: forward returned %s\n", attn_status_str(s));
+        return -1;
+    }
+    const attn_sdpa_desc *d = &ti->desc;
+    const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
+                  m = d->kv_len, dk = d->qk_dim, dv = d->v_dim;
+    const int mis = c->misalign ? 1 : 0;
+    trng rng;
+    trng_seed(&rng, c->seed * 0x5851F42D4C957F2Dull + 17);
+
+    /* dO in O's view (gaps NaN), NaN in padded rows when poisoned */
+    vshape zo = {B, Hq, n, dv};
+    if (obuf_alloc(&w->d_o, d->o, zo, mis))
+        return -1;
+    obuf_fill(&w->d_o, 0x7fc00000u);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < n; i++) {
+                float *row = at(&w->d_o, b, h, i);
+                float *orow = ti->args.o + b * d->o.batch + h * d->o.head + i * d->o.seq;
+                const int pad = c->poison && i >= qlen_b(ti, b);
+                for (int64_t x = 0; x < dv; x++) {
+                    float val = (float)trng_uniform(&rng, -1.0, 1.0);
+                    row[x] = pad ? NAN : val;
+                    if (pad)
+                        orow[x] = NAN;
+                }
+            }
+
+    /* outputs */
+    vshape zq = {B, Hq, n, dk}, zk = {B, Hkv, m, dk}, zv = {B, Hkv, m, dv};
+    if (obuf_alloc(&w->dq, out_view(c->out_layout, zq, &rng), zq, mis) ||
+        obuf_alloc(&w->dk, out_view(c->out_layout, zk, &rng), zk, mis) ||
+        obuf_alloc(&w->dv, out_view(c->out_layout, zv, &rng), zv, mis))
+        return -1;
+    attn_sdpa_bwd_desc_init(&w->desc);
+    w->desc.fwd = *d;
+    w->desc.fwd.want_probs = 0;
+    w->desc.d_o = d->o;
+    w->desc.dq = w->dq.v;
+    w->desc.dk = w->dk.v;
+    w->desc.dv = w->dv.v;
+    if (d->use_bias) {
+        int64_t Bb, Hb, Nb;
+        ref_dbias_shape(d, &Bb, &Hb, &Nb);
+        vshape zb = {Bb, Hb, Nb, m};
+        attn_view vb = mk(0, zb, c->out_layout == OUT_PADDED ? trng_int(&rng, 1, 5) : 0,
+                          c->out_layout == OUT_PADDED ? trng_int(&rng, 0, 7) : 0,
+                          c->out_layout == OUT_PADDED ? trng_int(&rng, 0, 9) : 0);
+        /* the strides of broadcast dimensions (size 1) are those of a dense
+         * view; test_errors checks that other values there are ignored */
+        if (obuf_alloc(&w->dbias, vb, zb, mis))
+            return -1;
+        w->desc.want_dbias = 1;
+        w->desc.dbias = vb;
+    }
+    attn_sdpa_bwd_args *a = &w->args;
+    a->q = ti->args.q;
+    a->k = ti->args.k;
+    a->v = ti->args.v;
+    a->o = ti->args.o;
+    a->d_o = w->d_o.ptr;
+    a->lse = ti->args.lse;
+    a->kv_lens = ti->args.kv_lens;
+    a->q_lens = ti->args.q_lens;
+    a->mask = ti->args.mask;
+    a->bias = ti->args.bias;
+    a->dq = w->dq.ptr;
+    a->dk = w->dk.ptr;
+    a->dv = w->dv.ptr;
+    a->dbias = w->dbias.ptr;
+    return 0;
+}
+
+static attn_status bwd_run(bwd *w)
+{
+    obuf_fill(&w->dq, TSENTINEL);
+    obuf_fill(&w->dk, TSENTINEL);
+    obuf_fill(&w->dv, TSENTINEL);
+    if (w->dbias.base)
+        obuf_fill(&w->dbias, TSENTINEL);
+    return attn_sdpa_backward(&w->desc, &w->args);
+}
+
+/* Bitwise equality of every output buffer of two setups. */
+static int same_bits(const obuf *a, const obuf *b)
+{
+    if (a->count != b->count)
+        return 0;
+    return a->count == 0 || memcmp(a->base, b->base, a->count * sizeof *a->base) == 0;
+}
+
+static int bwd_same(const bwd *x, const bwd *y)
+{
+    return same_bits(&x->dq, &y->dq) && same_bits(&x->dk, &y->dk) && same_bits(&x->dv, &y->dv) &&
+           same_bits(&x->dbias, &y->dbias);
+}
+
+typedef struct snap4 {
+    obuf b[4];
+} snap4;
+
+static void snap_take(snap4 *s, const bwd *w)
+{
+    const obuf *src[4] = {&w->dq, &w->dk, &w->dv, &w->dbias};
+    for (int k = 0; k < 4; k++) {
+        s->b[k] = *src[k];
+        s->b[k].base = NULL;
+        if (src[k]->base) {
+            s->b[k].base = malloc(src[k]->count * sizeof(uint32_t));
+            if (s->b[k].base)
+                memcpy(s->b[k].base, src[k]->base, src[k]->count * sizeof(uint32_t));
+        }
+    }
+}
+
+static int snap_same(const snap4 *s, const bwd *w)
+{
+    bwd tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.dq = s->b[0];
+    tmp.dk = s->b[1];
+    tmp.dv = s->b[2];
+    tmp.dbias = s->b[3];
+    return bwd_same(&tmp, w);
+}
+
+static void snap_free(snap4 *s)
+{
+    for (int k = 0; k < 4; k++)
+        free(s->b[k].base);
+}
+
+/* ----------------------------------------------------------- comparing */
+
+#define MAXREP 8
+
+typedef struct rep {
+    const tcase *c;
+    long bad;
+} rep;
+
+static void bad(rep *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bad(rep *r, const char *fmt, ...)
+{
+    if (r->bad == 0)
+        printf("FAIL [bwd] case: %s\n", tcase_str(r->c));
+    if (r->bad < MAXREP) {
+        va_list ap;
+        va_start(ap, fmt);
+        printf("  ");
+        vprintf(fmt, ap);
+        printf("\n");
+        va_end(ap);
+    }
+    r->bad++;
+}
+
+static void upd(double err, double tol, double *maxerr, double *ratio)
+{
+    if (isfinite(err) && err > *maxerr)
+        *maxerr = err;
+    double q = err / tol;
+    if (isfinite(q) && q > *ratio)
+        *ratio = q;
+}
+
+static uint32_t fbits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* Compare the view elements of o (dense reference ref/tol [B][H][S][D]);
+ * zero[(b, h, s)] (or NULL) marks rows that must be bitwise +0. */
+static void cmp_tensor(rep *r, const char *name, const obuf *o, const double *ref,
+                       const double *tol, const unsigned char *zero, double *maxerr,
+                       double *ratio)
+{
+    const vshape z = o->z;
+    for (int64_t b = 0; b < z.B; b++)
+        for (int64_t h = 0; h < z.H; h++)
+            for (int64_t s = 0; s < z.S; s++) {
+                const size_t row = (size_t)((b * z.H + h) * z.S + s);
+                const float *g = at(o, b, h, s);
+                for (int64_t x = 0; x < z.D; x++) {
+                    const size_t e = row * (size_t)z.D + (size_t)x;
+                    if (zero && zero[row]) {
+                        if (fbits(g[x]) != 0)
+                            bad(r, "%s[%lld][%lld][%lld][%lld] = %.9g (0x%08x), must be +0", name,
+                                (long long)b, (long long)h, (long long)s, (long long)x,
+                                (double)g[x], (unsigned)fbits(g[x]));
+                        continue;
+                    }
+                    double err = fabs((double)g[x] - ref[e]);
+                    upd(err, tol[e], maxerr, ratio);
+                    if (!(err <= tol[e]))
+                        bad(r, "%s[%lld][%lld][%lld][%lld] = %.9g, ref %.9g, err %.3g > tol %.3g",
+                            name, (long long)b, (long long)h, (long long)s, (long long)x,
+                            (double)g[x], ref[e], err, tol[e]);
+                }
+            }
+    /* outside the view: the sentinel */
+    unsigned char *map = calloc(o->count, 1);
+    if (!map) {
+        bad(r, "out of memory");
+        return;
+    }
+    const size_t off = (size_t)(o->ptr - (float *)(void *)o->base);
+    for (int64_t b = 0; b < z.B; b++)
+        for (int64_t h = 0; h < z.H; h++)
+            for (int64_t s = 0; s < z.S; s++)
+                for (int64_t x = 0; x < z.D; x++)
+                    map[off + (size_t)(b * o->v.batch + h * o->v.head + s * o->v.seq + x)] = 1;
+    for (size_t x = 0; x < o->count; x++)
+        if (!map[x] && o->base[x] != TSENTINEL)
+            bad(r, "%s: element %zu outside the view was written (0x%08x)", name, x,
+                (unsigned)o->base[x]);
+    free(map);
+}
+
+static long bwd_compare(const bwd *w, const tcase *c, tstats *st)
+{
+    rep r = {c, 0};
+    const attn_sdpa_desc *d = &w->t->desc;
+    ref_bwd_out g;
+    if (ref_sdpa_bwd_alloc(d, &w->t->args, w->d_o.ptr, w->desc.d_o, w->desc.want_dbias, &g)) {
+        printf("bwd reference: out of memory\n");
+        return 1;
+    }
+    double *r_ratio = &st->ratio_bwd;
+    cmp_tensor(&r, "dQ", &w->dq, g.dq, g.dq_tol, g.row_empty, &st->err_dq, r_ratio);
+    unsigned char *unseen = malloc((size_t)(d->batch * d->kv_heads * d->kv_len));
+    if (unseen) {
+        for (int64_t x = 0; x < d->batch * d->kv_heads * d->kv_len; x++)
+            unseen[x] = !g.kv_seen[x];
+        cmp_tensor(&r, "dK", &w->dk, g.dk, g.dk_tol, unseen, &st->err_dk, r_ratio);
+        cmp_tensor(&r, "dV", &w->dv, g.dv, g.dv_tol, unseen, &st->err_dv, r_ratio);
+        free(unseen);
+    }
+    if (w->desc.want_dbias) {
+        const vshape z = w->dbias.z;
+        const size_t tot = (size_t)(z.B * z.H * z.S * z.D);
+        double *val = malloc(tot * sizeof *val), *tol = malloc(tot * sizeof *tol);
+        int64_t *cnt = malloc(tot * sizeof *cnt);
+        unsigned char *zero = malloc(tot);
+        if (val && tol && cnt && zero) {
+            ref_dbias_reduce(d, &g, val, tol, cnt);
+            for (size_t x = 0; x < tot; x++)
+                zero[x] = cnt[x] == 0;
+            for (int64_t b = 0; b < z.B; b++)
+                for (int64_t h = 0; h < z.H; h++)
+                    for (int64_t i = 0; i < z.S; i++) {
+                        const float *gb = at(&w->dbias, b, h, i);
+                        for (int64_t j = 0; j < z.D; j++) {
+                            const size_t e = (size_t)(((b * z.H + h) * z.S + i) * z.D + j);
+                            if (zero[e]) {
+                                if (fbits(gb[j]) != 0)
+                                    bad(&r, "dBias[%lld][%lld][%lld][%lld] = %.9g (0x%08x), no "
+                                        "visible position: must be +0",
+                                        (long long)b, (long long)h, (long long)i, (long long)j,
+                                        (double)gb[j], (unsigned)fbits(gb[j]));
+                                continue;
+                            }
+                            double err = fabs((double)gb[j] - val[e]);
+                            upd(err, tol[e], &st->err_dbias, r_ratio);
+                            if (!(err <= tol[e]))
+                                bad(&r, "dBias[%lld][%lld][%lld][%lld] = %.9g, ref %.9g, err "
+                                    "%.3g > tol %.3g",
+                                    (long long)b, (long long)h, (long long)i, (long long)j,
+                                    (double)gb[j], val[e], err, tol[e]);
+                        }
+                    }
+            /* outside the view: the sentinel */
+            unsigned char *map = calloc(w->dbias.count, 1);
+            if (map) {
+                const size_t off = (size_t)(w->dbias.ptr - (float *)(void *)w->dbias.base);
+                for (int64_t b = 0; b < z.B; b++)
+                    for (int64_t h = 0; h < z.H; h++)
+                        for (int64_t i = 0; i < z.S; i++)
+                            for (int64_t j = 0; j < z.D; j++)
+                                map[off + (size_t)(b * w->dbias.v.batch + h * w->dbias.v.head +
+                                                   i * w->dbias.v.seq + j)] = 1;
+                for (size_t x = 0; x < w->dbias.count; x++)
+                    if (!map[x] && w->dbias.base[x] != TSENTINEL)
+                        bad(&r, "dBias: element %zu outside the view was written (0x%08x)", x,
+                            (unsigned)w->dbias.base[x]);
+                free(map);
+            }
+        } else {
+            bad(&r, "out of memory");
+        }
+        free(val);
+        free(tol);
+        free(cnt);
+        free(zero);
+    }
+    ref_bwd_out_free(&g);
+    if (r.bad > MAXREP)
+        printf("  ... %ld problems in all\n", r.bad);
+    st->bwd_cases++;
+    return r.bad;
+}
+
+/* ------------------------------------------------------------ the check */
+
+static int hides(const tcase *c)
+{
+    return c->use_kv_lens || c->use_q_lens || c->wl >= 0 || c->wr >= 0;
+}
+
+int check_bwd(const trow *r, tinst *t, const tsnap *base, tstats *st)
+{
+    (void)base;
+    bwd w;
+    int fails = 0;
+    if (bwd_build(&w, r, &r->c, t)) {
+        bwd_free(&w);
+        printf("FAIL [bwd] setup: %s\n", tcase_str(&r->c));
+        return 1;
+    }
+    attn_status s = bwd_run(&w);
+    if (s != ATTN_OK) {
+        printf("FAIL [bwd] attn_sdpa_backward returned %s: %s\n", attn_status_str(s),
+               tcase_str(&r->c));
+        bwd_free(&w);
+        return 1;
+    }
+    fails += bwd_compare(&w, &r->c, st) != 0;
+    snap4 first;
+    snap_take(&first, &w);
+
+    /* threads 1..4: the same bits */
+    const int keep = w.desc.fwd.threads;
+    for (int th = 1; th <= (tquick() ? 2 : 4); th++) {
+        if (th == keep)
+            continue;
+        w.desc.fwd.threads = th;
+        s = bwd_run(&w);
+        if (s != ATTN_OK || !snap_same(&first, &w)) {
+            printf("FAIL [bwd threads] threads=%d %s than threads=%d: %s\n", th,
+                   s == ATTN_OK ? "gives other bits" : attn_status_str(s), keep,
+                   tcase_str(&r->c));
+            fails++;
+        }
+    }
+    w.desc.fwd.threads = keep;
+
+    /* the poisoned (or unpoisoned) twin: the same bits */
+    if (hides(&r->c)) {
+        tcase c2 = r->c;
+        c2.poison = !c2.poison;
+        bwd w2;
+        if (bwd_build(&w2, r, &c2, NULL) || (s = bwd_run(&w2)) != ATTN_OK ||
+            !snap_same(&first, &w2)) {
+            printf("FAIL [bwd poison] poison=%d gives other bits (%s): %s\n", c2.poison,
+                   attn_status_str(s), tcase_str(&c2));
+            fails++;
+        }
+        bwd_free(&w2);
+    }
+    snap_free(&first);
+    bwd_free(&w);
+    return fails;
+}
