@@ -801,10 +801,11 @@ int main(int argc, char **argv)
                                    "\"impl\":\"%s\",\"part\":\"%s\",\"ms_median\":%.4f,"
                                    "\"gflops_useful\":%.2f,\"sgemm_gflops\":%.2f,"
                                    "\"frac_sgemm\":%.4f,\"workspace_bytes\":%zu,"
-                                   "\"peak_rss_bytes\":%ld,\"max_err\":%.3g}\n",
+                                   "\"peak_rss_bytes\":%ld,\"max_err\":%.3g,"
+                                   "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
                                    c->id, c->name, nt, iname, part[k], ms[k], gfu, rate,
                                    rate > 0 ? gfu / rate : 0, r.workspace, r.peak_rss_kb * 1024,
-                                   r.max_err);
+                                   r.max_err, bi.loaded, bi.kernel, bi.simd);
                             continue;
                         }
                         char sp[24] = "";

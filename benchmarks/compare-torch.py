@@ -9,6 +9,11 @@ benchmarks/plot.gp.
 
     benchmarks/compare-torch.py --bench build/benchmarks/attn-bench \
         [--case S1 ...] [--threads 1 --threads 2] [--runs 10] [--csv out.csv]
+
+Training cases T1, T1d (dropout 0.1) and T2 compare attn's forward and
+backward with PyTorch's autograd on the same shapes, and print the largest
+difference of the gradients (attn through ctypes, --lib, on PyTorch's own
+inputs).
 """
 import argparse
 import json
@@ -35,6 +40,9 @@ EXTRA = {  # only when named: S2 and S3 without their mask
     "S3n": (1, 8, 8, 4096, 4096, 64, False, False),
 }
 CASES.update(EXTRA)
+# Training cases: forward + backward (autograd in PyTorch); id: (shape of
+# the S case, dropout_p).
+TRAIN = {"T1": ("S1", 0.0), "T1d": ("S1", 0.1), "T2": ("S2", 0.0)}
 
 
 def run_attn_bench(bench, cases, threads, runs, naive):
@@ -53,12 +61,118 @@ def torch_sdpa(torch):
     """The fused SDPA of this PyTorch: public in 2.x, private in 1.13."""
     F = torch.nn.functional
     if hasattr(F, "scaled_dot_product_attention"):
-        return lambda q, k, v, mask, causal: F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=causal)
+        return lambda q, k, v, mask, causal, p=0.0: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
     if hasattr(F, "_scaled_dot_product_attention"):
-        return lambda q, k, v, mask, causal: F._scaled_dot_product_attention(
-            q, k, v, mask, 0.0, False, causal)[0]
+        return lambda q, k, v, mask, causal, p=0.0: F._scaled_dot_product_attention(
+            q, k, v, mask, p, False, causal)[0]
     return None
+
+
+class AttnLib:
+    """attn's SDPA forward and backward through ctypes, on torch tensors (to
+    print the error of attn's gradients against PyTorch's autograd)."""
+
+    def __init__(self, path):
+        import ctypes as C
+        self.C = C
+
+        class View(C.Structure):
+            _fields_ = [("batch", C.c_int64), ("head", C.c_int64), ("seq", C.c_int64)]
+
+        class Desc(C.Structure):
+            _fields_ = [(f, C.c_int64) for f in (
+                "batch", "q_heads", "kv_heads", "q_len", "kv_len", "qk_dim", "v_dim")] + [
+                ("q", View), ("k", View), ("v", View), ("o", View), ("scale", C.c_float),
+                ("align", C.c_int), ("window_left", C.c_int64), ("window_right", C.c_int64),
+                ("use_kv_lens", C.c_int), ("use_q_lens", C.c_int), ("mask_mode", C.c_int),
+                ("mask", View), ("use_bias", C.c_int), ("bias", View), ("want_probs", C.c_int),
+                ("probs", View), ("want_lse", C.c_int), ("lse", View), ("threads", C.c_int),
+                ("dropout_p", C.c_double), ("dropout_seed", C.c_uint64),
+                ("dropout_offset", C.c_uint64), ("reserved", C.c_int64 * 13)]
+
+        class BwdDesc(C.Structure):
+            _fields_ = [("fwd", Desc), ("d_o", View), ("dq", View), ("dk", View), ("dv", View),
+                        ("want_dbias", C.c_int), ("dbias", View), ("reserved", C.c_int64 * 16)]
+
+        P = C.c_void_p
+
+        class Args(C.Structure):
+            _fields_ = [(f, P) for f in (
+                "q", "k", "v", "o", "kv_lens", "q_lens", "mask", "bias", "probs", "lse")]
+
+        class BwdArgs(C.Structure):
+            _fields_ = [(f, P) for f in (
+                "q", "k", "v", "o", "d_o", "lse", "kv_lens", "q_lens", "mask", "bias",
+                "dq", "dk", "dv", "dbias")]
+
+        self.View, self.Desc, self.BwdDesc, self.Args, self.BwdArgs = (
+            View, Desc, BwdDesc, Args, BwdArgs)
+        self.lib = C.CDLL(path)
+        for f in ("attn_sdpa_desc_init", "attn_sdpa_bwd_desc_init", "attn_sdpa",
+                  "attn_sdpa_backward"):
+            getattr(self.lib, f).restype = C.c_int
+
+    def grads(self, torch, q, k, v, d_o, causal, threads):
+        """dQ, dK, dV of attn for contiguous BHSD float32 tensors."""
+        C = self.C
+        B, Hq, n, d = q.shape
+        Hkv, m = k.shape[1], k.shape[2]
+        bd = self.BwdDesc()
+        self.lib.attn_sdpa_bwd_desc_init(C.byref(bd))
+        f = bd.fwd
+        f.batch, f.q_heads, f.kv_heads, f.q_len, f.kv_len, f.qk_dim, f.v_dim = (
+            B, Hq, Hkv, n, m, d, d)
+        vq, vk = self.View(Hq * n * d, n * d, d), self.View(Hkv * m * d, m * d, d)
+        f.q = f.o = bd.d_o = bd.dq = vq
+        f.k = f.v = bd.dk = bd.dv = vk
+        f.want_lse = 1
+        f.lse = self.View(Hq * n, n, 1)
+        f.window_right = 0 if causal else -1
+        f.threads = threads
+        o = torch.empty_like(q)
+        lse = torch.empty(B, Hq, n)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        a = self.Args(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=o.data_ptr(),
+                      lse=lse.data_ptr())
+        if self.lib.attn_sdpa(C.byref(bd.fwd), C.byref(a)) != 0:
+            raise RuntimeError("attn_sdpa failed")
+        ba = self.BwdArgs(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=o.data_ptr(),
+                          d_o=d_o.data_ptr(), lse=lse.data_ptr(), dq=dq.data_ptr(),
+                          dk=dk.data_ptr(), dv=dv.data_ptr())
+        if self.lib.attn_sdpa_backward(C.byref(bd), C.byref(ba)) != 0:
+            raise RuntimeError("attn_sdpa_backward failed")
+        return dq, dk, dv
+
+
+def time_train(torch, sdpa, case, threads, runs, attn):
+    """PyTorch autograd: forward (with grad) and backward timed apart; the
+    largest |attn - torch| over dQ, dK, dV (without dropout)."""
+    shape, p = TRAIN[case]
+    B, Hq, Hkv, n, m, d, causal, _ = CASES[shape]
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(1)
+    q = torch.rand(B, Hq, n, d, generator=g) * 2 - 1
+    k = torch.rand(B, Hkv, m, d, generator=g) * 2 - 1
+    v = torch.rand(B, Hkv, m, d, generator=g) * 2 - 1
+    d_o = torch.rand(B, Hq, n, d, generator=g) * 2 - 1
+    tf, tb = [], []
+    for r in range(runs + 2):
+        qq, kk, vv = (x.clone().requires_grad_(True) for x in (q, k, v))
+        t0 = time.perf_counter()
+        out = sdpa(qq, kk, vv, None, causal, p)
+        t1 = time.perf_counter()
+        out.backward(d_o)
+        t2 = time.perf_counter()
+        if r >= 2:
+            tf.append((t1 - t0) * 1e3)
+            tb.append((t2 - t1) * 1e3)
+    err = None
+    if attn is not None and p == 0.0:
+        dq, dk, dv = attn.grads(torch, q, k, v, d_o, causal, threads)
+        err = max(float((a - b).abs().max()) for a, b in
+                  ((dq, qq.grad), (dk, kk.grad), (dv, vv.grad)))
+    return statistics.median(tf), statistics.median(tb), err
 
 
 def time_mha(torch, case, threads, runs):
@@ -109,17 +223,21 @@ def time_torch(torch, sdpa, case, threads, runs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", default=os.path.join("build", "benchmarks", "attn-bench"))
-    ap.add_argument("--case", action="append", choices=sorted(CASES))
+    ap.add_argument("--case", action="append", choices=sorted(CASES) + sorted(TRAIN))
+    ap.add_argument("--lib", default=os.path.join("build", "lib", "libattn.so"),
+                    help="libattn for the gradients' error against PyTorch")
     ap.add_argument("--threads", action="append", type=int)
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--no-naive", action="store_true")
     ap.add_argument("--csv")
     ap.add_argument("--save-json", help="write every measurement, one JSON object a line")
     args = ap.parse_args()
-    cases = args.case or [c for c in CASES if c not in EXTRA]
+    cases = args.case or [c for c in CASES if c not in EXTRA] + list(TRAIN)
     threads = args.threads or [1, 2]
+    train = [c for c in cases if c in TRAIN]
+    cases = [c for c in cases if c not in TRAIN]
 
-    rows = run_attn_bench(args.bench, cases, threads, args.runs, not args.no_naive)
+    rows = run_attn_bench(args.bench, cases + train, threads, args.runs, not args.no_naive)
     try:
         import torch
         sdpa = torch_sdpa(torch)
@@ -140,7 +258,22 @@ def main():
                 rows.append({"case": c, "threads": t, "impl": "torch", "ms_median": med,
                              "ms_min": lo, "ms_max": hi, "gflops": flops / (med * 1e6)})
 
-    first = rows[0] if rows else {}
+    trows = []
+    if torch is not None and sdpa is not None and train:
+        try:
+            attn = AttnLib(args.lib)
+        except OSError as e:
+            print("no %s (%s): no gradient error" % (args.lib, e), file=sys.stderr)
+            attn = None
+        for c in train:
+            for t in threads:
+                f, b, err = time_train(torch, sdpa, c, t, args.runs, attn)
+                trows.append({"case": c, "threads": t, "impl": "torch", "fwd": f, "bwd": b,
+                              "err": err})
+    rows = [r for r in rows if r["case"] not in TRAIN] + [
+        r for r in rows if r["case"] in TRAIN]
+
+    first = next((r for r in rows if "blas" in r), {})
     print("attn-bench: BLAS %s, kernel %s, attn SIMD %s; PyTorch %s" % (
         first.get("blas", "?"), first.get("kernel", "?"), first.get("simd", "?"),
         tver or "not installed"))
@@ -157,6 +290,27 @@ def main():
             fmt = lambda r: "%10.3f" % r["ms_median"] if r else "%10s" % "-"
             sp = lambda r: "%8.2fx" % (r["ms_median"] / a["ms_median"]) if r else "%9s" % "-"
             print("%-4s %3d %s %s %s %s %s" % (c, t, fmt(a), fmt(nv), fmt(tr), sp(nv), sp(tr)))
+    if train:
+        print("\ntraining (ms; f+b = forward + backward):")
+        print("%-4s %3s %10s %10s %10s %9s %10s %9s %10s" % (
+            "case", "thr", "attn fwd", "attn bwd", "attn f+b", "f+b/fwd", "torch f+b",
+            "vs torch", "|d attn-torch|"))
+        tby = {(r["case"], r["threads"]): r for r in trows}
+        for c in train:
+            for t in threads:
+                part = {r.get("part"): r for r in rows
+                        if r["case"] == c and r["threads"] == t and r["impl"] == "attn"}
+                if "f+b" not in part:
+                    continue
+                fb = part["f+b"]["ms_median"]
+                tr = tby.get((c, t))
+                tfb = tr["fwd"] + tr["bwd"] if tr else None
+                print("%-4s %3d %10.2f %10.2f %10.2f %8.2fx %10s %9s %10s" % (
+                    c, t, part["fwd"]["ms_median"], part["bwd"]["ms_median"], fb,
+                    fb / part["fwd"]["ms_median"], "%.2f" % tfb if tfb else "-",
+                    "%.2fx" % (tfb / fb) if tfb else "-",
+                    "%.2g" % tr["err"] if tr and tr["err"] is not None else "-"))
+        rows += trows
     if args.save_json:
         with open(args.save_json, "w") as f:
             for r in rows:
@@ -165,6 +319,8 @@ def main():
         with open(args.csv, "w") as f:
             f.write("case,threads,impl,ms_median,ms_min,ms_max,gflops\n")
             for r in rows:
+                if "ms_median" not in r or "part" in r:
+                    continue
                 f.write("%s,%d,%s,%.4f,%.4f,%.4f,%.2f\n" % (
                     r["case"], r["threads"], r["impl"], r["ms_median"],
                     r.get("ms_min", r["ms_median"]), r.get("ms_max", r["ms_median"]),
