@@ -794,6 +794,9 @@ int main(int argc, char **argv)
                     const double mult[3] = { 1.0, 2.5, 3.5 };
                     if (impl == 0)
                         attn_ms = r.ms_median;
+                    char err[32] = "null";   /* JSON has no NaN */
+                    if (r.max_err == r.max_err)
+                        snprintf(err, sizeof err, "%.3g", r.max_err);
                     for (int k = 0; k < 3; k++) {
                         double gfu = mult[k] * useful / (ms[k] * 1e6);
                         if (json) {
@@ -801,11 +804,11 @@ int main(int argc, char **argv)
                                    "\"impl\":\"%s\",\"part\":\"%s\",\"ms_median\":%.4f,"
                                    "\"gflops_useful\":%.2f,\"sgemm_gflops\":%.2f,"
                                    "\"frac_sgemm\":%.4f,\"workspace_bytes\":%zu,"
-                                   "\"peak_rss_bytes\":%ld,\"max_err\":%.3g,"
+                                   "\"peak_rss_bytes\":%ld,\"max_err\":%s,"
                                    "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
                                    c->id, c->name, nt, iname, part[k], ms[k], gfu, rate,
                                    rate > 0 ? gfu / rate : 0, r.workspace, r.peak_rss_kb * 1024,
-                                   r.max_err, bi.loaded, bi.kernel, bi.simd);
+                                   err, bi.loaded, bi.kernel, bi.simd);
                             continue;
                         }
                         char sp[24] = "";
