@@ -288,7 +288,8 @@ static int mask_mode_ok(int m) { return m == ATTN_MASK_NONE || m == ATTN_MASK_KE
 static expect expect_sdpa_plan(const attn_sdpa_desc *d)
 {
     expect e = { 0, 0 };
-    if (reserved_nonzero(d->reserved, 16) ||
+    if (reserved_nonzero(d->reserved, (int)(sizeof d->reserved / sizeof d->reserved[0])) ||
+        !(d->dropout_p >= 0.0 && d->dropout_p <= 1.0) ||
         (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
         !mask_mode_ok(d->mask_mode))
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
@@ -830,7 +831,7 @@ static void fuzz_sdpa(rd *r)
         int64_t *sp = pick(r, 3) == 0 ? &vw->batch : (u8(r) & 1) ? &vw->head : &vw->seq;
         switch (bad[k]) {
         case BAD_RESERVED: {
-            unsigned at = pick(r, 16);
+            unsigned at = pick(r, sizeof d->reserved / sizeof d->reserved[0]);
             int64_t val = (int64_t)u8(r) - 128;
             d->reserved[at] = val ? val : INT64_MIN;
             break;
