@@ -85,6 +85,18 @@ void attn_dropout_row(const attn_dropout *dr, float *x, int64_t b, int64_t h, in
     DROPOUT_ROW(dr, b, h, i, j0, n, x[x_] = keep_ ? x[x_] * s : 0.0f);
 }
 
+void attn_dropout_bwd_row(const attn_dropout *dr, float *pr, float *dpr, float D, int64_t b,
+                          int64_t h, int64_t i, int64_t j0, int64_t n)
+{
+    const float s = dr->scale;
+    DROPOUT_ROW(dr, b, h, i, j0, n, {
+        const float pv = pr[x_];
+        const float dp = keep_ ? dpr[x_] * s : 0.0f;
+        dpr[x_] = pv * (dp - D);
+        pr[x_] = keep_ ? pv * s : 0.0f;
+    });
+}
+
 void attn_dropout_keep_row(const attn_dropout *dr, uint8_t *keep, int64_t b, int64_t h,
                            int64_t i, int64_t j0, int64_t n)
 {

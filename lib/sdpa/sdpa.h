@@ -32,6 +32,11 @@ void attn_dropout_init(attn_dropout *dr, double p, uint64_t seed, uint64_t offse
  * entries become exactly 0. */
 void attn_dropout_row(const attn_dropout *dr, float *x, int64_t b, int64_t h, int64_t i,
                       int64_t j0, int64_t n);
+/* The backward's row, with Z = keep(b, h, i, j) ? scale : 0: from P (pr)
+ * and dP' = dO V^T (dpr), dpr = P (Z dP' - D) (that is dS) and pr = Z P
+ * (the P' that multiplied V), on [j0, j0 + n); one pass of the generator. */
+void attn_dropout_bwd_row(const attn_dropout *dr, float *pr, float *dpr, float D, int64_t b,
+                          int64_t h, int64_t i, int64_t j0, int64_t n);
 /* keep[j - j0] = keep(b, h, i, j) for j in [j0, j0 + n). */
 void attn_dropout_keep_row(const attn_dropout *dr, uint8_t *keep, int64_t b, int64_t h,
                            int64_t i, int64_t j0, int64_t n);
