@@ -276,7 +276,9 @@ typedef struct attn_sdpa_desc {
      * SIMD level or want_probs, and the backward regenerates it.  The
      * logsumexp is of the undropped scores; the probabilities output is the
      * P that multiplies V (after dropout).  p = 0 (the default) runs exactly
-     * the path without dropout. */
+     * the path without dropout.  With p > 0, batch and q_heads past 2^32
+     * are ATTN_ERR_TOO_LARGE (the generator's counter holds b, h and i in
+     * 32 bits each). */
     double dropout_p;
     uint64_t dropout_seed;
     uint64_t dropout_offset;

@@ -31,6 +31,8 @@
 
 struct attn_sdpa_bwd_plan {
     attn_sdpa_bwd_desc d;
+    int dropout;              /* fwd.dropout_p > 0 */
+    attn_dropout drop;
     float scale;
     int64_t window_left, window_right;
     int nthreads;
@@ -113,6 +115,9 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     p->window_left = attn_window_clamp(f, f->window_left);
     p->window_right = attn_window_clamp(f, f->window_right);
     p->nthreads = attn_resolve_threads(f->threads);
+    p->dropout = f->dropout_p > 0.0;
+    if (p->dropout)
+        attn_dropout_init(&p->drop, f->dropout_p, f->dropout_seed, f->dropout_offset);
     p->group = f->q_heads / f->kv_heads;
     p->bq = f->q_len < ATTN_BWD_Q ? f->q_len : ATTN_BWD_Q;
     p->bk = f->kv_len < ATTN_BWD_K ? f->kv_len : ATTN_BWD_K;
@@ -251,16 +256,27 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
         for (int64_t x = 0; x < dv; x++)
             D += dor[x] * o[x];
         w->dsum[r] = D;
+        if (p->dropout) {
+            /* With Z = keep / (1 - p): dP = Z dP' (dP' = dO V^T), then
+             * dS = P (dP - D) goes to the dP tile, and P' = Z P (what
+             * multiplied V) stays in the P tile for dV.  The decisions are
+             * the forward's: the same pure function of (b, h, i, j). */
+            attn_dropout_bwd_row(&p->drop, pr, w->dp + r * bk, D, b, h, i, t + cs, cols);
+        }
     }
-    /* dV_t += P^T dO_r */
+    /* dV_t += P^T dO_r  (P' with dropout) */
     attn_sgemm_tn((int)cols, (int)dv, (int)rows, 1.0f, w->p, (int)bk, dO, (int)d->d_o.seq, 1.0f,
                   dvt, (int)d->dv.seq);
+    /* dS: in the P tile, or already in the dP tile with dropout. */
+    float *ds = p->dropout ? w->dp : w->p;
     for (int64_t r = 0; r < rows; r++) {
-        float *pr = w->p + r * bk;
-        const float *dpr = w->dp + r * bk;
-        const float D = w->dsum[r];
-        for (int64_t j = 0; j < cols; j++)
-            pr[j] = pr[j] * (dpr[j] - D);
+        float *pr = ds + r * bk;
+        if (!p->dropout) {
+            const float *dpr = w->dp + r * bk;
+            const float D = w->dsum[r];
+            for (int64_t j = 0; j < cols; j++)
+                pr[j] = pr[j] * (dpr[j] - D);
+        }
         float *db = dbias_row(p, a, b, h, i0 + r);
         if (db) {
             db += t + cs;
@@ -269,9 +285,9 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
         }
     }
     /* dQ_r += scale dS K_t;  dK_t += scale dS^T Q_r */
-    attn_sgemm(0, (int)rows, (int)dk, (int)cols, p->scale, w->p, (int)bk, k, (int)f->k.seq, 1.0f,
+    attn_sgemm(0, (int)rows, (int)dk, (int)cols, p->scale, ds, (int)bk, k, (int)f->k.seq, 1.0f,
                dq, (int)d->dq.seq);
-    attn_sgemm_tn((int)cols, (int)dk, (int)rows, p->scale, w->p, (int)bk, q, (int)f->q.seq, 1.0f,
+    attn_sgemm_tn((int)cols, (int)dk, (int)rows, p->scale, ds, (int)bk, q, (int)f->q.seq, 1.0f,
                   dkt, (int)d->dk.seq);
 }
 

@@ -106,6 +106,17 @@ static void finish_probs(const attn_sdpa_plan *p, float *pr, int64_t lo, int64_t
     memset(pr + hi, 0, (size_t)(p->d.kv_len - hi) * sizeof(float));
 }
 
+/* finish_probs for row (b, h, i), then dropout on what is visible: the
+ * probabilities output is the P that multiplies V. */
+static void finish_probs_row(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b,
+                             int64_t h, int64_t i, int64_t lo, int64_t hi, float lse)
+{
+    float *pr = probs_row(p, a, b, h, i);
+    finish_probs(p, pr, lo, hi, lse);
+    if (p->dropout && lse > -INFINITY && hi > lo)  /* not NaN rows */
+        attn_dropout_row(&p->drop, pr + lo, b, h, i, lo, hi - lo);
+}
+
 /* The rows of one GEMM: either one head's rows or the whole group's. */
 typedef struct segment {
     const float *q;   /* first row */
@@ -170,6 +181,11 @@ static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
         }
         float c = mold == -INFINITY ? 0.0f : attn_exp_scalar(mold - mnew);
         float sum = kern->exp_sum(sr + cs, ce - cs, mnew);
+        /* Dropout: l and m stay those of the undropped scores; only the
+         * P that multiplies V is dropped (and scaled), on the visible
+         * columns (the others are 0 already). */
+        if (p->dropout)
+            attn_dropout_row(&p->drop, sr + a0, b, h, i, t + a0, a1 - a0);
         w->lrow[vr] = w->lrow[vr] * c + sum;
         w->mrow[vr] = mnew;
         w->corr[vr] = c;
@@ -325,7 +341,7 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
         if (d->want_lse)
             *lse_at(p, a, b, h, i) = lse;
         if (d->want_probs)
-            finish_probs(p, probs_row(p, a, b, h, i), w->lo[r], w->hi[r], lse);
+            finish_probs_row(p, a, b, h, i, w->lo[r], w->hi[r], lse);
     }
 }
 
@@ -376,7 +392,7 @@ static void merge_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, const p
         if (d->want_probs) {
             int64_t lo, hi;
             row_range(p, qlen, kvlen, i, &lo, &hi);
-            finish_probs(p, probs_row(p, a, b, h, i), lo, hi, lse);
+            finish_probs_row(p, a, b, h, i, lo, hi, lse);
         }
     }
 }

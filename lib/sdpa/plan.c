@@ -98,10 +98,6 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
     /* (written so that NaN fails too) */
     if (!(d->dropout_p >= 0.0 && d->dropout_p <= 1.0))
         return ATTN_ERR_BAD_OPTION;
-    /* Dropout is being built: until it computes, p > 0 is refused rather
-     * than ignored. */
-    if (d->dropout_p > 0.0)
-        return ATTN_ERR_BAD_OPTION;
 
     const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
                   m = d->kv_len, dk = d->qk_dim, dv = d->v_dim;
@@ -113,6 +109,11 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
         return ATTN_ERR_TOO_LARGE;
     if (Hq % Hkv != 0)
         return ATTN_ERR_HEAD_RATIO;
+    /* Dropout's counter holds b, h and i in 32 bits each (and j / 4, with
+     * m < 2^31 already): B, Hq and n up to 2^32. */
+    if (d->dropout_p > 0.0 &&
+        (B > ((int64_t)1 << 32) || Hq > ((int64_t)1 << 32) || n > ((int64_t)1 << 32)))
+        return ATTN_ERR_TOO_LARGE;
 
     attn_status st;
     if ((st = attn_check_view(&d->q, B, Hq, n, dk, 0)) != ATTN_OK) return st;
@@ -232,6 +233,9 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
     p->window_right = attn_window_clamp(desc, desc->window_right);
     p->scale = isnan(desc->scale) ? (float)(1.0 / sqrt((double)desc->qk_dim)) : desc->scale;
     p->nthreads = attn_resolve_threads(desc->threads);
+    p->dropout = desc->dropout_p > 0.0;
+    if (p->dropout)
+        attn_dropout_init(&p->drop, desc->dropout_p, desc->dropout_seed, desc->dropout_offset);
     if ((st = plan_blocking(p)) != ATTN_OK) {
         free(p);
         return st;
