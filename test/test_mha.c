@@ -25,6 +25,26 @@
  *               weights, args or workspace, and the status plan_create or
  *               execute must return; a failing call writes no output (and
  *               no *plan); rows wanting ATTN_OK are the controls
+ *   backward    CK_BACKWARD rows (every layout and option, two larger shapes
+ *               with several row and weight blocks): train_forward with a
+ *               NaN-filled caller context and workspace gives out and
+ *               weights bitwise as execute; backward (NaN-filled workspace,
+ *               dY with NaN row gaps) against the float64 reference
+ *               backward, every gradient family, sentinels in the row gaps
+ *               of dX, dXk, dXv and after every buffer; accumulate = 1 onto
+ *               random values gives exactly fl(old + g) for every element
+ *               (g the overwrite result; workspace NULL); threads 1, 2, 3, 4
+ *               give bitwise the same gradients; one "[accuracy] backward"
+ *               line per gradient family
+ *   backward_fd the reference backward against central differences of the
+ *               reference forward (L = sum dY * Y) on four tiny shapes,
+ *               every element of every input, weight and bias:
+ *               |fd - g| <= 1e-5 (1 + |g|), step 2^-10 (see the test)
+ *   train errors  mutations of a valid train_forward or backward (NULL
+ *               pointers, context or workspace short or misaligned,
+ *               accumulate not 0/1, every gradient pointer NULL when used
+ *               and given when not, lengths); a failing call writes nothing
+ *               (out, weights and the context; every gradient buffer)
  *
  * Tolerances (derived in mha_reference.c; u = 2^-24, worst case, first
  * order, safety factor 1.25, so they hold for any BLAS, blocking or
@@ -43,6 +63,20 @@
  * of out and weights outside the views (row gaps, a tail after each buffer)
  * must keep its sentinel bits.  test_threads checks thread counts on
  * larger shapes.
+ *
+ * Gradient tolerances (mha_reference.c: the same u, safety factor and
+ * worst-case first-order model): every quantity carries its magnitude
+ * |z|~ and an error bound e(z); a sum of n products a_k b_k gets
+ *   sum_k (e(a_k) |b_k|~ + |a_k|~ e(b_k)) + (n + 2) u sum_k |a_k|~ |b_k|~
+ * with the leaves Q, K, V (e = (K + 2) u |z|~ from their projections), the
+ * saved O (the forward's bound), P (relative p_rel, recomputed from the
+ * logsumexp) and dY (exact); n = E for dO = dY W_o, dh for dP and
+ * D = dO . O, S for dQ, (H / Hkv) L for dK and dV, the B L or B S tokens
+ * for the weight and bias gradients, E (3 E in self-attention) for dX and
+ * Hkv dh for dXk, dXv; dS = P (dP - D) gets
+ *   p_rel P |dP - D| + P (e(dP) + e(D)) + 3 u P (|dP| + |D|).
+ * The bounds grow with the sizes and the magnitudes of the terms, never
+ * with a fixed epsilon, so they hold for any BLAS and blocking.
  *
  * ATTN_TEST_QUICK=1 (valgrind): rows marked slow in the table are left out.
  */
