@@ -612,7 +612,8 @@ ATTN_API attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_d
 /* Free a plan; NULL is accepted.  Returns ATTN_OK. */
 ATTN_API attn_status attn_mha_plan_destroy(attn_mha_plan *plan);
 
-/* Bytes of workspace attn_mha_execute needs: the projected Q, K, V and the
+/* Bytes of workspace attn_mha_execute (and attn_mha_train_forward) needs:
+ * the projected Q, K, V and the
  * attention output (B x (L + 2 S) x E floats or less), per-head weights
  * when averaged weights are asked for, a combined mask when both an element
  * mask and key padding are given, and the SDPA workspace.  Reusing one
@@ -720,14 +721,17 @@ typedef struct attn_mha_grads {
 /* Bytes of the context train_forward fills and backward reads: Q, K, V (one
  * [B*L][3E] block in self-attention with packed weights, else [B*L][E] and
  * two [B*S][Hkv*dh]), O [B*L][E] and the logsumexp [B][H][L] (floats, each
- * block rounded up to 64 bytes).  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+ * block rounded up to 64 bytes).  Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT or
+ * ATTN_ERR_TOO_LARGE (a plan whose forward fits but whose context or
+ * backward workspace is not representable: every training call of it
+ * returns ATTN_ERR_TOO_LARGE). */
 ATTN_API attn_status attn_mha_context_size(const attn_mha_plan *plan, size_t *bytes);
 
 /* Bytes of workspace attn_mha_backward needs: dO, dQ, dK, dV (the sizes of
  * O, Q, K, V), a combined mask as in the forward, the SDPA backward's
  * workspace and per-thread blocks for the gradient GEMMs.  (train_forward
- * takes the workspace of attn_mha_workspace_size.)  Returns ATTN_OK or
- * ATTN_ERR_NULL_ARGUMENT. */
+ * takes the workspace of attn_mha_workspace_size.)  Returns ATTN_OK,
+ * ATTN_ERR_NULL_ARGUMENT or ATTN_ERR_TOO_LARGE (as attn_mha_context_size). */
 ATTN_API attn_status attn_mha_backward_workspace_size(const attn_mha_plan *plan, size_t *bytes);
 
 /*
@@ -737,8 +741,8 @@ ATTN_API attn_status attn_mha_backward_workspace_size(const attn_mha_plan *plan,
  * keeps it until the backward): 64-byte aligned and at least
  * attn_mha_context_size() bytes.  workspace as for attn_mha_execute, of
  * attn_mha_workspace_size() bytes (NULL: allocated inside the call).
- * Returns what attn_mha_execute returns, and ATTN_ERR_NULL_ARGUMENT
- * (context NULL), ATTN_ERR_WORKSPACE_TOO_SMALL (context_bytes short) or
+ * Returns what attn_mha_execute returns, and ATTN_ERR_TOO_LARGE (see
+ * attn_mha_context_size), ATTN_ERR_NULL_ARGUMENT (context NULL), ATTN_ERR_WORKSPACE_TOO_SMALL (context_bytes short) or
  * ATTN_ERR_WORKSPACE_ALIGNMENT (context misaligned).  On error nothing is
  * written to out, weights or the context.
  */
@@ -761,8 +765,8 @@ ATTN_API attn_status attn_mha_train_forward(const attn_mha_plan *plan,
  * grads, a weight, buffer or gradient the plan needs), ATTN_ERR_BAD_OPTION
  * (accumulate not 0 or 1), ATTN_ERR_ARGUMENT_MISMATCH (a pointer the plan
  * does not use, args->out and args->weights excepted),
- * ATTN_ERR_BAD_LENGTH, ATTN_ERR_WORKSPACE_TOO_SMALL (workspace or context
- * short), ATTN_ERR_WORKSPACE_ALIGNMENT (workspace or context misaligned) or
+ * ATTN_ERR_BAD_LENGTH, ATTN_ERR_TOO_LARGE (see attn_mha_context_size),
+ * ATTN_ERR_WORKSPACE_TOO_SMALL (workspace or context short), ATTN_ERR_WORKSPACE_ALIGNMENT (workspace or context misaligned) or
  * ATTN_ERR_OUT_OF_MEMORY.  On error no gradient is written.
  */
 ATTN_API attn_status attn_mha_backward(const attn_mha_plan *plan, const attn_mha_weights *weights,

@@ -38,6 +38,7 @@ struct attn_mha_plan {
     size_t bw_do, bw_q, bw_k, bw_v, bw_mask, bw_sdpa, bw_scratch, bw_thread, bw_bytes;
     attn_sdpa_plan *sdpa_train;
     attn_sdpa_bwd_plan *sdpa_bwd;
+    int no_training;                 /* context or backward sizes overflow */
     attn_blas_hooks blas;
 };
 
@@ -346,9 +347,16 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
     if ((st = plan_training(p, &sd)) != ATTN_OK) {
         attn_sdpa_bwd_plan_destroy(p->sdpa_bwd);
         attn_sdpa_plan_destroy(p->sdpa_train);
-        attn_sdpa_plan_destroy(p->sdpa);
-        free(p);
-        return st;
+        p->sdpa_bwd = NULL;
+        p->sdpa_train = NULL;
+        /* A forward that fits stays usable; the training calls then
+         * return ATTN_ERR_TOO_LARGE. */
+        if (st != ATTN_ERR_TOO_LARGE) {
+            attn_sdpa_plan_destroy(p->sdpa);
+            free(p);
+            return st;
+        }
+        p->no_training = 1;
     }
     attn_blas_hooks_resolve(&p->blas);
     *plan = p;
@@ -577,6 +585,8 @@ attn_status attn_mha_context_size(const attn_mha_plan *plan, size_t *bytes)
 {
     if (!plan || !bytes)
         return ATTN_ERR_NULL_ARGUMENT;
+    if (plan->no_training)
+        return ATTN_ERR_TOO_LARGE;
     *bytes = plan->cx_bytes;
     return ATTN_OK;
 }
@@ -585,6 +595,8 @@ attn_status attn_mha_backward_workspace_size(const attn_mha_plan *plan, size_t *
 {
     if (!plan || !bytes)
         return ATTN_ERR_NULL_ARGUMENT;
+    if (plan->no_training)
+        return ATTN_ERR_TOO_LARGE;
     *bytes = plan->bw_bytes;
     return ATTN_OK;
 }
@@ -607,6 +619,8 @@ attn_status attn_mha_train_forward(const attn_mha_plan *p, const attn_mha_weight
 {
     if (!p || !w || !a)
         return ATTN_ERR_NULL_ARGUMENT;
+    if (p->no_training)
+        return ATTN_ERR_TOO_LARGE;
     attn_status st = check_args(p, w, a);
     if (st != ATTN_OK || (st = check_context(p, context, context_bytes)) != ATTN_OK)
         return st;
@@ -808,6 +822,8 @@ attn_status attn_mha_backward(const attn_mha_plan *p, const attn_mha_weights *w,
 {
     if (!p || !w || !a || !dy || !g)
         return ATTN_ERR_NULL_ARGUMENT;
+    if (p->no_training)
+        return ATTN_ERR_TOO_LARGE;
     attn_status st = check_bwd_args(p, w, a, g);
     if (st != ATTN_OK || (st = check_context(p, context, context_bytes)) != ATTN_OK)
         return st;
