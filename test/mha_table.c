@@ -495,6 +495,10 @@ const mrow *mha_rows(size_t *count)
                 *r = all.v[i];
                 if (r->c.xs || (!r->c.self && (r->c.ks || r->c.vs)))
                     r->checks |= CK_GAPS;
+                /* the backward is cheap next to the forward's checks: every
+                 * row of every family (the "backward" family adds larger
+                 * shapes and the combinations it needs) */
+                r->checks |= CK_BACKWARD;
             }
         table.v = all.v;
         built = 1;

@@ -23,7 +23,7 @@ enum {
     CK_BACKWARD = 16u, /* train_forward and backward: Y bitwise execute's,
                           gradients against the float64 reference,
                           accumulate = 1 exactly old + overwrite, threads
-                          1, 2, 3, 4 bitwise */
+                          1, 2, 3, 4 bitwise (set by mha_rows on every row) */
 };
 
 typedef struct mrow {

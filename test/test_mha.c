@@ -25,8 +25,9 @@
  *               weights, args or workspace, and the status plan_create or
  *               execute must return; a failing call writes no output (and
  *               no *plan); rows wanting ATTN_OK are the controls
- *   backward    CK_BACKWARD rows (every layout and option, two larger shapes
- *               with several row and weight blocks): train_forward with a
+ *   backward    CK_BACKWARD rows (every row: mha_rows sets the bit; the
+ *               "backward" family adds two larger shapes with several row
+ *               and weight blocks): train_forward with a
  *               NaN-filled caller context and workspace gives out and
  *               weights bitwise as execute; backward (NaN-filled workspace,
  *               dY with NaN row gaps) against the float64 reference
