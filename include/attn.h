@@ -614,7 +614,8 @@ ATTN_API attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_d
 /* Free a plan; NULL is accepted.  Returns ATTN_OK. */
 ATTN_API attn_status attn_mha_plan_destroy(attn_mha_plan *plan);
 
-/* Bytes of workspace attn_mha_execute needs: the projected Q, K, V and the
+/* Bytes of workspace attn_mha_execute (and attn_mha_train_forward) needs:
+ * the projected Q, K, V and the
  * attention output (B x (L + 2 S) x E floats or less), per-head weights
  * when averaged weights are asked for, a combined mask when both an element
  * mask and key padding are given, and the SDPA workspace.  Reusing one
@@ -634,6 +635,147 @@ ATTN_API attn_status attn_mha_workspace_size(const attn_mha_plan *plan, size_t *
 ATTN_API attn_status attn_mha_execute(const attn_mha_plan *plan, const attn_mha_weights *weights,
                                       const attn_mha_args *args, void *workspace,
                                       size_t workspace_bytes);
+
+/* ------------------------------------------------------------------------ */
+/* Multi-head attention layer: training (forward with saved context,        */
+/* backward)                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Training runs in two calls on the same plan:
+ *
+ *   attn_mha_train_forward   Y = MHA(X, Xk, Xv) bitwise as attn_mha_execute
+ *                            (and the attention weights if the plan asks),
+ *                            and saves in a caller buffer, the context, what
+ *                            the backward needs: the projected Q, K, V (in
+ *                            the BSHD layout the plan uses), the attention
+ *                            output O (before the output projection) and
+ *                            the logsumexp [B][H][L] of every query row;
+ *   attn_mha_backward        from dY = dL/dY and the context, dX (and dXk,
+ *                            dXv in cross-attention) and the gradients of
+ *                            every weight and bias, in the weights' layout.
+ *
+ * The backward, with the nn.Linear convention y = x W^T + b (row vectors,
+ * sums over all B x L query tokens or B x S key tokens):
+ *
+ *   dO   = dY W_o            dW_o = dY^T O        db_o = sum of dY rows
+ *   dQ, dK, dV = SDPA backward of (Q, K, V, O, lse) at dO, under the same
+ *                mask, bias, window, lengths, key padding and GQA as the
+ *                forward (attn_sdpa_bwd_*)
+ *   dW_q = dQ^T X            db_q = sum of dQ rows
+ *   dW_k = dK^T Xk           db_k = sum of dK rows
+ *   dW_v = dV^T Xv           db_v = sum of dV rows
+ *   dX = dQ W_q (+ dK W_k + dV W_v in self-attention, where Xk = Xv = X)
+ *   dXk = dK W_k,  dXv = dV W_v   (cross-attention)
+ *
+ * With packed weights, d_in_proj_weight [3E][E] holds dW_q, dW_k, dW_v one
+ * after the other and d_in_proj_bias [3E] db_q, db_k, db_v, as PyTorch's
+ * in_proj_weight.grad.  The gradient of the additive attention bias
+ * (attn_mask as float) is not computed: it is an input only (use
+ * attn_sdpa_bwd_* with want_dbias for it).
+ *
+ * Key rows no query sees (padded keys, j >= kv_lens[b], or hidden by every
+ * mask) get dK = dV = 0, so their dXk and dXv rows are 0 (in
+ * self-attention their dX rows get dQ's part only).  Padded query rows
+ * (i >= q_lens[b]) and rows with no visible key have O = 0 and dQ = 0: their
+ * dY still reaches db_o (Y = b_o there), and nothing else.
+ *
+ * accumulate = 0 overwrites every gradient; accumulate = 1 adds into the
+ * values already there, as PyTorch accumulates into .grad, for dX, dXk and
+ * dXv too: each element becomes old + g with g the value accumulate = 0
+ * would have written (one fp32 addition, so exactly that).
+ *
+ * The row strides of the desc apply to the gradients of the inputs and to
+ * dY as to the tensors they belong to: dX rows are x_stride apart, dXk
+ * key_stride, dXv value_stride and dY out_stride; elements in the gaps
+ * between rows are neither read nor written.
+ *
+ * Results are bitwise identical for any thread count: the input-gradient
+ * GEMMs run in fixed blocks of token rows, each weight gradient in fixed
+ * blocks of its rows, each as one GEMM over all tokens (no cross-thread
+ * sum), the bias gradients as sums in token order, and the SDPA backward
+ * is itself thread-count independent.
+ *
+ * Dropout is not part of the MHA layer yet.
+ */
+
+/* The gradients backward writes; the pointers of the weight layout the
+ * plan does not use, of biases without has_bias, and dkey/dvalue in
+ * self-attention must be NULL (ATTN_ERR_ARGUMENT_MISMATCH), all others are
+ * required (ATTN_ERR_NULL_ARGUMENT).  Shapes as the corresponding weights
+ * and inputs. */
+typedef struct attn_mha_grads {
+    float *dx;                 /* [B][L][E], row stride x_stride */
+    float *dkey;               /* [B][S][kdim], key_stride; cross only */
+    float *dvalue;             /* [B][S][vdim], value_stride; cross only */
+    float *d_in_proj_weight;   /* [3E][E]   when packed_in_proj */
+    float *d_in_proj_bias;     /* [3E]      when packed_in_proj && has_bias */
+    float *d_q_weight;         /* [E][E]          otherwise */
+    float *d_k_weight;         /* [Hkv*dh][kdim] */
+    float *d_v_weight;         /* [Hkv*dh][vdim] */
+    float *d_q_bias;           /* [E]       when !packed_in_proj && has_bias */
+    float *d_k_bias;           /* [Hkv*dh] */
+    float *d_v_bias;           /* [Hkv*dh] */
+    float *d_out_weight;       /* [E][E]    always */
+    float *d_out_bias;         /* [E]       when has_bias */
+} attn_mha_grads;
+
+/* Bytes of the context train_forward fills and backward reads: Q, K, V (one
+ * [B*L][3E] block in self-attention with packed weights, else [B*L][E] and
+ * two [B*S][Hkv*dh]), O [B*L][E] and the logsumexp [B][H][L] (floats, each
+ * block rounded up to 64 bytes).  Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT or
+ * ATTN_ERR_TOO_LARGE (a plan whose forward fits but whose context or
+ * backward workspace is not representable: every training call of it
+ * returns ATTN_ERR_TOO_LARGE). */
+ATTN_API attn_status attn_mha_context_size(const attn_mha_plan *plan, size_t *bytes);
+
+/* Bytes of workspace attn_mha_backward needs: dO, dQ, dK, dV (the sizes of
+ * O, Q, K, V), a combined mask as in the forward, the SDPA backward's
+ * workspace and per-thread blocks for the gradient GEMMs.  (train_forward
+ * takes the workspace of attn_mha_workspace_size.)  Returns ATTN_OK,
+ * ATTN_ERR_NULL_ARGUMENT or ATTN_ERR_TOO_LARGE (as attn_mha_context_size). */
+ATTN_API attn_status attn_mha_backward_workspace_size(const attn_mha_plan *plan, size_t *bytes);
+
+/*
+ * attn_mha_execute that also fills the context: the same outputs (out
+ * bitwise the same, weights if the plan asks), and context receives Q, K,
+ * V, O and the logsumexp of the call.  context is required (the caller
+ * keeps it until the backward): 64-byte aligned and at least
+ * attn_mha_context_size() bytes.  workspace as for attn_mha_execute, of
+ * attn_mha_workspace_size() bytes (NULL: allocated inside the call).
+ * Returns what attn_mha_execute returns, and ATTN_ERR_TOO_LARGE (see
+ * attn_mha_context_size), ATTN_ERR_NULL_ARGUMENT (context NULL), ATTN_ERR_WORKSPACE_TOO_SMALL (context_bytes short) or
+ * ATTN_ERR_WORKSPACE_ALIGNMENT (context misaligned).  On error nothing is
+ * written to out, weights or the context.
+ */
+ATTN_API attn_status attn_mha_train_forward(const attn_mha_plan *plan,
+                                            const attn_mha_weights *weights,
+                                            const attn_mha_args *args, void *context,
+                                            size_t context_bytes, void *workspace,
+                                            size_t workspace_bytes);
+
+/*
+ * The gradients of the layer at dY [B][L][E] (row stride out_stride), from
+ * the context a train_forward with this plan filled.  weights and args are
+ * those of that train_forward (x, key, value, lengths, masks, bias and key
+ * padding mask must hold the same values); args->out and args->weights are
+ * ignored, so the forward's args can be passed as they are.  accumulate: 0
+ * overwrites the gradients, 1 adds into them (see above).  context as in
+ * train_forward (read only); workspace 64-byte aligned and at least
+ * attn_mha_backward_workspace_size() bytes, or NULL (allocated inside).
+ * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (plan, weights, args, dy, context,
+ * grads, a weight, buffer or gradient the plan needs), ATTN_ERR_BAD_OPTION
+ * (accumulate not 0 or 1), ATTN_ERR_ARGUMENT_MISMATCH (a pointer the plan
+ * does not use, args->out and args->weights excepted),
+ * ATTN_ERR_BAD_LENGTH, ATTN_ERR_TOO_LARGE (see attn_mha_context_size),
+ * ATTN_ERR_WORKSPACE_TOO_SMALL (workspace or context short), ATTN_ERR_WORKSPACE_ALIGNMENT (workspace or context misaligned) or
+ * ATTN_ERR_OUT_OF_MEMORY.  On error no gradient is written.
+ */
+ATTN_API attn_status attn_mha_backward(const attn_mha_plan *plan, const attn_mha_weights *weights,
+                                       const attn_mha_args *args, const float *dy,
+                                       const void *context, size_t context_bytes,
+                                       attn_mha_grads *grads, int accumulate, void *workspace,
+                                       size_t workspace_bytes);
 
 /* ------------------------------------------------------------------------ */
 /* BLAS and CPU information                                                  */

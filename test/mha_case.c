@@ -520,3 +520,213 @@ int msnap_equal_out(const msnap *s, const minst *t)
 {
     return memcmp(s->out, t->out, s->n_out * sizeof(float)) == 0;
 }
+
+/* --------------------------------------------------------------- training */
+
+int mgrads_build(mgrads *m, const minst *t)
+{
+    memset(m, 0, sizeof *m);
+    const mcase *c = &t->c;
+    trng r;
+    trng_seed(&r, c->seed * 7919u + 17u);
+    const int64_t B = c->B, L = c->L, E = c->E;
+    m->n_dy = (size_t)(B * L * t->os) + MTAIL;
+    m->dy = input_rows(B * L, E, t->os, &r, 1.0);
+    if (!m->dy)
+        return -1;
+    int64_t ld[MG_COUNT];
+    for (int k = 0; k < MG_COUNT; k++) {
+        mref_grad_shape(&t->d, k, &m->rows[k], &m->width[k]);
+        ld[k] = m->width[k];
+    }
+    ld[MG_DX] = t->xs;
+    ld[MG_DKEY] = t->ks;
+    ld[MG_DVALUE] = t->vs;
+    for (int k = 0; k < MG_COUNT; k++) {
+        m->ld[k] = ld[k];
+        if (!m->rows[k])
+            continue;
+        if (c->packed && (k == MG_DWK || k == MG_DWV || k == MG_DBK || k == MG_DBV)) {
+            const int base = k == MG_DWK || k == MG_DWV ? MG_DWQ : MG_DBQ;
+            const int64_t part = k == MG_DWK || k == MG_DBK ? 1 : 2;
+            m->view[k] = m->view[base] + part * m->rows[base] * m->width[base];
+            continue;
+        }
+        int64_t total = m->rows[k] * ld[k];
+        if (c->packed && (k == MG_DWQ || k == MG_DBQ))
+            total *= 3;
+        m->n[k] = (size_t)total + MTAIL;
+        if (!(m->buf[k] = falloc(m->n[k])))
+            return -1;
+        m->view[k] = m->buf[k];
+    }
+    mgrads_clear(m);
+    attn_mha_grads *g = &m->g;
+    memset(g, 0, sizeof *g);
+    g->dx = m->view[MG_DX];
+    g->dkey = m->view[MG_DKEY];
+    g->dvalue = m->view[MG_DVALUE];
+    if (c->packed) {
+        g->d_in_proj_weight = m->view[MG_DWQ];
+        g->d_in_proj_bias = m->view[MG_DBQ];
+    } else {
+        g->d_q_weight = m->view[MG_DWQ];
+        g->d_k_weight = m->view[MG_DWK];
+        g->d_v_weight = m->view[MG_DWV];
+        g->d_q_bias = m->view[MG_DBQ];
+        g->d_k_bias = m->view[MG_DBK];
+        g->d_v_bias = m->view[MG_DBV];
+    }
+    g->d_out_weight = m->view[MG_DWO];
+    g->d_out_bias = m->view[MG_DBO];
+    return 0;
+}
+
+void mgrads_free(mgrads *m)
+{
+    free(m->dy);
+    for (int k = 0; k < MG_COUNT; k++)
+        free(m->buf[k]);
+    memset(m, 0, sizeof *m);
+}
+
+void mgrads_clear(mgrads *m)
+{
+    for (int k = 0; k < MG_COUNT; k++)
+        if (m->buf[k])
+            fill_bits(m->buf[k], m->n[k], TSENTINEL);
+}
+
+int mgrads_untouched(const mgrads *m)
+{
+    for (int k = 0; k < MG_COUNT; k++)
+        if (m->buf[k] && !all_sentinel(m->buf[k], m->n[k]))
+            return 0;
+    return 1;
+}
+
+void mgrads_snap(const mgrads *m, float *snap[MG_COUNT])
+{
+    for (int k = 0; k < MG_COUNT; k++) {
+        snap[k] = NULL;
+        if (!m->buf[k])
+            continue;
+        snap[k] = falloc(m->n[k]);
+        assert_non_null(snap[k]);
+        memcpy(snap[k], m->buf[k], m->n[k] * sizeof(float));
+    }
+}
+
+int mgrads_equal(const mgrads *m, float *const snap[MG_COUNT])
+{
+    for (int k = 0; k < MG_COUNT; k++)
+        if (m->buf[k] && memcmp(snap[k], m->buf[k], m->n[k] * sizeof(float)) != 0)
+            return 0;
+    return 1;
+}
+
+void mgrads_snap_free(float *snap[MG_COUNT])
+{
+    for (int k = 0; k < MG_COUNT; k++) {
+        free(snap[k]);
+        snap[k] = NULL;
+    }
+}
+
+/* A 64-byte aligned buffer of at least bytes, filled with 0xFF (NaN). */
+static void *nan_buffer(size_t bytes)
+{
+    const size_t cap = (bytes + 63) / 64 * 64 + 64;
+    void *p = aligned_alloc(64, cap);
+    assert_non_null(p);
+    memset(p, 0xFF, cap);
+    return p;
+}
+
+attn_status minst_train(minst *t, mgrads *m, int accumulate, void **context_out,
+                        size_t *context_bytes, attn_mha_plan **plan_out)
+{
+    attn_mha_plan *plan = NULL;
+    attn_status s = attn_mha_plan_create(&plan, &t->d);
+    if (s != ATTN_OK)
+        return s;
+    size_t cb = 0, wb = 0, bb = 0;
+    assert_int_equal(attn_mha_context_size(plan, &cb), ATTN_OK);
+    assert_int_equal(attn_mha_workspace_size(plan, &wb), ATTN_OK);
+    assert_int_equal(attn_mha_backward_workspace_size(plan, &bb), ATTN_OK);
+    void *cx = nan_buffer(cb), *ws = nan_buffer(wb), *bws = nan_buffer(bb);
+    s = attn_mha_train_forward(plan, &t->w, &t->a, cx, cb, ws, wb);
+    if (s == ATTN_OK)
+        s = attn_mha_backward(plan, &t->w, &t->a, m->dy, cx, cb, &m->g, accumulate, bws, bb);
+    free(ws);
+    free(bws);
+    if (context_out) {
+        *context_out = cx;
+        *context_bytes = cb;
+    } else {
+        free(cx);
+    }
+    if (plan_out)
+        *plan_out = plan;
+    else
+        attn_mha_plan_destroy(plan);
+    return s;
+}
+
+void gstats_print(const gstats *s)
+{
+    for (int k = 0; k < MG_COUNT; k++)
+        printf("[accuracy] backward %-6s cases=%-4d max|err|=%.3e max err/tol=%.3f\n",
+               mref_grad_name[k], s->cases, s->err[k], s->ratio[k]);
+    fflush(stdout);
+}
+
+long mgrads_check(const minst *t, const mgrads *m, gstats *st)
+{
+    mref_grads rg;
+    memset(&rg, 0, sizeof rg);
+    for (int k = 0; k < MG_COUNT; k++) {
+        if (!m->rows[k])
+            continue;
+        const size_t n = (size_t)(m->rows[k] * m->width[k]);
+        rg.g[k] = malloc(n * sizeof(double));
+        rg.tol[k] = malloc(n * sizeof(double));
+        assert_non_null(rg.g[k]);
+        assert_non_null(rg.tol[k]);
+    }
+    assert_int_equal(mref_mha_backward(&t->d, &t->w, &t->a, m->dy, &rg), 0);
+    long bad = 0;
+    for (int k = 0; k < MG_COUNT; k++) {
+        if (!m->rows[k])
+            continue;
+        double err = st->err[k], ratio = st->ratio[k];
+        for (int64_t r = 0; r < m->rows[k]; r++) {
+            const float *row = m->view[k] + r * m->ld[k];
+            for (int64_t e = 0; e < m->width[k]; e++) {
+                const int64_t i = r * m->width[k] + e;
+                if (cmp_elem((double)row[e], rg.g[k][i], rg.tol[k][i], &err, &ratio))
+                    bad = report(bad, t, mref_grad_name[k], i, (double)row[e], rg.g[k][i],
+                                 rg.tol[k][i]);
+            }
+            if (!all_sentinel(row + m->width[k], (size_t)(m->ld[k] - m->width[k]))) {
+                if (bad < 6)
+                    printf("FAIL %s row %lld: gap written (%s)\n", mref_grad_name[k],
+                           (long long)r, mcase_str(&t->c));
+                bad++;
+            }
+        }
+        st->err[k] = err;
+        st->ratio[k] = ratio;
+    }
+    for (int k = 0; k < MG_COUNT; k++)
+        if (m->buf[k] && !all_sentinel(m->buf[k] + m->n[k] - MTAIL, MTAIL)) {
+            printf("FAIL %s: written past the end (%s)\n", mref_grad_name[k], mcase_str(&t->c));
+            bad++;
+        }
+    st->cases++;
+    for (int k = 0; k < MG_COUNT; k++) {
+        free(rg.g[k]);
+        free(rg.tol[k]);
+    }
+    return bad;
+}

@@ -135,4 +135,52 @@ int msnap_equal(const msnap *s, const minst *t);
 int msnap_equal_out(const msnap *s, const minst *t);
 void msnap_free(msnap *s);
 
+/* ------------------------------------------------------------- training */
+
+#include "mha_reference.h"
+
+/* The buffers of a backward call: dY (its row gaps and tail NaN, values
+ * uniform in [-1, 1]) and the gradients (sentinels everywhere until
+ * written; row strides of x, key, value as the inputs).  With packed
+ * weights dW_q, dW_k, dW_v are views of one [3E][E] buffer (and the bias
+ * gradients of one [3E]).  view[k] is NULL for a family the case has not. */
+typedef struct mgrads {
+    float *dy;
+    size_t n_dy;
+    float *buf[MG_COUNT];   /* allocations (NULL for the views into one) */
+    size_t n[MG_COUNT];     /* their element counts, with the MTAIL tail */
+    float *view[MG_COUNT];
+    int64_t rows[MG_COUNT], width[MG_COUNT], ld[MG_COUNT];
+    attn_mha_grads g;       /* the pointers a backward of the case takes */
+} mgrads;
+
+int mgrads_build(mgrads *m, const minst *t);
+void mgrads_free(mgrads *m);
+/* Sentinels in every gradient buffer. */
+void mgrads_clear(mgrads *m);
+/* 1 if every gradient buffer holds only sentinels. */
+int mgrads_untouched(const mgrads *m);
+/* Copies of the gradient buffers (same indexing as buf), and comparisons. */
+void mgrads_snap(const mgrads *m, float *snap[MG_COUNT]);
+int mgrads_equal(const mgrads *m, float *const snap[MG_COUNT]);
+void mgrads_snap_free(float *snap[MG_COUNT]);
+
+/* Plan with t->d (threads included), train_forward with a NaN-filled
+ * caller context and workspace, then backward at m->dy with a NaN-filled
+ * caller workspace (accumulate as given).  *context_out, when not NULL,
+ * receives the context (free it) and the plan is kept in *plan_out (destroy
+ * it); otherwise both are freed.  Returns the first failing status. */
+attn_status minst_train(minst *t, mgrads *m, int accumulate, void **context_out,
+                        size_t *context_bytes, attn_mha_plan **plan_out);
+
+/* Per-family accuracy of the gradients. */
+typedef struct gstats {
+    int cases;
+    double err[MG_COUNT], ratio[MG_COUNT];
+} gstats;
+void gstats_print(const gstats *s);
+/* Check the gradients of the last backward (accumulate = 0) against the
+ * reference and the sentinels around them.  Returns the bad elements. */
+long mgrads_check(const minst *t, const mgrads *m, gstats *st);
+
 #endif

@@ -252,3 +252,400 @@ done:
     free(vis);
     return rc;
 }
+
+/* ---------------------------------------------------------------- backward
+ *
+ * Error model of the backward (u = 2^-24, first order, worst case, for any
+ * blocking or summation order).  Every quantity z carries its double value,
+ * a magnitude |z|~ (the sum of the absolute values of its terms) and a bound
+ * e(z) on the error of an fp32 implementation that computes it from fp32
+ * inputs; a sum of n products a_k b_k gets
+ *   e = sum_k (e(a_k) |b_k|~ + |a_k|~ e(b_k)) + (n + 2) u sum_k |a_k|~ |b_k|~
+ * (the propagated errors, then the rounding of n additions, a scale and a
+ * final store).  The leaves: Q, K, V from the forward's model
+ * (e = (K + 2) u |z|~), the attention output O the library saved (its
+ * forward error Oe), P with relative error p_rel (the forward's: the
+ * backward recomputes P from the saved logsumexp, whose error is that of
+ * the max and the sum), dY exact.  Then
+ *   dO: n = E;  dP: n = dh;  D = dO . O: n = dh;
+ *   dS = P (dP - D): e = p_rel P |dP - D| + P (e(dP) + e(D))
+ *                        + 3 u P (|dP| + |D|);
+ *   dQ: n = S;  dK, dV: n = group L (the query rows of every head of the
+ *   group);  dW_*, db_*: n = B L or B S tokens;  dX: n = E (3 E in
+ *   self-attention), dXk, dXv: n = Hkv dh.
+ * Each bound carries the safety factor MREF_SAFE and MREF_TINY.
+ */
+
+const char *const mref_grad_name[MG_COUNT] = {
+    "dX", "dXk", "dXv", "dW_q", "dW_k", "dW_v", "db_q", "db_k", "db_v", "dW_o", "db_o",
+};
+
+void mref_grad_shape(const attn_mha_desc *d, int which, int64_t *rows, int64_t *width)
+{
+    const int64_t E = d->embed_dim, H = d->num_heads;
+    const int64_t Hkv = d->num_kv_heads ? d->num_kv_heads : H;
+    const int64_t kvE = Hkv * (E / H);
+    const int64_t kdim = d->kdim ? d->kdim : E, vdim = d->vdim ? d->vdim : E;
+    const int64_t BL = d->batch * d->q_len, BS = d->batch * d->kv_len;
+    const int cross = !d->self_attention, bias = d->has_bias;
+    int64_t r = 0, w = 0;
+    switch (which) {
+    case MG_DX: r = BL; w = E; break;
+    case MG_DKEY: r = cross ? BS : 0; w = kdim; break;
+    case MG_DVALUE: r = cross ? BS : 0; w = vdim; break;
+    case MG_DWQ: r = E; w = E; break;
+    case MG_DWK: r = kvE; w = kdim; break;
+    case MG_DWV: r = kvE; w = vdim; break;
+    case MG_DBQ: r = bias; w = E; break;
+    case MG_DBK: r = bias; w = kvE; break;
+    case MG_DBV: r = bias; w = kvE; break;
+    case MG_DWO: r = E; w = E; break;
+    case MG_DBO: r = bias; w = E; break;
+    default: break;
+    }
+    *rows = r;
+    *width = w;
+}
+
+/* 1 if key j is visible to query i of (b, h); *bias_out its additive bias. */
+static int bwd_visible(const attn_mha_desc *d, const attn_mha_args *a, int64_t S, int64_t klen,
+                       int64_t qlen, int64_t b, int64_t h, int64_t i, int64_t j,
+                       double *bias_out)
+{
+    *bias_out = 0.0;
+    if (i >= qlen || j >= klen || !window_visible(d, klen, qlen, i, j))
+        return 0;
+    if (d->mask_mode != ATTN_MASK_NONE &&
+        !mask_allows(d->mask_mode,
+                     a->mask[b * d->mask.batch + h * d->mask.head + i * d->mask.seq + j]))
+        return 0;
+    if (d->key_padding_mode != ATTN_MASK_NONE &&
+        !mask_allows(d->key_padding_mode, a->key_padding_mask[b * S + j]))
+        return 0;
+    if (d->use_bias) {
+        const double bj =
+            (double)a->bias[b * d->bias.batch + h * d->bias.head + i * d->bias.seq + j];
+        if (bj == -INFINITY)
+            return 0;
+        *bias_out = bj;
+    }
+    return 1;
+}
+
+/* out[r][k] = sum_n g[r][n] W[n][k] over N, and its bound. */
+static void grad_input(const double *g, const double *ge, int64_t rows, int64_t N,
+                       const float *W, int64_t K, double *out, double *tol, double nterms,
+                       int add)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t k = 0; k < K; k++) {
+            double acc = 0.0, err = 0.0, mag = 0.0;
+            for (int64_t n = 0; n < N; n++) {
+                const double wv = (double)W[n * K + k];
+                acc += g[r * N + n] * wv;
+                err += ge[r * N + n] * fabs(wv);
+                mag += (fabs(g[r * N + n]) + ge[r * N + n]) * fabs(wv);
+            }
+            if (add) {
+                out[r * K + k] += acc;
+                tol[r * K + k] += err;
+                tol[r * K + k + rows * K] += mag; /* magnitudes after the bounds */
+            } else {
+                out[r * K + k] = acc;
+                tol[r * K + k] = err;
+                tol[r * K + k + rows * K] = mag;
+            }
+        }
+    (void)nterms;
+}
+
+/* dW[n][k] = sum_t g[t][n] x[t][k] (x float with row stride ldx), db[n] =
+ * sum_t g[t][n], and their bounds. */
+static void grad_weight(const double *g, const double *ge, int64_t T, int64_t N,
+                        const float *x, int64_t ldx, int64_t K, const mref_grads *o, int wi,
+                        int bi)
+{
+    const double u = MREF_U;
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t k = 0; k < K; k++) {
+            double acc = 0.0, err = 0.0, mag = 0.0;
+            for (int64_t t = 0; t < T; t++) {
+                const double xv = (double)x[t * ldx + k];
+                acc += g[t * N + n] * xv;
+                err += ge[t * N + n] * fabs(xv);
+                mag += (fabs(g[t * N + n]) + ge[t * N + n]) * fabs(xv);
+            }
+            if (o->g[wi])
+                o->g[wi][n * K + k] = acc;
+            if (o->tol[wi])
+                o->tol[wi][n * K + k] =
+                    MREF_SAFE * (err + ((double)T + 2.0) * u * mag) + MREF_TINY;
+        }
+        if (bi >= 0) {
+            double acc = 0.0, err = 0.0, mag = 0.0;
+            for (int64_t t = 0; t < T; t++) {
+                acc += g[t * N + n];
+                err += ge[t * N + n];
+                mag += fabs(g[t * N + n]) + ge[t * N + n];
+            }
+            if (o->g[bi])
+                o->g[bi][n] = acc;
+            if (o->tol[bi])
+                o->tol[bi][n] = MREF_SAFE * (err + ((double)T + 2.0) * u * mag) + MREF_TINY;
+        }
+    }
+}
+
+int mref_mha_backward(const attn_mha_desc *d, const attn_mha_weights *w,
+                      const attn_mha_args *a, const float *dy, const mref_grads *out)
+{
+    const int64_t E = d->embed_dim, H = d->num_heads;
+    const int64_t Hkv = d->num_kv_heads ? d->num_kv_heads : H;
+    const int64_t dh = E / H, kvE = Hkv * dh, group = H / Hkv;
+    const int64_t kdim = d->kdim ? d->kdim : E, vdim = d->vdim ? d->vdim : E;
+    const int64_t B = d->batch, L = d->q_len, S = d->kv_len, BL = B * L, BS = B * S;
+    const int64_t xs = d->x_stride ? d->x_stride : E;
+    const int64_t ks = d->self_attention ? xs : (d->key_stride ? d->key_stride : kdim);
+    const int64_t vs = d->self_attention ? xs : (d->value_stride ? d->value_stride : vdim);
+    const int64_t os = d->out_stride ? d->out_stride : E;
+    const float *xk = d->self_attention ? a->x : a->key;
+    const float *xv = d->self_attention ? a->x : a->value;
+    const double scale = isnan(d->scale) ? 1.0 / sqrt((double)dh) : (double)d->scale;
+    const double asc = fabs(scale);
+    const double u = MREF_U;
+    const int packed = d->packed_in_proj;
+    const float *wq = packed ? w->in_proj_weight : w->q_weight;
+    const float *wk = packed ? w->in_proj_weight + E * E : w->k_weight;
+    const float *wv = packed ? w->in_proj_weight + 2 * E * E : w->v_weight;
+    const float *bq = NULL, *bk = NULL, *bv = NULL;
+    if (d->has_bias) {
+        bq = packed ? w->in_proj_bias : w->q_bias;
+        bk = packed ? w->in_proj_bias + E : w->k_bias;
+        bv = packed ? w->in_proj_bias + 2 * E : w->v_bias;
+    }
+
+    const size_t nq = (size_t)(BL * E), nk = (size_t)(BS * kvE);
+    double *Q = malloc(nq * sizeof *Q), *Qa = malloc(nq * sizeof *Qa);
+    double *K = malloc(nk * sizeof *K), *Ka = malloc(nk * sizeof *Ka);
+    double *V = malloc(nk * sizeof *V), *Va = malloc(nk * sizeof *Va);
+    double *O = calloc(nq, sizeof *O), *Oe = calloc(nq, sizeof *Oe);
+    double *dO = malloc(nq * sizeof *dO), *dOe = malloc(nq * sizeof *dOe);
+    double *dQ = calloc(nq, sizeof *dQ), *dQe = calloc(nq, sizeof *dQe);
+    double *dQa = calloc(nq, sizeof *dQa);
+    double *dK = calloc(nk, sizeof *dK), *dKe = calloc(nk, sizeof *dKe);
+    double *dKa = calloc(nk, sizeof *dKa);
+    double *dV = calloc(nk, sizeof *dV), *dVe = calloc(nk, sizeof *dVe);
+    double *dVa = calloc(nk, sizeof *dVa);
+    double *s = malloc((size_t)S * sizeof *s), *pr = malloc((size_t)S * sizeof *pr);
+    double *dp = malloc((size_t)S * sizeof *dp), *dpe = malloc((size_t)S * sizeof *dpe);
+    unsigned char *vis = malloc((size_t)S);
+    const size_t nx = (size_t)(BL * E) > (size_t)(BS * (kdim > vdim ? kdim : vdim))
+                          ? (size_t)(BL * E) : (size_t)(BS * (kdim > vdim ? kdim : vdim));
+    double *gx = malloc(nx * sizeof *gx), *gxt = malloc(2 * nx * sizeof *gxt);
+    int rc = -1;
+    if (!Q || !Qa || !K || !Ka || !V || !Va || !O || !Oe || !dO || !dOe || !dQ || !dQe ||
+        !dQa || !dK || !dKe || !dKa || !dV || !dVe || !dVa || !s || !pr || !dp || !dpe ||
+        !vis || !gx || !gxt)
+        goto done;
+
+    project(a->x, xs, BL, E, wq, bq, E, Q, Qa);
+    project(xk, ks, BS, kdim, wk, bk, kvE, K, Ka);
+    project(xv, vs, BS, vdim, wv, bv, kvE, V, Va);
+    const double cq = (double)E + 2.0, ck = (double)kdim + 2.0, cv = (double)vdim + 2.0;
+
+    /* dO = dY W_o, and dW_o, db_o need O first: the forward per row, then
+     * the attention backward per row. */
+    for (int64_t t = 0; t < BL; t++)
+        for (int64_t c = 0; c < E; c++) {
+            double acc = 0.0, mag = 0.0;
+            for (int64_t e = 0; e < E; e++) {
+                const double tv = (double)dy[t * os + e] * (double)w->out_weight[e * E + c];
+                acc += tv;
+                mag += fabs(tv);
+            }
+            dO[t * E + c] = acc;
+            dOe[t * E + c] = ((double)E + 2.0) * u * mag;
+        }
+
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t klen = d->use_kv_lens ? a->kv_lens[b] : S;
+        const int64_t qlen = d->use_q_lens ? a->q_lens[b] : L;
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t hk = h / group;
+            for (int64_t i = 0; i < L; i++) {
+                const int64_t qo = (b * L + i) * E + h * dh;
+                int64_t nv = 0;
+                double mx = -INFINITY, tmax = 0.0;
+                for (int64_t j = 0; j < S; j++) {
+                    double bj;
+                    vis[j] = (unsigned char)bwd_visible(d, a, S, klen, qlen, b, h, i, j, &bj);
+                    if (!vis[j])
+                        continue;
+                    const int64_t ko = (b * S + j) * kvE + hk * dh;
+                    double dot = 0.0, tt = 0.0;
+                    for (int64_t x = 0; x < dh; x++) {
+                        dot += Q[qo + x] * K[ko + x];
+                        tt += Qa[qo + x] * Ka[ko + x];
+                    }
+                    s[j] = scale * dot + bj;
+                    tt = asc * tt + fabs(bj);
+                    if (tt > tmax)
+                        tmax = tt;
+                    if (s[j] > mx)
+                        mx = s[j];
+                    nv++;
+                }
+                if (!nv)
+                    continue; /* O = 0, dQ = 0, no contribution */
+                double sum = 0.0;
+                for (int64_t j = 0; j < S; j++)
+                    if (vis[j])
+                        sum += exp(s[j] - mx);
+                for (int64_t j = 0; j < S; j++)
+                    pr[j] = vis[j] ? exp(s[j] - mx) / sum : 0.0;
+                const double es = (cq + ck + (double)dh + 6.0) * u * tmax;
+                const double p_rel = expm1(2.0 * es) + ((double)nv + 2.0 * MREF_KEXP + 4.0) * u;
+                const double orel = p_rel + ((double)nv + 4.0) * u + cv * u;
+                for (int64_t x = 0; x < dh; x++) {
+                    double acc = 0.0, aacc = 0.0;
+                    for (int64_t j = 0; j < S; j++)
+                        if (vis[j]) {
+                            acc += pr[j] * V[(b * S + j) * kvE + hk * dh + x];
+                            aacc += pr[j] * Va[(b * S + j) * kvE + hk * dh + x];
+                        }
+                    O[qo + x] = acc;
+                    Oe[qo + x] = orel * aacc;
+                }
+                /* D = dO . O (the library's O, within Oe) */
+                double D = 0.0, De = 0.0, Dm = 0.0;
+                for (int64_t x = 0; x < dh; x++) {
+                    D += dO[qo + x] * O[qo + x];
+                    De += dOe[qo + x] * fabs(O[qo + x]) + fabs(dO[qo + x]) * Oe[qo + x];
+                    Dm += (fabs(dO[qo + x]) + dOe[qo + x]) * (fabs(O[qo + x]) + Oe[qo + x]);
+                }
+                De += ((double)dh + 2.0) * u * Dm;
+                for (int64_t j = 0; j < S; j++) {
+                    if (!vis[j])
+                        continue;
+                    const int64_t ko = (b * S + j) * kvE + hk * dh;
+                    double acc = 0.0, err = 0.0, mag = 0.0;
+                    for (int64_t x = 0; x < dh; x++) {
+                        const double eV = cv * u * Va[ko + x];
+                        acc += dO[qo + x] * V[ko + x];
+                        err += dOe[qo + x] * Va[ko + x] + fabs(dO[qo + x]) * eV;
+                        mag += (fabs(dO[qo + x]) + dOe[qo + x]) * (Va[ko + x] + eV);
+                    }
+                    dp[j] = acc;
+                    dpe[j] = err + ((double)dh + 2.0) * u * mag;
+                }
+                for (int64_t j = 0; j < S; j++) {
+                    if (!vis[j])
+                        continue;
+                    const int64_t ko = (b * S + j) * kvE + hk * dh;
+                    const double P = pr[j];
+                    const double dS = P * (dp[j] - D);
+                    const double dSe = p_rel * P * fabs(dp[j] - D) + P * (dpe[j] + De) +
+                                       3.0 * u * P * (fabs(dp[j]) + fabs(D));
+                    const double dSa = fabs(dS) + dSe;
+                    for (int64_t x = 0; x < dh; x++) {
+                        const double eK = ck * u * Ka[ko + x], eQ = cq * u * Qa[qo + x];
+                        dQ[qo + x] += scale * dS * K[ko + x];
+                        dQe[qo + x] += asc * (dSe * Ka[ko + x] + dSa * eK);
+                        dQa[qo + x] += asc * dSa * (Ka[ko + x] + eK);
+                        dK[ko + x] += scale * dS * Q[qo + x];
+                        dKe[ko + x] += asc * (dSe * Qa[qo + x] + dSa * eQ);
+                        dKa[ko + x] += asc * dSa * (Qa[qo + x] + eQ);
+                        dV[ko + x] += P * dO[qo + x];
+                        dVe[ko + x] += p_rel * P * fabs(dO[qo + x]) + P * dOe[qo + x];
+                        dVa[ko + x] += P * (1.0 + p_rel) * (fabs(dO[qo + x]) + dOe[qo + x]);
+                    }
+                }
+            }
+        }
+    }
+    /* the summation errors of dQ (S terms), dK and dV (group L terms) */
+    for (size_t k = 0; k < nq; k++)
+        dQe[k] += ((double)S + 3.0) * u * dQa[k];
+    for (size_t k = 0; k < nk; k++) {
+        dKe[k] += ((double)(group * L) + 3.0) * u * dKa[k];
+        dVe[k] += ((double)(group * L) + 3.0) * u * dVa[k];
+    }
+
+    /* dW_o = dY^T O (O within Oe), db_o */
+    for (int64_t t = 0; t < BL; t++)
+        for (int64_t e = 0; e < E; e++)
+            gx[t * E + e] = (double)dy[t * os + e];
+    for (int64_t n = 0; n < E; n++) {
+        for (int64_t c = 0; c < E; c++) {
+            double acc = 0.0, err = 0.0, mag = 0.0;
+            for (int64_t t = 0; t < BL; t++) {
+                const double g = gx[t * E + n];
+                acc += g * O[t * E + c];
+                err += fabs(g) * Oe[t * E + c];
+                mag += fabs(g) * (fabs(O[t * E + c]) + Oe[t * E + c]);
+            }
+            if (out->g[MG_DWO])
+                out->g[MG_DWO][n * E + c] = acc;
+            if (out->tol[MG_DWO])
+                out->tol[MG_DWO][n * E + c] =
+                    MREF_SAFE * (err + ((double)BL + 2.0) * u * mag) + MREF_TINY;
+        }
+        if (d->has_bias) {
+            double acc = 0.0, mag = 0.0;
+            for (int64_t t = 0; t < BL; t++) {
+                acc += gx[t * E + n];
+                mag += fabs(gx[t * E + n]);
+            }
+            if (out->g[MG_DBO])
+                out->g[MG_DBO][n] = acc;
+            if (out->tol[MG_DBO])
+                out->tol[MG_DBO][n] = MREF_SAFE * ((double)BL + 2.0) * u * mag + MREF_TINY;
+        }
+    }
+
+    /* weight gradients of the projections */
+    grad_weight(dQ, dQe, BL, E, a->x, xs, E, out, MG_DWQ, d->has_bias ? MG_DBQ : -1);
+    grad_weight(dK, dKe, BS, kvE, xk, ks, kdim, out, MG_DWK, d->has_bias ? MG_DBK : -1);
+    grad_weight(dV, dVe, BS, kvE, xv, vs, vdim, out, MG_DWV, d->has_bias ? MG_DBV : -1);
+
+    /* input gradients: gx the value, gxt the propagated error then the
+     * magnitude (rows x width each) */
+    if (d->self_attention) {
+        grad_input(dQ, dQe, BL, E, wq, E, gx, gxt, 0, 0);
+        grad_input(dK, dKe, BL, kvE, wk, E, gx, gxt, 0, 1);
+        grad_input(dV, dVe, BL, kvE, wv, E, gx, gxt, 0, 1);
+        for (int64_t k = 0; k < BL * E; k++) {
+            if (out->g[MG_DX])
+                out->g[MG_DX][k] = gx[k];
+            if (out->tol[MG_DX])
+                out->tol[MG_DX][k] =
+                    MREF_SAFE * (gxt[k] + (3.0 * (double)E + 2.0) * u * gxt[k + BL * E]) +
+                    MREF_TINY;
+        }
+    } else {
+        const struct { const double *g, *ge; int64_t rows, N; const float *W; int64_t K; int mg; } in[3] = {
+            { dQ, dQe, BL, E, wq, E, MG_DX },
+            { dK, dKe, BS, kvE, wk, kdim, MG_DKEY },
+            { dV, dVe, BS, kvE, wv, vdim, MG_DVALUE },
+        };
+        for (int k = 0; k < 3; k++) {
+            grad_input(in[k].g, in[k].ge, in[k].rows, in[k].N, in[k].W, in[k].K, gx, gxt, 0, 0);
+            const int64_t n = in[k].rows * in[k].K;
+            for (int64_t e = 0; e < n; e++) {
+                if (out->g[in[k].mg])
+                    out->g[in[k].mg][e] = gx[e];
+                if (out->tol[in[k].mg])
+                    out->tol[in[k].mg][e] =
+                        MREF_SAFE * (gxt[e] + ((double)in[k].N + 2.0) * u * gxt[e + n]) +
+                        MREF_TINY;
+            }
+        }
+    }
+    rc = 0;
+done:
+    free(Q); free(Qa); free(K); free(Ka); free(V); free(Va); free(O); free(Oe);
+    free(dO); free(dOe); free(dQ); free(dQe); free(dQa); free(dK); free(dKe); free(dKa);
+    free(dV); free(dVe); free(dVa); free(s); free(pr); free(dp); free(dpe); free(vis);
+    free(gx); free(gxt);
+    return rc;
+}

@@ -45,6 +45,46 @@ typedef struct mref_out {
 int mref_mha(const attn_mha_desc *desc, const attn_mha_weights *w,
              const attn_mha_args *args, const mref_out *out);
 
+/*
+ * The backward of the layer (attn_mha_backward) in float64, written from
+ * the chain rule of the formulas above (nn.Linear: y = x W^T + b), per head
+ * the softmax attention backward in its plain form:
+ *   dO = dY W_o, dW_o = dY^T O, db_o = sum_t dY_t
+ *   dV_j = sum_i P_ij dO_i, dP_ij = dO_i . V_j, D_i = sum_j P_ij dP_ij
+ *   (= dO_i . O_i), dS_ij = P_ij (dP_ij - D_i),
+ *   dQ_i = scale sum_j dS_ij K_j, dK_j = scale sum_i dS_ij Q_i
+ *   (a GQA key/value head sums over its query heads)
+ *   dW_q = dQ^T X, db_q = sum_t dQ_t, dX = dQ W_q (+ dK W_k + dV W_v when
+ *   self-attention), dXk = dK W_k, dXv = dV W_v, dW_k = dK^T Xk, ...
+ * Every gradient comes with a worst-case first-order bound on the error of
+ * an fp32 implementation (see mha_reference.c).
+ */
+enum {
+    MG_DX, MG_DKEY, MG_DVALUE,          /* [B*L][E], [B*S][kdim], [B*S][vdim] */
+    MG_DWQ, MG_DWK, MG_DWV,             /* [E][E], [Hkv*dh][kdim], [Hkv*dh][vdim] */
+    MG_DBQ, MG_DBK, MG_DBV,             /* [E], [Hkv*dh], [Hkv*dh] */
+    MG_DWO, MG_DBO,                     /* [E][E], [E] */
+    MG_COUNT
+};
+/* Names of the families, for messages. */
+extern const char *const mref_grad_name[MG_COUNT];
+
+/* Dense double gradients and bounds; any pointer may be NULL (not wanted).
+ * dkey and dvalue exist in cross-attention only (self-attention folds
+ * them into dx). */
+typedef struct mref_grads {
+    double *g[MG_COUNT];
+    double *tol[MG_COUNT];
+} mref_grads;
+
+/* Rows and width of a gradient family of desc (0 rows: not present). */
+void mref_grad_shape(const attn_mha_desc *desc, int which, int64_t *rows, int64_t *width);
+
+/* The gradients at dy ([B][L][E], row stride out_stride or E), for a valid
+ * desc with its weights and args.  Returns 0 or -1 (out of memory). */
+int mref_mha_backward(const attn_mha_desc *desc, const attn_mha_weights *w,
+                      const attn_mha_args *args, const float *dy, const mref_grads *out);
+
 /* The absolute floor added to every bound (the fp32 softmax may flush
  * probabilities below it to 0). */
 #define MREF_TINY 1e-30

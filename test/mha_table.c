@@ -106,6 +106,42 @@ static const mrow workspace_rows[] = {
     ROW(0, CROSS(1, 3, 140, 16, 4), .Hkv = 1, .ks = 20, .os = 17, .seed = 2304), /* GQA */
 };
 
+/* the backward (CK_BACKWARD): every layout and option, then larger shapes
+ * with several row blocks and weight-row blocks for the thread check */
+static const mrow backward_rows[] = {
+    ROW(0, SELF(2, 6, 16, 4, 1), .seed = 2400),                          /* fused */
+    ROW(0, SELF(2, 6, 16, 4, 0), .seed = 2401),                          /* separate */
+    ROW(0, CROSS(2, 5, 9, 16, 4), .kdim = 7, .vdim = 11, .seed = 2402),  /* kdim, vdim */
+    ROW(0, CROSS(2, 5, 9, 16, 2), .packed = 1, .seed = 2403),            /* packed cross */
+    ROW(0, SELF(2, 6, 16, 4, 1), .has_bias = 0, .seed = 2404),
+    ROW(0, CROSS(2, 5, 9, 16, 4), .kdim = 7, .has_bias = 0, .seed = 2405),
+    ROW(0, SELF(2, 6, 16, 4, 0), .Hkv = 2, .seed = 2406),                /* GQA */
+    ROW(0, CROSS(2, 5, 9, 32, 8), .Hkv = 1, .kdim = 12, .vdim = 5, .seed = 2407), /* MQA */
+    ROW(0, SELF(2, 12, 16, 4, 1), .wr = 0, .seed = 2408),                /* causal */
+    ROW(0, CROSS(2, 9, 14, 16, 2), BR, .wl = 2, .wr = 1, .seed = 2409),  /* BR band */
+    ROW(0, CROSS(2, 12, 5, 16, 2), BR, .wr = 0, .seed = 2410),           /* empty rows */
+    ROW(0, SELF(2, 7, 16, 4, 0), .kpm_mode = DROP, .seed = 2411),        /* key padding */
+    ROW(0, SELF(2, 7, 16, 4, 0), .mask_mode = KEEP, .kpm_mode = DROP,
+        .seed = 2412),                                                   /* combined mask */
+    ROW(0, CROSS(2, 5, 8, 16, 4), .mask_mode = DROP, .mask_bcast = BC_HEAD, .use_bias = 1,
+        .bias_ninf = 0.1, .seed = 2413),                                 /* mask and bias */
+    ROW(0, CROSS(2, 5, 8, 16, 4), .use_bias = 1, .bias_bcast = BC_BATCH | BC_SEQ,
+        .seed = 2414),                                                   /* broadcast bias */
+    ROW(0, CROSS(3, 6, 9, 16, 4), .use_kv_lens = 1, .kv_lens = { 9, 4, 0 }, .use_q_lens = 1,
+        .q_lens = { 6, 2, 3 }, .seed = 2415),                            /* lengths */
+    ROW(0, SELF(3, 8, 16, 4, 1), .use_kv_lens = 1, .kv_lens = { 8, 3, 8 }, .use_q_lens = 1,
+        .q_lens = { 8, 8, 0 }, .seed = 2416),
+    ROW(0, SELF(2, 6, 16, 4, 1), .xs = 19, .os = 21, .seed = 2417),      /* strides */
+    ROW(0, CROSS(2, 5, 9, 16, 4), .kdim = 10, .vdim = 6, .xs = 18, .ks = 15, .vs = 7,
+        .os = 23, .seed = 2418),
+    ROW(0, SELF(2, 6, 16, 4, 0), .scale = 2.5f, .seed = 2419),           /* scale */
+    ROW(0, SELF(2, 6, 16, 4, 1), PH, .seed = 2420),                      /* weights too */
+    ROW(1, SELF(2, 150, 128, 4, 1), .kpm_mode = DROP, .xs = 130, .seed = 2421),
+    ROW(1, CROSS(2, 70, 150, 64, 8), .Hkv = 2, .kdim = 24, .vdim = 40, .use_kv_lens = 1,
+        .kv_lens = { 150, 74 }, .mask_mode = KEEP, .mask_bcast = BC_HEAD, .kpm_mode = DROP,
+        .use_bias = 1, .seed = 2422),
+};
+
 MCASE_ROWS_END
 
 /* ------------------------------------------------------------ generators */
@@ -442,6 +478,7 @@ static void build_table(mrows *rs)
     gen_random(rs, "random mix");
     ADD_LIST(rs, "threads 1/2/3/4/0", CK_THREADS | CK_WEIGHTS, thread_rows);
     ADD_LIST(rs, "caller workspace", CK_WORKSPACE | CK_WEIGHTS, workspace_rows);
+    ADD_LIST(rs, "backward", CK_BACKWARD, backward_rows);
 }
 
 const mrow *mha_rows(size_t *count)
@@ -458,6 +495,10 @@ const mrow *mha_rows(size_t *count)
                 *r = all.v[i];
                 if (r->c.xs || (!r->c.self && (r->c.ks || r->c.vs)))
                     r->checks |= CK_GAPS;
+                /* the backward is cheap next to the forward's checks: every
+                 * row of every family (the "backward" family adds larger
+                 * shapes and the combinations it needs) */
+                r->checks |= CK_BACKWARD;
             }
         table.v = all.v;
         built = 1;

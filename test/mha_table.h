@@ -20,6 +20,10 @@ enum {
     CK_GAPS = 8u,      /* finite values instead of NaN in the input row gaps:
                           bitwise the same (set by mha_rows on every row with
                           a row stride of x, key or value) */
+    CK_BACKWARD = 16u, /* train_forward and backward: Y bitwise execute's,
+                          gradients against the float64 reference,
+                          accumulate = 1 exactly old + overwrite, threads
+                          1, 2, 3, 4 bitwise (set by mha_rows on every row) */
 };
 
 typedef struct mrow {

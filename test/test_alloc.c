@@ -1,7 +1,7 @@
 /*
  * test_alloc.c -- allocation failure: every allocation attn makes (plans,
  * internal workspace, the MHA plan's inner SDPA plan) is made to fail in
- * turn; each call must return ATTN_ERR_OUT_OF_MEMORY, leave *plan and
+ * turn (and the MHA training calls); each call must return ATTN_ERR_OUT_OF_MEMORY, leave *plan and
  * every output untouched, and leak nothing: every block allocated during
  * the failing call must have been freed when it returns.
  *
@@ -248,11 +248,88 @@ static void test_mha_oom(void **state)
 #endif
 }
 
+/* Training: plan_create makes the MHA plan and three SDPA plans (forward,
+ * forward with logsumexp, backward); train_forward and backward allocate
+ * their workspace when given none.  Each allocation fails in turn. */
+static void test_mha_train_oom(void **state)
+{
+    (void)state;
+#if !ALLOC_HOOKS
+    skip();
+#else
+    if (!hooks_active())
+        skip();
+    enum { E = 16, MH = 4, L = 9 };
+    static float x[B * L * E], inw[3 * E * E], inb[3 * E], ow[E * E], ob[E];
+    static float out[B * L * E], out0[B * L * E], dy[B * L * E];
+    static float dx[B * L * E], dinw[3 * E * E], dinb[3 * E], dow[E * E], dob[E];
+    fill(x, sizeof x / sizeof *x, 1.0f);
+    fill(inw, sizeof inw / sizeof *inw, 0.2f);
+    fill(inb, sizeof inb / sizeof *inb, 0.1f);
+    fill(ow, sizeof ow / sizeof *ow, 0.2f);
+    fill(ob, sizeof ob / sizeof *ob, 0.1f);
+    fill(dy, sizeof dy / sizeof *dy, 0.3f);
+    for (size_t i = 0; i < sizeof out / sizeof *out; i++) out[i] = out0[i] = NAN;
+    attn_mha_desc d;
+    attn_mha_desc_init(&d);
+    d.embed_dim = E; d.num_heads = MH; d.batch = B; d.q_len = d.kv_len = L;
+    d.self_attention = 1; d.packed_in_proj = 1; d.threads = 2;
+    attn_mha_weights wt = { .in_proj_weight = inw, .in_proj_bias = inb,
+                            .out_weight = ow, .out_bias = ob };
+    attn_mha_args a = { .x = x, .out = out };
+    attn_mha_grads g = { .dx = dx, .d_in_proj_weight = dinw, .d_in_proj_bias = dinb,
+                         .d_out_weight = dow, .d_out_bias = dob };
+
+    for (int at = 0; at < 4; at++) {
+        attn_mha_plan *plan = (attn_mha_plan *)(uintptr_t)0x1;
+        arm(at, -1);
+        assert_int_equal(attn_mha_plan_create(&plan, &d), ATTN_ERR_OUT_OF_MEMORY);
+        assert_int_equal(disarm(), 0);
+        assert_ptr_equal(plan, (attn_mha_plan *)(uintptr_t)0x1);
+    }
+    attn_mha_plan *plan = NULL;
+    assert_int_equal(attn_mha_plan_create(&plan, &d), ATTN_OK);
+    size_t cb = 0;
+    assert_int_equal(attn_mha_context_size(plan, &cb), ATTN_OK);
+    unsigned char *cx = aligned_alloc(64, (cb + 63) / 64 * 64);
+    assert_non_null(cx);
+    memset(cx, 0x5A, cb);
+    arm(-1, 0);
+    assert_int_equal(attn_mha_train_forward(plan, &wt, &a, cx, cb, NULL, 0),
+                     ATTN_ERR_OUT_OF_MEMORY);
+    assert_int_equal(disarm(), 0);
+    assert_true(bits_equal(out, out0, sizeof out / sizeof *out));
+    for (size_t i = 0; i < cb; i++)
+        assert_int_equal(cx[i], 0x5A);
+    assert_int_equal(attn_mha_train_forward(plan, &wt, &a, cx, cb, NULL, 0), ATTN_OK);
+    assert_false(isnan(out[0]));
+
+    static float *const gs[] = { dx, dinw, dinb, dow, dob };
+    static const size_t gn[] = { B * L * E, 3 * E * E, 3 * E, E * E, E };
+    for (size_t k = 0; k < 5; k++)
+        for (size_t i = 0; i < gn[k]; i++)
+            gs[k][i] = NAN;
+    arm(-1, 0);
+    assert_int_equal(attn_mha_backward(plan, &wt, &a, dy, cx, cb, &g, 0, NULL, 0),
+                     ATTN_ERR_OUT_OF_MEMORY);
+    assert_int_equal(disarm(), 0);
+    for (size_t k = 0; k < 5; k++)
+        for (size_t i = 0; i < gn[k]; i++)
+            assert_true(isnan(gs[k][i]));
+    assert_int_equal(attn_mha_backward(plan, &wt, &a, dy, cx, cb, &g, 0, NULL, 0), ATTN_OK);
+    assert_false(isnan(dx[0]));
+    assert_false(isnan(dinw[0]));
+    free(cx);
+    attn_mha_plan_destroy(plan);
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sdpa_oom),
         cmocka_unit_test(test_mha_oom),
+        cmocka_unit_test(test_mha_train_oom),
     };
     return cmocka_run_group_tests_name("alloc", tests, NULL, NULL);
 }

@@ -25,6 +25,27 @@
  *               weights, args or workspace, and the status plan_create or
  *               execute must return; a failing call writes no output (and
  *               no *plan); rows wanting ATTN_OK are the controls
+ *   backward    CK_BACKWARD rows (every row: mha_rows sets the bit; the
+ *               "backward" family adds two larger shapes with several row
+ *               and weight blocks): train_forward with a
+ *               NaN-filled caller context and workspace gives out and
+ *               weights bitwise as execute; backward (NaN-filled workspace,
+ *               dY with NaN row gaps) against the float64 reference
+ *               backward, every gradient family, sentinels in the row gaps
+ *               of dX, dXk, dXv and after every buffer; accumulate = 1 onto
+ *               random values gives exactly fl(old + g) for every element
+ *               (g the overwrite result; workspace NULL); threads 1, 2, 3, 4
+ *               give bitwise the same gradients; one "[accuracy] backward"
+ *               line per gradient family
+ *   backward_fd the reference backward against central differences of the
+ *               reference forward (L = sum dY * Y) on four tiny shapes,
+ *               every element of every input, weight and bias:
+ *               |fd - g| <= 1e-5 (1 + |g|), step 2^-10 (see the test)
+ *   train errors  mutations of a valid train_forward or backward (NULL
+ *               pointers, context or workspace short or misaligned,
+ *               accumulate not 0/1, every gradient pointer NULL when used
+ *               and given when not, lengths); a failing call writes nothing
+ *               (out, weights and the context; every gradient buffer)
  *
  * Tolerances (derived in mha_reference.c; u = 2^-24, worst case, first
  * order, safety factor 1.25, so they hold for any BLAS, blocking or
@@ -43,6 +64,20 @@
  * of out and weights outside the views (row gaps, a tail after each buffer)
  * must keep its sentinel bits.  test_threads checks thread counts on
  * larger shapes.
+ *
+ * Gradient tolerances (mha_reference.c: the same u, safety factor and
+ * worst-case first-order model): every quantity carries its magnitude
+ * |z|~ and an error bound e(z); a sum of n products a_k b_k gets
+ *   sum_k (e(a_k) |b_k|~ + |a_k|~ e(b_k)) + (n + 2) u sum_k |a_k|~ |b_k|~
+ * with the leaves Q, K, V (e = (K + 2) u |z|~ from their projections), the
+ * saved O (the forward's bound), P (relative p_rel, recomputed from the
+ * logsumexp) and dY (exact); n = E for dO = dY W_o, dh for dP and
+ * D = dO . O, S for dQ, (H / Hkv) L for dK and dV, the B L or B S tokens
+ * for the weight and bias gradients, E (3 E in self-attention) for dX and
+ * Hkv dh for dXk, dXv; dS = P (dP - D) gets
+ *   p_rel P |dP - D| + P (e(dP) + e(D)) + 3 u P (|dP| + |D|).
+ * The bounds grow with the sizes and the magnitudes of the terms, never
+ * with a fixed epsilon, so they hold for any BLAS and blocking.
  *
  * ATTN_TEST_QUICK=1 (valgrind): rows marked slow in the table are left out.
  */
@@ -821,6 +856,437 @@ static void test_api(void **state)
     }
 }
 
+/* ------------------------------------------------------------- backward */
+
+static gstats g_bwd_stats;
+
+/* Where element view[k] of a gradient family lives in a snapshot of the
+ * buffers (packed views share the buffer of dW_q or db_q). */
+static float *snap_view(const mgrads *m, float *const snap[MG_COUNT], int k)
+{
+    const int owner = m->buf[k] ? k : (k == MG_DWK || k == MG_DWV) ? MG_DWQ : MG_DBQ;
+    return snap[owner] + (m->view[k] - m->buf[owner]);
+}
+
+static int check_backward(minst *t, const msnap *first, const mrow *row)
+{
+    (void)row;
+    int fails = 0;
+    mgrads m;
+    assert_int_equal(mgrads_build(&m, t), 0);
+    minst_clear(t);
+    void *cx = NULL;
+    size_t cb = 0;
+    attn_mha_plan *plan = NULL;
+    attn_status s = minst_train(t, &m, 0, &cx, &cb, &plan);
+    if (s != ATTN_OK) {
+        printf("FAIL train_forward + backward: %s: %s\n", attn_status_str(s), mcase_str(&t->c));
+        free(cx);
+        attn_mha_plan_destroy(plan);
+        mgrads_free(&m);
+        return 1;
+    }
+    /* train_forward's Y (and weights) bitwise execute's */
+    if (!msnap_equal(first, t)) {
+        printf("FAIL train_forward: out differs from execute bitwise: %s\n", mcase_str(&t->c));
+        fails++;
+    }
+    fails += mgrads_check(t, &m, &g_bwd_stats) != 0;
+    float *g0[MG_COUNT];
+    mgrads_snap(&m, g0);
+
+    /* accumulate = 1 onto random values: exactly old + g, in fp32 */
+    trng r;
+    trng_seed(&r, t->c.seed + 4242u);
+    for (int k = 0; k < MG_COUNT; k++)
+        if (m.view[k])
+            for (int64_t i = 0; i < m.rows[k]; i++)
+                for (int64_t e = 0; e < m.width[k]; e++)
+                    m.view[k][i * m.ld[k] + e] = (float)trng_uniform(&r, -1.0, 1.0);
+    float *old[MG_COUNT];
+    mgrads_snap(&m, old);
+    s = attn_mha_backward(plan, &t->w, &t->a, m.dy, cx, cb, &m.g, 1, NULL, 0);
+    long bad = s != ATTN_OK;
+    for (int k = 0; k < MG_COUNT && s == ATTN_OK; k++) {
+        if (!m.view[k])
+            continue;
+        const float *o = snap_view(&m, old, k), *g = snap_view(&m, g0, k);
+        for (int64_t i = 0; i < m.rows[k]; i++)
+            for (int64_t e = 0; e < m.width[k]; e++) {
+                const int64_t x = i * m.ld[k] + e;
+                const float want = o[x] + g[x];
+                if (memcmp(&want, &m.view[k][x], sizeof want) != 0) {
+                    if (bad < 4)
+                        printf("FAIL accumulate %s[%lld]: %.9g, want %.9g + %.9g (%s)\n",
+                               mref_grad_name[k], (long long)x, (double)m.view[k][x],
+                               (double)o[x], (double)g[x], mcase_str(&t->c));
+                    bad++;
+                }
+            }
+    }
+    if (bad) {
+        printf("FAIL accumulate = 1: %s, %ld element(s) not old + g: %s\n", attn_status_str(s),
+               bad, mcase_str(&t->c));
+        fails++;
+    }
+    mgrads_snap_free(old);
+    free(cx);
+    attn_mha_plan_destroy(plan);
+
+    /* threads 1, 2, 3, 4: the same bits */
+    const int threads0 = t->d.threads;
+    for (int th = 1; th <= 4; th++) {
+        mgrads_clear(&m);
+        minst_clear(t);
+        t->d.threads = th;
+        s = minst_train(t, &m, 0, NULL, NULL, NULL);
+        if (s != ATTN_OK || !mgrads_equal(&m, g0) || !msnap_equal(first, t)) {
+            printf("FAIL backward threads=%d: %s, gradients %s: %s\n", th, attn_status_str(s),
+                   mgrads_equal(&m, g0) ? "equal" : "differ", mcase_str(&t->c));
+            fails++;
+        }
+    }
+    t->d.threads = threads0;
+    mgrads_snap_free(g0);
+    mgrads_free(&m);
+    return fails;
+}
+
+static void test_backward(void **state)
+{
+    (void)state;
+    memset(&g_bwd_stats, 0, sizeof g_bwd_stats);
+    over_rows(CK_BACKWARD, check_backward, 0);
+    gstats_print(&g_bwd_stats);
+}
+
+/* L(theta) = sum dY * Y_ref(theta), Y from the forward reference. */
+static double fd_loss(const minst *t, const float *dy, double *y)
+{
+    mref_out ro;
+    memset(&ro, 0, sizeof ro);
+    ro.y = y;
+    assert_int_equal(mref_mha(&t->d, &t->w, &t->a, &ro), 0);
+    const int64_t BL = t->c.B * t->c.L, E = t->c.E;
+    double l = 0.0;
+    for (int64_t r = 0; r < BL; r++)
+        for (int64_t e = 0; e < E; e++)
+            l += (double)dy[r * t->os + e] * y[r * E + e];
+    return l;
+}
+
+/* The reference backward against central differences of the reference
+ * forward, on tiny shapes: every input, weight and bias element p, with
+ * steps h1 = fl(p + h) - p, h2 = p - fl(p - h), h = 2^-10:
+ *   |(L(p + h1) - L(p - h2)) / (h1 + h2) - g| <= 1e-5 (1 + |g|)
+ * (the truncation error is O(h^2) times third derivatives of order 1 here;
+ * the rounding of L in double is ~1e-16 / h). */
+static void test_backward_fd(void **state)
+{
+    (void)state;
+    MCASE_ROWS_BEGIN
+    static const mcase cases[] = {
+        MCASE(SELF(2, 3, 4, 2, 1), .wr = 0, .seed = 2500),
+        MCASE(CROSS(2, 3, 4, 4, 2), .Hkv = 1, .kdim = 3, .vdim = 5, .kpm_mode = ATTN_MASK_DROP_NONZERO,
+              .use_kv_lens = 1, .kv_lens = { 4, 3 }, .use_q_lens = 1, .q_lens = { 3, 2 },
+              .use_bias = 1, .mask_mode = ATTN_MASK_KEEP_NONZERO, .mask_keep = 0.9,
+              .kpm_keep = 0.9, .seed = 2501),
+        MCASE(SELF(1, 4, 6, 3, 0), .has_bias = 0, .xs = 7, .os = 9, .seed = 2502),
+        MCASE(CROSS(2, 4, 3, 4, 2), .packed = 1, .align = ATTN_ALIGN_BOTTOM_RIGHT, .wl = 1,
+              .wr = 0, .seed = 2503),
+    };
+    MCASE_ROWS_END
+    const double h = 1.0 / 1024.0;
+    int fails = 0;
+    double maxerr[MG_COUNT] = { 0 };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        minst t;
+        mgrads m;
+        assert_int_equal(minst_build(&t, &cases[ci]), 0);
+        assert_int_equal(mgrads_build(&m, &t), 0);
+        mref_grads rg;
+        memset(&rg, 0, sizeof rg);
+        for (int k = 0; k < MG_COUNT; k++)
+            if (m.rows[k]) {
+                rg.g[k] = malloc((size_t)(m.rows[k] * m.width[k]) * sizeof(double));
+                assert_non_null(rg.g[k]);
+            }
+        assert_int_equal(mref_mha_backward(&t.d, &t.w, &t.a, m.dy, &rg), 0);
+        double *y = malloc((size_t)(t.c.B * t.c.L * t.c.E) * sizeof(double));
+        assert_non_null(y);
+        const int64_t E = t.c.E;
+        const int pk = t.c.packed;
+        /* the parameters: buffer, rows, width, row stride, family */
+        const struct { float *p; int64_t rows, width, ld; int mg; } par[] = {
+            { t.x, t.c.B * t.c.L, E, t.xs, MG_DX },
+            { t.key, t.key ? t.c.B * t.c.S : 0, t.kdim, t.ks, MG_DKEY },
+            { t.value, t.value ? t.c.B * t.c.S : 0, t.vdim, t.vs, MG_DVALUE },
+            { pk ? t.in_proj : t.wq, E, E, E, MG_DWQ },
+            { pk ? t.in_proj + E * E : t.wk, t.kvE, t.kdim, t.kdim, MG_DWK },
+            { pk ? t.in_proj + 2 * E * E : t.wv, t.kvE, t.vdim, t.vdim, MG_DWV },
+            { pk ? t.in_bias : t.bq, t.c.has_bias ? 1 : 0, E, E, MG_DBQ },
+            { pk ? t.in_bias + E : t.bk, t.c.has_bias ? 1 : 0, t.kvE, t.kvE, MG_DBK },
+            { pk ? t.in_bias + 2 * E : t.bv, t.c.has_bias ? 1 : 0, t.kvE, t.kvE, MG_DBV },
+            { t.wo, E, E, E, MG_DWO },
+            { t.bo, t.c.has_bias ? 1 : 0, E, E, MG_DBO },
+        };
+        for (size_t f = 0; f < sizeof par / sizeof par[0]; f++)
+            for (int64_t r = 0; r < par[f].rows; r++)
+                for (int64_t e = 0; e < par[f].width; e++) {
+                    float *p = par[f].p + r * par[f].ld + e;
+                    const float p0 = *p;
+                    const float pp = (float)((double)p0 + h), pm = (float)((double)p0 - h);
+                    *p = pp;
+                    const double lp = fd_loss(&t, m.dy, y);
+                    *p = pm;
+                    const double lm = fd_loss(&t, m.dy, y);
+                    *p = p0;
+                    const double fd = (lp - lm) / ((double)pp - (double)pm);
+                    const double g = rg.g[par[f].mg][r * par[f].width + e];
+                    const double err = fabs(fd - g);
+                    if (err > maxerr[par[f].mg])
+                        maxerr[par[f].mg] = err;
+                    if (!(err <= 1e-5 * (1.0 + fabs(g)))) {
+                        if (fails < 8)
+                            printf("FAIL fd %s[%lld][%lld]: fd %.12g ref %.12g (%s)\n",
+                                   mref_grad_name[par[f].mg], (long long)r, (long long)e, fd, g,
+                                   mcase_str(&t.c));
+                        fails++;
+                    }
+                }
+        for (int k = 0; k < MG_COUNT; k++)
+            free(rg.g[k]);
+        free(y);
+        mgrads_free(&m);
+        minst_free(&t);
+    }
+    for (int k = 0; k < MG_COUNT; k++)
+        printf("[accuracy] finite differences %-6s max|fd - ref|=%.3e\n", mref_grad_name[k],
+               maxerr[k]);
+    if (fails)
+        fail_msg("%d finite-difference mismatch(es)", fails);
+}
+
+/* Errors of attn_mha_train_forward and attn_mha_backward: each row a
+ * mutation of a valid call; a failing call writes nothing (out, weights and
+ * the context of train_forward, every gradient buffer of backward). */
+enum { TC_FWD, TC_BWD };
+enum {
+    TM_NONE, TM_NULL_PLAN, TM_NULL_WEIGHTS, TM_NULL_ARGS, TM_NULL_DY, TM_NULL_CONTEXT,
+    TM_NULL_GRADS, TM_CX_SHORT, TM_CX_AT, TM_WS_SHORT, TM_WS_AT, TM_ACC, TM_GRAD, TM_ARG,
+    TM_KV_LEN
+};
+typedef struct trow {
+    char what[96];
+    int call, kind;
+    size_t off;
+    int64_t v;
+    attn_status want;
+} trow;
+
+static int run_trow(const trow *r, minst *t, mgrads *m, const attn_mha_plan *plan,
+                    const void *cx_valid, size_t cb)
+{
+    static const float dummy[4];
+    attn_mha_args a = t->a;
+    attn_mha_grads g = m->g;
+    int32_t kl[MMAXB];
+    memcpy(kl, t->kv_lens, sizeof kl);
+    int acc = 0;
+    size_t wb = 0;
+    if (r->call == TC_FWD)
+        assert_int_equal(attn_mha_workspace_size(plan, &wb), ATTN_OK);
+    else
+        assert_int_equal(attn_mha_backward_workspace_size(plan, &wb), ATTN_OK);
+    const size_t cap_w = (wb + 63) / 64 * 64 + 128, cap_c = (cb + 63) / 64 * 64 + 128;
+    unsigned char *ws = aligned_alloc(64, cap_w), *cx = aligned_alloc(64, cap_c);
+    assert_non_null(ws);
+    assert_non_null(cx);
+    memset(ws, 0x5A, cap_w);
+    if (r->call == TC_FWD)
+        memset(cx, 0x5A, cap_c);
+    else
+        memcpy(cx, cx_valid, cb);
+    size_t wbytes = wb, cbytes = cb;
+    unsigned char *wp = ws, *cp = cx;
+    switch (r->kind) {
+    case TM_CX_SHORT: cbytes = cb - (size_t)r->v; break;
+    case TM_CX_AT: cp = cx + r->v; cbytes = cb + 64; break;
+    case TM_WS_SHORT: wbytes = wb - (size_t)r->v; break;
+    case TM_WS_AT: wp = ws + r->v; wbytes = wb + 64; break;
+    case TM_ACC: acc = (int)r->v; break;
+    case TM_GRAD: {
+        float *p = r->v ? (float *)(uintptr_t)dummy : NULL;
+        memcpy((char *)&g + r->off, &p, sizeof p);
+        break;
+    }
+    case TM_ARG: {
+        const void *p = r->v ? (const void *)dummy : NULL;
+        memcpy((char *)&a + r->off, &p, sizeof p);
+        break;
+    }
+    case TM_KV_LEN: kl[r->off] = (int32_t)r->v; a.kv_lens = kl; break;
+    default: break;
+    }
+    if (r->kind == TM_CX_AT && r->call == TC_BWD)
+        memcpy(cp, cx_valid, cb); /* the valid context, misaligned */
+    minst_clear(t);
+    mgrads_clear(m);
+    attn_status s;
+    const attn_mha_plan *pl = r->kind == TM_NULL_PLAN ? NULL : plan;
+    const attn_mha_weights *w = r->kind == TM_NULL_WEIGHTS ? NULL : &t->w;
+    const attn_mha_args *ap = r->kind == TM_NULL_ARGS ? NULL : &a;
+    void *cxp = r->kind == TM_NULL_CONTEXT ? NULL : cp;
+    if (r->call == TC_FWD)
+        s = attn_mha_train_forward(pl, w, ap, cxp, cbytes, wp, wbytes);
+    else
+        s = attn_mha_backward(pl, w, ap, r->kind == TM_NULL_DY ? NULL : m->dy, cxp, cbytes,
+                              r->kind == TM_NULL_GRADS ? NULL : &g, acc, wp, wbytes);
+    int fail = 0;
+    if (s != r->want) {
+        printf("FAIL %s: returned %s, want %s\n", r->what, attn_status_str(s),
+               attn_status_str(r->want));
+        fail = 1;
+    }
+    if (r->want != ATTN_OK) {
+        int clean = r->call == TC_FWD ? minst_untouched(t) : mgrads_untouched(m);
+        if (r->call == TC_FWD)
+            for (size_t i = 0; i < cap_c; i++)
+                clean &= cx[i] == 0x5A;
+        if (!clean) {
+            printf("FAIL %s: a failing call wrote an output\n", r->what);
+            fail = 1;
+        }
+    }
+    free(ws);
+    free(cx);
+    return fail;
+}
+
+static trow *tadd(trow *rows, size_t *n, int call, int kind, size_t off, int64_t v,
+                  attn_status want, const char *fmt, ...)
+{
+    trow *r = &rows[(*n)++];
+    memset(r, 0, sizeof *r);
+    r->call = call;
+    r->kind = kind;
+    r->off = off;
+    r->v = v;
+    r->want = want;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->what, sizeof r->what, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+static void test_train_errors(void **state)
+{
+    (void)state;
+#define GF(f) { #f, offsetof(attn_mha_grads, f) }
+    static const struct { const char *name; size_t off; } gf[] = {
+        GF(dx), GF(dkey), GF(dvalue), GF(d_in_proj_weight), GF(d_in_proj_bias),
+        GF(d_q_weight), GF(d_k_weight), GF(d_v_weight), GF(d_q_bias), GF(d_k_bias),
+        GF(d_v_bias), GF(d_out_weight), GF(d_out_bias),
+    };
+#undef GF
+    static const char *const bn[EB_COUNT_] = { "cross", "self", "packed", "packed, no bias",
+                                              "separate", "separate, no bias" };
+    int fails = 0, nrows = 0, controls = 0;
+    for (int base = 0; base < EB_COUNT_; base++) {
+        minst t;
+        mgrads m;
+        assert_int_equal(minst_build(&t, &err_bases[base]), 0);
+        assert_int_equal(mgrads_build(&m, &t), 0);
+        void *cx = NULL;
+        size_t cb = 0;
+        attn_mha_plan *plan = NULL;
+        assert_int_equal(minst_train(&t, &m, 0, &cx, &cb, &plan), ATTN_OK);
+        trow rows[160];
+        size_t n = 0;
+        const char *b = bn[base];
+        for (int call = TC_FWD; call <= TC_BWD; call++) {
+            const char *cn = call == TC_FWD ? "train_forward" : "backward";
+            tadd(rows, &n, call, TM_NONE, 0, 0, ATTN_OK, "control: %s: %s", b, cn);
+            if (base > EB_SELF)
+                continue;
+            tadd(rows, &n, call, TM_NULL_PLAN, 0, 0, ATTN_ERR_NULL_ARGUMENT, "%s: %s(NULL plan)", b, cn);
+            tadd(rows, &n, call, TM_NULL_WEIGHTS, 0, 0, ATTN_ERR_NULL_ARGUMENT, "%s: %s(NULL weights)", b, cn);
+            tadd(rows, &n, call, TM_NULL_ARGS, 0, 0, ATTN_ERR_NULL_ARGUMENT, "%s: %s(NULL args)", b, cn);
+            tadd(rows, &n, call, TM_NULL_CONTEXT, 0, 0, ATTN_ERR_NULL_ARGUMENT, "%s: %s(NULL context)", b, cn);
+            tadd(rows, &n, call, TM_CX_SHORT, 0, 1, ATTN_ERR_WORKSPACE_TOO_SMALL, "%s: %s: context 1 byte short", b, cn);
+            tadd(rows, &n, call, TM_CX_SHORT, 0, (int64_t)cb, ATTN_ERR_WORKSPACE_TOO_SMALL, "%s: %s: context of 0 bytes", b, cn);
+            tadd(rows, &n, call, TM_CX_AT, 0, 16, ATTN_ERR_WORKSPACE_ALIGNMENT, "%s: %s: context misaligned by 16", b, cn);
+            tadd(rows, &n, call, TM_CX_AT, 0, 4, ATTN_ERR_WORKSPACE_ALIGNMENT, "%s: %s: context misaligned by 4", b, cn);
+            tadd(rows, &n, call, TM_CX_AT, 0, 64, ATTN_OK, "control: %s: %s: context at +64", b, cn);
+            tadd(rows, &n, call, TM_WS_SHORT, 0, 1, ATTN_ERR_WORKSPACE_TOO_SMALL, "%s: %s: workspace 1 byte short", b, cn);
+            tadd(rows, &n, call, TM_WS_AT, 0, 32, ATTN_ERR_WORKSPACE_ALIGNMENT, "%s: %s: workspace misaligned by 32", b, cn);
+            tadd(rows, &n, call, TM_ARG, offsetof(attn_mha_args, x), 0, ATTN_ERR_NULL_ARGUMENT, "%s: %s: args.x NULL", b, cn);
+            tadd(rows, &n, call, TM_KV_LEN, 1, -1, ATTN_ERR_BAD_LENGTH, "%s: %s: kv_lens[1] = -1", b, cn);
+            if (base == EB_SELF)
+                tadd(rows, &n, call, TM_ARG, offsetof(attn_mha_args, key), 1, ATTN_ERR_ARGUMENT_MISMATCH, "%s: %s: args.key given", b, cn);
+            else
+                tadd(rows, &n, call, TM_ARG, offsetof(attn_mha_args, value), 0, ATTN_ERR_NULL_ARGUMENT, "%s: %s: args.value NULL", b, cn);
+        }
+        if (base <= EB_SELF) {
+            tadd(rows, &n, TC_BWD, TM_NULL_DY, 0, 0, ATTN_ERR_NULL_ARGUMENT, "%s: backward(NULL dy)", b);
+            tadd(rows, &n, TC_BWD, TM_NULL_GRADS, 0, 0, ATTN_ERR_NULL_ARGUMENT, "%s: backward(NULL grads)", b);
+            tadd(rows, &n, TC_BWD, TM_ACC, 0, 2, ATTN_ERR_BAD_OPTION, "%s: accumulate = 2", b);
+            tadd(rows, &n, TC_BWD, TM_ACC, 0, -1, ATTN_ERR_BAD_OPTION, "%s: accumulate = -1", b);
+            tadd(rows, &n, TC_BWD, TM_ARG, offsetof(attn_mha_args, out), 0, ATTN_OK, "control: %s: backward with args.out NULL", b);
+            tadd(rows, &n, TC_BWD, TM_ARG, offsetof(attn_mha_args, weights), 0, ATTN_OK, "control: %s: backward with args.weights NULL", b);
+            tadd(rows, &n, TC_FWD, TM_ARG, offsetof(attn_mha_args, out), 0, ATTN_ERR_NULL_ARGUMENT, "%s: train_forward: args.out NULL", b);
+            tadd(rows, &n, TC_BWD, TM_KV_LEN, 0, (int64_t)t.c.S + 1, ATTN_ERR_BAD_LENGTH, "%s: backward: kv_lens[0] = S + 1", b);
+        }
+        /* every gradient pointer: NULL when used, given when not */
+        for (size_t k = 0; k < sizeof gf / sizeof gf[0]; k++) {
+            float *p;
+            memcpy(&p, (const char *)&m.g + gf[k].off, sizeof p);
+            if (p)
+                tadd(rows, &n, TC_BWD, TM_GRAD, gf[k].off, 0, ATTN_ERR_NULL_ARGUMENT, "%s: grads.%s NULL", b, gf[k].name);
+            else
+                tadd(rows, &n, TC_BWD, TM_GRAD, gf[k].off, 1, ATTN_ERR_ARGUMENT_MISMATCH, "%s: grads.%s given, plan does not use it", b, gf[k].name);
+        }
+        assert_true(n <= sizeof rows / sizeof rows[0]);
+        for (size_t i = 0; i < n; i++) {
+            fails += run_trow(&rows[i], &t, &m, plan, cx, cb);
+            controls += rows[i].want == ATTN_OK;
+        }
+        nrows += (int)n;
+        free(cx);
+        attn_mha_plan_destroy(plan);
+        mgrads_free(&m);
+        minst_free(&t);
+    }
+    printf("  %d training error rows (%d controls)\n", nrows, controls);
+    if (fails)
+        fail_msg("%d training error row(s) failed", fails);
+}
+
+/* The size calls of training. */
+static void test_train_api(void **state)
+{
+    (void)state;
+    minst t;
+    assert_int_equal(minst_build(&t, &err_bases[EB_CROSS]), 0);
+    attn_mha_plan *plan = NULL;
+    assert_int_equal(attn_mha_plan_create(&plan, &t.d), ATTN_OK);
+    size_t bytes = 777;
+    assert_int_equal(attn_mha_context_size(NULL, &bytes), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_mha_backward_workspace_size(NULL, &bytes), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(bytes, 777);
+    assert_int_equal(attn_mha_context_size(plan, NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_mha_backward_workspace_size(plan, NULL), ATTN_ERR_NULL_ARGUMENT);
+    /* the context holds Q, K, V, O and the logsumexp at least */
+    const int64_t B = t.c.B, L = t.c.L, S = t.c.S, E = t.c.E, H = t.c.H;
+    assert_int_equal(attn_mha_context_size(plan, &bytes), ATTN_OK);
+    assert_true(bytes >= (size_t)(2 * B * L * E + 2 * B * S * t.kvE + B * H * L) * sizeof(float));
+    assert_int_equal(attn_mha_backward_workspace_size(plan, &bytes), ATTN_OK);
+    assert_true(bytes > 0);
+    attn_mha_plan_destroy(plan);
+    minst_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -831,6 +1297,10 @@ int main(void)
         cmocka_unit_test(test_weights_optional),
         cmocka_unit_test(test_api),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_backward),
+        cmocka_unit_test(test_backward_fd),
+        cmocka_unit_test(test_train_errors),
+        cmocka_unit_test(test_train_api),
     };
     return cmocka_run_group_tests_name("mha", tests, NULL, NULL);
 }
