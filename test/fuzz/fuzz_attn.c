@@ -1326,11 +1326,13 @@ static bwd_buf bwd_buf_of(const obuf *o, const attn_view *v, const int64_t sz[3]
 
 /* An output buffer for view v, or for the valid view v0 when v (planted)
  * spans nothing allocatable; the plan must refuse such a view anyway. */
+static int unalloc; /* a view spanned too much: obuf_make2 took v0 */
 static attn_view obuf_make2(obuf *b, rd *r, const attn_view *v, const attn_view *v0,
                             const int64_t sz[3], int64_t D)
 {
     int64_t ext = view_extent(v, sz, D);
     if (ext < 0) {
+        unalloc = 1;
         v = v0;
         ext = view_extent(v, sz, D);
     }
@@ -1477,6 +1479,7 @@ static void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2)
     expect pe = expect_bwd_plan(&bd);
 
     /* buffers: dO (NaN in gaps and padded rows), sentinel-filled outputs */
+    unalloc = 0;
     obuf go = { 0 }, gq = { 0 }, gk = { 0 }, gv = { 0 }, gb = { 0 };
     const attn_view gov = obuf_make2(&go, r, &bd.d_o, &valid.d_o, szq, dv);
     {
@@ -1498,9 +1501,7 @@ static void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2)
         attn_view dbv0 = dbias_eff(&valid);
         if (!valid.want_dbias)
             dbv0 = attn_view_bhsd(Hq, n, m);
-        if (view_extent(&dbv, szb, m) < 0)
-            dbv = dbv0;
-        obuf_make2(&gb, r, &dbv, &dbv0, szb, m);
+        dbv = obuf_make2(&gb, r, &dbv, &dbv0, szb, m);
     }
     obuf *outs[4] = { &gq, &gk, &gv, &gb };
 
@@ -1587,6 +1588,15 @@ static void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2)
     const int oneshot = (wsel & 3) == 3 && !ws_small && !ws_mis;
     attn_status st;
     bwd_clear(outs);
+    if (unalloc && pe.must == 0) {
+        /* a planted view that may be valid but spans more than we
+         * allocate: plan only */
+        attn_sdpa_bwd_plan *plan = NULL;
+        st = attn_sdpa_bwd_plan_create(&plan, &bd);
+        check_status("attn_sdpa_bwd_plan_create", st, pe);
+        attn_sdpa_bwd_plan_destroy(plan);
+        goto done;
+    }
     if (null_top && pe.must == 0) {
         attn_sdpa_bwd_plan *plan = NULL;
         size_t bytes = 0;
