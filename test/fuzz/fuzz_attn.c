@@ -1,8 +1,8 @@
 /*
  * fuzz_attn.c -- libFuzzer target: the input bytes decode into one whole
- * SDPA or MHA problem (sizes, layouts and strides, broadcast and
- * overlapping input views, window, lengths, masks, bias, optional outputs,
- * threads, workspace) with, on demand, one or two deliberately invalid
+ * SDPA (then its backward) or MHA problem (sizes, layouts and strides,
+ * broadcast and overlapping input views, window, lengths, masks, bias,
+ * optional outputs, threads, workspace) with, on demand, one or two deliberately invalid
  * fields.  The contract of attn.h is checked and any violation abort()s:
  *
  * - the status: an independent reading of attn.h's rules (expect_*) says
@@ -21,8 +21,27 @@
  *   for the mask), so reading one shows in the outputs; the test BLAS
  *   (plain_sgemm.c) and AddressSanitizer catch reads outside the buffers.
  *
+ * After a valid SDPA problem passed these checks, its bytes go on to the
+ * SDPA backward (fuzz_sdpa_bwd; skipped for a quarter of the inputs): the
+ * forward's O and logsumexp (a want_lse run when the problem had none) as
+ * inputs, dO from the input's seed in a decoded view (NaN in its gaps and
+ * in padded query rows, whose O rows are set to NaN too: never read),
+ * dQ, dK, dV and, with a bias, mostly dBias in decoded views (BHSD, BSHD,
+ * any order with gaps; garbage in dBias's strides of the dimensions the
+ * bias broadcasts over, which attn.h says are ignored), one or two planted
+ * invalid backward fields (BB_*: want_lse 0, want_probs 1, dBias without
+ * bias, reserved, unset, negative, zero, short, non-nested or huge
+ * strides, a field of fwd, NULL or extra pointers, lengths, workspace,
+ * NULL plan/desc/args), plan/execute with a workspace choice or the
+ * one-shot.  The same contract is checked: the status (expect_bwd_*),
+ * outputs untouched and inputs unchanged on error; on success
+ * test/bwd_check.c (shared with the SDPA table's backward check: every
+ * gradient within ref_sdpa_bwd's bounds, the exact zeros, the sentinel
+ * outside the views) and a rerun with another thread count, bitwise.
+ *
  * Decoding never fails: a short input reads as zeros, which is a small
- * valid problem.  FUZZ_VERBOSE=1 prints each decoded problem.
+ * valid problem (its backward included).  FUZZ_VERBOSE=1 prints each
+ * decoded problem; FUZZ_STATS=1 counts where inputs ended.
  *
  * Library bugs it found are fixed; their reproducers are in regressions/
  * (the replay test runs them) and each has a row in test_errors.c or
