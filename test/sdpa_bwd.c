@@ -9,9 +9,9 @@
  * queries); dQ, dK, dV (and dBias when the row has a bias: want_dbias) go
  * to sentinel-filled buffers in views of the row's output layout (BHSD,
  * BSHD or random order with gaps).  Then:
- *   - every gradient element within the bound of reference.c's backward
- *     error model (ref_sdpa_bwd, summarized below) of the float64 reference,
- *     with exact (bitwise +0) zeros for dQ of padded or empty rows, dK and
+ *   - (bwd_check.c) every gradient element within the bound of
+ *     reference.c's backward error model (ref_sdpa_bwd, summarized below)
+ *     of the float64 reference, with exact (bitwise +0) zeros for dQ of padded or empty rows, dK and
  *     dV of K/V rows no query sees, dBias elements no visible position
  *     sums into; every element outside the views keeps the sentinel;
  *   - threads 1, 2, 3, 4: the same bits in every output buffer;
@@ -33,11 +33,11 @@
  * see key j, o_rel and lse_tol the forward's bounds (ref_row_tolerance).
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bwd_check.h"
 #include "reference.h"
 #include "sdpa_cases.h"
 
@@ -306,163 +306,36 @@ typedef struct rep {
     long bad;
 } rep;
 
-static void bad(rep *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void bad(rep *r, const char *fmt, ...)
+/* bwd_check's reporter: the case once, then up to MAXREP problems. */
+static void report(void *ctx, const char *msg)
 {
+    rep *r = ctx;
     if (r->bad == 0)
         printf("FAIL [bwd] case: %s\n", tcase_str(r->c));
-    if (r->bad < MAXREP) {
-        va_list ap;
-        va_start(ap, fmt);
-        printf("  ");
-        vprintf(fmt, ap);
-        printf("\n");
-        va_end(ap);
-    }
+    if (r->bad < MAXREP)
+        printf("  %s\n", msg);
     r->bad++;
 }
 
-static void upd(double err, double tol, double *maxerr, double *ratio)
+static bwd_buf as_buf(const obuf *o)
 {
-    if (isfinite(err) && err > *maxerr)
-        *maxerr = err;
-    double q = err / tol;
-    if (isfinite(q) && q > *ratio)
-        *ratio = q;
-}
-
-static uint32_t fbits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-/* Compare the view elements of o (dense reference ref/tol [B][H][S][D]);
- * zero[(b, h, s)] (or NULL) marks rows that must be bitwise +0. */
-static void cmp_tensor(rep *r, const char *name, const obuf *o, const double *ref,
-                       const double *tol, const unsigned char *zero, double *maxerr,
-                       double *ratio)
-{
-    const vshape z = o->z;
-    for (int64_t b = 0; b < z.B; b++)
-        for (int64_t h = 0; h < z.H; h++)
-            for (int64_t s = 0; s < z.S; s++) {
-                const size_t row = (size_t)((b * z.H + h) * z.S + s);
-                const float *g = at(o, b, h, s);
-                for (int64_t x = 0; x < z.D; x++) {
-                    const size_t e = row * (size_t)z.D + (size_t)x;
-                    if (zero && zero[row]) {
-                        if (fbits(g[x]) != 0)
-                            bad(r, "%s[%lld][%lld][%lld][%lld] = %.9g (0x%08x), must be +0", name,
-                                (long long)b, (long long)h, (long long)s, (long long)x,
-                                (double)g[x], (unsigned)fbits(g[x]));
-                        continue;
-                    }
-                    double err = fabs((double)g[x] - ref[e]);
-                    upd(err, tol[e], maxerr, ratio);
-                    if (!(err <= tol[e]))
-                        bad(r, "%s[%lld][%lld][%lld][%lld] = %.9g, ref %.9g, err %.3g > tol %.3g",
-                            name, (long long)b, (long long)h, (long long)s, (long long)x,
-                            (double)g[x], ref[e], err, tol[e]);
-                }
-            }
-    /* outside the view: the sentinel */
-    unsigned char *map = calloc(o->count, 1);
-    if (!map) {
-        bad(r, "out of memory");
-        return;
-    }
-    const size_t off = (size_t)(o->ptr - (float *)(void *)o->base);
-    for (int64_t b = 0; b < z.B; b++)
-        for (int64_t h = 0; h < z.H; h++)
-            for (int64_t s = 0; s < z.S; s++)
-                for (int64_t x = 0; x < z.D; x++)
-                    map[off + (size_t)(b * o->v.batch + h * o->v.head + s * o->v.seq + x)] = 1;
-    for (size_t x = 0; x < o->count; x++)
-        if (!map[x] && o->base[x] != TSENTINEL)
-            bad(r, "%s: element %zu outside the view was written (0x%08x)", name, x,
-                (unsigned)o->base[x]);
-    free(map);
+    bwd_buf b = {o->ptr, o->v, o->z.B, o->z.H, o->z.S, o->z.D, o->base, o->count};
+    return b;
 }
 
 static long bwd_compare(const bwd *w, const tcase *c, tstats *st)
 {
     rep r = {c, 0};
-    const attn_sdpa_desc *d = &w->t->desc;
-    ref_bwd_out g;
-    if (ref_sdpa_bwd_alloc(d, &w->t->args, w->d_o.ptr, w->desc.d_o, w->desc.want_dbias, &g)) {
-        printf("bwd reference: out of memory\n");
-        return 1;
-    }
-    double *r_ratio = &st->ratio_bwd;
-    cmp_tensor(&r, "dQ", &w->dq, g.dq, g.dq_tol, g.row_empty, &st->err_dq, r_ratio);
-    unsigned char *unseen = malloc((size_t)(d->batch * d->kv_heads * d->kv_len));
-    if (unseen) {
-        for (int64_t x = 0; x < d->batch * d->kv_heads * d->kv_len; x++)
-            unseen[x] = !g.kv_seen[x];
-        cmp_tensor(&r, "dK", &w->dk, g.dk, g.dk_tol, unseen, &st->err_dk, r_ratio);
-        cmp_tensor(&r, "dV", &w->dv, g.dv, g.dv_tol, unseen, &st->err_dv, r_ratio);
-        free(unseen);
-    }
-    if (w->desc.want_dbias) {
-        const vshape z = w->dbias.z;
-        const size_t tot = (size_t)(z.B * z.H * z.S * z.D);
-        double *val = malloc(tot * sizeof *val), *tol = malloc(tot * sizeof *tol);
-        int64_t *cnt = malloc(tot * sizeof *cnt);
-        unsigned char *zero = malloc(tot);
-        if (val && tol && cnt && zero) {
-            ref_dbias_reduce(d, &g, val, tol, cnt);
-            for (size_t x = 0; x < tot; x++)
-                zero[x] = cnt[x] == 0;
-            for (int64_t b = 0; b < z.B; b++)
-                for (int64_t h = 0; h < z.H; h++)
-                    for (int64_t i = 0; i < z.S; i++) {
-                        const float *gb = at(&w->dbias, b, h, i);
-                        for (int64_t j = 0; j < z.D; j++) {
-                            const size_t e = (size_t)(((b * z.H + h) * z.S + i) * z.D + j);
-                            if (zero[e]) {
-                                if (fbits(gb[j]) != 0)
-                                    bad(&r, "dBias[%lld][%lld][%lld][%lld] = %.9g (0x%08x), no "
-                                        "visible position: must be +0",
-                                        (long long)b, (long long)h, (long long)i, (long long)j,
-                                        (double)gb[j], (unsigned)fbits(gb[j]));
-                                continue;
-                            }
-                            double err = fabs((double)gb[j] - val[e]);
-                            upd(err, tol[e], &st->err_dbias, r_ratio);
-                            if (!(err <= tol[e]))
-                                bad(&r, "dBias[%lld][%lld][%lld][%lld] = %.9g, ref %.9g, err "
-                                    "%.3g > tol %.3g",
-                                    (long long)b, (long long)h, (long long)i, (long long)j,
-                                    (double)gb[j], val[e], err, tol[e]);
-                        }
-                    }
-            /* outside the view: the sentinel */
-            unsigned char *map = calloc(w->dbias.count, 1);
-            if (map) {
-                const size_t off = (size_t)(w->dbias.ptr - (float *)(void *)w->dbias.base);
-                for (int64_t b = 0; b < z.B; b++)
-                    for (int64_t h = 0; h < z.H; h++)
-                        for (int64_t i = 0; i < z.S; i++)
-                            for (int64_t j = 0; j < z.D; j++)
-                                map[off + (size_t)(b * w->dbias.v.batch + h * w->dbias.v.head +
-                                                   i * w->dbias.v.seq + j)] = 1;
-                for (size_t x = 0; x < w->dbias.count; x++)
-                    if (!map[x] && w->dbias.base[x] != TSENTINEL)
-                        bad(&r, "dBias: element %zu outside the view was written (0x%08x)", x,
-                            (unsigned)w->dbias.base[x]);
-                free(map);
-            }
-        } else {
-            bad(&r, "out of memory");
-        }
-        free(val);
-        free(tol);
-        free(cnt);
-        free(zero);
-    }
-    ref_bwd_out_free(&g);
+    const bwd_buf dq = as_buf(&w->dq), dk = as_buf(&w->dk), dv = as_buf(&w->dv),
+                  db = as_buf(&w->dbias);
+    bwd_err e = {st->err_dq, st->err_dk, st->err_dv, st->err_dbias, st->ratio_bwd};
+    bwd_check(&w->t->desc, &w->t->args, w->d_o.ptr, w->desc.d_o, &dq, &dk, &dv,
+              w->desc.want_dbias ? &db : NULL, TSENTINEL, report, &r, &e);
+    st->err_dq = e.dq;
+    st->err_dk = e.dk;
+    st->err_dv = e.dv;
+    st->err_dbias = e.dbias;
+    st->ratio_bwd = e.ratio;
     if (r.bad > MAXREP)
         printf("  ... %ld problems in all\n", r.bad);
     st->bwd_cases++;

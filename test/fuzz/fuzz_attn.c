@@ -1,8 +1,8 @@
 /*
  * fuzz_attn.c -- libFuzzer target: the input bytes decode into one whole
- * SDPA or MHA problem (sizes, layouts and strides, broadcast and
- * overlapping input views, window, lengths, masks, bias, optional outputs,
- * threads, workspace) with, on demand, one or two deliberately invalid
+ * SDPA (then its backward) or MHA problem (sizes, layouts and strides,
+ * broadcast and overlapping input views, window, lengths, masks, bias,
+ * optional outputs, threads, workspace) with, on demand, one or two deliberately invalid
  * fields.  The contract of attn.h is checked and any violation abort()s:
  *
  * - the status: an independent reading of attn.h's rules (expect_*) says
@@ -21,8 +21,27 @@
  *   for the mask), so reading one shows in the outputs; the test BLAS
  *   (plain_sgemm.c) and AddressSanitizer catch reads outside the buffers.
  *
+ * After a valid SDPA problem passed these checks, its bytes go on to the
+ * SDPA backward (fuzz_sdpa_bwd; skipped for a quarter of the inputs): the
+ * forward's O and logsumexp (a want_lse run when the problem had none) as
+ * inputs, dO from the input's seed in a decoded view (NaN in its gaps and
+ * in padded query rows, whose O rows are set to NaN too: never read),
+ * dQ, dK, dV and, with a bias, mostly dBias in decoded views (BHSD, BSHD,
+ * any order with gaps; garbage in dBias's strides of the dimensions the
+ * bias broadcasts over, which attn.h says are ignored), one or two planted
+ * invalid backward fields (BB_*: want_lse 0, want_probs 1, dBias without
+ * bias, reserved, unset, negative, zero, short, non-nested or huge
+ * strides, a field of fwd, NULL or extra pointers, lengths, workspace,
+ * NULL plan/desc/args), plan/execute with a workspace choice or the
+ * one-shot.  The same contract is checked: the status (expect_bwd_*),
+ * outputs untouched and inputs unchanged on error; on success
+ * test/bwd_check.c (shared with the SDPA table's backward check: every
+ * gradient within ref_sdpa_bwd's bounds, the exact zeros, the sentinel
+ * outside the views) and a rerun with another thread count, bitwise.
+ *
  * Decoding never fails: a short input reads as zeros, which is a small
- * valid problem.  FUZZ_VERBOSE=1 prints each decoded problem.
+ * valid problem (its backward included).  FUZZ_VERBOSE=1 prints each
+ * decoded problem; FUZZ_STATS=1 counts where inputs ended.
  *
  * Library bugs it found are fixed; their reproducers are in regressions/
  * (the replay test runs them) and each has a row in test_errors.c or
@@ -38,6 +57,7 @@
 #include <attn.h>
 
 #include "../mha_reference.h"
+#include "../bwd_check.h"
 #include "../reference.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -51,13 +71,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 static int verbose;
 
 /* FUZZ_STATS=1: at exit, how many inputs ended where (replay and tuning). */
-enum { N_PLAN_ONLY, N_ERROR, N_CHECKED, N_MHA_PLAN_ONLY, N_MHA_ERROR, N_MHA_CHECKED, N_COUNT };
+enum { N_PLAN_ONLY, N_ERROR, N_CHECKED, N_MHA_PLAN_ONLY, N_MHA_ERROR, N_MHA_CHECKED,
+       N_BWD_ERROR, N_BWD_CHECKED, N_COUNT };
 static long counts[N_COUNT];
 static void print_counts(void)
 {
     fprintf(stderr, "fuzz_attn: SDPA plan-only %ld, error %ld, checked %ld; "
-            "MHA plan-only %ld, error %ld, checked %ld\n", counts[0], counts[1], counts[2],
-            counts[3], counts[4], counts[5]);
+            "MHA plan-only %ld, error %ld, checked %ld; SDPA backward error %ld, checked %ld\n",
+            counts[0], counts[1], counts[2], counts[3], counts[4], counts[5], counts[6],
+            counts[7]);
 }
 
 #define FAIL(...)                                                           \
@@ -149,7 +171,7 @@ static void check_status(const char *what, attn_status st, expect e)
              (int)st, e.must, e.maybe);
 }
 
-enum { VK_INPUT, VK_OUTPUT, VK_LSE, VK_BCAST };
+enum { VK_INPUT, VK_OUTPUT, VK_LSE, VK_BCAST, VK_DBIAS };
 
 /* Exact self-overlap of an output view (rows of D elements): 1 overlapping,
  * 0 not, -1 too many rows to tell. */
@@ -239,8 +261,16 @@ static void expect_view(expect *e, const attn_view *v, int64_t B, int64_t H, int
      * even when that length is 1"; a mask or bias row is m long too ("a
      * row stride is shorter than its row"), 0 broadcasting.  logsumexp has
      * no row: only the size-1 rule applies to it. */
-    if (kind != VK_LSE && v->seq < D && !(kind == VK_BCAST && v->seq == 0))
-        e->must |= BIT(ATTN_ERR_BAD_STRIDE);
+    if (kind != VK_LSE && v->seq < D && !(kind == VK_BCAST && v->seq == 0)) {
+        /* dBias: "output views follow the rules of the forward's outputs",
+         * but it is no BLAS operand and its own header line does not say
+         * whether a single row (S == 1) needs a row stride: tolerated
+         * (nesting refuses a short stride when S > 1) */
+        if (kind == VK_DBIAS)
+            e->maybe |= BIT(ATTN_ERR_BAD_STRIDE);
+        else
+            e->must |= BIT(ATTN_ERR_BAD_STRIDE);
+    }
     if (v->seq > INT32_MAX) {
         /* the BLAS leading dimension; the mask, bias and logsumexp are not
          * BLAS operands, so the header does not say (tolerated) */
@@ -259,7 +289,7 @@ static void expect_view(expect *e, const attn_view *v, int64_t B, int64_t H, int
         e->must |= BIT(ATTN_ERR_TOO_LARGE);
     else if (ext > ((uint64_t)1 << 58))
         e->maybe |= BIT(ATTN_ERR_TOO_LARGE);
-    if (kind == VK_OUTPUT || kind == VK_LSE) {
+    if (kind == VK_OUTPUT || kind == VK_LSE || kind == VK_DBIAS) {
         if (!nested_ok(sz, st, D)) {
             e->must |= BIT(ATTN_ERR_BAD_STRIDE);
         } else if (!ovf && ext <= (uint64_t)INT64_MAX / sizeof(float) &&
@@ -710,6 +740,8 @@ static int threads_other(int t, unsigned c)
         t2 = t % 4 + 1;
     return t2;
 }
+
+static void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2);
 
 static void fuzz_sdpa(rd *r)
 {
@@ -1203,7 +1235,9 @@ static void fuzz_sdpa(rd *r)
         free(so);
         free(sp);
         free(sl);
+        d->threads = t1;
     }
+    fuzz_sdpa_bwd(r, &P, t2);
 out:
     free(inputs_copy);
     free(mask_copy);
@@ -1212,6 +1246,496 @@ out:
     obuf_free(&P.o);
     obuf_free(&P.p);
     obuf_free(&P.l);
+}
+
+/* --------------------------------------------------------- SDPA backward */
+
+/* Invalid fields of the backward (one or two per input, as the forward's). */
+enum {
+    BB_NONE = 0,
+    BB_LSE_OFF,        /* fwd.want_lse 0 */
+    BB_PROBS_ON,       /* fwd.want_probs 1 */
+    BB_DBIAS_NOBIAS,   /* want_dbias without fwd.use_bias */
+    BB_RESERVED,
+    BB_VIEW_UNSET,     /* a stride of dO, dQ, dK, dV or dBias */
+    BB_VIEW_NEG,
+    BB_VIEW_ZERO,
+    BB_VIEW_SHORT,
+    BB_VIEW_OVERLAP,   /* an output view not nested */
+    BB_VIEW_HUGE,
+    BB_FWD,            /* a field of fwd: scale, threads, reserved, dropout */
+    BB_PTR_NULL,
+    BB_PTR_EXTRA,      /* a pointer of a feature not in use (dbias too) */
+    BB_LENGTH,
+    BB_WS_SMALL,
+    BB_WS_MISALIGNED,
+    BB_NULL_TOP,       /* NULL plan, desc, args or bytes */
+    BB_COUNT_
+};
+
+/* dBias's shape: 1 where the bias broadcasts (its stride 0). */
+static void dbias_shape(const attn_sdpa_desc *f, int64_t sz[3])
+{
+    sz[0] = f->bias.batch ? f->batch : 1;
+    sz[1] = f->bias.head ? f->q_heads : 1;
+    sz[2] = f->bias.seq ? f->q_len : 1;
+}
+
+/* The dBias view with the strides attn.h says are ignored (those of the
+ * dimensions the bias broadcasts over) set to 0. */
+static attn_view dbias_eff(const attn_sdpa_bwd_desc *bd)
+{
+    attn_view v = bd->dbias;
+    if (!bd->fwd.bias.batch) v.batch = 0;
+    if (!bd->fwd.bias.head) v.head = 0;
+    if (!bd->fwd.bias.seq) v.seq = 0;
+    return v;
+}
+
+static expect expect_bwd_plan(const attn_sdpa_bwd_desc *bd)
+{
+    const attn_sdpa_desc *f = &bd->fwd;
+    expect e = expect_sdpa_plan(f);
+    if (reserved_nonzero(bd->reserved, (int)(sizeof bd->reserved / sizeof bd->reserved[0])) ||
+        !f->want_lse || f->want_probs || (bd->want_dbias && !f->use_bias))
+        e.must |= BIT(ATTN_ERR_BAD_OPTION);
+    const int64_t B = f->batch, Hq = f->q_heads, Hkv = f->kv_heads, n = f->q_len,
+                  m = f->kv_len;
+    expect_view(&e, &bd->d_o, B, Hq, n, f->v_dim, VK_INPUT);
+    expect_view(&e, &bd->dq, B, Hq, n, f->qk_dim, VK_OUTPUT);
+    expect_view(&e, &bd->dk, B, Hkv, m, f->qk_dim, VK_OUTPUT);
+    expect_view(&e, &bd->dv, B, Hkv, m, f->v_dim, VK_OUTPUT);
+    if (bd->want_dbias && f->use_bias) {
+        int64_t sz[3];
+        dbias_shape(f, sz);
+        const attn_view v = dbias_eff(bd);
+        expect_view(&e, &v, sz[0], sz[1], sz[2], m, VK_DBIAS);
+    }
+    return e;
+}
+
+static expect expect_bwd_exec(const attn_sdpa_bwd_desc *bd, const attn_sdpa_bwd_args *a,
+                              const void *ws, size_t ws_bytes, size_t need)
+{
+    const attn_sdpa_desc *f = &bd->fwd;
+    expect e = { 0, 0 };
+    const ptr_use u[] = {
+        { 1, a->q },  { 1, a->k },  { 1, a->v },  { 1, a->o },  { 1, a->d_o }, { 1, a->lse },
+        { 1, a->dq }, { 1, a->dk }, { 1, a->dv },
+        { f->use_kv_lens, a->kv_lens }, { f->use_q_lens, a->q_lens },
+        { f->mask_mode != ATTN_MASK_NONE, a->mask }, { f->use_bias, a->bias },
+        { bd->want_dbias, a->dbias },
+    };
+    expect_call(&e, u, sizeof u / sizeof u[0], f->batch, f->use_kv_lens ? a->kv_lens : NULL,
+                f->kv_len, f->use_q_lens ? a->q_lens : NULL, f->q_len, ws, ws_bytes, need);
+    return e;
+}
+
+static void bwd_report(void *ctx, const char *msg)
+{
+    (void)ctx;
+    FAIL("backward: %s", msg);
+}
+
+static bwd_buf bwd_buf_of(const obuf *o, const attn_view *v, const int64_t sz[3], int64_t D)
+{
+    bwd_buf b = { o->ptr, *v, sz[0], sz[1], sz[2], D, NULL, 0 };
+    return b;
+}
+
+/* An output buffer for view v, or for the valid view v0 when v (planted)
+ * spans nothing allocatable; the plan must refuse such a view anyway. */
+static int unalloc; /* a view spanned too much: obuf_make2 took v0 */
+static attn_view obuf_make2(obuf *b, rd *r, const attn_view *v, const attn_view *v0,
+                            const int64_t sz[3], int64_t D)
+{
+    int64_t ext = view_extent(v, sz, D);
+    if (ext < 0) {
+        unalloc = 1;
+        v = v0;
+        ext = view_extent(v, sz, D);
+    }
+    obuf_make(b, r, v, sz, D, ext);
+    return *v;
+}
+
+static void bwd_clear(obuf *o[4])
+{
+    for (int k = 0; k < 4; k++)
+        if (o[k]->base)
+            obuf_clear(o[k]);
+}
+
+/* The backward on the problem of P, whose forward (O, and the logsumexp
+ * when it wanted one) has just been checked. */
+static void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2)
+{
+    const attn_sdpa_desc *d = &P->d;
+    unsigned ctl = u8(r);
+    if ((ctl & 3) == 3)
+        return;
+    unsigned bad[2] = { BB_NONE, BB_NONE };
+    unsigned bb = u8(r);
+    if (bb) {
+        bad[0] = 1 + (bb - 1) % (BB_COUNT_ - 1);
+        if (bb >= 128)
+            bad[1] = 1 + pick(r, BB_COUNT_ - 1);
+    }
+    const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
+                  m = d->kv_len, dk = d->qk_dim, dv = d->v_dim;
+    const int64_t szq[3] = { B, Hq, n }, szk[3] = { B, Hkv, m };
+
+    /* the forward's logsumexp: its own output, or a run with want_lse */
+    const float *lse = P->l.ptr;
+    attn_view lv = d->lse;
+    float *own_lse = NULL;
+    if (!d->want_lse) {
+        attn_sdpa_desc d2 = *d;
+        d2.want_probs = 0;
+        d2.want_lse = 1;
+        d2.lse = attn_view_bhsd(Hq, n, 1);
+        own_lse = xmalloc((size_t)(B * Hq * n) * sizeof(float));
+        float *so = obuf_snap(&P->o);
+        attn_sdpa_args a2 = P->a;
+        a2.probs = NULL;
+        a2.lse = own_lse;
+        attn_status st = attn_sdpa(&d2, &a2);
+        if (st != ATTN_OK)
+            FAIL("forward with want_lse for the backward: %s", st_name(st));
+        if (memcmp(so, P->o.base, P->o.count * sizeof(float)))
+            FAIL("want_lse changed the bits of O");
+        free(so);
+        lse = own_lse;
+        lv = d2.lse;
+    }
+    /* O rows of padded queries are never read: NaN (the gaps hold the
+     * sentinel, a NaN, already) */
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = d->use_q_lens ? P->q_lens[b] : n; i < n; i++)
+                for (int64_t x = 0; x < dv; x++)
+                    P->o.ptr[b * d->o.batch + h * d->o.head + i * d->o.seq + x] = NAN;
+
+    /* the desc: views of dO, dQ, dK, dV and (with a bias, mostly) dBias */
+    attn_sdpa_bwd_desc bd;
+    attn_sdpa_bwd_desc_init(&bd);
+    bd.fwd = *d;
+    bd.fwd.want_probs = 0;
+    bd.fwd.probs = (attn_view){ ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET };
+    bd.fwd.want_lse = 1;
+    bd.fwd.lse = lv;
+    bd.d_o = gen_view(r, szq, dv);
+    bd.dq = gen_view(r, szq, dk);
+    bd.dk = gen_view(r, szk, dk);
+    bd.dv = gen_view(r, szk, dv);
+    int64_t szb[3];
+    dbias_shape(d, szb);
+    if (d->use_bias && !(ctl & 4)) {
+        bd.want_dbias = 1;
+        bd.dbias = gen_view(r, szb, m);
+        /* garbage in the strides attn.h says are ignored */
+        static const int64_t junk[] = { ATTN_STRIDE_UNSET, -1, 0, INT64_MAX, 3, -77777 };
+        unsigned jb = u8(r);
+        if (!d->bias.batch) bd.dbias.batch = junk[jb % 6];
+        if (!d->bias.head) bd.dbias.head = junk[(jb >> 2) % 6];
+        if (!d->bias.seq) bd.dbias.seq = junk[(jb >> 4) % 6];
+    }
+    const attn_sdpa_bwd_desc valid = bd;
+
+    /* plan-time invalid fields */
+    for (int k = 0; k < 2; k++) {
+        attn_view *views[] = { &bd.d_o, &bd.dq, &bd.dk, &bd.dv, &bd.dbias };
+        unsigned wv = pick(r, 5);
+        if (wv == 4 && !bd.want_dbias)
+            wv = 1;
+        attn_view *vw = views[wv];
+        int64_t *sp = pick(r, 3) == 0 ? &vw->batch : (u8(r) & 1) ? &vw->head : &vw->seq;
+        switch (bad[k]) {
+        case BB_LSE_OFF: bd.fwd.want_lse = 0; break;
+        case BB_PROBS_ON:
+            bd.fwd.want_probs = 1;
+            if (u8(r) & 1) bd.fwd.probs = attn_view_bhsd(Hq, n, m);
+            break;
+        case BB_DBIAS_NOBIAS:
+            if (!bd.want_dbias) {
+                bd.want_dbias = 1;
+                bd.dbias = attn_view_bhsd(Hq, n, m);
+            }
+            bd.fwd.use_bias = 0;
+            break;
+        case BB_RESERVED: {
+            const int64_t val = (int64_t)u8(r) - 128;
+            bd.reserved[pick(r, 16)] = val ? val : INT64_MIN;
+            break;
+        }
+        case BB_VIEW_UNSET: *sp = ATTN_STRIDE_UNSET; break;
+        case BB_VIEW_NEG: *sp = -1 - (int64_t)u8(r) * (int64_t)(u8(r) + 1); break;
+        case BB_VIEW_ZERO: *sp = 0; break;
+        case BB_VIEW_SHORT: vw->seq = vw->seq > 0 ? vw->seq - 1 - pick(r, 2) : 0; if (vw->seq < 0) vw->seq = 0; break;
+        case BB_VIEW_OVERLAP: {
+            if (wv == 0)
+                vw = &bd.dq; /* dO is an input: overlapping is fine there */
+            int64_t *s = pick(r, 2) ? &vw->head : &vw->batch;
+            *s = (int64_t)pick(r, 4) + (s == &vw->head ? 0 : 1);
+            if (u8(r) & 1) vw->seq = vw->head;
+            break;
+        }
+        case BB_VIEW_HUGE:
+            if (u8(r) & 1) vw->seq = (int64_t)INT32_MAX + 1 + pick(r, 4);
+            else *sp = (int64_t)1 << (52 + pick(r, 11));
+            break;
+        case BB_FWD:
+            switch (pick(r, 4)) {
+            case 0: bd.fwd.scale = (u8(r) & 1) ? INFINITY : -INFINITY; break;
+            case 1: bd.fwd.threads = (u8(r) & 1) ? -1 : 1025; break;
+            case 2: bd.fwd.reserved[pick(r, 13)] = 1 + (int64_t)u8(r); break;
+            default: bd.fwd.dropout_p = (u8(r) & 1) ? NAN : -0.5; break;
+            }
+            break;
+        default: break;
+        }
+    }
+    expect pe = expect_bwd_plan(&bd);
+
+    /* buffers: dO (NaN in gaps and padded rows), sentinel-filled outputs */
+    unalloc = 0;
+    obuf go = { 0 }, gq = { 0 }, gk = { 0 }, gv = { 0 }, gb = { 0 };
+    const attn_view gov = obuf_make2(&go, r, &bd.d_o, &valid.d_o, szq, dv);
+    {
+        prng g = { u32(r) ^ 0x5851f42d4c957f2dull };
+        for (size_t i = 0; i < go.count; i++)
+            go.base[i] = NAN;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < Hq; h++)
+                for (int64_t i = 0; i < (d->use_q_lens ? P->q_lens[b] : n); i++)
+                    for (int64_t x = 0; x < dv; x++)
+                        go.ptr[b * gov.batch + h * gov.head + i * gov.seq + x] =
+                            pr_val(&g, 1.0);
+    }
+    obuf_make2(&gq, r, &bd.dq, &valid.dq, szq, dk);
+    obuf_make2(&gk, r, &bd.dk, &valid.dk, szk, dk);
+    obuf_make2(&gv, r, &bd.dv, &valid.dv, szk, dv);
+    attn_view dbv = dbias_eff(&bd);
+    if (bd.want_dbias) {
+        attn_view dbv0 = dbias_eff(&valid);
+        if (!valid.want_dbias)
+            dbv0 = attn_view_bhsd(Hq, n, m);
+        dbv = obuf_make2(&gb, r, &dbv, &dbv0, szb, m);
+    }
+    obuf *outs[4] = { &gq, &gk, &gv, &gb };
+
+    attn_sdpa_bwd_args a = { 0 };
+    a.q = P->a.q;
+    a.k = P->a.k;
+    a.v = P->a.v;
+    a.o = P->a.o;
+    a.d_o = go.ptr;
+    a.lse = lse;
+    a.kv_lens = P->a.kv_lens;
+    a.q_lens = P->a.q_lens;
+    a.mask = P->a.mask;
+    a.bias = P->a.bias;
+    a.dq = gq.ptr;
+    a.dk = gk.ptr;
+    a.dv = gv.ptr;
+    a.dbias = bd.want_dbias ? gb.ptr : NULL;
+
+    /* execute-time invalid fields */
+    int ws_small = 0, ws_mis = 0, null_top = 0;
+    int32_t kvl[8], ql[8];
+    memcpy(kvl, P->kv_lens, sizeof kvl);
+    memcpy(ql, P->q_lens, sizeof ql);
+    static const int32_t zero_lens[8];
+    static const uint8_t junk_u8[8];
+    static float junk_f[8];
+    for (int k = 0; k < 2; k++) {
+        switch (bad[k]) {
+        case BB_PTR_NULL: {
+            const void **p[] = { (const void **)&a.q, (const void **)&a.k, (const void **)&a.v,
+                                 (const void **)&a.o, (const void **)&a.d_o, (const void **)&a.lse,
+                                 (const void **)&a.kv_lens, (const void **)&a.q_lens,
+                                 (const void **)&a.mask, (const void **)&a.bias,
+                                 (const void **)&a.dq, (const void **)&a.dk,
+                                 (const void **)&a.dv, (const void **)&a.dbias };
+            *p[pick(r, 14)] = NULL;
+            break;
+        }
+        case BB_PTR_EXTRA:
+            switch (pick(r, 5)) {
+            case 0: if (!bd.fwd.use_kv_lens) a.kv_lens = zero_lens; break;
+            case 1: if (!bd.fwd.use_q_lens) a.q_lens = zero_lens; break;
+            case 2: if (!bd.fwd.mask_mode) a.mask = junk_u8; break;
+            case 3: if (!bd.fwd.use_bias) a.bias = junk_f; break;
+            default: if (!bd.want_dbias) a.dbias = junk_f; break;
+            }
+            break;
+        case BB_LENGTH: {
+            unsigned b = pick(r, (unsigned)B);
+            if (u8(r) & 1) { kvl[b] = bad_length(r, m); bd.fwd.use_kv_lens = 1; a.kv_lens = kvl; }
+            else { ql[b] = bad_length(r, n); bd.fwd.use_q_lens = 1; a.q_lens = ql; }
+            break;
+        }
+        case BB_WS_SMALL: ws_small = 1; break;
+        case BB_WS_MISALIGNED: ws_mis = 1; break;
+        case BB_NULL_TOP: null_top = 1 + (int)pick(r, 6); break;
+        default: break;
+        }
+    }
+    if (verbose)
+        fprintf(stderr, "  bwd: dO{%lld,%lld,%lld} dQ{%lld,%lld,%lld} dK{%lld,%lld,%lld} "
+                "dV{%lld,%lld,%lld} dbias=%d{%lld,%lld,%lld} lse{%lld,%lld,%lld} bad=%u,%u "
+                "threads=%d/%d\n",
+                (long long)bd.d_o.batch, (long long)bd.d_o.head, (long long)bd.d_o.seq,
+                (long long)bd.dq.batch, (long long)bd.dq.head, (long long)bd.dq.seq,
+                (long long)bd.dk.batch, (long long)bd.dk.head, (long long)bd.dk.seq,
+                (long long)bd.dv.batch, (long long)bd.dv.head, (long long)bd.dv.seq,
+                bd.want_dbias, (long long)bd.dbias.batch, (long long)bd.dbias.head,
+                (long long)bd.dbias.seq, (long long)lv.batch, (long long)lv.head,
+                (long long)lv.seq, bad[0], bad[1], bd.fwd.threads, t2);
+    pe = expect_bwd_plan(&bd); /* BB_LENGTH may have enabled lengths */
+
+    /* inputs, to see that none changes */
+    float *pool_copy = xmalloc(P->pool_len * sizeof(float));
+    memcpy(pool_copy, P->pool, P->pool_len * sizeof(float));
+    float *o_copy = obuf_snap(&P->o), *do_copy = obuf_snap(&go);
+    const size_t l_bytes = own_lse ? (size_t)(B * Hq * n) * sizeof(float) : P->l.count * sizeof(float);
+    const void *l_base = own_lse ? (const void *)own_lse : (const void *)P->l.base;
+    float *l_copy = xmalloc(l_bytes);
+    memcpy(l_copy, l_base, l_bytes);
+
+    unsigned wsel = u8(r);
+    const int oneshot = (wsel & 3) == 3 && !ws_small && !ws_mis;
+    attn_status st;
+    bwd_clear(outs);
+    if (unalloc && pe.must == 0) {
+        /* a planted view that may be valid but spans more than we
+         * allocate: plan only */
+        attn_sdpa_bwd_plan *plan = NULL;
+        st = attn_sdpa_bwd_plan_create(&plan, &bd);
+        check_status("attn_sdpa_bwd_plan_create", st, pe);
+        attn_sdpa_bwd_plan_destroy(plan);
+        goto done;
+    }
+    if (null_top && pe.must == 0) {
+        attn_sdpa_bwd_plan *plan = NULL;
+        size_t bytes = 0;
+        st = ATTN_OK;
+        switch (null_top) {
+        case 1: st = attn_sdpa_bwd_plan_create(&plan, NULL); break;
+        case 2: st = attn_sdpa_bwd_plan_create(NULL, &bd); break;
+        case 3: st = attn_sdpa_backward(NULL, &a); break;
+        case 4: st = attn_sdpa_backward(&bd, NULL); break;
+        default:
+            st = attn_sdpa_bwd_plan_create(&plan, &bd);
+            check_status("attn_sdpa_bwd_plan_create", st, pe);
+            st = null_top == 5 ? attn_sdpa_bwd_execute(NULL, &a, NULL, 0)
+               : (u8(r) & 1)   ? attn_sdpa_bwd_execute(plan, NULL, NULL, 0)
+                               : attn_sdpa_bwd_workspace_size(plan, NULL);
+            attn_sdpa_bwd_plan_destroy(plan);
+            plan = NULL;
+            break;
+        }
+        if (plan)
+            FAIL("backward plan set on error");
+        if (st != ATTN_ERR_NULL_ARGUMENT)
+            FAIL("backward: NULL plan/desc/args: got %s", st_name(st));
+        (void)bytes;
+        for (int k = 0; k < 4; k++)
+            if (outs[k]->base)
+                obuf_untouched(outs[k], k == 0 ? "dQ" : k == 1 ? "dK" : k == 2 ? "dV" : "dBias",
+                               "NULL argument");
+        goto done;
+    }
+    wsp w1 = { 0 };
+    if (oneshot) {
+        expect x = pe.must ? pe : expect_bwd_exec(&bd, &a, NULL, 0, 0);
+        if (!pe.must)
+            x.maybe |= pe.maybe;
+        st = attn_sdpa_backward(&bd, &a);
+        check_status("attn_sdpa_backward", st, x);
+    } else {
+        attn_sdpa_bwd_plan *plan = NULL;
+        st = attn_sdpa_bwd_plan_create(&plan, &bd);
+        check_status("attn_sdpa_bwd_plan_create", st, pe);
+        if (st != ATTN_OK) {
+            if (plan)
+                FAIL("backward plan set on error");
+        } else {
+            size_t need_ws = 0;
+            if (attn_sdpa_bwd_workspace_size(plan, &need_ws) != ATTN_OK)
+                FAIL("attn_sdpa_bwd_workspace_size failed");
+            wsp_make(&w1, wsel & 3, need_ws, ws_small, ws_mis);
+            expect ee = expect_bwd_exec(&bd, &a, w1.ptr, w1.bytes, need_ws);
+            if (ws_small && need_ws == 0)
+                ee.must &= ~BIT(ATTN_ERR_WORKSPACE_TOO_SMALL);
+            st = attn_sdpa_bwd_execute(plan, &a, w1.ptr, w1.bytes);
+            check_status("attn_sdpa_bwd_execute", st, ee);
+            attn_sdpa_bwd_plan_destroy(plan);
+        }
+    }
+    free(w1.raw);
+    if (memcmp(pool_copy, P->pool, P->pool_len * sizeof(float)) ||
+        memcmp(o_copy, P->o.base, P->o.count * sizeof(float)) ||
+        memcmp(do_copy, go.base, go.count * sizeof(float)) || memcmp(l_copy, l_base, l_bytes))
+        FAIL("backward: an input was modified");
+    if (st != ATTN_OK) {
+        for (int k = 0; k < 4; k++)
+            if (outs[k]->base)
+                obuf_untouched(outs[k], k == 0 ? "dQ" : k == 1 ? "dK" : k == 2 ? "dV" : "dBias",
+                               st_name(st));
+        counts[N_BWD_ERROR]++;
+        goto done;
+    }
+    counts[N_BWD_CHECKED]++;
+    {
+        /* against the float64 reference; sentinels outside the views */
+        const bwd_buf bq = bwd_buf_of(&gq, &bd.dq, szq, dk), bk = bwd_buf_of(&gk, &bd.dk, szk, dk),
+                      bv = bwd_buf_of(&gv, &bd.dv, szk, dv), bdb = bwd_buf_of(&gb, &dbv, szb, m);
+        bwd_err err = { 0, 0, 0, 0, 0 };
+        bwd_check(d, &P->a, go.ptr, bd.d_o, &bq, &bk, &bv, bd.want_dbias ? &bdb : NULL, SENT,
+                  bwd_report, NULL, &err);
+        for (int k = 0; k < 4; k++)
+            if (outs[k]->base)
+                obuf_outside(outs[k], k == 0 ? "dQ" : k == 1 ? "dK" : k == 2 ? "dV" : "dBias");
+    }
+    /* again with another thread count and workspace: bitwise equal */
+    {
+        float *snap[4];
+        for (int k = 0; k < 4; k++)
+            snap[k] = obuf_snap(outs[k]);
+        const int t1 = bd.fwd.threads;
+        bd.fwd.threads = t2;
+        bwd_clear(outs);
+        attn_sdpa_bwd_plan *plan = NULL;
+        st = attn_sdpa_bwd_plan_create(&plan, &bd);
+        if (st != ATTN_OK)
+            FAIL("backward plan with %d threads: %s", t2, st_name(st));
+        size_t need_ws = 0;
+        attn_sdpa_bwd_workspace_size(plan, &need_ws);
+        wsp w2;
+        wsp_make(&w2, (wsel >> 2) % 3, need_ws, 0, 0);
+        st = attn_sdpa_bwd_execute(plan, &a, w2.ptr, w2.bytes);
+        if (st != ATTN_OK)
+            FAIL("backward execute with %d threads: %s", t2, st_name(st));
+        attn_sdpa_bwd_plan_destroy(plan);
+        free(w2.raw);
+        for (int k = 0; k < 4; k++) {
+            obuf_same(outs[k], snap[k], k == 0 ? "dQ" : k == 1 ? "dK" : k == 2 ? "dV" : "dBias",
+                      t1, t2);
+            free(snap[k]);
+        }
+    }
+done:
+    free(pool_copy);
+    free(o_copy);
+    free(do_copy);
+    free(l_copy);
+    free(own_lse);
+    obuf_free(&go);
+    obuf_free(&gq);
+    obuf_free(&gk);
+    obuf_free(&gv);
+    obuf_free(&gb);
 }
 
 /* ------------------------------------------------------------------- MHA */

@@ -9,7 +9,13 @@ An input is read byte by byte by fuzz_attn.c (missing bytes read as 0):
 For each API and each invalid-field kind (and none) a few inputs with
 random tails, plus SDPA shapes past a key tile (split keys) and past a
 query sub-block.  Deterministic; the rest of the corpus is what
-`attn-fuzz -merge=1` kept from fuzzing runs (files named by their SHA-1).
+`attn-fuzz -merge=1` kept from fuzzing runs (files named by their SHA-1)
+and the sdpa-bwd-* seeds: the SDPA backward's bytes follow the forward's
+(whose length depends on what they decode), so those were picked from a
+fuzzing run's corpus by what FUZZ_VERBOSE=1 printed for them ("bwd: ...
+bad=X,Y"): the smallest input per planted backward field (BB_* in
+fuzz_attn.c, sdpa-bwd-badNN), one with two, and valid ones with and
+without dBias.
 
 usage: gen_seeds.py OUTDIR
 """
