@@ -9,7 +9,8 @@
  * Cases S1-S9 and T1, T1d, T2 run by default; S2n and S3n (S2 and S3
  * without their causal mask) only when named.  S6 is the whole multi-head
  * attention layer; T1 (S1's shape; T1d with dropout 0.1) and T2 (S2's,
- * causal) time the forward with logsumexp and the backward.
+ * causal) time the forward with logsumexp and the backward, T3 the layer's
+ * training forward and backward (S6's shape).
  *
  * Each (case, threads, impl) runs in a child process, so its peak RSS is its
  * own.  FLOPs count the attention core, 4*B*Hq*n*m*d; the useful count
@@ -57,6 +58,8 @@ static const bench_case cases[] = {
     { "T1", "train-bert", 8, 12, 12, 512, 512, 64, 0, 0, 0, 0, 1, 0.0 },
     { "T1d", "train-bert-p.1", 8, 12, 12, 512, 512, 64, 0, 0, 0, 0, 1, 0.1 },
     { "T2", "train-gpt2", 4, 12, 12, 1024, 1024, 64, 1, 0, 0, 0, 1, 0.0 },
+    /* the whole layer: train_forward (saving the context), then backward */
+    { "T3", "train-mha", 8, 12, 12, 512, 512, 64, 0, 0, 1, 0, 1, 0.0 },
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
@@ -404,6 +407,93 @@ static void naive_bwd_body(void *arg, int tid)
     }
 }
 
+/* T3: the MHA layer's training forward and backward (attn only: the naive
+ * path has no layer backward; compare-torch.py adds PyTorch's autograd). */
+static void run_mha_train_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
+{
+    if (impl != 0) {
+        snprintf(res->error, sizeof res->error, "no naive layer backward (see compare-torch.py)");
+        return;
+    }
+    const int64_t B = c->B, H = c->Hq, L = c->n, d = c->d, E = H * d, BL = B * L;
+    float *x = alloc_fill((size_t)(BL * E), 1), *inw = alloc_fill((size_t)(3 * E * E), 1);
+    float *inb = alloc_fill((size_t)(3 * E), 1), *ow = alloc_fill((size_t)(E * E), 1);
+    float *ob = alloc_fill((size_t)E, 1), *y = alloc_fill((size_t)(BL * E), 0);
+    float *dy = alloc_fill((size_t)(BL * E), 1), *dx = alloc_fill((size_t)(BL * E), 0);
+    float *dinw = alloc_fill((size_t)(3 * E * E), 0), *dinb = alloc_fill((size_t)(3 * E), 0);
+    float *dow = alloc_fill((size_t)(E * E), 0), *dob = alloc_fill((size_t)E, 0);
+    if (!x || !inw || !inb || !ow || !ob || !y || !dy || !dx || !dinw || !dinb || !dow || !dob) {
+        snprintf(res->error, sizeof res->error, "out of memory");
+        return;
+    }
+    const float ws_scale = 1.0f / sqrtf((float)E);
+    for (int64_t i = 0; i < 3 * E * E; i++) inw[i] *= ws_scale;
+    for (int64_t i = 0; i < E * E; i++) ow[i] *= ws_scale;
+    attn_mha_desc desc;
+    attn_mha_desc_init(&desc);
+    desc.embed_dim = E;
+    desc.num_heads = H;
+    desc.batch = B;
+    desc.q_len = desc.kv_len = L;
+    desc.self_attention = 1;
+    desc.packed_in_proj = 1;
+    desc.threads = nthreads;
+    attn_mha_plan *plan = NULL;
+    attn_status st = attn_mha_plan_create(&plan, &desc);
+    size_t wf = 0, wb = 0, cx = 0;
+    if (st == ATTN_OK && (st = attn_mha_workspace_size(plan, &wf)) == ATTN_OK &&
+        (st = attn_mha_backward_workspace_size(plan, &wb)) == ATTN_OK)
+        st = attn_mha_context_size(plan, &cx);
+    if (st != ATTN_OK) {
+        snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
+        return;
+    }
+    /* workspace: the larger of the two calls' plus the saved context */
+    res->workspace = (wf > wb ? wf : wb) + cx;
+    void *ws = aligned_alloc(64, (wf > wb ? wf : wb) + 64), *ctx = aligned_alloc(64, cx + 64);
+    attn_mha_weights w = { .in_proj_weight = inw, .in_proj_bias = inb, .out_weight = ow,
+                           .out_bias = ob };
+    attn_mha_args a = { .x = x, .out = y };
+    attn_mha_grads g = { .dx = dx, .d_in_proj_weight = dinw, .d_in_proj_bias = dinb,
+                         .d_out_weight = dow, .d_out_bias = dob };
+    double *tf = malloc(sizeof(double) * (size_t)runs), *tb = malloc(sizeof(double) * (size_t)runs);
+    double *tt = malloc(sizeof(double) * (size_t)runs);
+    if (!ws || !ctx || !tf || !tb || !tt) {
+        snprintf(res->error, sizeof res->error, "out of memory");
+        return;
+    }
+    for (int r = -2; r < runs; r++) {
+        double t0 = now_ms();
+        st = attn_mha_train_forward(plan, &w, &a, ctx, cx, ws, wf);
+        double t1 = now_ms();
+        if (st == ATTN_OK)
+            st = attn_mha_backward(plan, &w, &a, dy, ctx, cx, &g, 0, ws, wb);
+        double t2 = now_ms();
+        if (st != ATTN_OK) {
+            snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
+            return;
+        }
+        if (r >= 0) {
+            tf[r] = t1 - t0;
+            tb[r] = t2 - t1;
+            tt[r] = t2 - t0;
+        }
+    }
+    qsort(tf, (size_t)runs, sizeof(double), cmp_double);
+    qsort(tb, (size_t)runs, sizeof(double), cmp_double);
+    qsort(tt, (size_t)runs, sizeof(double), cmp_double);
+    res->ms_fwd = runs % 2 ? tf[runs / 2] : 0.5 * (tf[runs / 2 - 1] + tf[runs / 2]);
+    res->ms_bwd = runs % 2 ? tb[runs / 2] : 0.5 * (tb[runs / 2 - 1] + tb[runs / 2]);
+    res->ms_median = runs % 2 ? tt[runs / 2] : 0.5 * (tt[runs / 2 - 1] + tt[runs / 2]);
+    res->ms_min = tt[0];
+    res->ms_max = tt[runs - 1];
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    res->peak_rss_kb = ru.ru_maxrss;
+    res->max_err = NAN;
+    res->ok = 1;
+}
+
 /* A training case in the child: impl 0 = attn (forward with logsumexp,
  * then backward), 1 = the naive forward and backward.  ms_fwd and ms_bwd
  * are the medians of each half, ms_median of their sum. */
@@ -527,6 +617,10 @@ static void run_train_case(const bench_case *c, int impl, int nthreads, int runs
 /* Runs in the child: impl 0 = attn, 1 = naive. */
 static void run_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
 {
+    if (c->mha && c->train) {
+        run_mha_train_case(c, impl, nthreads, runs, res);
+        return;
+    }
     if (c->mha) {
         run_mha_case(c, impl, nthreads, runs, res);
         return;
@@ -778,7 +872,9 @@ int main(int argc, char **argv)
             double full = 4.0 * c->B * c->Hq * c->n * c->m * c->d + proj_flops(c);
             double useful = useful_flops(c);
             double attn_ms = 0;
-            for (int impl = 0; impl < 1 + do_naive; impl++) {
+            /* the naive path has no dropout and no layer backward */
+            const int naive_too = do_naive && !(c->train && (c->mha || c->dropout > 0));
+            for (int impl = 0; impl < 1 + naive_too; impl++) {
                 job j = { c, impl, nt, quick ? 5 : runs };
                 result r;
                 in_child(job_fn, &j, &r);
@@ -791,14 +887,17 @@ int main(int argc, char **argv)
                     /* forward, backward (2.5x the forward's FLOPs), both */
                     const char *part[3] = { "fwd", "bwd", "f+b" };
                     const double ms[3] = { r.ms_fwd, r.ms_bwd, r.ms_median };
-                    const double mult[3] = { 1.0, 2.5, 3.5 };
+                    /* T3: the projections' backward is 2x their forward
+                     * (dX and dW for each), attention's 2.5x */
+                    const double pf = proj_flops(c), af = useful - pf;
+                    const double fl[3] = { useful, 2.5 * af + 2.0 * pf, 3.5 * af + 3.0 * pf };
                     if (impl == 0)
                         attn_ms = r.ms_median;
                     char err[32] = "null";   /* JSON has no NaN */
                     if (r.max_err == r.max_err)
                         snprintf(err, sizeof err, "%.3g", r.max_err);
                     for (int k = 0; k < 3; k++) {
-                        double gfu = mult[k] * useful / (ms[k] * 1e6);
+                        double gfu = fl[k] / (ms[k] * 1e6);
                         if (json) {
                             printf("{\"case\":\"%s\",\"name\":\"%s\",\"threads\":%d,"
                                    "\"impl\":\"%s\",\"part\":\"%s\",\"ms_median\":%.4f,"
@@ -853,8 +952,9 @@ int main(int argc, char **argv)
     }
     if (!json) {
         printf("\nT cases (training): fwd is the forward with logsumexp, bwd the backward (dQ, dK, "
-               "dV), counted as 2.5x the forward's useful FLOPs; f+b/fwd is the ratio of their times; "
-               "max_err: |attn - naive| over dQ, dK, dV (without dropout).\n");
+               "dV), counted as 2.5x the forward's useful FLOPs (T3: plus 2x the projections'); "
+               "f+b/fwd is the ratio of their times; max_err: |attn - naive| over dQ, dK, dV (T1, T2; "
+               "the naive path has no dropout and no layer backward).\n");
         printf("\nGF/s: on 4*B*Hq*n*m*d (S6: plus the four projections, 8*B*L*E^2); GF/s_u and "
                "%%sgemm: on the useful FLOPs (causal and padding excluded); speedup: naive ms / attn "
                "ms; max_err: |attn - naive| over O (S6: over Y).\n");
