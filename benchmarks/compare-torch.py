@@ -10,10 +10,10 @@ benchmarks/plot.gp.
     benchmarks/compare-torch.py --bench build/benchmarks/attn-bench \
         [--case S1 ...] [--threads 1 --threads 2] [--runs 10] [--csv out.csv]
 
-Training cases T1, T1d (dropout 0.1) and T2 compare attn's forward and
-backward with PyTorch's autograd on the same shapes, and print the largest
-difference of the gradients (attn through ctypes, --lib, on PyTorch's own
-inputs).
+Training cases T1, T1d (dropout 0.1), T2 and T3 (the whole layer against
+nn.MultiheadAttention) compare attn's forward and backward with PyTorch's
+autograd on the same shapes, and print the largest difference of the SDPA
+gradients (attn through ctypes, --lib, on PyTorch's own inputs; T1 and T2).
 """
 import argparse
 import json
@@ -42,7 +42,7 @@ EXTRA = {  # only when named: S2 and S3 without their mask
 CASES.update(EXTRA)
 # Training cases: forward + backward (autograd in PyTorch); id: (shape of
 # the S case, dropout_p).
-TRAIN = {"T1": ("S1", 0.0), "T1d": ("S1", 0.1), "T2": ("S2", 0.0)}
+TRAIN = {"T1": ("S1", 0.0), "T1d": ("S1", 0.1), "T2": ("S2", 0.0), "T3": ("S6", 0.0)}
 
 
 def run_attn_bench(bench, cases, threads, runs, naive):
@@ -151,6 +151,24 @@ def time_train(torch, sdpa, case, threads, runs, attn):
     shape, p = TRAIN[case]
     B, Hq, Hkv, n, m, d, causal, _ = CASES[shape]
     torch.set_num_threads(threads)
+    if shape == "S6":   # the whole layer: nn.MultiheadAttention in training
+        torch.manual_seed(1)
+        mha = torch.nn.MultiheadAttention(Hq * d, Hq, batch_first=True)
+        x0 = torch.rand(B, n, Hq * d) * 2 - 1
+        dy = torch.rand(B, n, Hq * d) * 2 - 1
+        tf, tb = [], []
+        for r in range(runs + 2):
+            x = x0.clone().requires_grad_(True)
+            mha.zero_grad()
+            t0 = time.perf_counter()
+            y, _ = mha(x, x, x, need_weights=False)
+            t1 = time.perf_counter()
+            y.backward(dy)
+            t2 = time.perf_counter()
+            if r >= 2:
+                tf.append((t1 - t0) * 1e3)
+                tb.append((t2 - t1) * 1e3)
+        return statistics.median(tf), statistics.median(tb), None
     g = torch.Generator().manual_seed(1)
     q = torch.rand(B, Hq, n, d, generator=g) * 2 - 1
     k = torch.rand(B, Hkv, m, d, generator=g) * 2 - 1
