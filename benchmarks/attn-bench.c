@@ -228,35 +228,59 @@ static void par_linear(int nthreads, int64_t M, int64_t N, int64_t K, const floa
 /* S6: the whole nn.MultiheadAttention-style layer, self-attention with a
  * packed in_proj and biases.  The naive path projects, reshapes Q, K, V to
  * [B][H][S][d], runs the naive attention, reshapes back and projects. */
-static void run_mha_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
-{
-    const int64_t B = c->B, H = c->Hq, L = c->n, d = c->d, E = H * d, BL = B * L;
-    float *x = alloc_fill((size_t)(BL * E), 1), *inw = alloc_fill((size_t)(3 * E * E), 1);
-    float *inb = alloc_fill((size_t)(3 * E), 1), *ow = alloc_fill((size_t)(E * E), 1);
-    float *ob = alloc_fill((size_t)E, 1);
-    float *y = alloc_fill((size_t)(BL * E), 0), *yref = alloc_fill((size_t)(BL * E), 0);
-    if (!x || !inw || !inb || !ow || !ob || !y || !yref) {
-        snprintf(res->error, sizeof res->error, "out of memory");
-        return;
-    }
-    /* weights ~ U(-1/sqrt(E), 1/sqrt(E)), as nn.Linear initializes them */
-    const float ws_scale = 1.0f / sqrtf((float)E);
-    for (int64_t i = 0; i < 3 * E * E; i++) inw[i] *= ws_scale;
-    for (int64_t i = 0; i < E * E; i++) ow[i] *= ws_scale;
+/* The S6/T3 layer: packed self-attention with biases, weights ~
+ * U(-1/sqrt(E), 1/sqrt(E)) as nn.Linear initializes them, X and the
+ * weights filled.  NULL (with res->error set) on failure. */
+typedef struct mha_layer {
+    float *x, *inw, *inb, *ow, *ob;
+    attn_mha_plan *plan;
+} mha_layer;
 
+static int mha_layer_make(const bench_case *c, int nthreads, mha_layer *m, result *res)
+{
+    const int64_t E = c->Hq * c->d, BL = c->B * c->n;
+    m->x = alloc_fill((size_t)(BL * E), 1);
+    m->inw = alloc_fill((size_t)(3 * E * E), 1);
+    m->inb = alloc_fill((size_t)(3 * E), 1);
+    m->ow = alloc_fill((size_t)(E * E), 1);
+    m->ob = alloc_fill((size_t)E, 1);
+    if (!m->x || !m->inw || !m->inb || !m->ow || !m->ob) {
+        snprintf(res->error, sizeof res->error, "out of memory");
+        return -1;
+    }
+    const float ws_scale = 1.0f / sqrtf((float)E);
+    for (int64_t i = 0; i < 3 * E * E; i++) m->inw[i] *= ws_scale;
+    for (int64_t i = 0; i < E * E; i++) m->ow[i] *= ws_scale;
     attn_mha_desc desc;
     attn_mha_desc_init(&desc);
     desc.embed_dim = E;
-    desc.num_heads = H;
-    desc.batch = B;
-    desc.q_len = desc.kv_len = L;
+    desc.num_heads = c->Hq;
+    desc.batch = c->B;
+    desc.q_len = desc.kv_len = c->n;
     desc.self_attention = 1;
     desc.packed_in_proj = 1;
     desc.threads = nthreads;
-    attn_mha_plan *plan = NULL;
-    attn_status st = attn_mha_plan_create(&plan, &desc);
+    m->plan = NULL;
+    attn_status st = attn_mha_plan_create(&m->plan, &desc);
     if (st != ATTN_OK) {
         snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
+        return -1;
+    }
+    return 0;
+}
+
+static void run_mha_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
+{
+    const int64_t B = c->B, H = c->Hq, L = c->n, d = c->d, E = H * d, BL = B * L;
+    mha_layer ml;
+    if (mha_layer_make(c, nthreads, &ml, res))
+        return;
+    float *x = ml.x, *inw = ml.inw, *inb = ml.inb, *ow = ml.ow, *ob = ml.ob;
+    attn_mha_plan *plan = ml.plan;
+    attn_status st = ATTN_OK;
+    float *y = alloc_fill((size_t)(BL * E), 0), *yref = alloc_fill((size_t)(BL * E), 0);
+    if (!y || !yref) {
+        snprintf(res->error, sizeof res->error, "out of memory");
         return;
     }
     attn_mha_weights w = { .in_proj_weight = inw, .in_proj_bias = inb, .out_weight = ow, .out_bias = ob };
@@ -415,33 +439,23 @@ static void run_mha_train_case(const bench_case *c, int impl, int nthreads, int 
         snprintf(res->error, sizeof res->error, "no naive layer backward (see compare-torch.py)");
         return;
     }
-    const int64_t B = c->B, H = c->Hq, L = c->n, d = c->d, E = H * d, BL = B * L;
-    float *x = alloc_fill((size_t)(BL * E), 1), *inw = alloc_fill((size_t)(3 * E * E), 1);
-    float *inb = alloc_fill((size_t)(3 * E), 1), *ow = alloc_fill((size_t)(E * E), 1);
-    float *ob = alloc_fill((size_t)E, 1), *y = alloc_fill((size_t)(BL * E), 0);
+    const int64_t E = c->Hq * c->d, BL = c->B * c->n;
+    mha_layer ml;
+    if (mha_layer_make(c, nthreads, &ml, res))
+        return;
+    float *x = ml.x, *inw = ml.inw, *inb = ml.inb, *ow = ml.ow, *ob = ml.ob;
+    attn_mha_plan *plan = ml.plan;
+    float *y = alloc_fill((size_t)(BL * E), 0);
     float *dy = alloc_fill((size_t)(BL * E), 1), *dx = alloc_fill((size_t)(BL * E), 0);
     float *dinw = alloc_fill((size_t)(3 * E * E), 0), *dinb = alloc_fill((size_t)(3 * E), 0);
     float *dow = alloc_fill((size_t)(E * E), 0), *dob = alloc_fill((size_t)E, 0);
-    if (!x || !inw || !inb || !ow || !ob || !y || !dy || !dx || !dinw || !dinb || !dow || !dob) {
+    if (!y || !dy || !dx || !dinw || !dinb || !dow || !dob) {
         snprintf(res->error, sizeof res->error, "out of memory");
         return;
     }
-    const float ws_scale = 1.0f / sqrtf((float)E);
-    for (int64_t i = 0; i < 3 * E * E; i++) inw[i] *= ws_scale;
-    for (int64_t i = 0; i < E * E; i++) ow[i] *= ws_scale;
-    attn_mha_desc desc;
-    attn_mha_desc_init(&desc);
-    desc.embed_dim = E;
-    desc.num_heads = H;
-    desc.batch = B;
-    desc.q_len = desc.kv_len = L;
-    desc.self_attention = 1;
-    desc.packed_in_proj = 1;
-    desc.threads = nthreads;
-    attn_mha_plan *plan = NULL;
-    attn_status st = attn_mha_plan_create(&plan, &desc);
+    attn_status st = ATTN_OK;
     size_t wf = 0, wb = 0, cx = 0;
-    if (st == ATTN_OK && (st = attn_mha_workspace_size(plan, &wf)) == ATTN_OK &&
+    if ((st = attn_mha_workspace_size(plan, &wf)) == ATTN_OK &&
         (st = attn_mha_backward_workspace_size(plan, &wb)) == ATTN_OK)
         st = attn_mha_context_size(plan, &cx);
     if (st != ATTN_OK) {
