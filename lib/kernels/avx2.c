@@ -177,6 +177,184 @@ static void scale_avx2(float *x, int64_t n, float a)
     }
 }
 
+
+/* Dropout: Philox4x32-10 on 8 counters at once (lane l = block c + l, the
+ * keys 4 (c + l) .. 4 (c + l) + 3), the same words as attn_philox4x32_10.
+ * The counter's words 1..3 (i, h, b) are the same in every lane, so the
+ * parts of rounds 0 and 1 that only see them are scalar, once per row. */
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+typedef struct philox_row {
+    uint32_t k0[10], k1[10];  /* round keys */
+    uint32_t b1;              /* b ^ k1[0]: round 0's word 2 */
+    uint32_t c1;              /* lo(M1 h) ^ k0[1]: round 1's word 0 */
+    uint32_t c2;              /* hi(M0 c0') ^ k1[1]: round 1's word 2 */
+    uint32_t c3;              /* lo(M0 c0'): round 1's word 3 */
+    int all;                  /* -1: thresh = 0 (keep none), 1: 2^32 (all), 0: test */
+    uint32_t thresh;
+} philox_row;
+
+static void philox_row_init(philox_row *r, const attn_dropout *dr, int64_t b, int64_t h,
+                            int64_t i)
+{
+    for (int k = 0; k < 10; k++) {
+        r->k0[k] = dr->key[0] + (uint32_t)k * PHILOX_W0;
+        r->k1[k] = dr->key[1] + (uint32_t)k * PHILOX_W1;
+    }
+    const uint64_t p1 = (uint64_t)PHILOX_M1 * (uint32_t)h;
+    const uint32_t c0 = (uint32_t)(p1 >> 32) ^ (uint32_t)i ^ r->k0[0];  /* after round 0 */
+    const uint64_t p0 = (uint64_t)PHILOX_M0 * c0;                       /* round 1 */
+    r->b1 = (uint32_t)b ^ r->k1[0];
+    r->c1 = (uint32_t)p1 ^ r->k0[1];
+    r->c2 = (uint32_t)(p0 >> 32) ^ r->k1[1];
+    r->c3 = (uint32_t)p0;
+    r->all = dr->thresh == 0 ? -1 : dr->thresh > 0xFFFFFFFFu ? 1 : 0;
+    r->thresh = (uint32_t)dr->thresh;
+}
+
+/* The 32x32->64 products of the 8 lanes of a by m: even lanes from one
+ * vpmuludq, odd lanes from another on a shifted copy. */
+static inline void mulhilo8(__m256i a, __m256i m, __m256i *hi, __m256i *lo)
+{
+    __m256i e = _mm256_mul_epu32(a, m);
+    __m256i o = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+    *hi = _mm256_blend_epi32(_mm256_srli_epi64(e, 32), o, 0xAA);
+    *lo = _mm256_blend_epi32(e, _mm256_slli_epi64(o, 32), 0xAA);
+}
+
+#define XOR3(a, b, c) _mm256_xor_si256(_mm256_xor_si256(a, b), c)
+
+/* Keep bits of the 32 keys 4c .. 4c + 31: bit q for key 4c + q. */
+static inline uint64_t philox_bits32(const philox_row *r, uint32_t c)
+{
+    if (r->all)
+        return r->all > 0 ? 0xFFFFFFFFu : 0;
+    const __m256i m0 = _mm256_set1_epi32((int)PHILOX_M0), m1 = _mm256_set1_epi32((int)PHILOX_M1);
+    const __m256i ctr = _mm256_add_epi32(_mm256_set1_epi32((int)c),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256i h0, l0, h1, l1;
+    mulhilo8(ctr, m0, &h0, &l0);                                       /* round 0 */
+    __m256i x2 = _mm256_xor_si256(h0, _mm256_set1_epi32((int)r->b1));
+    mulhilo8(x2, m1, &h1, &l1);                                        /* round 1 */
+    __m256i x0 = _mm256_xor_si256(h1, _mm256_set1_epi32((int)r->c1));
+    __m256i x1 = l1;
+    x2 = _mm256_xor_si256(l0, _mm256_set1_epi32((int)r->c2));
+    __m256i x3 = _mm256_set1_epi32((int)r->c3);
+    for (int k = 2; k < 10; k++) {
+        mulhilo8(x0, m0, &h0, &l0);
+        mulhilo8(x2, m1, &h1, &l1);
+        x0 = XOR3(h1, x1, _mm256_set1_epi32((int)r->k0[k]));
+        x1 = l1;
+        x2 = XOR3(h0, x3, _mm256_set1_epi32((int)r->k1[k]));
+        x3 = l0;
+    }
+    /* Transpose to key order: 4x4 words within each 128-bit lane (blocks
+     * c + L, c + 4 + L of vector L), then pair the 128-bit halves. */
+    __m256i t0 = _mm256_unpacklo_epi32(x0, x1), t1 = _mm256_unpacklo_epi32(x2, x3);
+    __m256i t2 = _mm256_unpackhi_epi32(x0, x1), t3 = _mm256_unpackhi_epi32(x2, x3);
+    __m256i r0 = _mm256_unpacklo_epi64(t0, t1), r1 = _mm256_unpackhi_epi64(t0, t1);
+    __m256i r2 = _mm256_unpacklo_epi64(t2, t3), r3 = _mm256_unpackhi_epi64(t2, t3);
+    /* u < thresh unsigned: both offset by 2^31, then a signed compare. */
+    const __m256i sign = _mm256_set1_epi32(INT32_MIN);
+    const __m256i th = _mm256_xor_si256(_mm256_set1_epi32((int)r->thresh), sign);
+#define KEEP8(v) \
+    (uint64_t)(uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(th, _mm256_xor_si256(v, sign))))
+    uint64_t q0 = KEEP8(_mm256_permute2x128_si256(r0, r1, 0x20));
+    uint64_t q1 = KEEP8(_mm256_permute2x128_si256(r2, r3, 0x20));
+    uint64_t q2 = KEEP8(_mm256_permute2x128_si256(r0, r1, 0x31));
+    uint64_t q3 = KEEP8(_mm256_permute2x128_si256(r2, r3, 0x31));
+#undef KEEP8
+    return q0 | q1 << 8 | q2 << 16 | q3 << 24;
+}
+
+/* Runs BODY on the chunks of 32 elements of the row x[0..n) (keys j0 ..
+ * j0 + n - 1) with xi_ the chunk's first element, len_ its length and
+ * bits_ the keep bit of x[xi_ + q] at bit q.  j0 need not be a multiple of
+ * 4: the batches start at block j0 / 4 and the bits are shifted by j0 % 4;
+ * each batch is drawn once. */
+#define DROPOUT_CHUNKS(dr, b, h, i, j0, n, BODY)                                   \
+    do {                                                                           \
+        philox_row r_;                                                             \
+        philox_row_init(&r_, (dr), (b), (h), (i));                                 \
+        const int s_ = (int)((j0) & 3);                                            \
+        uint32_t c_ = (uint32_t)((j0) >> 2);                                       \
+        uint64_t cur_ = philox_bits32(&r_, c_);                                    \
+        for (int64_t xi_ = 0; xi_ < (n); xi_ += 32) {                              \
+            const int64_t len_ = (n) - xi_ < 32 ? (n) - xi_ : 32;                  \
+            uint64_t bits_ = cur_ >> s_;                                           \
+            if (s_ + len_ > 32 || xi_ + 32 < (n)) {                                \
+                c_ += 8;                                                           \
+                cur_ = philox_bits32(&r_, c_);                                     \
+                bits_ |= cur_ << (32 - s_);                                        \
+            }                                                                      \
+            BODY;                                                                  \
+        }                                                                          \
+    } while (0)
+
+/* The 8-lane pieces of a chunk: t_ the lanes in the row (all-ones lanes),
+ * k_ the kept ones. */
+#define CHUNK_PIECES(BODY)                                                         \
+    for (int q_ = 0; q_ < 4 && 8 * q_ < len_; q_++) {                              \
+        const int64_t o_ = xi_ + 8 * q_;                                           \
+        const int full_ = len_ - 8 * q_ >= 8;                                      \
+        const __m256i t_ = tail_mask(full_ ? 8 : len_ - 8 * q_);                   \
+        const __m256i sel_ = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);      \
+        const __m256i k_ = _mm256_cmpeq_epi32(                                     \
+            _mm256_and_si256(_mm256_set1_epi32((int)(bits_ >> (8 * q_))), sel_), sel_); \
+        BODY;                                                                      \
+    }
+
+static void dropout_row_avx2(const attn_dropout *dr, float *x, int64_t b, int64_t h, int64_t i,
+                             int64_t j0, int64_t n)
+{
+    const __m256 s = _mm256_set1_ps(dr->scale);
+    DROPOUT_CHUNKS(dr, b, h, i, j0, n, CHUNK_PIECES({
+        if (full_) {
+            __m256 v = _mm256_loadu_ps(x + o_);
+            _mm256_storeu_ps(x + o_, _mm256_and_ps(_mm256_mul_ps(v, s), _mm256_castsi256_ps(k_)));
+        } else {
+            __m256 v = _mm256_maskload_ps(x + o_, t_);
+            _mm256_maskstore_ps(x + o_, t_,
+                                _mm256_and_ps(_mm256_mul_ps(v, s), _mm256_castsi256_ps(k_)));
+        }
+    }));
+}
+
+static void dropout_bwd_row_avx2(const attn_dropout *dr, float *pr, float *dpr, float D,
+                                 int64_t b, int64_t h, int64_t i, int64_t j0, int64_t n)
+{
+    const __m256 s = _mm256_set1_ps(dr->scale), vd = _mm256_set1_ps(D);
+    DROPOUT_CHUNKS(dr, b, h, i, j0, n, CHUNK_PIECES({
+        const __m256 km = _mm256_castsi256_ps(k_);
+        __m256 pv = full_ ? _mm256_loadu_ps(pr + o_) : _mm256_maskload_ps(pr + o_, t_);
+        __m256 dv = full_ ? _mm256_loadu_ps(dpr + o_) : _mm256_maskload_ps(dpr + o_, t_);
+        /* The and between the multiply and the subtraction: never fused. */
+        __m256 dp = _mm256_and_ps(_mm256_mul_ps(dv, s), km);
+        __m256 ds = _mm256_mul_ps(pv, _mm256_sub_ps(dp, vd));
+        __m256 pz = _mm256_and_ps(_mm256_mul_ps(pv, s), km);
+        if (full_) {
+            _mm256_storeu_ps(dpr + o_, ds);
+            _mm256_storeu_ps(pr + o_, pz);
+        } else {
+            _mm256_maskstore_ps(dpr + o_, t_, ds);
+            _mm256_maskstore_ps(pr + o_, t_, pz);
+        }
+    }));
+}
+
+static void dropout_keep_row_avx2(const attn_dropout *dr, uint8_t *keep, int64_t b, int64_t h,
+                                  int64_t i, int64_t j0, int64_t n)
+{
+    DROPOUT_CHUNKS(dr, b, h, i, j0, n, {
+        for (int64_t q = 0; q < len_; q++)
+            keep[xi_ + q] = (uint8_t)((bits_ >> q) & 1);
+    });
+}
+
 const attn_kernels attn_kernels_avx2 = {
     "avx2", max_avx2, prep_max_avx2, exp_sum_avx2, exp_store_avx2, scale_avx2,
+    dropout_row_avx2, dropout_bwd_row_avx2, dropout_keep_row_avx2,
 };
