@@ -1,4 +1,4 @@
-/* Row kernels of the softmax, one table per instruction set, chosen once per
+/* Row kernels of the softmax and of dropout, one table per instruction set, chosen once per
  * plan at run time (attn_kernels_select).  Every kernel has a portable C
  * twin; exp() is the same polynomial everywhere:
  *   exp(x) = 2^k * e^r, k = round(x / ln 2), |r| <= ln 2 / 2,
