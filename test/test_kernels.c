@@ -10,6 +10,13 @@
  * sums within 1e-5 relative (the summation order differs between tables);
  * exp of -INFINITY and of arguments below -87.34 is exactly 0.
  *
+ * The dropout rows (dropout_row, dropout_bwd_row, dropout_keep_row: the
+ * Philox4x32-10 keep decisions, then one multiply) are bitwise equal to the
+ * C table at random keys, thresholds (0, 2^32 and between), rows (b, h, i)
+ * and offsets j0 (any j0 % 4, up to the last key 2^32 - 1), lengths 1..70
+ * and long ones, on inputs with NaN, infinities and -0, with guards; the C
+ * table's keep row is checked against attn_philox4x32_10 word by word.
+ *
  * Links the static library: the kernels are internal.
  */
 #include <setjmp.h>
@@ -267,6 +274,119 @@ static void test_nan_propagates(void **state)
     }
 }
 
+static uint32_t urand32(void)
+{
+    return (uint32_t)(urand() * 4294967296.0);
+}
+
+static float any_float(void)
+{
+    double u = urand();
+    if (u < 0.03) return NAN;
+    if (u < 0.05) return INFINITY;
+    if (u < 0.07) return -INFINITY;
+    if (u < 0.09) return -0.0f;
+    if (u < 0.11) return 0.0f;
+    return (float)((urand() - 0.5) * 8.0);
+}
+
+static void random_dropout(attn_dropout *dr)
+{
+    dr->key[0] = urand32();
+    dr->key[1] = urand32();
+    double u = urand();
+    double p = u < 0.1 ? 1.0 : u < 0.2 ? 1e-12 : u < 0.3 ? 0.1 : urand();
+    dr->thresh = (uint64_t)llround((1.0 - p) * 4294967296.0);
+    dr->scale = p < 1.0 ? (float)(1.0 / (1.0 - p)) : 0.0f;
+}
+
+/* (b, h, i, j0, n) with keys j0 .. j0 + n - 1 < 2^32. */
+static void random_row(int64_t *b, int64_t *h, int64_t *i, int64_t *j0, int64_t *n)
+{
+    *n = urand() < 0.9 ? 1 + (int64_t)(urand() * 70) : 71 + (int64_t)(urand() * 1000);
+    *b = urand() < 0.5 ? (int64_t)(urand() * 8) : (int64_t)urand32();
+    *h = urand() < 0.5 ? (int64_t)(urand() * 16) : (int64_t)urand32();
+    *i = urand() < 0.5 ? (int64_t)(urand() * 4096) : (int64_t)urand32();
+    const int64_t last = ((int64_t)1 << 32) - *n;  /* largest j0 */
+    double u = urand();
+    *j0 = u < 0.5 ? (int64_t)(urand() * 2048) : u < 0.6 ? last - (int64_t)(urand() * 8)
+                                                          : (int64_t)(urand() * (double)last);
+    if (*j0 < 0) *j0 = 0;
+    if (*j0 > last) *j0 = last;
+}
+
+static void test_dropout_keep_scalar(void **state)
+{
+    (void)state;
+    uint8_t keep[200];
+    for (int c = 0; c < 200; c++) {
+        attn_dropout dr;
+        int64_t b, h, i, j0, n;
+        random_dropout(&dr);
+        random_row(&b, &h, &i, &j0, &n);
+        if (n > 200) n = 200;
+        attn_kernels_scalar.dropout_keep_row(&dr, keep, b, h, i, j0, n);
+        for (int64_t x = 0; x < n; x++) {
+            const int64_t j = j0 + x;
+            const uint32_t ctr[4] = { (uint32_t)(j >> 2), (uint32_t)i, (uint32_t)h, (uint32_t)b };
+            uint32_t u[4];
+            attn_philox4x32_10(ctr, dr.key, u);
+            assert_int_equal(keep[x], (uint64_t)u[j & 3] < dr.thresh);
+        }
+    }
+}
+
+static void test_dropout_rows(void **state)
+{
+    (void)state;
+    enum { N = 1100 };
+    static float x0[N + 2 * GUARD], x1[N + 2 * GUARD], p0[N + 2 * GUARD], p1[N + 2 * GUARD];
+    static uint8_t k0[N + 2 * GUARD], k1[N + 2 * GUARD];
+    int kept = 0, dropped = 0;
+    for (int t = 0; t < ntables; t++)
+        for (int c = 0; c < 3000; c++) {
+            attn_dropout dr;
+            int64_t b, h, i, j0, n;
+            random_dropout(&dr);
+            random_row(&b, &h, &i, &j0, &n);
+            for (int64_t x = 0; x < n; x++) {
+                x0[GUARD + x] = x1[GUARD + x] = any_float();
+                p0[GUARD + x] = p1[GUARD + x] = any_float();
+            }
+            guard(x0, n);
+            guard(x1, n);
+            guard(p0, n);
+            guard(p1, n);
+            /* forward row */
+            attn_kernels_scalar.dropout_row(&dr, x0 + GUARD, b, h, i, j0, n);
+            tables[t]->dropout_row(&dr, x1 + GUARD, b, h, i, j0, n);
+            check_guard(x1, n);
+            assert_memory_equal(x0 + GUARD, x1 + GUARD, (size_t)n * sizeof(float));
+            /* backward row on (P, dP') = (x, p) */
+            const float D = urand() < 0.1 ? 0.0f : any_float();
+            attn_kernels_scalar.dropout_bwd_row(&dr, x0 + GUARD, p0 + GUARD, D, b, h, i, j0, n);
+            tables[t]->dropout_bwd_row(&dr, x1 + GUARD, p1 + GUARD, D, b, h, i, j0, n);
+            check_guard(x1, n);
+            check_guard(p1, n);
+            assert_memory_equal(x0 + GUARD, x1 + GUARD, (size_t)n * sizeof(float));
+            assert_memory_equal(p0 + GUARD, p1 + GUARD, (size_t)n * sizeof(float));
+            /* keep bytes */
+            memset(k0, 0xA5, sizeof k0);
+            memset(k1, 0xA5, sizeof k1);
+            attn_kernels_scalar.dropout_keep_row(&dr, k0 + GUARD, b, h, i, j0, n);
+            tables[t]->dropout_keep_row(&dr, k1 + GUARD, b, h, i, j0, n);
+            assert_memory_equal(k0, k1, sizeof k0);
+            for (int64_t x = 0; x < n; x++) {
+                kept += k0[GUARD + x];
+                dropped += !k0[GUARD + x];
+            }
+        }
+    if (ntables) {
+        assert_true(kept > 0);
+        assert_true(dropped > 0);
+    }
+}
+
 static void test_select_cap(void **state)
 {
     (void)state;
@@ -292,6 +412,8 @@ int main(void)
         cmocka_unit_test(test_prep_max),
         cmocka_unit_test(test_nan_propagates),
         cmocka_unit_test(test_select_cap),
+        cmocka_unit_test(test_dropout_keep_scalar),
+        cmocka_unit_test(test_dropout_rows),
     };
     return cmocka_run_group_tests_name("kernels", tests, setup, NULL);
 }

@@ -177,6 +177,237 @@ static void scale_avx2(float *x, int64_t n, float a)
     }
 }
 
+
+/* Dropout: Philox4x32-10 on 8 counters at once (lane l = block c + l, the
+ * keys 4 (c + l) .. 4 (c + l) + 3), the same words as attn_philox4x32_10.
+ * The counter's words 1..3 (i, h, b) are the same in every lane, so the
+ * parts of rounds 0 and 1 that only see them are scalar, once per row. */
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+/* Batches of 8 blocks drawn together (interleaved, for the latency of the
+ * multiply chain); 2 keeps the state in 16 registers. */
+#define PHILOX_NB 2
+
+typedef struct philox_row {
+    uint32_t k0[10], k1[10];  /* round keys */
+    uint32_t b1;              /* b ^ k1[0]: round 0's word 2 */
+    uint32_t c1;              /* lo(M1 h) ^ k0[1]: round 1's word 0 */
+    uint32_t c2;              /* hi(M0 c0') ^ k1[1]: round 1's word 2 */
+    uint32_t c3;              /* lo(M0 c0'): round 1's word 3 */
+    int all;                  /* -1: thresh = 0 (keep none), 1: 2^32 (all), 0: test */
+    uint32_t thresh;
+    int have, pos;            /* next[pos .. pos + have): the batches at next_c on */
+    uint32_t next_c;
+    uint64_t next[PHILOX_NB];
+} philox_row;
+
+static void philox_row_init(philox_row *r, const attn_dropout *dr, int64_t b, int64_t h,
+                            int64_t i)
+{
+    for (int k = 0; k < 10; k++) {
+        r->k0[k] = dr->key[0] + (uint32_t)k * PHILOX_W0;
+        r->k1[k] = dr->key[1] + (uint32_t)k * PHILOX_W1;
+    }
+    const uint64_t p1 = (uint64_t)PHILOX_M1 * (uint32_t)h;
+    const uint32_t c0 = (uint32_t)(p1 >> 32) ^ (uint32_t)i ^ r->k0[0];  /* after round 0 */
+    const uint64_t p0 = (uint64_t)PHILOX_M0 * c0;                       /* round 1 */
+    r->b1 = (uint32_t)b ^ r->k1[0];
+    r->c1 = (uint32_t)p1 ^ r->k0[1];
+    r->c2 = (uint32_t)(p0 >> 32) ^ r->k1[1];
+    r->c3 = (uint32_t)p0;
+    r->all = dr->thresh == 0 ? -1 : dr->thresh > 0xFFFFFFFFu ? 1 : 0;
+    r->thresh = (uint32_t)dr->thresh;
+    r->have = 0;
+    r->pos = 0;
+    r->next_c = 0;
+}
+
+/* The 32x32->64 products of the 8 lanes of a by m: even lanes from one
+ * vpmuludq, odd lanes from another on a shifted copy. */
+static inline void mulhilo8(__m256i a, __m256i m, __m256i *hi, __m256i *lo)
+{
+    __m256i e = _mm256_mul_epu32(a, m);
+    __m256i o = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+    *hi = _mm256_blend_epi32(_mm256_srli_epi64(e, 32), o, 0xAA);
+    *lo = _mm256_blend_epi32(e, _mm256_slli_epi64(o, 32), 0xAA);
+}
+
+#define XOR3(a, b, c) _mm256_xor_si256(_mm256_xor_si256(a, b), c)
+
+/* Keep bits of the NB * 32 keys 4c .. 4c + 32 NB - 1: bit q of out[v] for
+ * key 4c + 32v + q.  NB (1 .. PHILOX_NB) independent batches interleaved:
+ * one batch alone waits on the latency of the multiply chain. */
+static inline __attribute__((always_inline)) void
+philox_bits(const philox_row *r, uint32_t c, const int NB, uint64_t *out)
+{
+    const __m256i m0 = _mm256_set1_epi32((int)PHILOX_M0), m1 = _mm256_set1_epi32((int)PHILOX_M1);
+    __m256i x0[PHILOX_NB], x1[PHILOX_NB], x2[PHILOX_NB], x3[PHILOX_NB], h0[PHILOX_NB],
+        l0[PHILOX_NB], h1[PHILOX_NB], l1[PHILOX_NB];
+    for (int v = 0; v < NB; v++) {
+        const __m256i ctr = _mm256_add_epi32(_mm256_set1_epi32((int)(c + 8u * (uint32_t)v)),
+                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        mulhilo8(ctr, m0, &h0[v], &l0[v]);                             /* round 0 */
+        x2[v] = _mm256_xor_si256(h0[v], _mm256_set1_epi32((int)r->b1));
+        mulhilo8(x2[v], m1, &h1[v], &l1[v]);                           /* round 1 */
+        x0[v] = _mm256_xor_si256(h1[v], _mm256_set1_epi32((int)r->c1));
+        x1[v] = l1[v];
+        x2[v] = _mm256_xor_si256(l0[v], _mm256_set1_epi32((int)r->c2));
+        x3[v] = _mm256_set1_epi32((int)r->c3);
+    }
+    for (int k = 2; k < 10; k++) {
+        const __m256i k0 = _mm256_set1_epi32((int)r->k0[k]), k1 = _mm256_set1_epi32((int)r->k1[k]);
+        for (int v = 0; v < NB; v++) {
+            mulhilo8(x0[v], m0, &h0[v], &l0[v]);
+            mulhilo8(x2[v], m1, &h1[v], &l1[v]);
+            x0[v] = XOR3(h1[v], x1[v], k0);
+            x1[v] = l1[v];
+            x2[v] = XOR3(h0[v], x3[v], k1);
+            x3[v] = l0[v];
+        }
+    }
+    /* u < thresh unsigned: both offset by 2^31, then a signed compare. */
+    const __m256i sign = _mm256_set1_epi32(INT32_MIN);
+    const __m256i th = _mm256_xor_si256(_mm256_set1_epi32((int)r->thresh), sign);
+#define KEEP8(v) \
+    (uint64_t)(uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(th, _mm256_xor_si256(v, sign))))
+    for (int v = 0; v < NB; v++) {
+        /* Transpose to key order: 4x4 words within each 128-bit lane
+         * (blocks c + L, c + 4 + L of vector L), then pair the halves. */
+        __m256i t0 = _mm256_unpacklo_epi32(x0[v], x1[v]), t1 = _mm256_unpacklo_epi32(x2[v], x3[v]);
+        __m256i t2 = _mm256_unpackhi_epi32(x0[v], x1[v]), t3 = _mm256_unpackhi_epi32(x2[v], x3[v]);
+        __m256i r0 = _mm256_unpacklo_epi64(t0, t1), r1 = _mm256_unpackhi_epi64(t0, t1);
+        __m256i r2 = _mm256_unpacklo_epi64(t2, t3), r3 = _mm256_unpackhi_epi64(t2, t3);
+        uint64_t q0 = KEEP8(_mm256_permute2x128_si256(r0, r1, 0x20));
+        uint64_t q1 = KEEP8(_mm256_permute2x128_si256(r2, r3, 0x20));
+        uint64_t q2 = KEEP8(_mm256_permute2x128_si256(r0, r1, 0x31));
+        uint64_t q3 = KEEP8(_mm256_permute2x128_si256(r2, r3, 0x31));
+        out[v] = q0 | q1 << 8 | q2 << 16 | q3 << 24;
+    }
+#undef KEEP8
+}
+
+/* The bits of the batch at block c (32 keys): from the batches drawn ahead
+ * if it is the next one, else drawn with up to PHILOX_NB - 1 following
+ * batches, as many as the row needs (more keys from 4c on). */
+static inline uint64_t philox_fetch(philox_row *r, uint32_t c, int64_t more)
+{
+    if (r->all)
+        return r->all > 0 ? 0xFFFFFFFFu : 0;
+    if (r->have && r->next_c == c) {
+        r->have--;
+        r->next_c += 8;
+        return r->next[r->pos++];
+    }
+    uint64_t out[PHILOX_NB];
+    int64_t nb = (more + 31) / 32;
+    if (nb >= PHILOX_NB) {
+        philox_bits(r, c, PHILOX_NB, out);
+        nb = PHILOX_NB;
+    }
+#if PHILOX_NB > 2
+    else if (nb == 2)
+        philox_bits(r, c, 2, out);
+#endif
+    else {
+        philox_bits(r, c, 1, out);
+        nb = 1;
+    }
+    for (int v = 1; v < nb; v++)
+        r->next[v] = out[v];
+    r->have = (int)nb - 1;
+    r->pos = 1;
+    r->next_c = c + 8;
+    return out[0];
+}
+
+/* Runs BODY on the chunks of 32 elements of the row x[0..n) (keys j0 ..
+ * j0 + n - 1) with xi_ the chunk's first element, len_ its length and
+ * bits_ the keep bit of x[xi_ + q] at bit q.  j0 need not be a multiple of
+ * 4: the batches start at block j0 / 4 and the bits are shifted by j0 % 4;
+ * each batch is drawn once. */
+#define DROPOUT_CHUNKS(dr, b, h, i, j0, n, BODY)                                   \
+    do {                                                                           \
+        philox_row r_;                                                             \
+        philox_row_init(&r_, (dr), (b), (h), (i));                                 \
+        const int s_ = (int)((j0) & 3);                                            \
+        uint32_t c_ = (uint32_t)((j0) >> 2);                                       \
+        uint64_t cur_ = philox_fetch(&r_, c_, s_ + (n));                                      \
+        for (int64_t xi_ = 0; xi_ < (n); xi_ += 32) {                              \
+            const int64_t len_ = (n) - xi_ < 32 ? (n) - xi_ : 32;                  \
+            uint64_t bits_ = cur_ >> s_;                                           \
+            if (s_ + len_ > 32 || xi_ + 32 < (n)) {                                \
+                c_ += 8;                                                           \
+                cur_ = philox_fetch(&r_, c_, s_ + (n) - xi_ - 32);                                     \
+                bits_ |= cur_ << (32 - s_);                                        \
+            }                                                                      \
+            BODY;                                                                  \
+        }                                                                          \
+    } while (0)
+
+/* The 8-lane pieces of a chunk: t_ the lanes in the row (all-ones lanes),
+ * k_ the kept ones. */
+#define CHUNK_PIECES(BODY)                                                         \
+    for (int q_ = 0; q_ < 4 && 8 * q_ < len_; q_++) {                              \
+        const int64_t o_ = xi_ + 8 * q_;                                           \
+        const int full_ = len_ - 8 * q_ >= 8;                                      \
+        const __m256i t_ = tail_mask(full_ ? 8 : len_ - 8 * q_);                   \
+        const __m256i sel_ = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);      \
+        const __m256i k_ = _mm256_cmpeq_epi32(                                     \
+            _mm256_and_si256(_mm256_set1_epi32((int)(bits_ >> (8 * q_))), sel_), sel_); \
+        BODY;                                                                      \
+    }
+
+static void dropout_row_avx2(const attn_dropout *dr, float *x, int64_t b, int64_t h, int64_t i,
+                             int64_t j0, int64_t n)
+{
+    const __m256 s = _mm256_set1_ps(dr->scale);
+    DROPOUT_CHUNKS(dr, b, h, i, j0, n, CHUNK_PIECES({
+        if (full_) {
+            __m256 v = _mm256_loadu_ps(x + o_);
+            _mm256_storeu_ps(x + o_, _mm256_and_ps(_mm256_mul_ps(v, s), _mm256_castsi256_ps(k_)));
+        } else {
+            __m256 v = _mm256_maskload_ps(x + o_, t_);
+            _mm256_maskstore_ps(x + o_, t_,
+                                _mm256_and_ps(_mm256_mul_ps(v, s), _mm256_castsi256_ps(k_)));
+        }
+    }));
+}
+
+static void dropout_bwd_row_avx2(const attn_dropout *dr, float *pr, float *dpr, float D,
+                                 int64_t b, int64_t h, int64_t i, int64_t j0, int64_t n)
+{
+    const __m256 s = _mm256_set1_ps(dr->scale), vd = _mm256_set1_ps(D);
+    DROPOUT_CHUNKS(dr, b, h, i, j0, n, CHUNK_PIECES({
+        const __m256 km = _mm256_castsi256_ps(k_);
+        __m256 pv = full_ ? _mm256_loadu_ps(pr + o_) : _mm256_maskload_ps(pr + o_, t_);
+        __m256 dv = full_ ? _mm256_loadu_ps(dpr + o_) : _mm256_maskload_ps(dpr + o_, t_);
+        /* The and between the multiply and the subtraction: never fused. */
+        __m256 dp = _mm256_and_ps(_mm256_mul_ps(dv, s), km);
+        __m256 ds = _mm256_mul_ps(pv, _mm256_sub_ps(dp, vd));
+        __m256 pz = _mm256_and_ps(_mm256_mul_ps(pv, s), km);
+        if (full_) {
+            _mm256_storeu_ps(dpr + o_, ds);
+            _mm256_storeu_ps(pr + o_, pz);
+        } else {
+            _mm256_maskstore_ps(dpr + o_, t_, ds);
+            _mm256_maskstore_ps(pr + o_, t_, pz);
+        }
+    }));
+}
+
+static void dropout_keep_row_avx2(const attn_dropout *dr, uint8_t *keep, int64_t b, int64_t h,
+                                  int64_t i, int64_t j0, int64_t n)
+{
+    DROPOUT_CHUNKS(dr, b, h, i, j0, n, {
+        for (int64_t q = 0; q < len_; q++)
+            keep[xi_ + q] = (uint8_t)((bits_ >> q) & 1);
+    });
+}
+
 const attn_kernels attn_kernels_avx2 = {
     "avx2", max_avx2, prep_max_avx2, exp_sum_avx2, exp_store_avx2, scale_avx2,
+    dropout_row_avx2, dropout_bwd_row_avx2, dropout_keep_row_avx2,
 };

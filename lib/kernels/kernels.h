@@ -1,4 +1,4 @@
-/* Row kernels of the softmax, one table per instruction set, chosen once per
+/* Row kernels of the softmax and of dropout, one table per instruction set, chosen once per
  * plan at run time (attn_kernels_select).  Every kernel has a portable C
  * twin; exp() is the same polynomial everywhere:
  *   exp(x) = 2^k * e^r, k = round(x / ln 2), |r| <= ln 2 / 2,
@@ -9,6 +9,22 @@
 #define ATTN_KERNELS_H
 
 #include <stdint.h>
+
+/* Dropout's parameters (filled by attn_dropout_init in sdpa/dropout.c):
+ * the Philox key derived from (seed, offset), the keep threshold
+ * round((1 - p) 2^32) in [0, 2^32] and the scale 1 / (1 - p) (0 when
+ * p = 1).  keep(b, h, i, j) = word j % 4 of
+ * Philox4x32-10((j / 4, i, h, b), key) < thresh: integer-only, so every
+ * table draws the same decisions, and the scaling is one fp32 multiply, so
+ * every table gives the same bits. */
+typedef struct attn_dropout {
+    uint32_t key[2];
+    uint64_t thresh;
+    float scale;
+} attn_dropout;
+
+/* The scalar Philox4x32-10 block (the reference of the SIMD generators). */
+void attn_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
 typedef struct attn_kernels {
     const char *name;
@@ -25,6 +41,21 @@ typedef struct attn_kernels {
     void (*exp_store)(float *dst, const float *src, int64_t n, float m);
     /* x[j] *= a */
     void (*scale)(float *x, int64_t n, float a);
+    /* Dropout rows (b, h, i < 2^32, keys j0 .. j0 + n - 1 < 2^32), the
+     * same bits at every level.  Dropped entries become exactly +0. */
+    /* x[j - j0] = keep(b, h, i, j) ? x[j - j0] * scale : 0 */
+    void (*dropout_row)(const attn_dropout *dr, float *x, int64_t b, int64_t h, int64_t i,
+                        int64_t j0, int64_t n);
+    /* The backward's row, with Z = keep(b, h, i, j) ? scale : 0: from P (pr)
+     * and dP' = dO V^T (dpr), dpr = P (Z dP' - D) (that is dS) and
+     * pr = Z P (the P' that multiplied V), in one pass of the generator;
+     * Z dP' is keep ? dP' * scale : 0, then one subtraction and one
+     * multiply (never fused). */
+    void (*dropout_bwd_row)(const attn_dropout *dr, float *pr, float *dpr, float D, int64_t b,
+                            int64_t h, int64_t i, int64_t j0, int64_t n);
+    /* keep[j - j0] = keep(b, h, i, j) (0 or 1) */
+    void (*dropout_keep_row)(const attn_dropout *dr, uint8_t *keep, int64_t b, int64_t h,
+                             int64_t i, int64_t j0, int64_t n);
 } attn_kernels;
 
 enum { ATTN_SIMD_SCALAR = 0, ATTN_SIMD_AVX2 = 1, ATTN_SIMD_AVX512 = 2 };

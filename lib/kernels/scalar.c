@@ -77,8 +77,85 @@ static void scale_c(float *x, int64_t n, float a)
         x[j] *= a;
 }
 
+/* Philox4x32-10 (Salmon, Moraes, Dror and Shaw, SC'11; Random123's
+ * constants): the reference the SIMD generators match. */
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+void attn_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4])
+{
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
+    uint32_t k0 = key[0], k1 = key[1];
+    for (int round = 0; round < 10; round++) {
+        if (round > 0) {
+            k0 += PHILOX_W0;
+            k1 += PHILOX_W1;
+        }
+        const uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
+        const uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
+        const uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+        c0 = hi1 ^ c1 ^ k0;
+        c1 = lo1;
+        c2 = hi0 ^ c3 ^ k1;
+        c3 = lo0;
+    }
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
+}
+
+/* Runs BODY for j in [j0, j0 + n) with x_ = j - j0 and keep_ the decision,
+ * one Philox block per 4 keys (j / 4 fits 32 bits: keys < 2^32). */
+#define DROPOUT_ROW(dr, b, h, i, j0, n, BODY)                                      \
+    do {                                                                           \
+        uint32_t ctr_[4] = { 0, (uint32_t)(i), (uint32_t)(h), (uint32_t)(b) };     \
+        uint32_t u_[4];                                                            \
+        int64_t j_ = (j0);                                                         \
+        const int64_t end_ = (j0) + (n);                                           \
+        while (j_ < end_) {                                                        \
+            ctr_[0] = (uint32_t)(j_ >> 2);                                         \
+            attn_philox4x32_10(ctr_, (dr)->key, u_);                               \
+            int64_t e_ = (j_ | 3) + 1;                                             \
+            if (e_ > end_) e_ = end_;                                              \
+            for (; j_ < e_; j_++) {                                                \
+                const int64_t x_ = j_ - (j0);                                      \
+                const int keep_ = (uint64_t)u_[j_ & 3] < (dr)->thresh;             \
+                BODY;                                                              \
+            }                                                                      \
+        }                                                                          \
+    } while (0)
+
+static void dropout_row_c(const attn_dropout *dr, float *x, int64_t b, int64_t h, int64_t i,
+                          int64_t j0, int64_t n)
+{
+    const float s = dr->scale;
+    DROPOUT_ROW(dr, b, h, i, j0, n, x[x_] = keep_ ? x[x_] * s : 0.0f);
+}
+
+static void dropout_bwd_row_c(const attn_dropout *dr, float *pr, float *dpr, float D, int64_t b,
+                              int64_t h, int64_t i, int64_t j0, int64_t n)
+{
+    const float s = dr->scale;
+    DROPOUT_ROW(dr, b, h, i, j0, n, {
+        const float pv = pr[x_];
+        const float dp = keep_ ? dpr[x_] * s : 0.0f;
+        dpr[x_] = pv * (dp - D);
+        pr[x_] = keep_ ? pv * s : 0.0f;
+    });
+}
+
+static void dropout_keep_row_c(const attn_dropout *dr, uint8_t *keep, int64_t b, int64_t h,
+                               int64_t i, int64_t j0, int64_t n)
+{
+    DROPOUT_ROW(dr, b, h, i, j0, n, keep[x_] = (uint8_t)keep_);
+}
+
 const attn_kernels attn_kernels_scalar = {
     "scalar", max_c, prep_max_c, exp_sum_c, exp_store_c, scale_c,
+    dropout_row_c, dropout_bwd_row_c, dropout_keep_row_c,
 };
 
 const attn_kernels *attn_kernels_select(void)

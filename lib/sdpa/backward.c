@@ -261,7 +261,7 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
              * dS = P (dP - D) goes to the dP tile, and P' = Z P (what
              * multiplied V) stays in the P tile for dV.  The decisions are
              * the forward's: the same pure function of (b, h, i, j). */
-            attn_dropout_bwd_row(&p->drop, pr, w->dp + r * bk, D, b, h, i, t + cs, cols);
+            kern->dropout_bwd_row(&p->drop, pr, w->dp + r * bk, D, b, h, i, t + cs, cols);
         }
     }
     /* dV_t += P^T dO_r  (P' with dropout) */

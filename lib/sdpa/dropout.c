@@ -11,37 +11,11 @@
  * A pure function of (seed, offset, b, h, i, j): no state, no dependence on
  * who asks, in which order or in what tile, so the forward (any thread
  * count, tile, layout, GQA stacking, split-K chunk) and the backward draw
- * the same decisions. */
+ * the same decisions.  The generator and the rows are kernels
+ * (kernels/scalar.c the reference, avx2.c and avx512.c 8 and 16 counters
+ * at a time), bitwise the same at every level. */
 #include "sdpa/sdpa.h"
 #include <math.h>
-
-#define PHILOX_M0 0xD2511F53u
-#define PHILOX_M1 0xCD9E8D57u
-#define PHILOX_W0 0x9E3779B9u
-#define PHILOX_W1 0xBB67AE85u
-
-void attn_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4])
-{
-    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
-    uint32_t k0 = key[0], k1 = key[1];
-    for (int round = 0; round < 10; round++) {
-        if (round > 0) {
-            k0 += PHILOX_W0;
-            k1 += PHILOX_W1;
-        }
-        const uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
-        const uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
-        const uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
-        c0 = hi1 ^ c1 ^ k0;
-        c1 = lo1;
-        c2 = hi0 ^ c3 ^ k1;
-        c3 = lo0;
-    }
-    out[0] = c0;
-    out[1] = c1;
-    out[2] = c2;
-    out[3] = c3;
-}
 
 void attn_dropout_init(attn_dropout *dr, double p, uint64_t seed, uint64_t offset)
 {
@@ -55,52 +29,6 @@ void attn_dropout_init(attn_dropout *dr, double p, uint64_t seed, uint64_t offse
      * [0, 2^32]: 2^32 keeps every u, 0 none. */
     dr->thresh = (uint64_t)llround((1.0 - p) * 4294967296.0);
     dr->scale = p < 1.0 ? (float)(1.0 / (1.0 - p)) : 0.0f;
-}
-
-/* Calls f(x, j - j0, keep) for j in [j0, j0 + n), one Philox block per 4
- * keys (j / 4 fits 32 bits: keys < 2^32). */
-#define DROPOUT_ROW(dr, b, h, i, j0, n, BODY)                                      \
-    do {                                                                           \
-        uint32_t ctr_[4] = { 0, (uint32_t)(i), (uint32_t)(h), (uint32_t)(b) };     \
-        uint32_t u_[4];                                                            \
-        int64_t j_ = (j0);                                                         \
-        const int64_t end_ = (j0) + (n);                                           \
-        while (j_ < end_) {                                                        \
-            ctr_[0] = (uint32_t)(j_ >> 2);                                         \
-            attn_philox4x32_10(ctr_, (dr)->key, u_);                               \
-            int64_t e_ = (j_ | 3) + 1;                                             \
-            if (e_ > end_) e_ = end_;                                              \
-            for (; j_ < e_; j_++) {                                                \
-                const int64_t x_ = j_ - (j0);                                      \
-                const int keep_ = (uint64_t)u_[j_ & 3] < (dr)->thresh;             \
-                BODY;                                                              \
-            }                                                                      \
-        }                                                                          \
-    } while (0)
-
-void attn_dropout_row(const attn_dropout *dr, float *x, int64_t b, int64_t h, int64_t i,
-                      int64_t j0, int64_t n)
-{
-    const float s = dr->scale;
-    DROPOUT_ROW(dr, b, h, i, j0, n, x[x_] = keep_ ? x[x_] * s : 0.0f);
-}
-
-void attn_dropout_bwd_row(const attn_dropout *dr, float *pr, float *dpr, float D, int64_t b,
-                          int64_t h, int64_t i, int64_t j0, int64_t n)
-{
-    const float s = dr->scale;
-    DROPOUT_ROW(dr, b, h, i, j0, n, {
-        const float pv = pr[x_];
-        const float dp = keep_ ? dpr[x_] * s : 0.0f;
-        dpr[x_] = pv * (dp - D);
-        pr[x_] = keep_ ? pv * s : 0.0f;
-    });
-}
-
-void attn_dropout_keep_row(const attn_dropout *dr, uint8_t *keep, int64_t b, int64_t h,
-                           int64_t i, int64_t j0, int64_t n)
-{
-    DROPOUT_ROW(dr, b, h, i, j0, n, keep[x_] = (uint8_t)keep_);
 }
 
 attn_status attn_dropout_keep_mask(double p, uint64_t seed, uint64_t offset, int64_t b,
@@ -129,7 +57,8 @@ attn_status attn_dropout_keep_mask(double p, uint64_t seed, uint64_t offset, int
         return ATTN_ERR_BAD_STRIDE;
     attn_dropout dr;
     attn_dropout_init(&dr, p, seed, offset);
+    const attn_kernels *kern = attn_kernels_select();
     for (int64_t r = 0; r < rows; r++)
-        attn_dropout_keep_row(&dr, keep + r * ld, b, h, i0 + r, 0, m);
+        kern->dropout_keep_row(&dr, keep + r * ld, b, h, i0 + r, 0, m);
     return ATTN_OK;
 }

@@ -114,7 +114,7 @@ static void finish_probs_row(const attn_sdpa_plan *p, const attn_sdpa_args *a, i
     float *pr = probs_row(p, a, b, h, i);
     finish_probs(p, pr, lo, hi, lse);
     if (p->dropout && lse > -INFINITY && hi > lo)  /* not NaN rows */
-        attn_dropout_row(&p->drop, pr + lo, b, h, i, lo, hi - lo);
+        p->kern->dropout_row(&p->drop, pr + lo, b, h, i, lo, hi - lo);
 }
 
 /* The rows of one GEMM: either one head's rows or the whole group's. */
@@ -185,7 +185,7 @@ static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
          * P that multiplies V is dropped (and scaled), on the visible
          * columns (the others are 0 already). */
         if (p->dropout)
-            attn_dropout_row(&p->drop, sr + a0, b, h, i, t + a0, a1 - a0);
+            kern->dropout_row(&p->drop, sr + a0, b, h, i, t + a0, a1 - a0);
         w->lrow[vr] = w->lrow[vr] * c + sum;
         w->mrow[vr] = mnew;
         w->corr[vr] = c;

@@ -17,29 +17,10 @@
 #define ATTN_SPLIT_MIN_KEYS 512
 #define ATTN_SPLIT_MAX_BYTES ((size_t)16 << 20)
 
-/* Dropout (dropout.c): the key derived from (seed, offset), the keep
- * threshold round((1 - p) 2^32) in [0, 2^32] and the scale 1 / (1 - p)
- * (0 when p = 1). */
-typedef struct attn_dropout {
-    uint32_t key[2];
-    uint64_t thresh;
-    float scale;
-} attn_dropout;
-
-void attn_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+/* Dropout (dropout.c): attn_dropout (kernels.h) from (p, seed, offset);
+ * the rows go through the plan's kernel table (dropout_row,
+ * dropout_bwd_row, dropout_keep_row). */
 void attn_dropout_init(attn_dropout *dr, double p, uint64_t seed, uint64_t offset);
-/* x[j - j0] *= keep(b, h, i, j) ? scale : 0 for j in [j0, j0 + n); dropped
- * entries become exactly 0. */
-void attn_dropout_row(const attn_dropout *dr, float *x, int64_t b, int64_t h, int64_t i,
-                      int64_t j0, int64_t n);
-/* The backward's row, with Z = keep(b, h, i, j) ? scale : 0: from P (pr)
- * and dP' = dO V^T (dpr), dpr = P (Z dP' - D) (that is dS) and pr = Z P
- * (the P' that multiplied V), on [j0, j0 + n); one pass of the generator. */
-void attn_dropout_bwd_row(const attn_dropout *dr, float *pr, float *dpr, float D, int64_t b,
-                          int64_t h, int64_t i, int64_t j0, int64_t n);
-/* keep[j - j0] = keep(b, h, i, j) for j in [j0, j0 + n). */
-void attn_dropout_keep_row(const attn_dropout *dr, uint8_t *keep, int64_t b, int64_t h,
-                           int64_t i, int64_t j0, int64_t n);
 
 struct attn_sdpa_plan {
     attn_sdpa_desc d;
