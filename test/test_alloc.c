@@ -1,7 +1,8 @@
 /*
  * test_alloc.c -- allocation failure: every allocation attn makes (plans,
  * internal workspace, the MHA plan's inner SDPA plan) is made to fail in
- * turn (and the MHA training calls); each call must return ATTN_ERR_OUT_OF_MEMORY, leave *plan and
+ * turn (and the SDPA backward and the MHA training calls); each call must
+ * return ATTN_ERR_OUT_OF_MEMORY, leave *plan and
  * every output untouched, and leak nothing: every block allocated during
  * the failing call must have been freed when it returns.
  *
@@ -197,6 +198,42 @@ static void test_sdpa_oom(void **state)
     assert_int_equal(attn_sdpa_execute(plan, &a, NULL, 0), ATTN_OK);
     assert_false(isnan(o[0]));
     attn_sdpa_plan_destroy(plan);
+
+    /* The backward on the same problem (the forward's O and lse as inputs):
+     * its plan, its internal workspace, and the one-shot's two. */
+    static float d_o[B * H * N * D], dq[B * H * N * D], dk[B * HKV * M * D], dv[B * HKV * M * D];
+    static float dq0[B * H * N * D], dk0[B * HKV * M * D], dv0[B * HKV * M * D];
+    fill(d_o, sizeof d_o / sizeof *d_o, 1.0f);
+    for (size_t i = 0; i < sizeof dq / sizeof *dq; i++) dq[i] = dq0[i] = NAN;
+    for (size_t i = 0; i < sizeof dk / sizeof *dk; i++) dk[i] = dk0[i] = dv[i] = dv0[i] = NAN;
+    attn_sdpa_bwd_desc bd;
+    attn_sdpa_bwd_desc_init(&bd);
+    bd.fwd = d;
+    bd.fwd.want_probs = 0;
+    bd.d_o = bd.dq = d.q;
+    bd.dk = bd.dv = d.k;
+    attn_sdpa_bwd_args ba = { .q = q, .k = k, .v = v, .o = o, .d_o = d_o, .lse = lse,
+                              .dq = dq, .dk = dk, .dv = dv };
+    attn_sdpa_bwd_plan *bp = (attn_sdpa_bwd_plan *)(uintptr_t)0x1;
+    arm(0, -1);
+    assert_int_equal(attn_sdpa_bwd_plan_create(&bp, &bd), ATTN_ERR_OUT_OF_MEMORY);
+    assert_int_equal(disarm(), 0);
+    assert_ptr_equal(bp, (attn_sdpa_bwd_plan *)(uintptr_t)0x1);
+    bp = NULL;
+    assert_int_equal(attn_sdpa_bwd_plan_create(&bp, &bd), ATTN_OK);
+    for (int at = 0; at < 3; at++) {
+        arm(at == 1 ? 0 : -1, at == 1 ? -1 : 0);
+        attn_status bs = at == 0 ? attn_sdpa_bwd_execute(bp, &ba, NULL, 0)
+                                 : attn_sdpa_backward(&bd, &ba);
+        assert_int_equal(bs, ATTN_ERR_OUT_OF_MEMORY);
+        assert_int_equal(disarm(), 0);
+        assert_true(bits_equal(dq, dq0, sizeof dq / sizeof *dq));
+        assert_true(bits_equal(dk, dk0, sizeof dk / sizeof *dk));
+        assert_true(bits_equal(dv, dv0, sizeof dv / sizeof *dv));
+    }
+    assert_int_equal(attn_sdpa_bwd_execute(bp, &ba, NULL, 0), ATTN_OK);
+    assert_false(isnan(dq[0]) || isnan(dk[0]) || isnan(dv[0]));
+    attn_sdpa_bwd_plan_destroy(bp);
 #endif
 }
 
