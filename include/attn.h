@@ -555,12 +555,30 @@ typedef struct attn_mha_desc {
 
     attn_weights_mode weights;   /* attention weights output */
     int threads;                 /* as in attn_sdpa_desc */
-    int64_t reserved[16];        /* must be zero */
+
+    /* Dropout on the attention weights (nn.MultiheadAttention's dropout),
+     * 0 <= p <= 1, applied per head exactly as attn_sdpa_desc applies it:
+     * whether (b, h, i, j) is kept (h the query head, i the query, j the
+     * key) is the pure function of (dropout_seed, dropout_offset, b, h, i,
+     * j) of attn_dropout_keep_mask, and a kept entry is scaled by
+     * 1 / (1 - p).  attn_mha_execute and attn_mha_train_forward apply it,
+     * attn_mha_backward regenerates the same mask.  The weights output (per
+     * head or averaged) is of the dropped probabilities, the P' that
+     * multiplies V, as SDPA's probabilities output (PyTorch returns the
+     * weights after dropout too).  p outside [0, 1] or NaN is
+     * ATTN_ERR_BAD_OPTION; p = 0 (the default) runs exactly the path
+     * without dropout. */
+    double dropout_p;
+    uint64_t dropout_seed;
+    uint64_t dropout_offset;
+
+    int64_t reserved[13];        /* must be zero */
 } attn_mha_desc;
 
 /* Defaults: sizes 0, self_attention 0, packed_in_proj 0, has_bias 1 (as
  * nn.MultiheadAttention), dense strides, scale NaN, an unbounded top-left
- * window, no masks, no weights, threads 0.  Returns ATTN_OK or
+ * window, no masks, no weights, threads 0, no dropout (dropout_p,
+ * dropout_seed and dropout_offset 0).  Returns ATTN_OK or
  * ATTN_ERR_NULL_ARGUMENT. */
 ATTN_API attn_status attn_mha_desc_init(attn_mha_desc *desc);
 
@@ -606,7 +624,8 @@ typedef struct attn_mha_plan attn_mha_plan;
  * key_stride and value_stride are ignored in self-attention),
  * ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_SCALE, ATTN_ERR_BAD_OPTION (unknown
  * enum value, nonzero reserved field, packed_in_proj with kdim or vdim != E
- * or Hkv != H, or self_attention with kdim or vdim != E),
+ * or Hkv != H, self_attention with kdim or vdim != E, or dropout_p outside
+ * [0, 1] or NaN),
  * ATTN_ERR_BAD_THREADS or ATTN_ERR_OUT_OF_MEMORY.
  */
 ATTN_API attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc);

@@ -58,14 +58,15 @@ const char *mcase_str(const mcase *c)
              "B=%lld L=%lld S=%lld E=%lld H=%lld Hkv=%lld kdim=%lld vdim=%lld self=%d "
              "packed=%d bias=%d strides=%lld/%lld/%lld/%lld scale=%g align=%d wl=%lld "
              "wr=%lld kv_lens=[%s] q_lens=[%s] mask=%d/bc%d attn_bias=%d/bc%d/ninf%.2f "
-             "kpm=%d weights=%d threads=%d seed=%llu",
+             "kpm=%d weights=%d threads=%d seed=%llu dropout=%g/%llu/%llu",
              (long long)c->B, (long long)c->L, (long long)c->S, (long long)c->E,
              (long long)c->H, (long long)c->Hkv, (long long)c->kdim, (long long)c->vdim,
              c->self, c->packed, c->has_bias, (long long)c->xs, (long long)c->ks,
              (long long)c->vs, (long long)c->os, (double)c->scale, c->align,
              (long long)c->wl, (long long)c->wr, kl, ql, c->mask_mode, c->mask_bcast,
              c->use_bias, c->bias_bcast, c->bias_ninf, c->kpm_mode, c->weights, c->threads,
-             (unsigned long long)c->seed);
+             (unsigned long long)c->seed, c->dropout_p, (unsigned long long)c->drop_seed,
+             (unsigned long long)c->drop_offset);
     return buf;
 }
 
@@ -271,6 +272,9 @@ int minst_build(minst *t, const mcase *c)
     d->key_padding_mode = (attn_mask_mode)c->kpm_mode;
     d->weights = (attn_weights_mode)c->weights;
     d->threads = c->threads;
+    d->dropout_p = c->dropout_p;
+    d->dropout_seed = c->drop_seed;
+    d->dropout_offset = c->drop_offset;
 
     /* masks, bias, lengths */
     if (c->mask_mode != ATTN_MASK_NONE) {

@@ -43,6 +43,8 @@ typedef struct mcase {
     int threads;
     double in_mag;               /* inputs uniform in [-in_mag, in_mag] */
     uint64_t seed;
+    double dropout_p;            /* the desc's dropout_p, dropout_seed and */
+    uint64_t drop_seed, drop_offset; /* dropout_offset (0: no dropout) */
 } mcase;
 
 /* The default of every column, for designated initializers:
@@ -50,7 +52,7 @@ typedef struct mcase {
 #define MCASE_DEFAULTS                                                        \
     .has_bias = 1, .scale = NAN, .align = ATTN_ALIGN_TOP_LEFT, .wl = -1,     \
     .wr = -1, .mask_keep = 0.75, .kpm_keep = 0.75, .threads = 1,             \
-    .in_mag = 1.5, .seed = 1
+    .in_mag = 1.5, .seed = 1, .dropout_p = 0.0, .drop_seed = 0, .drop_offset = 0
 
 /* Rows written out as (mcase){ MCASE(CROSS(2, 5, 9, 16, 4), .kdim = 7) }:
  * the shape, then the columns that differ from the defaults.  Later

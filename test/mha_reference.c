@@ -22,6 +22,11 @@
  *               + |bo_e|)   (the rounding acts on the perturbed O);
  * - averaged weights (fp32 sum over H heads, times 1/H rounded):
  *     |dA| <= (1/H) sum_h p_rel_h p_h + (H + 2) u A.
+ * - dropout (dropout_p > 0): p_j becomes p'_j = p_j keep_j / (1 - p), the
+ *   keep mask from the public attn_dropout_keep_mask (which test_dropout.c
+ *   checks against an independent Philox4x32-10); p' replaces p in O, the
+ *   weights and their average, and the fp32 scale 1/(1 - p) (rounded, then
+ *   a multiply) adds 2 u to p_rel.
  * Every bound carries a safety factor SAFE for the neglected second-order
  * terms, plus MREF_TINY.
  */
@@ -68,6 +73,17 @@ static int window_visible(const attn_mha_desc *d, int64_t klen, int64_t qlen,
     return 1;
 }
 
+/* The dropout of row (b, h, i): keep[j] from attn_dropout_keep_mask and
+ * *zs = 1 / (1 - p) (0 for p = 1, where nothing is kept).  Returns 0 or -1
+ * (the public call failed). */
+static int drop_keep(const attn_mha_desc *d, int64_t b, int64_t h, int64_t i, int64_t S,
+                     uint8_t *keep, double *zs)
+{
+    *zs = d->dropout_p < 1.0 ? 1.0 / (1.0 - d->dropout_p) : 0.0;
+    return attn_dropout_keep_mask(d->dropout_p, d->dropout_seed, d->dropout_offset, b, h, i, 1,
+                                  S, keep, S) == ATTN_OK ? 0 : -1;
+}
+
 /* 1 if a uint8 entry lets its position take part under mode. */
 static int mask_allows(attn_mask_mode mode, uint8_t v)
 {
@@ -111,8 +127,11 @@ int mref_mha(const attn_mha_desc *d, const attn_mha_weights *w,
     double *prel = malloc((size_t)(B * H * L) * sizeof *prel);
     double *pp = malloc((size_t)(B * H * L * S) * sizeof *pp);
     unsigned char *vis = malloc((size_t)S);
+    uint8_t *keep = malloc((size_t)S);
+    const int drop = d->dropout_p > 0.0;
     int rc = -1;
-    if (!Q || !Qa || !K || !Ka || !V || !Va || !O || !Oe || !s || !pr || !prel || !pp || !vis)
+    if (!Q || !Qa || !K || !Ka || !V || !Va || !O || !Oe || !s || !pr || !prel || !pp || !vis ||
+        !keep)
         goto done;
 
     project(a->x, xs, B * L, E, wq, bq, E, Q, Qa);
@@ -172,8 +191,16 @@ int mref_mha(const attn_mha_desc *d, const attn_mha_weights *w,
                 for (int64_t j = 0; j < S; j++)
                     pr[j] = vis[j] ? exp(s[j] - mx) / sum : 0.0;
                 const double es = (cq + ck + (double)dh + 6.0) * u * tmax;
-                const double p_rel = nv ? expm1(2.0 * es) + ((double)nv + 2.0 * MREF_KEXP + 4.0) * u
-                                        : 0.0;
+                double p_rel = nv ? expm1(2.0 * es) + ((double)nv + 2.0 * MREF_KEXP + 4.0) * u
+                                  : 0.0;
+                if (drop) { /* P' = P keep / (1 - p) */
+                    double zs;
+                    if (drop_keep(d, b, h, i, S, keep, &zs) != 0)
+                        goto done;
+                    for (int64_t j = 0; j < S; j++)
+                        pr[j] = keep[j] ? pr[j] * zs : 0.0;
+                    p_rel += 2.0 * u;
+                }
                 prel[row] = p_rel;
                 memcpy(pp + row * S, pr, (size_t)S * sizeof *pr);
                 if (out->p)
@@ -250,6 +277,7 @@ done:
     free(prel);
     free(pp);
     free(vis);
+    free(keep);
     return rc;
 }
 
@@ -271,7 +299,12 @@ done:
  *   dS = P (dP - D): e = p_rel P |dP - D| + P (e(dP) + e(D))
  *                        + 3 u P (|dP| + |D|);
  *   dQ: n = S;  dK, dV: n = group L (the query rows of every head of the
- *   group);  dW_*, db_*: n = B L or B S tokens;  dX: n = E (3 E in
+ *   group);
+ *   with dropout (Z = keep / (1 - p), keep from attn_dropout_keep_mask):
+ *   O and dV use P' = Z P (relative error p_rel + 2 u), dP = Z dP' with
+ *   dP' = dO . V (e = |Z| e(dP') + 2 u |Z dP'|~: the rounded scale and its
+ *   multiply), and dS = P (dP - D) with the undropped P (D = dO . O is
+ *   sum_j P'_j dP'_j = sum_j P_j dP_j);  dW_*, db_*: n = B L or B S tokens;  dX: n = E (3 E in
  *   self-attention), dXk, dXv: n = Hkv dh.
  * Each bound carries the safety factor MREF_SAFE and MREF_TINY.
  */
@@ -439,13 +472,16 @@ int mref_mha_backward(const attn_mha_desc *d, const attn_mha_weights *w,
     double *s = malloc((size_t)S * sizeof *s), *pr = malloc((size_t)S * sizeof *pr);
     double *dp = malloc((size_t)S * sizeof *dp), *dpe = malloc((size_t)S * sizeof *dpe);
     unsigned char *vis = malloc((size_t)S);
+    uint8_t *keep = malloc((size_t)S);
+    double *pd = malloc((size_t)S * sizeof *pd);
+    const int drop = d->dropout_p > 0.0;
     const size_t nx = (size_t)(BL * E) > (size_t)(BS * (kdim > vdim ? kdim : vdim))
                           ? (size_t)(BL * E) : (size_t)(BS * (kdim > vdim ? kdim : vdim));
     double *gx = malloc(nx * sizeof *gx), *gxt = malloc(2 * nx * sizeof *gxt);
     int rc = -1;
     if (!Q || !Qa || !K || !Ka || !V || !Va || !O || !Oe || !dO || !dOe || !dQ || !dQe ||
         !dQa || !dK || !dKe || !dKa || !dV || !dVe || !dVa || !s || !pr || !dp || !dpe ||
-        !vis || !gx || !gxt)
+        !vis || !gx || !gxt || !keep || !pd)
         goto done;
 
     project(a->x, xs, BL, E, wq, bq, E, Q, Qa);
@@ -505,13 +541,20 @@ int mref_mha_backward(const attn_mha_desc *d, const attn_mha_weights *w,
                     pr[j] = vis[j] ? exp(s[j] - mx) / sum : 0.0;
                 const double es = (cq + ck + (double)dh + 6.0) * u * tmax;
                 const double p_rel = expm1(2.0 * es) + ((double)nv + 2.0 * MREF_KEXP + 4.0) * u;
-                const double orel = p_rel + ((double)nv + 4.0) * u + cv * u;
+                /* P' = Z P (the P that multiplies V) and its relative error */
+                double zs = 1.0;
+                if (drop && drop_keep(d, b, h, i, S, keep, &zs) != 0)
+                    goto done;
+                for (int64_t j = 0; j < S; j++)
+                    pd[j] = !drop ? pr[j] : keep[j] ? pr[j] * zs : 0.0;
+                const double pd_rel = drop ? p_rel + 2.0 * u : p_rel;
+                const double orel = pd_rel + ((double)nv + 4.0) * u + cv * u;
                 for (int64_t x = 0; x < dh; x++) {
                     double acc = 0.0, aacc = 0.0;
                     for (int64_t j = 0; j < S; j++)
                         if (vis[j]) {
-                            acc += pr[j] * V[(b * S + j) * kvE + hk * dh + x];
-                            aacc += pr[j] * Va[(b * S + j) * kvE + hk * dh + x];
+                            acc += pd[j] * V[(b * S + j) * kvE + hk * dh + x];
+                            aacc += pd[j] * Va[(b * S + j) * kvE + hk * dh + x];
                         }
                     O[qo + x] = acc;
                     Oe[qo + x] = orel * aacc;
@@ -537,6 +580,11 @@ int mref_mha_backward(const attn_mha_desc *d, const attn_mha_weights *w,
                     }
                     dp[j] = acc;
                     dpe[j] = err + ((double)dh + 2.0) * u * mag;
+                    if (drop) { /* dP = Z dP' */
+                        const double z = keep[j] ? zs : 0.0;
+                        dpe[j] = z * dpe[j] + 2.0 * u * z * (fabs(acc) + dpe[j]);
+                        dp[j] = z * acc;
+                    }
                 }
                 for (int64_t j = 0; j < S; j++) {
                     if (!vis[j])
@@ -555,9 +603,10 @@ int mref_mha_backward(const attn_mha_desc *d, const attn_mha_weights *w,
                         dK[ko + x] += scale * dS * Q[qo + x];
                         dKe[ko + x] += asc * (dSe * Qa[qo + x] + dSa * eQ);
                         dKa[ko + x] += asc * dSa * (Qa[qo + x] + eQ);
-                        dV[ko + x] += P * dO[qo + x];
-                        dVe[ko + x] += p_rel * P * fabs(dO[qo + x]) + P * dOe[qo + x];
-                        dVa[ko + x] += P * (1.0 + p_rel) * (fabs(dO[qo + x]) + dOe[qo + x]);
+                        const double Pd = pd[j];
+                        dV[ko + x] += Pd * dO[qo + x];
+                        dVe[ko + x] += pd_rel * Pd * fabs(dO[qo + x]) + Pd * dOe[qo + x];
+                        dVa[ko + x] += Pd * (1.0 + pd_rel) * (fabs(dO[qo + x]) + dOe[qo + x]);
                     }
                 }
             }
@@ -646,6 +695,7 @@ done:
     free(Q); free(Qa); free(K); free(Ka); free(V); free(Va); free(O); free(Oe);
     free(dO); free(dOe); free(dQ); free(dQe); free(dQa); free(dK); free(dKe); free(dKa);
     free(dV); free(dVe); free(dVa); free(s); free(pr); free(dp); free(dpe); free(vis);
+    free(keep); free(pd);
     free(gx); free(gxt);
     return rc;
 }

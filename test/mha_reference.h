@@ -9,6 +9,8 @@
  *     scale * q.k + bias, O = P V          (scale 1/sqrt(E / H) when NaN)
  *   Y = O W_o^T + b_o
  *   averaged weights = mean over heads of P
+ *   with dropout_p > 0, P' = P keep / (1 - p) replaces P in O and in the
+ *   weights (keep of (b, h, i, j) from the public attn_dropout_keep_mask)
  *
  * Visibility of key j to query i of batch b (AND of all that apply): the
  * window (TOP_LEFT d = i, BOTTOM_RIGHT d = i + kv_lens[b] - q_lens[b]),

@@ -26,6 +26,9 @@ enum {
                           1, 2, 3, 4 bitwise (set by mha_rows on every row) */
 };
 
+/* The family of the dropout rows (dropout_p > 0). */
+#define MHA_DROPOUT_FAMILY "dropout p = 0.1 / 0.5"
+
 typedef struct mrow {
     const char *family;  /* the "[accuracy]" line the row counts in */
     unsigned checks;     /* CK_* bits */

@@ -330,6 +330,7 @@ enum {
     M_WS_SHORT,   /* caller workspace of size - v bytes */
     M_WS_BYTES,   /* caller workspace of v bytes */
     M_NULL,       /* v: which pointer of the call itself is NULL (N_*) */
+    M_DROP,       /* desc.dropout_p = f */
 };
 enum { N_PLAN_OUT = 1, N_DESC, N_PLAN, N_WEIGHTS, N_ARGS };
 
@@ -356,6 +357,7 @@ typedef struct erow {
 #define D64(f, v) { M_D64, offsetof(attn_mha_desc, f), (int64_t)(v), 0.0 }
 #define DINT(f, v) { M_DINT, offsetof(attn_mha_desc, f), (int64_t)(v), 0.0 }
 #define SCALE(x) { M_SCALE, 0, 0, (double)(x) }
+#define DROPP(x) { M_DROP, 0, 0, (double)(x) }
 #define WEIGHT(f, v) { M_WEIGHT, offsetof(attn_mha_weights, f), (v), 0.0 }
 #define ARG(f, v) { M_ARG, offsetof(attn_mha_args, f), (v), 0.0 }
 #define MNULL(which) { M_NULL, 0, (which), 0.0 }
@@ -448,6 +450,22 @@ static const erow err_rows[] = {
     { "threads = INT_MAX", EB_SELF, AT_PLAN, ATTN_ERR_BAD_THREADS, { DINT(threads, INT_MAX) } },
     { "control: threads = 0", EB_SELF, AT_PLAN, ATTN_OK, { DINT(threads, 0) } },
     { "control: threads = 1024", EB_SELF, AT_PLAN, ATTN_OK, { DINT(threads, 1024) } },
+    /* dropout_p in [0, 1] */
+    { "dropout_p = -0.1", EB_SELF, AT_PLAN, ATTN_ERR_BAD_OPTION, { DROPP(-0.1) } },
+    { "dropout_p = -0.1", EB_CROSS, AT_PLAN, ATTN_ERR_BAD_OPTION, { DROPP(-0.1) } },
+    { "dropout_p = 1.5", EB_SELF, AT_PLAN, ATTN_ERR_BAD_OPTION, { DROPP(1.5) } },
+    { "dropout_p = 1.5", EB_CROSS, AT_PLAN, ATTN_ERR_BAD_OPTION, { DROPP(1.5) } },
+    { "dropout_p = NaN", EB_SELF, AT_PLAN, ATTN_ERR_BAD_OPTION, { DROPP(NAN) } },
+    { "dropout_p = NaN", EB_CROSS, AT_PLAN, ATTN_ERR_BAD_OPTION, { DROPP(NAN) } },
+    { "dropout_p = -inf", EB_SELF, AT_PLAN, ATTN_ERR_BAD_OPTION, { DROPP(-INFINITY) } },
+    { "dropout_p = +inf", EB_SELF, AT_PLAN, ATTN_ERR_BAD_OPTION, { DROPP(INFINITY) } },
+    { "dropout_p = 1 + 2^-52", EB_SELF, AT_PLAN, ATTN_ERR_BAD_OPTION, { DROPP(1.0 + DBL_EPSILON) } },
+    { "control: dropout_p = 0", EB_SELF, AT_PLAN, ATTN_OK, { DROPP(0.0) } },
+    { "control: dropout_p = -0.0", EB_SELF, AT_PLAN, ATTN_OK, { DROPP(-0.0) } },
+    { "control: dropout_p = 0.5", EB_CROSS, AT_EXEC, ATTN_OK, { DROPP(0.5) } },
+    { "control: dropout_p = 1", EB_SELF, AT_EXEC, ATTN_OK, { DROPP(1.0) } },
+    { "control: dropout_p = 0.1, seed and offset", EB_CROSS, AT_EXEC, ATTN_OK,
+      { DROPP(0.1), D64(dropout_seed, -1), D64(dropout_offset, INT64_MIN) } },
     /* strides */
     { "self: x_stride = -1", EB_SELF, AT_PLAN, ATTN_ERR_BAD_STRIDE, { D64(x_stride, -1) } },
     { "self: x_stride = E - 1", EB_SELF, AT_PLAN, ATTN_ERR_BAD_STRIDE, { D64(x_stride, 15) } },
@@ -546,10 +564,11 @@ static void err_table(erows *rs, const minst *b)
             emut_add(eadd(rs, EB_SELF, AT_PLAN, ATTN_ERR_BAD_OPTION, "%s = %d", en[f].name, v),
                      M_DINT, en[f].off, v);
         }
-    for (int k = 0; k < 16; k += 5)
+    const int nres = (int)(sizeof ((attn_mha_desc *)0)->reserved / sizeof(int64_t));
+    for (int k = 0; k < nres; k += 4)
         emut_add(eadd(rs, EB_SELF, AT_PLAN, ATTN_ERR_BAD_OPTION, "reserved[%d] != 0", k), M_D64,
                  offsetof(attn_mha_desc, reserved) + (size_t)k * sizeof(int64_t),
-                 k == 15 ? INT64_MIN : 1);
+                 k == nres - 1 ? INT64_MIN : 1);
 
     /* row strides */
     static const struct { const char *name; size_t off; } st[] = {
@@ -719,6 +738,7 @@ static int run_erow(const erow *r, minst *t)
             break;
         }
         case M_SCALE: d.scale = (float)m->f; break;
+        case M_DROP: d.dropout_p = m->f; break;
         case M_WEIGHT: {
             const float *p = m->v ? dummy : NULL;
             memcpy((char *)&w + m->off, &p, sizeof p);
@@ -837,7 +857,10 @@ static void test_api(void **state)
     assert_int_equal(d.key_padding_mode, ATTN_MASK_NONE);
     assert_int_equal(d.weights, ATTN_WEIGHTS_NONE);
     assert_int_equal(d.threads, 0);
-    for (int i = 0; i < 16; i++)
+    assert_true(d.dropout_p == 0.0 && !signbit(d.dropout_p));
+    assert_true(d.dropout_seed == 0 && d.dropout_offset == 0);
+    assert_int_equal(sizeof d.reserved / sizeof d.reserved[0], 13);
+    for (int i = 0; i < 13; i++)
         assert_true(d.reserved[i] == 0);
     assert_int_equal(attn_mha_desc_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     assert_int_equal(attn_mha_plan_destroy(NULL), ATTN_OK);
@@ -858,7 +881,7 @@ static void test_api(void **state)
 
 /* ------------------------------------------------------------- backward */
 
-static gstats g_bwd_stats;
+static gstats g_bwd_stats, g_bwd_drop_stats; /* the dropout rows apart */
 
 /* Where element view[k] of a gradient family lives in a snapshot of the
  * buffers (packed views share the buffer of dW_q or db_q). */
@@ -870,7 +893,6 @@ static float *snap_view(const mgrads *m, float *const snap[MG_COUNT], int k)
 
 static int check_backward(minst *t, const msnap *first, const mrow *row)
 {
-    (void)row;
     int fails = 0;
     mgrads m;
     assert_int_equal(mgrads_build(&m, t), 0);
@@ -891,7 +913,9 @@ static int check_backward(minst *t, const msnap *first, const mrow *row)
         printf("FAIL train_forward: out differs from execute bitwise: %s\n", mcase_str(&t->c));
         fails++;
     }
-    fails += mgrads_check(t, &m, &g_bwd_stats) != 0;
+    fails += mgrads_check(t, &m,
+                          strcmp(row->family, MHA_DROPOUT_FAMILY) == 0 ? &g_bwd_drop_stats
+                                                                       : &g_bwd_stats) != 0;
     float *g0[MG_COUNT];
     mgrads_snap(&m, g0);
 
@@ -956,8 +980,11 @@ static void test_backward(void **state)
 {
     (void)state;
     memset(&g_bwd_stats, 0, sizeof g_bwd_stats);
+    memset(&g_bwd_drop_stats, 0, sizeof g_bwd_drop_stats);
     over_rows(CK_BACKWARD, check_backward, 0);
     gstats_print(&g_bwd_stats);
+    printf("[accuracy] backward, rows of \"%s\":\n", MHA_DROPOUT_FAMILY);
+    gstats_print(&g_bwd_drop_stats);
 }
 
 /* L(theta) = sum dY * Y_ref(theta), Y from the forward reference. */
@@ -1287,6 +1314,63 @@ static void test_train_api(void **state)
     minst_free(&t);
 }
 
+/* dropout_p = 0 with a seed and an offset set is bitwise a desc that never
+ * set dropout: execute (out and weights), train_forward and the backward's
+ * gradients, on every row of the dropout family with p forced to 0. */
+static void test_dropout_zero(void **state)
+{
+    (void)state;
+    size_t n;
+    const mrow *rows = mha_rows(&n);
+    int fails = 0, run = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(rows[i].family, MHA_DROPOUT_FAMILY) != 0)
+            continue;
+        mcase c0 = rows[i].c, c1 = rows[i].c;
+        c0.dropout_p = 0.0;
+        c0.drop_seed = c0.drop_offset = 0;
+        c1.dropout_p = 0.0;
+        c1.drop_seed = rows[i].c.drop_seed + 0x9E3779B97F4A7C15ull;
+        c1.drop_offset = rows[i].c.drop_offset + 12345u;
+        minst t0, t1;
+        assert_int_equal(minst_build(&t0, &c0), 0);
+        assert_int_equal(minst_build(&t1, &c1), 0);
+        assert_true(t0.d.dropout_p == 0.0 && t0.d.dropout_seed == 0 && t0.d.dropout_offset == 0);
+        assert_int_equal(minst_run(&t0, 0), ATTN_OK);
+        assert_int_equal(minst_run(&t1, 0), ATTN_OK);
+        msnap s0;
+        msnap_take(&s0, &t0);
+        if (!msnap_equal(&s0, &t1)) {
+            printf("FAIL dropout_p = 0 with seed/offset: execute differs: %s\n", mcase_str(&c1));
+            fails++;
+        }
+        mgrads m0, m1;
+        assert_int_equal(mgrads_build(&m0, &t0), 0);
+        assert_int_equal(mgrads_build(&m1, &t1), 0);
+        minst_clear(&t0);
+        minst_clear(&t1);
+        assert_int_equal(minst_train(&t0, &m0, 0, NULL, NULL, NULL), ATTN_OK);
+        assert_int_equal(minst_train(&t1, &m1, 0, NULL, NULL, NULL), ATTN_OK);
+        float *g0[MG_COUNT];
+        mgrads_snap(&m0, g0);
+        if (!msnap_equal(&s0, &t1) || !mgrads_equal(&m1, g0)) {
+            printf("FAIL dropout_p = 0 with seed/offset: training differs: %s\n", mcase_str(&c1));
+            fails++;
+        }
+        mgrads_snap_free(g0);
+        mgrads_free(&m0);
+        mgrads_free(&m1);
+        msnap_free(&s0);
+        minst_free(&t0);
+        minst_free(&t1);
+        run++;
+    }
+    printf("  %d rows\n", run);
+    assert_true(run > 0);
+    if (fails)
+        fail_msg("%d failure(s)", fails);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1301,6 +1385,7 @@ int main(void)
         cmocka_unit_test(test_backward_fd),
         cmocka_unit_test(test_train_errors),
         cmocka_unit_test(test_train_api),
+        cmocka_unit_test(test_dropout_zero),
     };
     return cmocka_run_group_tests_name("mha", tests, NULL, NULL);
 }

@@ -198,6 +198,8 @@ static attn_status validate(const attn_mha_desc *d)
         return ATTN_ERR_BAD_SCALE;
     if (d->threads < 0 || d->threads > ATTN_MAX_THREADS)
         return ATTN_ERR_BAD_THREADS;
+    if (!(d->dropout_p >= 0.0 && d->dropout_p <= 1.0))  /* NaN too */
+        return ATTN_ERR_BAD_OPTION;
     return ATTN_OK;
 }
 
@@ -317,6 +319,11 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
         sd.probs = attn_view_bhsd(p->H, p->L, p->S);
     }
     sd.threads = p->nthreads;
+    /* Dropout: in this desc, so in the training forward's and (as its fwd)
+     * the backward's, which regenerates the same keep mask. */
+    sd.dropout_p = d->dropout_p;
+    sd.dropout_seed = d->dropout_seed;
+    sd.dropout_offset = d->dropout_offset;
     /* The user's mask strides are checked here, by SDPA's own rules. */
     if (p->combine) {
         attn_sdpa_desc chk = sd;

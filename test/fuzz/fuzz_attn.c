@@ -1789,6 +1789,8 @@ static expect expect_mha_plan(const attn_mha_desc *d)
         e.must |= BIT(ATTN_ERR_BAD_SCALE);
     if (d->threads < 0 || d->threads > 1024)
         e.must |= BIT(ATTN_ERR_BAD_THREADS);
+    if (!(d->dropout_p >= 0.0 && d->dropout_p <= 1.0))
+        e.must |= BIT(ATTN_ERR_BAD_OPTION);
     return e;
 }
 
