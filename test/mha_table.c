@@ -145,36 +145,38 @@ static const mrow backward_rows[] = {
 /* dropout on the attention weights (p = 0.1 and 0.5; one p = 1): every
  * layout and option against the reference with the keep mask of
  * attn_dropout_keep_mask, threads 1/2/3/4/0 bitwise, out bitwise the same
- * in every weights mode, the backward (CK_BACKWARD on every row) */
+ * in every weights mode, the backward (CK_BACKWARD on every row); under
+ * ATTN_TEST_QUICK=1 (valgrind) four of them: fused, packed cross, causal,
+ * lengths */
 #define DRP(p_, s_, o_) .dropout_p = (p_), .drop_seed = (s_), .drop_offset = (o_)
 static const mrow dropout_rows[] = {
     ROW(0, SELF(2, 6, 16, 4, 1), DRP(0.1, 7, 0), PH, .seed = 2600),       /* fused */
-    ROW(0, SELF(2, 6, 16, 4, 0), DRP(0.5, 7, 1), AVG, .seed = 2601),      /* separate */
-    ROW(0, CROSS(2, 5, 9, 16, 4), .kdim = 7, .vdim = 11, DRP(0.1, 12345, 3), PH,
+    ROW(1, SELF(2, 6, 16, 4, 0), DRP(0.5, 7, 1), AVG, .seed = 2601),      /* separate */
+    ROW(1, CROSS(2, 5, 9, 16, 4), .kdim = 7, .vdim = 11, DRP(0.1, 12345, 3), PH,
         .seed = 2602),                                                    /* cross */
     ROW(0, CROSS(2, 5, 9, 16, 2), .packed = 1, DRP(0.5, 99, 0), AVG, .seed = 2603),
-    ROW(0, SELF(2, 9, 32, 8, 0), .Hkv = 2, DRP(0.1, 5, 8), PH, .seed = 2604), /* GQA */
-    ROW(0, CROSS(2, 6, 11, 32, 8), .Hkv = 1, .kdim = 20, .vdim = 12, DRP(0.5, 5, 9), AVG,
+    ROW(1, SELF(2, 9, 32, 8, 0), .Hkv = 2, DRP(0.1, 5, 8), PH, .seed = 2604), /* GQA */
+    ROW(1, CROSS(2, 6, 11, 32, 8), .Hkv = 1, .kdim = 20, .vdim = 12, DRP(0.5, 5, 9), AVG,
         .seed = 2605),                                                    /* MQA */
     ROW(0, SELF(2, 12, 16, 4, 1), .wr = 0, DRP(0.5, 0xDEADBEEFCAFEull, (uint64_t)1 << 40), PH,
         .seed = 2606),                                                    /* causal */
-    ROW(0, CROSS(2, 5, 12, 16, 4), BR, .wr = 0, DRP(0.1, 1, 2), AVG, .seed = 2607),
-    ROW(0, CROSS(2, 12, 5, 16, 2), BR, .wr = 0, DRP(0.5, 1, 2), PH, .seed = 2608), /* empty rows */
-    ROW(0, SELF(2, 7, 16, 4, 0), .kpm_mode = DROP, DRP(0.1, 42, 42), PH,
+    ROW(1, CROSS(2, 5, 12, 16, 4), BR, .wr = 0, DRP(0.1, 1, 2), AVG, .seed = 2607),
+    ROW(1, CROSS(2, 12, 5, 16, 2), BR, .wr = 0, DRP(0.5, 1, 2), PH, .seed = 2608), /* empty rows */
+    ROW(1, SELF(2, 7, 16, 4, 0), .kpm_mode = DROP, DRP(0.1, 42, 42), PH,
         .seed = 2609),                                                    /* key padding */
-    ROW(0, SELF(2, 7, 16, 4, 1), .kpm_mode = KEEP, DRP(0.5, 42, 43), AVG, .seed = 2610),
-    ROW(0, SELF(2, 7, 16, 4, 0), .mask_mode = KEEP, .kpm_mode = DROP, DRP(0.5, 3, 0), AVG,
+    ROW(1, SELF(2, 7, 16, 4, 1), .kpm_mode = KEEP, DRP(0.5, 42, 43), AVG, .seed = 2610),
+    ROW(1, SELF(2, 7, 16, 4, 0), .mask_mode = KEEP, .kpm_mode = DROP, DRP(0.5, 3, 0), AVG,
         .seed = 2611),                                                    /* combined mask */
-    ROW(0, CROSS(2, 5, 8, 16, 4), .mask_mode = DROP, .mask_bcast = BC_HEAD, .use_bias = 1,
+    ROW(1, CROSS(2, 5, 8, 16, 4), .mask_mode = DROP, .mask_bcast = BC_HEAD, .use_bias = 1,
         .bias_ninf = 0.1, DRP(0.1, 3, 1), PH, .seed = 2612),              /* mask and bias */
     ROW(0, CROSS(3, 6, 9, 16, 4), .use_kv_lens = 1, .kv_lens = { 9, 4, 0 }, .use_q_lens = 1,
         .q_lens = { 6, 2, 3 }, DRP(0.5, 8, 8), PH, .seed = 2613),         /* lengths */
-    ROW(0, CROSS(2, 5, 9, 16, 4), .kdim = 10, .vdim = 6, .xs = 18, .ks = 15, .vs = 7,
+    ROW(1, CROSS(2, 5, 9, 16, 4), .kdim = 10, .vdim = 6, .xs = 18, .ks = 15, .vs = 7,
         .os = 23, DRP(0.1, 11, 0), AVG, .seed = 2614),                    /* strides */
-    ROW(0, SELF(2, 6, 16, 4, 1), .has_bias = 0, .scale = 0.7f, DRP(0.5, 13, 0), PH,
+    ROW(1, SELF(2, 6, 16, 4, 1), .has_bias = 0, .scale = 0.7f, DRP(0.5, 13, 0), PH,
         .seed = 2615),                                                    /* no bias, scale */
-    ROW(0, SELF(2, 6, 16, 4, 1), DRP(1.0, 7, 0), PH, .seed = 2616),       /* p = 1 */
-    ROW(0, SELF(2, 70, 32, 4, 1), .kpm_mode = DROP, DRP(0.1, 21, 5), AVG,
+    ROW(1, SELF(2, 6, 16, 4, 1), DRP(1.0, 7, 0), PH, .seed = 2616),       /* p = 1 */
+    ROW(1, SELF(2, 70, 32, 4, 1), .kpm_mode = DROP, DRP(0.1, 21, 5), AVG,
         .seed = 2617),                                                    /* 2 row blocks */
     ROW(1, CROSS(2, 40, 150, 32, 8), .Hkv = 2, .kdim = 24, .vdim = 40, .mask_mode = KEEP,
         .mask_bcast = BC_HEAD, .mask_keep = 0.9, .kpm_mode = DROP, .use_bias = 1,
