@@ -431,6 +431,23 @@ static void naive_bwd_body(void *arg, int tid)
     }
 }
 
+/* A training case's times (forward, backward, both; runs each) into res:
+ * the medians of each, and the range of both. */
+static double median_sorted(double *t, int runs)
+{
+    qsort(t, (size_t)runs, sizeof *t, cmp_double);
+    return runs % 2 ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
+}
+
+static void train_times(result *res, double *tf, double *tb, double *tt, int runs)
+{
+    res->ms_fwd = median_sorted(tf, runs);
+    res->ms_bwd = median_sorted(tb, runs);
+    res->ms_median = median_sorted(tt, runs);
+    res->ms_min = tt[0];
+    res->ms_max = tt[runs - 1];
+}
+
 /* T3: the MHA layer's training forward and backward (attn only: the naive
  * path has no layer backward; compare-torch.py adds PyTorch's autograd). */
 static void run_mha_train_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
@@ -493,14 +510,7 @@ static void run_mha_train_case(const bench_case *c, int impl, int nthreads, int 
             tt[r] = t2 - t0;
         }
     }
-    qsort(tf, (size_t)runs, sizeof(double), cmp_double);
-    qsort(tb, (size_t)runs, sizeof(double), cmp_double);
-    qsort(tt, (size_t)runs, sizeof(double), cmp_double);
-    res->ms_fwd = runs % 2 ? tf[runs / 2] : 0.5 * (tf[runs / 2 - 1] + tf[runs / 2]);
-    res->ms_bwd = runs % 2 ? tb[runs / 2] : 0.5 * (tb[runs / 2 - 1] + tb[runs / 2]);
-    res->ms_median = runs % 2 ? tt[runs / 2] : 0.5 * (tt[runs / 2 - 1] + tt[runs / 2]);
-    res->ms_min = tt[0];
-    res->ms_max = tt[runs - 1];
+    train_times(res, tf, tb, tt, runs);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     res->peak_rss_kb = ru.ru_maxrss;
@@ -591,16 +601,7 @@ static void run_train_case(const bench_case *c, int impl, int nthreads, int runs
             tt[r] = t2 - t0;
         }
     }
-    double *lists[3] = { tf, tb, tt };
-    for (int l = 0; l < 3; l++)
-        qsort(lists[l], (size_t)runs, sizeof(double), cmp_double);
-#define MEDIAN(t) (runs % 2 ? (t)[runs / 2] : 0.5 * ((t)[runs / 2 - 1] + (t)[runs / 2]))
-    res->ms_fwd = MEDIAN(tf);
-    res->ms_bwd = MEDIAN(tb);
-    res->ms_median = MEDIAN(tt);
-#undef MEDIAN
-    res->ms_min = tt[0];
-    res->ms_max = tt[runs - 1];
+    train_times(res, tf, tb, tt, runs);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     res->peak_rss_kb = ru.ru_maxrss;
