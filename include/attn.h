@@ -78,7 +78,9 @@ typedef enum attn_status {
                                     or bias enabled without strides) */
     ATTN_ERR_BAD_SCALE,          /* scale is infinite (NaN means default) */
     ATTN_ERR_BAD_OPTION,         /* an enum field (alignment, mask polarity,
-                                    weights mode) holds an unknown value,
+                                    weights mode, feature map) holds an
+                                    unknown value, linear attention's eps
+                                    is negative or infinite,
                                     options that do not go together (see
                                     attn_mha_plan_create), or a reserved
                                     field is not zero */
@@ -88,8 +90,8 @@ typedef enum attn_status {
     ATTN_ERR_ARGUMENT_MISMATCH,  /* execute got a pointer for something the
                                     plan does not use (or the reverse) */
     ATTN_ERR_WORKSPACE_TOO_SMALL,/* caller workspace smaller than the size
-                                    reported by attn_sdpa_workspace_size or
-                                    attn_mha_workspace_size */
+                                    reported by the plan's workspace_size
+                                    function */
     ATTN_ERR_WORKSPACE_ALIGNMENT,/* caller workspace not 64-byte aligned */
     ATTN_ERR_OUT_OF_MEMORY,      /* an allocation failed */
     ATTN_STATUS_COUNT_           /* not a status: the number of statuses */
@@ -485,6 +487,289 @@ ATTN_API attn_status attn_sdpa_bwd_execute(const attn_sdpa_bwd_plan *plan,
 /* One-shot: plan, execute with internal workspace, destroy. */
 ATTN_API attn_status attn_sdpa_backward(const attn_sdpa_bwd_desc *desc,
                                         const attn_sdpa_bwd_args *args);
+
+/* ------------------------------------------------------------------------ */
+/* Linear attention                                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Linear attention (Katharopoulos et al., "Transformers are RNNs", 2020):
+ * the softmax of SDPA replaced by a feature map phi applied to Q and K, so
+ * the sums over keys factor through a (dk x dv) state and the cost is
+ * O(n dk dv) instead of O(n m d).  For query i of (b, h), with kv head
+ * hk = h / (Hq / Hkv) and the keys j it sees (below):
+ *
+ *   S_i = S0 + sum_j phi(k_j) v_j^T        (dk x dv)
+ *   z_i = z0 + sum_j phi(k_j)              (dk)
+ *   O_i = phi(q_i)^T S_i / (phi(q_i)^T z_i + eps)
+ *
+ * S0 and z0 are the state passed in (use_state) or 0.  There is no softmax
+ * and no scale.  Which keys query i sees:
+ * - non-causal: every key j < m_b;
+ * - causal: keys j <= d(i) and j < m_b, with SDPA's diagonal:
+ *   d(i) = i (ATTN_ALIGN_TOP_LEFT) or i + m_b - n_b (BOTTOM_RIGHT),
+ *   where m_b = kv_lens[b] and n_b = q_lens[b] when in use (m and n
+ *   otherwise), as in attn_align.
+ * Keys j >= kv_lens[b] are excluded; padded query rows (i >= q_lens[b])
+ * have O = 0.  A row that sees no key and no state has O = 0 / eps = 0.
+ *
+ * Feature maps (attn_feature_map), elementwise:
+ *   ELU1      phi(x) = elu(x) + 1 = x + 1 (x > 0), exp(x) (x <= 0)  (default)
+ *   RELU      phi(x) = max(x, 0)
+ *   IDENTITY  phi(x) = x: for features the caller computed (random
+ *             features, Performer, ...); then phi(q_i)^T z_i + eps may be
+ *             0 or negative, and O follows the formula (inf or NaN when it
+ *             is 0).
+ *
+ * The recurrent form (use_state): the state (S, z) of every (b, hk), dense
+ * float arrays state_s [B][Hkv][dk][dv] and state_z [B][Hkv][dk], is read
+ * at the start of the call and overwritten at its end.  The keys of this
+ * call come after the keys already summed into the state: every query of
+ * the call sees the whole state (S0, z0 above; causal rows too), plus the
+ * keys of the call the rules above give it.  Afterwards the state holds S0
+ * + sum over all valid keys of the call (j < m_b, seen by a query or not)
+ * of phi(k_j) v_j^T, and z likewise.  So a long causal sequence fed in
+ * pieces of any sizes, each a call with n = m = piece length, gives the
+ * outputs and the final state of one causal pass over the whole sequence
+ * (equal within float rounding, not bitwise: the sums are grouped
+ * differently).  Generation, with plans P (n = m = prompt length) and T
+ * (n = m = 1), both causal with use_state:
+ *
+ *   memset(s, 0, B*Hkv*dk*dv*4); memset(z, 0, B*Hkv*dk*4);  // empty state
+ *   args = {q, k, v, o, .state_s = s, .state_z = z};
+ *   attn_linear_execute(P, &args, NULL, 0);   // O of the prompt; state =
+ *                                             // sums over the prompt
+ *   for each new token t:                     // q, k, v: that token's rows
+ *       attn_linear_execute(T, &args_t, NULL, 0);  // O of token t; the
+ *                                             // state now includes t
+ *
+ * Each token costs O(dk dv) per (b, h).  A batch entry with kv_lens[b] = 0
+ * adds no key (its query still sees the state); one with q_lens[b] = 0
+ * gets O = 0 but still adds its valid keys.  One plan serves any number
+ * of calls; states of different sequences are different buffers.
+ *
+ * What is never read: Q rows i >= q_lens[b]; K and V rows j >= kv_lens[b];
+ * without use_state, also the K and V rows no query sees (causal, j > d(i)
+ * of the last valid row).  A V row some query sees is multiplied by exact
+ * zeros for the rows that do not see it (the masked product of a chunk),
+ * so it must be finite.
+ *
+ * Rows are processed in chunks of 64: inside a chunk the masked product
+ * (phi(Q_c) phi(K_c)^T, lower-triangular when causal) times V_c, between
+ * chunks the running state (S, z), each as sgemm; a work item is one
+ * (batch, kv head) pair with the query heads of its group, so results are
+ * bitwise identical for any thread count and the workspace is
+ * threads x O(chunk x (chunk + dk + dv) + dk dv) floats, never n x m.
+ */
+typedef enum attn_feature_map {
+    ATTN_FEATURE_ELU1 = 0,      /* elu(x) + 1 (the default) */
+    ATTN_FEATURE_RELU = 1,      /* max(x, 0) */
+    ATTN_FEATURE_IDENTITY = 2   /* x: Q and K already mapped by the caller */
+} attn_feature_map;
+
+typedef struct attn_linear_desc {
+    /* Shapes, as in attn_sdpa_desc: Hq % Hkv == 0 (GQA; Hkv == 1 is MQA),
+     * dk and dv independent. */
+    int64_t batch;       /* B */
+    int64_t q_heads;     /* Hq */
+    int64_t kv_heads;    /* Hkv */
+    int64_t q_len;       /* n */
+    int64_t kv_len;      /* m */
+    int64_t qk_dim;      /* dk */
+    int64_t v_dim;       /* dv */
+
+    /* Views of Q [B][Hq][n][dk], K [B][Hkv][m][dk], V [B][Hkv][m][dv] and
+     * O [B][Hq][n][dv] (the rules of Tensor views).  Required. */
+    attn_view q, k, v, o;
+
+    attn_feature_map feature_map;   /* default ATTN_FEATURE_ELU1 */
+
+    /* Causal (nonzero) or not (0, the default); align places the
+     * diagonal of causal rows (default TOP_LEFT; checked even when not
+     * causal). */
+    int causal;
+    attn_align align;
+
+    /* Added to every denominator.  NaN (the default) means 1e-6; any
+     * finite value >= 0 is used as given (0: a zero denominator gives
+     * inf or NaN). */
+    float eps;
+
+    /* Per-batch lengths, given at execute time as int32_t[B]. */
+    int use_kv_lens;
+    int use_q_lens;
+
+    /* Recurrent form: the state (S, z) is read and written back (see
+     * above); args.state_s and args.state_z are then required. */
+    int use_state;
+
+    /* OpenMP threads for execute: 0 = omp_get_max_threads() at plan time,
+     * as in attn_sdpa_desc. */
+    int threads;
+
+    /* Must be zero (attn_linear_desc_init does it). */
+    int64_t reserved[16];
+} attn_linear_desc;
+
+/* Fill *desc with the defaults: sizes 0, every view ATTN_STRIDE_UNSET,
+ * ELU1, not causal, TOP_LEFT, eps NaN (1e-6), no lengths, no state,
+ * threads 0, reserved zero.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_linear_desc_init(attn_linear_desc *desc);
+
+/* The per-call pointers; those of features the plan does not use must be
+ * NULL. */
+typedef struct attn_linear_args {
+    const float *q;
+    const float *k;
+    const float *v;
+    float *o;
+    const int32_t *kv_lens;   /* [B], when use_kv_lens */
+    const int32_t *q_lens;    /* [B], when use_q_lens */
+    float *state_s;           /* [B][Hkv][dk][dv] dense, in and out, when
+                                 use_state */
+    float *state_z;           /* [B][Hkv][dk] dense, in and out, when
+                                 use_state */
+} attn_linear_args;
+
+typedef struct attn_linear_plan attn_linear_plan;
+
+/*
+ * Validate *desc and make a plan of it (the desc is copied).  *plan is set
+ * only on success.  Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT,
+ * ATTN_ERR_BAD_OPTION (a nonzero reserved field, an unknown feature_map or
+ * align, eps negative or infinite), ATTN_ERR_BAD_SIZE (a size <= 0),
+ * ATTN_ERR_TOO_LARGE (n, m, dk or dv > INT32_MAX, a view's extent, the
+ * state or the workspace not representable), ATTN_ERR_HEAD_RATIO,
+ * ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_STRIDE (the view rules; o is an
+ * output), ATTN_ERR_BAD_THREADS or ATTN_ERR_OUT_OF_MEMORY, checked in
+ * that order (views in the order q, k, v, o).
+ */
+ATTN_API attn_status attn_linear_plan_create(attn_linear_plan **plan,
+                                             const attn_linear_desc *desc);
+
+/* Free a plan; NULL is accepted (returns ATTN_OK). */
+ATTN_API attn_status attn_linear_plan_destroy(attn_linear_plan *plan);
+
+/* Bytes of workspace execute needs: per thread the chunk buffers (64 rows
+ * of phi(Q), phi(K), the 64 x 64 masked product, the denominators) and the
+ * running state (dk x dv + dk floats); never n x m.  Returns ATTN_OK or
+ * ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_linear_workspace_size(const attn_linear_plan *plan,
+                                                size_t *bytes);
+
+/*
+ * Run the plan.  workspace as for attn_sdpa_execute (NULL: allocated and
+ * freed inside the call; else 64-byte aligned and at least
+ * attn_linear_workspace_size() bytes).  Returns ATTN_OK,
+ * ATTN_ERR_NULL_ARGUMENT (plan, args, q, k, v, o, or a pointer the plan
+ * uses: kv_lens, q_lens, state_s, state_z), ATTN_ERR_ARGUMENT_MISMATCH (a
+ * pointer the plan does not use), ATTN_ERR_BAD_LENGTH (kv_lens[b] not in
+ * [0, m] or q_lens[b] not in [0, n]), ATTN_ERR_WORKSPACE_TOO_SMALL,
+ * ATTN_ERR_WORKSPACE_ALIGNMENT or ATTN_ERR_OUT_OF_MEMORY, checked in that
+ * order.  On error nothing is written (neither O nor the state).
+ */
+ATTN_API attn_status attn_linear_execute(const attn_linear_plan *plan,
+                                         const attn_linear_args *args,
+                                         void *workspace, size_t workspace_bytes);
+
+/* One-shot: plan, execute with internal workspace, destroy.  Returns any
+ * status of attn_linear_plan_create or attn_linear_execute. */
+ATTN_API attn_status attn_linear(const attn_linear_desc *desc,
+                                 const attn_linear_args *args);
+
+/*
+ * The gradients of linear attention: from Q, K, V and dO = dL/dO, compute
+ * dQ, dK, dV under the forward's description (without state).  With
+ * a_ij = phi(q_i) . phi(k_j) over the keys i sees, D_i = sum_j a_ij + eps,
+ * O_i = sum_j a_ij v_j / D_i:
+ *
+ *   g_i = dO_i / D_i            c_i = -(dO_i . O_i) / D_i
+ *   dA_ij = g_i . v_j + c_i
+ *   dV_j = sum_i a_ij g_i       (over the queries i that see j)
+ *   dQ_i = phi'(q_i) * sum_j dA_ij phi(k_j)
+ *   dK_j = phi'(k_j) * sum_i dA_ij phi(q_i)
+ *
+ * with phi' the derivative of the feature map (ELU1: 1 for x > 0, exp(x)
+ * otherwise; RELU: 1 for x > 0, 0 otherwise; IDENTITY: 1).  Computed in
+ * chunks as the forward: a forward sweep with the running state (S, z)
+ * gives D_i, dO_i . O_i and dQ; a reverse sweep with the running state of
+ * the later rows (sum phi(q_i) g_i^T, sum c_i phi(q_i)) gives dK and dV.
+ * The workspace is threads x (the chunk buffers, two dk x dv states and two
+ * floats per query row of a GQA group: D_i and dO_i . O_i, kept from one
+ * sweep to the other as SDPA keeps its logsumexp).  Every element of dQ,
+ * dK, dV is written: 0 for padded query rows and for K/V rows no query
+ * sees.  What the forward never reads, the backward never reads either
+ * (nor the dO rows of padded queries).  A KV head's dK and dV sum over the
+ * query heads of its group inside one work item, in a fixed order: bitwise
+ * identical for any thread count.
+ */
+typedef struct attn_linear_bwd_desc {
+    /* The forward's description.  use_state must be 0; its o view is not
+     * used (its strides are ignored). */
+    attn_linear_desc fwd;
+
+    /* dO [B][Hq][n][dv] (input), dQ [B][Hq][n][dk], dK [B][Hkv][m][dk],
+     * dV [B][Hkv][m][dv] (outputs, nested views as O). */
+    attn_view d_o, dq, dk, dv;
+
+    /* Must be zero (attn_linear_bwd_desc_init does it). */
+    int64_t reserved[16];
+} attn_linear_bwd_desc;
+
+/* fwd as attn_linear_desc_init sets it, every other view
+ * ATTN_STRIDE_UNSET.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_linear_bwd_desc_init(attn_linear_bwd_desc *desc);
+
+/* The per-call pointers; those of features the plan does not use must be
+ * NULL. */
+typedef struct attn_linear_bwd_args {
+    const float *q;
+    const float *k;
+    const float *v;
+    const float *d_o;         /* dL/dO */
+    float *dq;
+    float *dk;
+    float *dv;
+    const int32_t *kv_lens;   /* [B], when fwd.use_kv_lens */
+    const int32_t *q_lens;    /* [B], when fwd.use_q_lens */
+} attn_linear_bwd_args;
+
+typedef struct attn_linear_bwd_plan attn_linear_bwd_plan;
+
+/*
+ * Validate *desc and make a backward plan.  Returns ATTN_OK,
+ * ATTN_ERR_NULL_ARGUMENT, ATTN_ERR_BAD_OPTION (a nonzero reserved field
+ * here, fwd.use_state set), any status attn_linear_plan_create returns for
+ * desc->fwd (its o view aside), ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_STRIDE
+ * or ATTN_ERR_TOO_LARGE for the views of dO, dQ, dK, dV (in that order),
+ * or ATTN_ERR_OUT_OF_MEMORY.
+ */
+ATTN_API attn_status attn_linear_bwd_plan_create(attn_linear_bwd_plan **plan,
+                                                 const attn_linear_bwd_desc *desc);
+
+/* Free a plan; NULL is accepted (returns ATTN_OK). */
+ATTN_API attn_status attn_linear_bwd_plan_destroy(attn_linear_bwd_plan *plan);
+
+/* Bytes of workspace the backward execute needs (see above).  Returns
+ * ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_linear_bwd_workspace_size(const attn_linear_bwd_plan *plan,
+                                                    size_t *bytes);
+
+/*
+ * Compute the gradients.  workspace as for attn_linear_execute.  Returns
+ * ATTN_OK, ATTN_ERR_NULL_ARGUMENT (plan, args, q, k, v, d_o, dq, dk, dv,
+ * or kv_lens / q_lens when used), ATTN_ERR_ARGUMENT_MISMATCH (kv_lens or
+ * q_lens not used but given), ATTN_ERR_BAD_LENGTH,
+ * ATTN_ERR_WORKSPACE_TOO_SMALL, ATTN_ERR_WORKSPACE_ALIGNMENT or
+ * ATTN_ERR_OUT_OF_MEMORY.  On error no output is written.
+ */
+ATTN_API attn_status attn_linear_bwd_execute(const attn_linear_bwd_plan *plan,
+                                             const attn_linear_bwd_args *args,
+                                             void *workspace, size_t workspace_bytes);
+
+/* One-shot: plan, execute with internal workspace, destroy. */
+ATTN_API attn_status attn_linear_backward(const attn_linear_bwd_desc *desc,
+                                          const attn_linear_bwd_args *args);
 
 /* ------------------------------------------------------------------------ */
 /* Multi-head attention layer                                                */

@@ -1,0 +1,381 @@
+/* Linear attention forward: descriptor defaults, validation, the plan and
+ * the chunked execute.
+ *
+ * A work item is one (batch, kv head) pair: it owns the O rows of the
+ * query heads of its group and its state (S, z), so items never share an
+ * output.  Per item, with S (dk x dv) and z (dk) the running state (the
+ * caller's state or 0), the queries go in chunks [i0, i1) of
+ * ATTN_LINEAR_CHUNK rows (lin_chunk_keys gives each its keys [kl, kh)):
+ *
+ *   state += keys [pos, kl)                  (pieces of 64 keys:
+ *                                             S += phi(K)^T V, z += colsum)
+ *   Fk = phi(K[kl:kh])
+ *   per query head h of the group:
+ *     Fq = phi(Q_h[i0:i1])
+ *     O  = Fq S                               (sgemm, into O itself)
+ *     A  = Fq Fk^T, 0 above the diagonal      (sgemm, masked)
+ *     O += A V[kl:kh]                         (sgemm)
+ *     O_r /= Fq_r . z + rowsum A_r + eps
+ *   state += Fk, V[kl:kh]
+ *
+ * and with use_state the keys left after the last chunk go into the state,
+ * which is written back.  Non-causal: every key is in the state before the
+ * first chunk (kl = kh = kvlen).  Every item runs the same operations
+ * whichever thread takes it: bitwise identical for any thread count. */
+#include "linear/linear.h"
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+attn_status attn_linear_desc_init(attn_linear_desc *desc)
+{
+    if (!desc)
+        return ATTN_ERR_NULL_ARGUMENT;
+    memset(desc, 0, sizeof *desc);
+    const attn_view unset = { ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET };
+    desc->q = desc->k = desc->v = desc->o = unset;
+    desc->feature_map = ATTN_FEATURE_ELU1;
+    desc->align = ATTN_ALIGN_TOP_LEFT;
+    desc->eps = NAN;
+    return ATTN_OK;
+}
+
+attn_status attn_linear_validate(const attn_linear_desc *d, int check_o)
+{
+    if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]))
+        return ATTN_ERR_BAD_OPTION;
+    if (d->feature_map != ATTN_FEATURE_ELU1 && d->feature_map != ATTN_FEATURE_RELU &&
+        d->feature_map != ATTN_FEATURE_IDENTITY)
+        return ATTN_ERR_BAD_OPTION;
+    if (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT)
+        return ATTN_ERR_BAD_OPTION;
+    /* NaN is the default; written so that -0.0 passes and -inf fails. */
+    if (!isnan(d->eps) && !(d->eps >= 0.0f && d->eps <= FLT_MAX))
+        return ATTN_ERR_BAD_OPTION;
+
+    const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
+                  m = d->kv_len, dk = d->qk_dim, dv = d->v_dim;
+    if (B <= 0 || Hq <= 0 || Hkv <= 0 || n <= 0 || m <= 0 || dk <= 0 || dv <= 0)
+        return ATTN_ERR_BAD_SIZE;
+    if (n > INT32_MAX || m > INT32_MAX || dk > INT32_MAX || dv > INT32_MAX)
+        return ATTN_ERR_TOO_LARGE;
+    if (Hq % Hkv != 0)
+        return ATTN_ERR_HEAD_RATIO;
+
+    attn_status st;
+    if ((st = attn_check_view(&d->q, B, Hq, n, dk, 0)) != ATTN_OK) return st;
+    if ((st = attn_check_view(&d->k, B, Hkv, m, dk, 0)) != ATTN_OK) return st;
+    if ((st = attn_check_view(&d->v, B, Hkv, m, dv, 0)) != ATTN_OK) return st;
+    if (check_o && (st = attn_check_view(&d->o, B, Hq, n, dv, VIEW_OUTPUT)) != ATTN_OK)
+        return st;
+    if (d->threads < 0 || d->threads > ATTN_MAX_THREADS)
+        return ATTN_ERR_BAD_THREADS;
+
+    /* The state arrays [B][Hkv][dk][dv] must be addressable (they are
+     * indexed in execute even without use_state: the item count). */
+    int ok = 1;
+    uint64_t items = attn_size_mul((uint64_t)B, (uint64_t)Hkv, &ok);
+    uint64_t sd = attn_size_mul((uint64_t)dk, (uint64_t)dv, &ok);
+    attn_size_mul(attn_size_mul(items, sd, &ok), sizeof(float), &ok);
+    if (!ok)
+        return ATTN_ERR_TOO_LARGE;
+    return ATTN_OK;
+}
+
+/* ----------------------------------------------------------- feature maps */
+
+void attn_linear_phi(attn_feature_map fm, const float *src, int64_t lds, int64_t rows,
+                     int64_t cols, float *dst, int64_t ldd)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *s = src + r * lds;
+        float *o = dst + r * ldd;
+        switch (fm) {
+        case ATTN_FEATURE_ELU1:
+            for (int64_t x = 0; x < cols; x++)
+                o[x] = s[x] > 0.0f ? s[x] + 1.0f : expf(s[x]);
+            break;
+        case ATTN_FEATURE_RELU:
+            for (int64_t x = 0; x < cols; x++)
+                o[x] = s[x] > 0.0f ? s[x] : 0.0f;
+            break;
+        default:
+            memcpy(o, s, (size_t)cols * sizeof(float));
+            break;
+        }
+    }
+}
+
+void attn_linear_dphi(attn_feature_map fm, const float *src, int64_t lds, int64_t rows,
+                      int64_t cols, const float *g, int64_t ldg, float *dst, int64_t ldd)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *s = src + r * lds, *gr = g + r * ldg;
+        float *o = dst + r * ldd;
+        switch (fm) {
+        case ATTN_FEATURE_ELU1:
+            for (int64_t x = 0; x < cols; x++)
+                o[x] = s[x] > 0.0f ? gr[x] : gr[x] * expf(s[x]);
+            break;
+        case ATTN_FEATURE_RELU:
+            for (int64_t x = 0; x < cols; x++)
+                o[x] = s[x] > 0.0f ? gr[x] : 0.0f;
+            break;
+        default:
+            memcpy(o, gr, (size_t)cols * sizeof(float));
+            break;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ plan */
+
+attn_status attn_linear_plan_create(attn_linear_plan **plan, const attn_linear_desc *desc)
+{
+    if (!plan || !desc)
+        return ATTN_ERR_NULL_ARGUMENT;
+    attn_status st = attn_linear_validate(desc, 1);
+    if (st != ATTN_OK)
+        return st;
+    const int64_t C = ATTN_LINEAR_CHUNK, dk = desc->qk_dim, dv = desc->v_dim;
+    const int nthreads = attn_resolve_threads(desc->threads);
+    /* Per thread: phi(Q) and phi(K) chunks (C x dk each), the masked
+     * product (C x C), the state S (dk x dv) and z (dk), the denominators
+     * (C, double). */
+    int ok = 1;
+    const uint64_t fq = attn_size_align(attn_size_mul((uint64_t)C * sizeof(float),
+                                                      (uint64_t)dk, &ok), &ok);
+    const uint64_t s = attn_size_align(
+        attn_size_mul(attn_size_mul((uint64_t)dk, (uint64_t)dv, &ok), sizeof(float), &ok), &ok);
+    const uint64_t z = attn_size_align(attn_size_mul((uint64_t)dk, sizeof(float), &ok), &ok);
+    const uint64_t fixed = (uint64_t)C * C * sizeof(float) + (uint64_t)C * sizeof(double);
+    const uint64_t thread = attn_size_add(
+        attn_size_add(attn_size_add(2 * fq, s, &ok), z, &ok), fixed, &ok);
+    const uint64_t total = attn_size_mul(thread, (uint64_t)nthreads, &ok);
+    if (!ok)
+        return ATTN_ERR_TOO_LARGE;
+
+    attn_linear_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    p->d = *desc;
+    p->eps = isnan(desc->eps) ? ATTN_LINEAR_EPS_DEFAULT : desc->eps;
+    p->nthreads = nthreads;
+    p->group = desc->q_heads / desc->kv_heads;
+    p->nitems = desc->batch * desc->kv_heads;
+    p->ws_thread = (size_t)thread;
+    p->ws_bytes = (size_t)total;
+    attn_blas_hooks_resolve(&p->blas);
+    *plan = p;
+    return ATTN_OK;
+}
+
+attn_status attn_linear_plan_destroy(attn_linear_plan *plan)
+{
+    free(plan);
+    return ATTN_OK;
+}
+
+attn_status attn_linear_workspace_size(const attn_linear_plan *plan, size_t *bytes)
+{
+    if (!plan || !bytes)
+        return ATTN_ERR_NULL_ARGUMENT;
+    *bytes = plan->ws_bytes;
+    return ATTN_OK;
+}
+
+/* --------------------------------------------------------------- execute */
+
+typedef struct lwork {
+    float *fq, *fk;   /* C x dk each */
+    float *a;         /* C x C */
+    float *s;         /* dk x dv */
+    float *z;         /* dk */
+    double *den;      /* C */
+} lwork;
+
+/* The running state takes the keys [j0, j1) of (b, hk), in pieces of C. */
+static void state_add(const attn_linear_plan *p, const attn_linear_args *a, lwork *w,
+                      int64_t b, int64_t hk, int64_t j0, int64_t j1)
+{
+    const attn_linear_desc *d = &p->d;
+    const int64_t dk = d->qk_dim, dv = d->v_dim;
+    for (int64_t j = j0; j < j1; j += ATTN_LINEAR_CHUNK) {
+        const int64_t kc = j1 - j < ATTN_LINEAR_CHUNK ? j1 - j : ATTN_LINEAR_CHUNK;
+        const float *k = a->k + b * d->k.batch + hk * d->k.head + j * d->k.seq;
+        const float *v = a->v + b * d->v.batch + hk * d->v.head + j * d->v.seq;
+        attn_linear_phi(d->feature_map, k, d->k.seq, kc, dk, w->fk, dk);
+        attn_sgemm_tn((int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, v, (int)d->v.seq, 1.0f,
+                      w->s, (int)dv);
+        for (int64_t r = 0; r < kc; r++)
+            for (int64_t x = 0; x < dk; x++)
+                w->z[x] += w->fk[r * dk + x];
+    }
+}
+
+static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork *w, int64_t b,
+                     int64_t hk)
+{
+    const attn_linear_desc *d = &p->d;
+    const int64_t C = ATTN_LINEAR_CHUNK, n = d->q_len, dk = d->qk_dim, dv = d->v_dim;
+    const int64_t g = p->group;
+    lin_geom geo;
+    geo.causal = d->causal != 0;
+    geo.qlen = d->use_q_lens ? a->q_lens[b] : n;
+    geo.kvlen = d->use_kv_lens ? a->kv_lens[b] : d->kv_len;
+    geo.off = d->align == ATTN_ALIGN_BOTTOM_RIGHT ? geo.kvlen - geo.qlen : 0;
+
+    float *st_s = d->use_state ? a->state_s + (b * d->kv_heads + hk) * dk * dv : NULL;
+    float *st_z = d->use_state ? a->state_z + (b * d->kv_heads + hk) * dk : NULL;
+    if (st_s) {
+        memcpy(w->s, st_s, (size_t)(dk * dv) * sizeof(float));
+        memcpy(w->z, st_z, (size_t)dk * sizeof(float));
+    } else {
+        memset(w->s, 0, (size_t)(dk * dv) * sizeof(float));
+        memset(w->z, 0, (size_t)dk * sizeof(float));
+    }
+
+    int64_t pos = 0;   /* keys [0, pos) are in the state */
+    for (int64_t i0 = 0; i0 < geo.qlen; i0 += C) {
+        const int64_t i1 = i0 + C < geo.qlen ? i0 + C : geo.qlen, rows = i1 - i0;
+        int64_t kl, kh, shift;
+        lin_chunk_keys(&geo, i0, i1, &kl, &kh, &shift);
+        state_add(p, a, w, b, hk, pos, kl);
+        pos = kl;
+        const int64_t kc = kh - kl;
+        const float *kk = a->k + b * d->k.batch + hk * d->k.head + kl * d->k.seq;
+        const float *vv = a->v + b * d->v.batch + hk * d->v.head + kl * d->v.seq;
+        if (kc > 0)
+            attn_linear_phi(d->feature_map, kk, d->k.seq, kc, dk, w->fk, dk);
+        for (int64_t hh = 0; hh < g; hh++) {
+            const int64_t h = hk * g + hh;
+            const float *q = a->q + b * d->q.batch + h * d->q.head + i0 * d->q.seq;
+            float *o = a->o + b * d->o.batch + h * d->o.head + i0 * d->o.seq;
+            attn_linear_phi(d->feature_map, q, d->q.seq, rows, dk, w->fq, dk);
+            attn_sgemm(0, (int)rows, (int)dv, (int)dk, 1.0f, w->fq, (int)dk, w->s, (int)dv, 0.0f,
+                       o, (int)d->o.seq);
+            for (int64_t r = 0; r < rows; r++) {
+                double acc = 0.0;
+                for (int64_t x = 0; x < dk; x++)
+                    acc += (double)w->fq[r * dk + x] * w->z[x];
+                w->den[r] = acc;
+            }
+            if (kc > 0) {
+                attn_sgemm(1, (int)rows, (int)kc, (int)dk, 1.0f, w->fq, (int)dk, w->fk, (int)dk,
+                           0.0f, w->a, (int)C);
+                lin_mask(w->a, C, rows, kc, shift);
+                for (int64_t r = 0; r < rows; r++) {
+                    double acc = 0.0;
+                    for (int64_t c = 0; c < kc; c++)
+                        acc += w->a[r * C + c];
+                    w->den[r] += acc;
+                }
+                attn_sgemm(0, (int)rows, (int)dv, (int)kc, 1.0f, w->a, (int)C, vv, (int)d->v.seq,
+                           1.0f, o, (int)d->o.seq);
+            }
+            for (int64_t r = 0; r < rows; r++) {
+                const float den = (float)(w->den[r] + (double)p->eps);
+                float *orow = o + r * d->o.seq;
+                for (int64_t x = 0; x < dv; x++)
+                    orow[x] = orow[x] / den;
+            }
+        }
+        if (kc > 0) {
+            attn_sgemm_tn((int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, vv, (int)d->v.seq,
+                          1.0f, w->s, (int)dv);
+            for (int64_t r = 0; r < kc; r++)
+                for (int64_t x = 0; x < dk; x++)
+                    w->z[x] += w->fk[r * dk + x];
+            pos = kh;
+        }
+    }
+    /* Padded query rows. */
+    for (int64_t hh = 0; hh < g; hh++) {
+        const int64_t h = hk * g + hh;
+        for (int64_t i = geo.qlen; i < n; i++)
+            memset(a->o + b * d->o.batch + h * d->o.head + i * d->o.seq, 0,
+                   (size_t)dv * sizeof(float));
+    }
+    if (st_s) {
+        state_add(p, a, w, b, hk, pos, geo.kvlen);
+        memcpy(st_s, w->s, (size_t)(dk * dv) * sizeof(float));
+        memcpy(st_z, w->z, (size_t)dk * sizeof(float));
+    }
+}
+
+typedef struct lctx {
+    const attn_linear_plan *p;
+    const attn_linear_args *a;
+    void *ws;
+} lctx;
+
+static void body(void *arg, int tid)
+{
+    const lctx *c = arg;
+    const attn_linear_plan *p = c->p;
+    const int64_t C = ATTN_LINEAR_CHUNK, dk = p->d.qk_dim, dv = p->d.v_dim;
+    char *base = (char *)c->ws + (size_t)tid * p->ws_thread;
+    const size_t fqb = ((size_t)(C * dk) * sizeof(float) + ATTN_ALIGNMENT - 1) /
+                       ATTN_ALIGNMENT * ATTN_ALIGNMENT;
+    const size_t sb = ((size_t)(dk * dv) * sizeof(float) + ATTN_ALIGNMENT - 1) /
+                      ATTN_ALIGNMENT * ATTN_ALIGNMENT;
+    const size_t zb = ((size_t)dk * sizeof(float) + ATTN_ALIGNMENT - 1) / ATTN_ALIGNMENT *
+                      ATTN_ALIGNMENT;
+    lwork w;
+    w.fq = (float *)(void *)base;
+    w.fk = (float *)(void *)(base + fqb);
+    w.s = (float *)(void *)(base + 2 * fqb);
+    w.z = (float *)(void *)(base + 2 * fqb + sb);
+    w.a = (float *)(void *)(base + 2 * fqb + sb + zb);
+    w.den = (double *)(void *)(w.a + C * C);
+#if ATTN_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+    for (int64_t it = 0; it < p->nitems; it++)
+        run_item(p, c->a, &w, it / p->d.kv_heads, it % p->d.kv_heads);
+}
+
+static attn_status check_args(const attn_linear_plan *p, const attn_linear_args *a)
+{
+    const attn_linear_desc *d = &p->d;
+    if (!a->q || !a->k || !a->v || !a->o)
+        return ATTN_ERR_NULL_ARGUMENT;
+    const attn_pointer_use opt[] = {
+        { d->use_kv_lens, a->kv_lens }, { d->use_q_lens, a->q_lens },
+        { d->use_state, a->state_s }, { d->use_state, a->state_z },
+    };
+    attn_status st = attn_check_pointers(opt, sizeof opt / sizeof opt[0]);
+    if (st != ATTN_OK)
+        return st;
+    return attn_check_lengths(d->batch, a->kv_lens, d->kv_len, a->q_lens, d->q_len);
+}
+
+attn_status attn_linear_execute(const attn_linear_plan *p, const attn_linear_args *a,
+                                void *workspace, size_t workspace_bytes)
+{
+    if (!p || !a)
+        return ATTN_ERR_NULL_ARGUMENT;
+    attn_status st = check_args(p, a);
+    if (st != ATTN_OK)
+        return st;
+    void *ws;
+    if ((st = attn_workspace_acquire(workspace, workspace_bytes, p->ws_bytes, &ws)) != ATTN_OK)
+        return st;
+    const lctx ctx = { p, a, ws };
+    attn_parallel(&p->blas, p->nthreads, p->nitems, body, (void *)&ctx);
+    if (!workspace)
+        free(ws);
+    return ATTN_OK;
+}
+
+attn_status attn_linear(const attn_linear_desc *desc, const attn_linear_args *args)
+{
+    attn_linear_plan *plan = NULL;
+    attn_status st = attn_linear_plan_create(&plan, desc);
+    if (st != ATTN_OK)
+        return st;
+    st = attn_linear_execute(plan, args, NULL, 0);
+    attn_linear_plan_destroy(plan);
+    return st;
+}

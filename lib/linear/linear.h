@@ -1,0 +1,83 @@
+/* Linear attention: what plan time resolves (forward.c holds the forward
+ * plan and execute, backward.c the backward) and the pieces both share:
+ * the feature map and its derivative, the chunk geometry and the running
+ * state's key sweep.  linear/ builds on core/ and blas/, and takes the
+ * view rules from sdpa/. */
+#ifndef ATTN_LINEAR_H
+#define ATTN_LINEAR_H
+
+#include "core/core.h"
+#include "sdpa/sdpa.h"
+
+/* Rows (queries, and keys of the masked product) per chunk.  Fixed, never
+ * a function of the thread count. */
+#define ATTN_LINEAR_CHUNK 64
+
+#define ATTN_LINEAR_EPS_DEFAULT 1e-6f
+
+struct attn_linear_plan {
+    attn_linear_desc d;
+    float eps;                /* resolved */
+    int nthreads;
+    int64_t group;            /* Hq / Hkv */
+    int64_t nitems;           /* B * Hkv */
+    size_t ws_thread, ws_bytes;
+    attn_blas_hooks blas;
+};
+
+/* Checks of a forward desc shared with the backward plan; check_o = 0
+ * skips the o view (the backward does not use it).  Also the counts the
+ * plans form (items, state size).  (forward.c) */
+attn_status attn_linear_validate(const attn_linear_desc *d, int check_o);
+
+/* dst[r][x] = phi(src[r * lds + x]) for r < rows, x < cols; dst row-major
+ * with leading dimension ldd. */
+void attn_linear_phi(attn_feature_map fm, const float *src, int64_t lds, int64_t rows,
+                     int64_t cols, float *dst, int64_t ldd);
+/* dst[r * ldd + x] = g[r][x] * phi'(src[r * lds + x]) (g row-major, ldg). */
+void attn_linear_dphi(attn_feature_map fm, const float *src, int64_t lds, int64_t rows,
+                      int64_t cols, const float *g, int64_t ldg, float *dst, int64_t ldd);
+
+/* The chunk geometry of one (b, h) pair: queries [0, qlen) in chunks of
+ * ATTN_LINEAR_CHUNK; chunk [i0, i1) takes the keys [kl, kh) in its masked
+ * product, and every key before kl is in the running state it starts from.
+ * Causal: kl = clamp(i0 + off), kh = clamp(i1 + off) with off = 0
+ * (TOP_LEFT) or kvlen - qlen (BOTTOM_RIGHT), clamped to [0, kvlen]; local
+ * key c is visible to local row r iff c <= r + shift, shift = i0 + off - kl.
+ * Non-causal: kl = kh = kvlen (every key in the state). */
+typedef struct lin_geom {
+    int causal;
+    int64_t qlen, kvlen, off;
+} lin_geom;
+
+static inline int64_t lin_clamp(int64_t x, int64_t hi)
+{
+    return x < 0 ? 0 : x > hi ? hi : x;
+}
+
+static inline void lin_chunk_keys(const lin_geom *g, int64_t i0, int64_t i1, int64_t *kl,
+                                  int64_t *kh, int64_t *shift)
+{
+    if (!g->causal) {
+        *kl = *kh = g->kvlen;
+        *shift = 0;
+        return;
+    }
+    *kl = lin_clamp(i0 + g->off, g->kvlen);
+    *kh = lin_clamp(i1 + g->off, g->kvlen);
+    *shift = i0 + g->off - *kl;
+}
+
+/* Zero the entries of the r x c block a (leading dimension lda) that local
+ * row i does not see: columns c > i + shift. */
+static inline void lin_mask(float *a, int64_t lda, int64_t rows, int64_t cols, int64_t shift)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t first = r + shift + 1;
+        if (first < 0) first = 0;
+        for (int64_t c = first; c < cols; c++)
+            a[r * lda + c] = 0.0f;
+    }
+}
+
+#endif
