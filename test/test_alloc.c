@@ -1,7 +1,8 @@
 /*
  * test_alloc.c -- allocation failure: every allocation attn makes (plans,
  * internal workspace, the MHA plan's inner SDPA plan) is made to fail in
- * turn (and the SDPA backward and the MHA training calls); each call must
+ * turn (and the SDPA backward, the MHA training calls and linear attention's
+ * forward and backward); each call must
  * return ATTN_ERR_OUT_OF_MEMORY, leave *plan and
  * every output untouched, and leak nothing: every block allocated during
  * the failing call must have been freed when it returns.
@@ -361,12 +362,106 @@ static void test_mha_train_oom(void **state)
 #endif
 }
 
+/* Linear attention (forward with state, and backward): each plan's
+ * allocation, the internal workspace, and the one-shot's two fail in
+ * turn; O, the state and the gradients stay untouched. */
+static void test_linear_oom(void **state)
+{
+    (void)state;
+#if !ALLOC_HOOKS
+    skip();
+#else
+    if (!hooks_active())
+        skip();
+    enum { LN = 70, LM = 90 };
+    static float q[B * H * LN * D], k[B * HKV * LM * D], v[B * HKV * LM * D];
+    static float o[B * H * LN * D], o0[B * H * LN * D];
+    static float s[B * HKV * D * D], s0[B * HKV * D * D], z[B * HKV * D], z0[B * HKV * D];
+    fill(q, sizeof q / sizeof *q, 1.0f);
+    fill(k, sizeof k / sizeof *k, 0.5f);
+    fill(v, sizeof v / sizeof *v, 1.0f);
+    fill(s, sizeof s / sizeof *s, 2.0f);
+    fill(z, sizeof z / sizeof *z, 0.0f);
+    for (size_t i = 0; i < sizeof z / sizeof *z; i++) z[i] = 1.0f + (float)i;
+    memcpy(s0, s, sizeof s);
+    memcpy(z0, z, sizeof z);
+    for (size_t i = 0; i < sizeof o / sizeof *o; i++) o[i] = o0[i] = NAN;
+    attn_linear_desc d;
+    attn_linear_desc_init(&d);
+    d.batch = B; d.q_heads = H; d.kv_heads = HKV; d.q_len = LN; d.kv_len = LM;
+    d.qk_dim = d.v_dim = D;
+    d.q = d.o = attn_view_bhsd(H, LN, D);
+    d.k = d.v = attn_view_bhsd(HKV, LM, D);
+    d.causal = 1;
+    d.use_state = 1;
+    d.threads = 2;
+    attn_linear_args a = { .q = q, .k = k, .v = v, .o = o, .state_s = s, .state_z = z };
+
+    attn_linear_plan *plan = (attn_linear_plan *)(uintptr_t)0x1;
+    arm(0, -1);
+    assert_int_equal(attn_linear_plan_create(&plan, &d), ATTN_ERR_OUT_OF_MEMORY);
+    assert_int_equal(disarm(), 0);
+    assert_ptr_equal(plan, (attn_linear_plan *)(uintptr_t)0x1);
+    plan = NULL;
+    assert_int_equal(attn_linear_plan_create(&plan, &d), ATTN_OK);
+    for (int at = 0; at < 3; at++) {
+        arm(at == 1 ? 0 : -1, at == 1 ? -1 : 0);
+        attn_status st = at == 0 ? attn_linear_execute(plan, &a, NULL, 0) : attn_linear(&d, &a);
+        assert_int_equal(st, ATTN_ERR_OUT_OF_MEMORY);
+        assert_int_equal(disarm(), 0);
+        assert_true(bits_equal(o, o0, sizeof o / sizeof *o));
+        assert_true(bits_equal(s, s0, sizeof s / sizeof *s));
+        assert_true(bits_equal(z, z0, sizeof z / sizeof *z));
+    }
+    assert_int_equal(attn_linear_execute(plan, &a, NULL, 0), ATTN_OK);
+    assert_false(isnan(o[0]));
+    assert_false(bits_equal(s, s0, sizeof s / sizeof *s));
+    attn_linear_plan_destroy(plan);
+
+    static float d_o[B * H * LN * D], dq[B * H * LN * D], dk[B * HKV * LM * D],
+        dv[B * HKV * LM * D];
+    static float dq0[B * H * LN * D], dk0[B * HKV * LM * D], dv0[B * HKV * LM * D];
+    fill(d_o, sizeof d_o / sizeof *d_o, 1.0f);
+    for (size_t i = 0; i < sizeof dq / sizeof *dq; i++) dq[i] = dq0[i] = NAN;
+    for (size_t i = 0; i < sizeof dk / sizeof *dk; i++) dk[i] = dk0[i] = dv[i] = dv0[i] = NAN;
+    attn_linear_bwd_desc bd;
+    attn_linear_bwd_desc_init(&bd);
+    bd.fwd = d;
+    bd.fwd.use_state = 0;
+    bd.d_o = bd.dq = d.q;
+    bd.dk = bd.dv = d.k;
+    attn_linear_bwd_args ba = { .q = q, .k = k, .v = v, .d_o = d_o, .dq = dq, .dk = dk,
+                                .dv = dv };
+    attn_linear_bwd_plan *bp = (attn_linear_bwd_plan *)(uintptr_t)0x1;
+    arm(0, -1);
+    assert_int_equal(attn_linear_bwd_plan_create(&bp, &bd), ATTN_ERR_OUT_OF_MEMORY);
+    assert_int_equal(disarm(), 0);
+    assert_ptr_equal(bp, (attn_linear_bwd_plan *)(uintptr_t)0x1);
+    bp = NULL;
+    assert_int_equal(attn_linear_bwd_plan_create(&bp, &bd), ATTN_OK);
+    for (int at = 0; at < 3; at++) {
+        arm(at == 1 ? 0 : -1, at == 1 ? -1 : 0);
+        attn_status bs = at == 0 ? attn_linear_bwd_execute(bp, &ba, NULL, 0)
+                                 : attn_linear_backward(&bd, &ba);
+        assert_int_equal(bs, ATTN_ERR_OUT_OF_MEMORY);
+        assert_int_equal(disarm(), 0);
+        assert_true(bits_equal(dq, dq0, sizeof dq / sizeof *dq));
+        assert_true(bits_equal(dk, dk0, sizeof dk / sizeof *dk));
+        assert_true(bits_equal(dv, dv0, sizeof dv / sizeof *dv));
+    }
+    assert_int_equal(attn_linear_bwd_execute(bp, &ba, NULL, 0), ATTN_OK);
+    assert_false(isnan(dq[0]) || isnan(dk[0]) || isnan(dv[0]));
+    attn_linear_bwd_plan_destroy(bp);
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sdpa_oom),
         cmocka_unit_test(test_mha_oom),
         cmocka_unit_test(test_mha_train_oom),
+        cmocka_unit_test(test_linear_oom),
     };
     return cmocka_run_group_tests_name("alloc", tests, NULL, NULL);
 }

@@ -729,20 +729,16 @@ static void test_recurrent(void **state)
     prompt[np++] = L - 40;
     for (int i = 0; i < 40 && np < 80; i++)
         prompt[np++] = 1;
-    double w = 0, wl = 0;
-    for (int fm = 0; fm < 3; fm++) {
-        char name[32];
-        snprintf(name, sizeof name, "ones-fm%d", fm);
-        run_pieces(name, fm, ones, L, &w, &wl);
-        if (tquick())
-            continue;
-        snprintf(name, sizeof name, "threes-fm%d", fm);
-        run_pieces(name, fm, threes, n3, &w, &wl);
-        snprintf(name, sizeof name, "random-fm%d", fm);
-        run_pieces(name, fm, rnd, nr, &w, &wl);
-        snprintf(name, sizeof name, "prompt-fm%d", fm);
-        run_pieces(name, fm, prompt, np, &w, &wl);
-    }
+    static const char *const kinds[] = { "ones", "threes", "random", "prompt" };
+    const int64_t *lists[] = { ones, threes, rnd, prompt };
+    const int counts[] = { L, n3, nr, np };
+    for (int fm = 0; fm < 3; fm++)
+        for (int k = 0; k < (tquick() ? 1 : 4); k++) {
+            char name[32];
+            double w = 0, wl = 0;
+            snprintf(name, sizeof name, "%s-fm%d", kinds[k], fm);
+            run_pieces(name, fm, lists[k], counts[k], &w, &wl);
+        }
 }
 
 /* ------------------------------------------------- finite differences */
