@@ -865,6 +865,7 @@ int main(int argc, char **argv)
     }
     int rc = _cmocka_run_group_tests("linear", tests, (size_t)n, NULL, NULL);
     (void)g_fail;
-    printf("linear: %d forward rows, %d backward rows checked\n", g_total_rows, g_total_bwd);
+    if (g_total_rows)
+        printf("linear: %d forward rows, %d backward rows checked\n", g_total_rows, g_total_bwd);
     return rc;
 }
