@@ -36,6 +36,7 @@ struct attn_linear_bwd_plan {
     /* byte offsets in a thread's slice */
     size_t o_fk, o_dfx, o_a, o_da, o_g, o_dvc, o_s, o_z, o_den, o_c, o_stats;
     size_t ws_thread, ws_bytes;
+    const attn_kernels *kern;
     attn_blas_hooks blas;
 };
 
@@ -128,6 +129,7 @@ attn_status attn_linear_bwd_plan_create(attn_linear_bwd_plan **plan,
     p->o_stats = (size_t)off[11];
     p->ws_thread = (size_t)thread;
     p->ws_bytes = (size_t)total;
+    p->kern = attn_kernels_select();
     attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;
@@ -238,7 +240,8 @@ static void forward_sweep(const bitem *it)
         lin_chunk_keys(&it->geo, i0, i1, &kl, &kh, &shift);
         for (int64_t j = pos; j < kl; j += C) {
             const int64_t kc = kl - j < C ? kl - j : C;
-            attn_linear_phi(f->feature_map, PTR(a->k, f->k, b, hk, j), f->k.seq, kc, dk, w->fk,
+            attn_linear_phi(it->p->kern, f->feature_map,
+                            PTR(a->k, f->k, b, hk, j), f->k.seq, kc, dk, w->fk,
                             dk);
             attn_sgemm_tn((int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk,
                           PTR(a->v, f->v, b, hk, j), (int)f->v.seq, 1.0f, w->s, (int)dv);
@@ -248,29 +251,22 @@ static void forward_sweep(const bitem *it)
         const int64_t kc = kh - kl;
         const float *vv = PTR(a->v, f->v, b, hk, kl);
         if (kc > 0)
-            attn_linear_phi(f->feature_map, PTR(a->k, f->k, b, hk, kl), f->k.seq, kc, dk, w->fk,
+            attn_linear_phi(it->p->kern, f->feature_map,
+                            PTR(a->k, f->k, b, hk, kl), f->k.seq, kc, dk, w->fk,
                             dk);
         for (int64_t hh = 0; hh < g; hh++) {
             const int64_t h = hk * g + hh;
             const float *q = PTR(a->q, f->q, b, h, i0);
-            attn_linear_phi(f->feature_map, q, f->q.seq, rows, dk, w->fq, dk);
+            attn_linear_phi(it->p->kern, f->feature_map, q, f->q.seq, rows, dk, w->fq, dk);
             /* N = Fq S + A V_c in the G buffer; D */
             attn_sgemm(0, (int)rows, (int)dv, (int)dk, 1.0f, w->fq, (int)dk, w->s, (int)dv, 0.0f,
                        w->g, (int)dv);
-            for (int64_t r = 0; r < rows; r++) {
-                double acc = 0.0;
-                for (int64_t x = 0; x < dk; x++)
-                    acc += (double)w->fq[r * dk + x] * w->z[x];
-                w->den[r] = acc;
-            }
+            for (int64_t r = 0; r < rows; r++)
+                w->den[r] = lin_dot(w->fq + r * dk, w->z, dk);
             if (kc > 0) {
                 masked_product(it, rows, kc, shift);
-                for (int64_t r = 0; r < rows; r++) {
-                    double acc = 0.0;
-                    for (int64_t c = 0; c < kc; c++)
-                        acc += w->a[r * C + c];
-                    w->den[r] += acc;
-                }
+                for (int64_t r = 0; r < rows; r++)
+                    w->den[r] += lin_sum(w->a + r * C, kc);
                 attn_sgemm(0, (int)rows, (int)dv, (int)kc, 1.0f, w->a, (int)C, vv, (int)f->v.seq,
                            1.0f, w->g, (int)dv);
             }
@@ -297,7 +293,7 @@ static void forward_sweep(const bitem *it)
                 attn_sgemm(0, (int)rows, (int)dk, (int)kc, 1.0f, w->da, (int)C, w->fk, (int)dk,
                            1.0f, w->dfx, (int)dk);
             }
-            attn_linear_dphi(f->feature_map, q, f->q.seq, rows, dk, w->dfx, dk,
+            attn_linear_dphi(it->p->kern, f->feature_map, q, f->q.seq, rows, dk, w->dfx, dk,
                              PTR(a->dq, d->dq, b, h, i0), d->dq.seq);
         }
         if (kc > 0) {
@@ -333,7 +329,8 @@ static void store_keys(const bitem *it, int64_t j, int64_t kc)
     const attn_linear_bwd_args *a = it->a;
     bwork *w = it->w;
     const int64_t dk = f->qk_dim, dv = f->v_dim;
-    attn_linear_dphi(f->feature_map, PTR(a->k, f->k, it->b, it->hk, j), f->k.seq, kc, dk,
+    attn_linear_dphi(it->p->kern, f->feature_map,
+                     PTR(a->k, f->k, it->b, it->hk, j), f->k.seq, kc, dk,
                      w->dfx, dk, PTR(a->dk, d->dk, it->b, it->hk, j), d->dk.seq);
     for (int64_t r = 0; r < kc; r++)
         memcpy(PTR(a->dv, d->dv, it->b, it->hk, j + r), w->dvc + r * dv,
@@ -361,13 +358,15 @@ static void reverse_sweep(const bitem *it)
         const int64_t kc = kh - kl;
         const float *vv = PTR(a->v, f->v, b, hk, kl);
         if (kc > 0) {
-            attn_linear_phi(f->feature_map, PTR(a->k, f->k, b, hk, kl), f->k.seq, kc, dk, w->fk,
+            attn_linear_phi(it->p->kern, f->feature_map,
+                            PTR(a->k, f->k, b, hk, kl), f->k.seq, kc, dk, w->fk,
                             dk);
             keys_from_state(it, kl, kc);
         }
         for (int64_t hh = 0; hh < g; hh++) {
             const int64_t h = hk * g + hh;
-            attn_linear_phi(f->feature_map, PTR(a->q, f->q, b, h, i0), f->q.seq, rows, dk, w->fq,
+            attn_linear_phi(it->p->kern, f->feature_map,
+                            PTR(a->q, f->q, b, h, i0), f->q.seq, rows, dk, w->fq,
                             dk);
             load_g(it, hh, i0, rows);
             if (kc > 0) {
@@ -392,7 +391,8 @@ static void reverse_sweep(const bitem *it)
     lin_chunk_keys(&it->geo, 0, qlen < C ? qlen : C, &kl0, &kh0, &shift0);
     for (int64_t j = 0; j < kl0; j += C) {
         const int64_t kc = kl0 - j < C ? kl0 - j : C;
-        attn_linear_phi(f->feature_map, PTR(a->k, f->k, b, hk, j), f->k.seq, kc, dk, w->fk, dk);
+        attn_linear_phi(it->p->kern, f->feature_map,
+                        PTR(a->k, f->k, b, hk, j), f->k.seq, kc, dk, w->fk, dk);
         keys_from_state(it, j, kc);
         store_keys(it, j, kc);
     }

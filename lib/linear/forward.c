@@ -85,7 +85,8 @@ attn_status attn_linear_validate(const attn_linear_desc *d, int check_o)
 
 /* ----------------------------------------------------------- feature maps */
 
-void attn_linear_phi(attn_feature_map fm, const float *src, int64_t lds, int64_t rows,
+void attn_linear_phi(const attn_kernels *kern, attn_feature_map fm,
+                     const float *src, int64_t lds, int64_t rows,
                      int64_t cols, float *dst, int64_t ldd)
 {
     for (int64_t r = 0; r < rows; r++) {
@@ -93,8 +94,14 @@ void attn_linear_phi(attn_feature_map fm, const float *src, int64_t lds, int64_t
         float *o = dst + r * ldd;
         switch (fm) {
         case ATTN_FEATURE_ELU1:
+            /* elu(x) + 1 = max(x, 0) + exp(min(x, 0)): no branch on the
+             * sign (random signs mispredict), exp from the SIMD table;
+             * NaN stays NaN */
             for (int64_t x = 0; x < cols; x++)
-                o[x] = s[x] > 0.0f ? s[x] + 1.0f : expf(s[x]);
+                o[x] = s[x] >= 0.0f ? 0.0f : s[x];
+            kern->exp_store(o, o, cols, 0.0f);
+            for (int64_t x = 0; x < cols; x++)
+                o[x] += s[x] > 0.0f ? s[x] : 0.0f;
             break;
         case ATTN_FEATURE_RELU:
             for (int64_t x = 0; x < cols; x++)
@@ -107,7 +114,8 @@ void attn_linear_phi(attn_feature_map fm, const float *src, int64_t lds, int64_t
     }
 }
 
-void attn_linear_dphi(attn_feature_map fm, const float *src, int64_t lds, int64_t rows,
+void attn_linear_dphi(const attn_kernels *kern, attn_feature_map fm,
+                      const float *src, int64_t lds, int64_t rows,
                       int64_t cols, const float *g, int64_t ldg, float *dst, int64_t ldd)
 {
     for (int64_t r = 0; r < rows; r++) {
@@ -115,8 +123,12 @@ void attn_linear_dphi(attn_feature_map fm, const float *src, int64_t lds, int64_
         float *o = dst + r * ldd;
         switch (fm) {
         case ATTN_FEATURE_ELU1:
+            /* g phi'(x) = g exp(min(x, 0)) */
             for (int64_t x = 0; x < cols; x++)
-                o[x] = s[x] > 0.0f ? gr[x] : gr[x] * expf(s[x]);
+                o[x] = s[x] >= 0.0f ? 0.0f : s[x];
+            kern->exp_store(o, o, cols, 0.0f);
+            for (int64_t x = 0; x < cols; x++)
+                o[x] *= gr[x];
             break;
         case ATTN_FEATURE_RELU:
             for (int64_t x = 0; x < cols; x++)
@@ -166,6 +178,7 @@ attn_status attn_linear_plan_create(attn_linear_plan **plan, const attn_linear_d
     p->nitems = desc->batch * desc->kv_heads;
     p->ws_thread = (size_t)thread;
     p->ws_bytes = (size_t)total;
+    p->kern = attn_kernels_select();
     attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;
@@ -205,7 +218,7 @@ static void state_add(const attn_linear_plan *p, const attn_linear_args *a, lwor
         const int64_t kc = j1 - j < ATTN_LINEAR_CHUNK ? j1 - j : ATTN_LINEAR_CHUNK;
         const float *k = a->k + b * d->k.batch + hk * d->k.head + j * d->k.seq;
         const float *v = a->v + b * d->v.batch + hk * d->v.head + j * d->v.seq;
-        attn_linear_phi(d->feature_map, k, d->k.seq, kc, dk, w->fk, dk);
+        attn_linear_phi(p->kern, d->feature_map, k, d->k.seq, kc, dk, w->fk, dk);
         attn_sgemm_tn((int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, v, (int)d->v.seq, 1.0f,
                       w->s, (int)dv);
         for (int64_t r = 0; r < kc; r++)
@@ -247,30 +260,22 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
         const float *kk = a->k + b * d->k.batch + hk * d->k.head + kl * d->k.seq;
         const float *vv = a->v + b * d->v.batch + hk * d->v.head + kl * d->v.seq;
         if (kc > 0)
-            attn_linear_phi(d->feature_map, kk, d->k.seq, kc, dk, w->fk, dk);
+            attn_linear_phi(p->kern, d->feature_map, kk, d->k.seq, kc, dk, w->fk, dk);
         for (int64_t hh = 0; hh < g; hh++) {
             const int64_t h = hk * g + hh;
             const float *q = a->q + b * d->q.batch + h * d->q.head + i0 * d->q.seq;
             float *o = a->o + b * d->o.batch + h * d->o.head + i0 * d->o.seq;
-            attn_linear_phi(d->feature_map, q, d->q.seq, rows, dk, w->fq, dk);
+            attn_linear_phi(p->kern, d->feature_map, q, d->q.seq, rows, dk, w->fq, dk);
             attn_sgemm(0, (int)rows, (int)dv, (int)dk, 1.0f, w->fq, (int)dk, w->s, (int)dv, 0.0f,
                        o, (int)d->o.seq);
-            for (int64_t r = 0; r < rows; r++) {
-                double acc = 0.0;
-                for (int64_t x = 0; x < dk; x++)
-                    acc += (double)w->fq[r * dk + x] * w->z[x];
-                w->den[r] = acc;
-            }
+            for (int64_t r = 0; r < rows; r++)
+                w->den[r] = lin_dot(w->fq + r * dk, w->z, dk);
             if (kc > 0) {
                 attn_sgemm(1, (int)rows, (int)kc, (int)dk, 1.0f, w->fq, (int)dk, w->fk, (int)dk,
                            0.0f, w->a, (int)C);
                 lin_mask(w->a, C, rows, kc, shift);
-                for (int64_t r = 0; r < rows; r++) {
-                    double acc = 0.0;
-                    for (int64_t c = 0; c < kc; c++)
-                        acc += w->a[r * C + c];
-                    w->den[r] += acc;
-                }
+                for (int64_t r = 0; r < rows; r++)
+                    w->den[r] += lin_sum(w->a + r * C, kc);
                 attn_sgemm(0, (int)rows, (int)dv, (int)kc, 1.0f, w->a, (int)C, vv, (int)d->v.seq,
                            1.0f, o, (int)d->o.seq);
             }

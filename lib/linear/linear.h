@@ -22,6 +22,7 @@ struct attn_linear_plan {
     int64_t group;            /* Hq / Hkv */
     int64_t nitems;           /* B * Hkv */
     size_t ws_thread, ws_bytes;
+    const attn_kernels *kern;  /* exp of the elu + 1 map */
     attn_blas_hooks blas;
 };
 
@@ -31,12 +32,40 @@ struct attn_linear_plan {
 attn_status attn_linear_validate(const attn_linear_desc *d, int check_o);
 
 /* dst[r][x] = phi(src[r * lds + x]) for r < rows, x < cols; dst row-major
- * with leading dimension ldd. */
-void attn_linear_phi(attn_feature_map fm, const float *src, int64_t lds, int64_t rows,
+ * with leading dimension ldd.  elu + 1 takes exp from the plan's kernel
+ * table (SIMD), then keeps x + 1 where x > 0. */
+void attn_linear_phi(const attn_kernels *kern, attn_feature_map fm, const float *src, int64_t lds, int64_t rows,
                      int64_t cols, float *dst, int64_t ldd);
 /* dst[r * ldd + x] = g[r][x] * phi'(src[r * lds + x]) (g row-major, ldg). */
-void attn_linear_dphi(attn_feature_map fm, const float *src, int64_t lds, int64_t rows,
+void attn_linear_dphi(const attn_kernels *kern, attn_feature_map fm, const float *src, int64_t lds, int64_t rows,
                       int64_t cols, const float *g, int64_t ldg, float *dst, int64_t ldd);
+
+/* Sums in double over eight fixed lanes, combined in a fixed order: the
+ * same bits for any thread count, without a serial chain of double adds
+ * (which cost as much as the chunk's GEMMs). */
+static inline double lin_dot(const float *x, const float *y, int64_t n)
+{
+    double s[8] = { 0 };
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++)
+            s[l] += (double)x[i + l] * y[i + l];
+    for (; i < n; i++)
+        s[i & 7] += (double)x[i] * y[i];
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+static inline double lin_sum(const float *x, int64_t n)
+{
+    double s[8] = { 0 };
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++)
+            s[l] += x[i + l];
+    for (; i < n; i++)
+        s[i & 7] += x[i];
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
 
 /* The chunk geometry of one (b, h) pair: queries [0, qlen) in chunks of
  * ATTN_LINEAR_CHUNK; chunk [i0, i1) takes the keys [kl, kh) in its masked
