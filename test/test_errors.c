@@ -385,9 +385,11 @@ static const desc_row desc_rows[] = {
     {"mask_mode = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(mask_mode, -1)}},
     {"reserved[0] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[0], 1)}},
     {"reserved[5] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[5], 1)}},
-    {"reserved[10] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[10], 1)}},
-    {"reserved[12] = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[12], INT64_MIN)}},
-    {"reserved[12] = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[12], -1)}},
+    {"reserved[8] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[8], 1)}},
+    /* reserved[] shrank from 13 to 10 when the sparse fields took three
+     * slots (the desc keeps its size); the last one is reserved[9] */
+    {"reserved[9] = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[9], INT64_MIN)}},
+    {"reserved[9] = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[9], -1)}},
     {"dropout_p = -0.1", ATTN_ERR_BAD_OPTION, FULL, {SF(dropout_p, -0.1)}},
     {"dropout_p = 1.5", ATTN_ERR_BAD_OPTION, FULL, {SF(dropout_p, 1.5)}},
     {"dropout_p = NaN", ATTN_ERR_BAD_OPTION, FULL, {SF(dropout_p, NAN)}},
