@@ -477,12 +477,42 @@ typedef struct sorder {
     int64_t cost, item;
 } sorder;
 
-static int order_cmp(const void *x, const void *y)
+/* a before b: heavier first, then lower index (a total order, so the
+ * sorted order is unique). */
+static int order_before(const sorder *a, const sorder *b)
 {
-    const sorder *a = x, *b = y;
-    if (a->cost != b->cost)
-        return a->cost > b->cost ? -1 : 1;
-    return a->item < b->item ? -1 : a->item > b->item;
+    return a->cost != b->cost ? a->cost > b->cost : a->item < b->item;
+}
+
+static void sift_down(sorder *v, int64_t root, int64_t n)
+{
+    for (;;) {
+        int64_t c = 2 * root + 1;
+        if (c >= n)
+            return;
+        /* a max-heap of "comes last" */
+        if (c + 1 < n && order_before(&v[c], &v[c + 1]))
+            c++;
+        if (!order_before(&v[root], &v[c]))
+            return;
+        const sorder t = v[root];
+        v[root] = v[c];
+        v[c] = t;
+        root = c;
+    }
+}
+
+/* Heapsort: no allocation (qsort may allocate), O(n log n). */
+static void sort_order(sorder *v, int64_t n)
+{
+    for (int64_t k = n / 2; k-- > 0;)
+        sift_down(v, k, n);
+    for (int64_t end = n - 1; end > 0; end--) {
+        const sorder t = v[0];
+        v[0] = v[end];
+        v[end] = t;
+        sift_down(v, 0, end);
+    }
 }
 
 typedef struct sparse_ctx {
@@ -521,7 +551,7 @@ static void sparse_body(void *arg, int tid)
 #if ATTN_HAVE_OPENMP
 #pragma omp single
 #endif
-    qsort(order, (size_t)nitems, sizeof *order, order_cmp);
+    sort_order(order, nitems);
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
