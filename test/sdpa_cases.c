@@ -972,5 +972,6 @@ const tfamily tfamilies[] = {
     {"sparse combined", "sparse", gen_sparse_combined,
      CHK_POISON | CHK_THREADS | CHK_DENSE | CHK_BWD | CHK_PLAN | CHK_OPTIONAL, THR_ALL, NULL},
     {"layout builders", "sparse", NULL, 0, THR_ALL, test_layout_builders},
+    {"sparse dropout", "sparse", NULL, 0, THR_ALL, test_sparse_dropout},
 };
 const int tfamily_count = (int)COUNT(tfamilies);

@@ -104,5 +104,6 @@ int bwd_applies(const trow *r);
 void test_visibility_table(void **state);
 void test_nan_visible(void **state);
 void test_layout_builders(void **state);
+void test_sparse_dropout(void **state);
 
 #endif

@@ -825,6 +825,171 @@ void test_layout_builders(void **state)
         fail_msg("%d layout builder failures", fails);
 }
 
+/* Dropout with sparse plans: the keep decisions are a pure function of
+ * (b, h, i, j), so a sparse case and its dense twin (harness.h) with the
+ * same dropout agree to float tolerance, forward (O, P, lse) and backward
+ * (dQ, dK, dV); threads 1 and 3 give the same bits. */
+static double max_abs(const float *x, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs((double)x[i]) > m)
+            m = fabs((double)x[i]);
+    return m;
+}
+
+static int bwd_dense_grads(tinst *t, float *g[3], size_t cnt[3])
+{
+    const attn_sdpa_desc *f = &t->desc;
+    const size_t nq = (size_t)(f->batch * f->q_heads * f->q_len),
+                 nk = (size_t)(f->batch * f->kv_heads * f->kv_len);
+    cnt[0] = nq * (size_t)f->qk_dim;
+    cnt[1] = nk * (size_t)f->qk_dim;
+    cnt[2] = nk * (size_t)f->v_dim;
+    float *d_o = malloc(nq * (size_t)f->v_dim * sizeof(float));
+    for (int k = 0; k < 3; k++)
+        g[k] = malloc(cnt[k] * sizeof(float));
+    if (!d_o || !g[0] || !g[1] || !g[2]) {
+        free(d_o);
+        return -1;
+    }
+    for (size_t x = 0; x < nq * (size_t)f->v_dim; x++)
+        d_o[x] = (float)((int)(x * 37 % 101) - 50) / 50.0f;
+    attn_sdpa_bwd_desc bd;
+    attn_sdpa_bwd_desc_init(&bd);
+    bd.fwd = *f;
+    bd.fwd.want_probs = 0;
+    bd.d_o = attn_view_bhsd(f->q_heads, f->q_len, f->v_dim);
+    bd.dq = attn_view_bhsd(f->q_heads, f->q_len, f->qk_dim);
+    bd.dk = attn_view_bhsd(f->kv_heads, f->kv_len, f->qk_dim);
+    bd.dv = attn_view_bhsd(f->kv_heads, f->kv_len, f->v_dim);
+    /* O in a dense copy for the backward's view */
+    float *o = malloc(nq * (size_t)f->v_dim * sizeof(float));
+    if (!o) {
+        free(d_o);
+        return -1;
+    }
+    for (int64_t b = 0; b < f->batch; b++)
+        for (int64_t h = 0; h < f->q_heads; h++)
+            for (int64_t i = 0; i < f->q_len; i++)
+                memcpy(o + ((b * f->q_heads + h) * f->q_len + i) * f->v_dim,
+                       t->args.o + b * f->o.batch + h * f->o.head + i * f->o.seq,
+                       (size_t)f->v_dim * sizeof(float));
+    bd.fwd.o = bd.d_o;
+    attn_sdpa_bwd_args ba = {.q = t->args.q, .k = t->args.k, .v = t->args.v, .o = o,
+                             .d_o = d_o, .lse = t->args.lse, .kv_lens = t->args.kv_lens,
+                             .q_lens = t->args.q_lens, .mask = t->args.mask,
+                             .bias = t->args.bias, .dq = g[0], .dk = g[1], .dv = g[2],
+                             .global_k = t->args.global_k, .global_q = t->args.global_q,
+                             .layout = t->args.layout};
+    attn_status s = attn_sdpa_backward(&bd, &ba);
+    free(d_o);
+    free(o);
+    return s == ATTN_OK ? 0 : -1;
+}
+
+void test_sparse_dropout(void **state)
+{
+    (void)state;
+    int fails = 0;
+    for (int k = 0; k < 4; k++) {
+        static const int32_t kl[2] = {70, 31}, ql[2] = {45, 20};
+        tcase c = tcase_default(2, 4, 2, 45, 70, 16, 12);
+        c.want_probs = 1;
+        c.want_lse = 1;
+        c.seed = 14000 + (uint64_t)k;
+        c.use_gk = k != 2;
+        c.use_gq = k % 2;
+        c.gk_rate = c.gq_rate = 0.1;
+        c.wl = 5;
+        c.wr = k == 3 ? 0 : 5;
+        c.align = k % 2;
+        c.bs = k >= 2 ? 16 : 0;
+        c.lay_per_head = k == 3;
+        c.lay_keep = 0.6;
+        if (k == 1) {
+            c.use_kv_lens = c.use_q_lens = 1;
+            memcpy(c.kv_lens, kl, sizeof kl);
+            memcpy(c.q_lens, ql, sizeof ql);
+        }
+        tcase tw = c;
+        tw.dense_twin = 1;
+        tinst t, t2;
+        assert_int_equal(tinst_build(&t, &c), 0);
+        assert_int_equal(tinst_build(&t2, &tw), 0);
+        const double p = k % 2 ? 0.5 : 0.1;
+        t.desc.dropout_p = t2.desc.dropout_p = p;
+        t.desc.dropout_seed = t2.desc.dropout_seed = 99 + (uint64_t)k;
+        t.desc.dropout_offset = t2.desc.dropout_offset = 7;
+        assert_int_equal(tinst_run(&t), ATTN_OK);
+        assert_int_equal(tinst_run(&t2), ATTN_OK);
+        ref_out ro;
+        assert_int_equal(ref_sdpa_alloc(&t.desc, &t.args, &ro), 0);
+        const attn_sdpa_desc *d = &t.desc, *d2 = &t2.desc;
+        long bad = 0;
+        for (int64_t b = 0; b < d->batch; b++)
+            for (int64_t h = 0; h < d->q_heads; h++)
+                for (int64_t i = 0; i < d->q_len; i++) {
+                    const size_t row = (size_t)((b * d->q_heads + h) * d->q_len + i);
+                    double prel, orel, ltol;
+                    ref_row_tolerance(d->qk_dim, ro.nvis[row], ro.s_abs[row], ro.lse[row], &prel,
+                                      &orel, &ltol);
+                    const float *o1 = t.args.o + b * d->o.batch + h * d->o.head + i * d->o.seq;
+                    const float *o2 = t2.args.o + b * d2->o.batch + h * d2->o.head + i * d2->o.seq;
+                    for (int64_t x = 0; x < d->v_dim; x++) {
+                        const double tol =
+                            2.0 * orel * ro.o_abs[row * (size_t)d->v_dim + (size_t)x] / (1.0 - p) +
+                            REF_TINY;
+                        bad += !(fabs((double)o1[x] - (double)o2[x]) <= tol);
+                    }
+                    const float *p1 = t.args.probs + b * d->probs.batch + h * d->probs.head +
+                                      i * d->probs.seq;
+                    const float *p2 = t2.args.probs + b * d2->probs.batch + h * d2->probs.head +
+                                      i * d2->probs.seq;
+                    for (int64_t j = 0; j < d->kv_len; j++) {
+                        const double pr = ro.p ? ro.p[row * (size_t)d->kv_len + (size_t)j] : 1.0;
+                        bad += !(fabs((double)p1[j] - (double)p2[j]) <=
+                                 2.0 * prel * pr / (1.0 - p) + REF_TINY);
+                    }
+                }
+        ref_out_free(&ro);
+        /* threads: the same bits */
+        tsnap s1, s3;
+        tsnap_take(&s1, &t);
+        t.desc.threads = 3;
+        assert_int_equal(tinst_run(&t), ATTN_OK);
+        tsnap_take(&s3, &t);
+        if (!tsnap_equal(&s1, &s3)) {
+            printf("FAIL sparse dropout: threads 3 gives other bits: %s\n", tcase_str(&c));
+            fails++;
+        }
+        tsnap_free(&s1);
+        tsnap_free(&s3);
+        /* the backward against the twin's */
+        float *g1[3], *g2[3];
+        size_t n1[3], n2[3];
+        assert_int_equal(bwd_dense_grads(&t, g1, n1), 0);
+        assert_int_equal(bwd_dense_grads(&t2, g2, n2), 0);
+        for (int x = 0; x < 3; x++) {
+            const double scale = 1.0 + max_abs(g2[x], n2[x]);
+            for (size_t e = 0; e < n1[x]; e++)
+                bad += !(fabs((double)g1[x][e] - (double)g2[x][e]) <= 1e-4 * scale);
+            free(g1[x]);
+            free(g2[x]);
+        }
+        if (bad) {
+            printf("FAIL sparse dropout: %ld elements differ from the dense twin: %s\n", bad,
+                   tcase_str(&c));
+            fails++;
+        }
+        tinst_free(&t);
+        tinst_free(&t2);
+    }
+    printf("[checks]   sparse dropout: 4 cases vs their dense twins, fwd and bwd\n");
+    if (fails)
+        fail_msg("%d sparse dropout failures", fails);
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
