@@ -354,7 +354,8 @@ ATTN_API attn_status attn_sdpa_plan_destroy(attn_sdpa_plan *plan);
 
 /*
  * Bytes of workspace execute needs with this plan, for a caller that
- * supplies its own.  It grows with threads x block sizes, never with n x m.
+ * supplies its own.  It grows with threads x block sizes, never with n x m
+ * (a sparse plan adds 16 bytes per work item, see "Sparse attention").
  * Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT.
  */
 ATTN_API attn_status attn_sdpa_workspace_size(const attn_sdpa_plan *plan,

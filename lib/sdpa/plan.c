@@ -139,12 +139,14 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
     return ATTN_OK;
 }
 
-/* Blocking, work items and workspace layout, from the shape alone.  Every
- * count and byte size is formed with checked arithmetic: with overlapping
- * input views the products of batch, heads and rows can exceed what an
- * int64_t or a size_t holds although each view fits, and such a plan is
- * ATTN_ERR_TOO_LARGE. */
-/* A sparse plan: items (b, query head, block of sp_rows rows), no split-K
+/* Blocking, work items and workspace layout, from the shape alone
+ * (plan_sparse for sparse plans, plan_dense otherwise).  Every count and
+ * byte size is formed with checked arithmetic: with overlapping input
+ * views the products of batch, heads and rows can exceed what an int64_t
+ * or a size_t holds although each view fits, and such a plan is
+ * ATTN_ERR_TOO_LARGE.
+ *
+ * A sparse plan: items (b, query head, block of sp_rows rows), no split-K
  * and no stacking.  Per thread: the score tile (sp_rows x bk), the row
  * ranges, the row state and the tile's segments; shared: the item order
  * (cost and index per item). */
