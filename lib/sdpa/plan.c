@@ -180,8 +180,13 @@ static attn_status plan_sparse(attn_sdpa_plan *p)
     const uint64_t ranges = attn_size_align((uint64_t)p->bq * 2 * sizeof(int64_t), &ok);
     const uint64_t state = attn_size_align((uint64_t)p->vrows * 3 * sizeof(float), &ok);
     const uint64_t seg = attn_size_align((uint64_t)p->bk * sizeof(attn_kseg), &ok);
-    const uint64_t thread =
-        attn_size_add(attn_size_add(attn_size_add(tile, ranges, &ok), state, &ok), seg, &ok);
+    p->gather = d->qk_dim + d->v_dim <= ATTN_GATHER_MAX_DIM;
+    const uint64_t gat = p->gather
+        ? attn_size_align((uint64_t)p->bk * (uint64_t)(d->qk_dim + d->v_dim) * sizeof(float), &ok)
+        : 0;
+    const uint64_t thread = attn_size_add(
+        attn_size_add(attn_size_add(attn_size_add(tile, ranges, &ok), state, &ok), seg, &ok),
+        gat, &ok);
     const uint64_t order = attn_size_align(
         attn_size_mul((uint64_t)p->nitems, 2 * sizeof(int64_t), &ok), &ok);
     const uint64_t threads = attn_size_mul(thread, (uint64_t)p->nthreads, &ok);
@@ -195,6 +200,7 @@ static attn_status plan_sparse(attn_sdpa_plan *p)
     p->ws_ranges = (size_t)tile;
     p->ws_state = (size_t)(tile + ranges);
     p->ws_seg = (size_t)(tile + ranges + state);
+    p->ws_gather = (size_t)(tile + ranges + state + seg);
     p->ws_thread = (size_t)thread;
     p->ws_order = (size_t)threads;
     p->ws_part = 0;

@@ -26,6 +26,8 @@ void attn_dropout_init(attn_dropout *dr, double p, uint64_t seed, uint64_t offse
  * plan runs its own item loop; a plan without them runs forward.c's path
  * unchanged. */
 #define ATTN_SPARSE_ROWS 64  /* most query rows per sparse work item */
+#define ATTN_GATHER_SHORT 16 /* segments shorter than this are gathered */
+#define ATTN_GATHER_MAX_DIM 1024
 
 static inline int attn_sdpa_is_sparse(const attn_sdpa_desc *d)
 {
@@ -99,6 +101,11 @@ struct attn_sdpa_plan {
     int sparse;
     int64_t sp_rows, sp_nrb, nb, mb;
     size_t ws_seg;            /* offset of the tile's segments in a slice */
+    /* Short segments (scattered global keys) are gathered into a copy of
+     * their K and V rows (bk x dk and bk x dv floats at ws_gather) when
+     * dk + dv <= ATTN_GATHER_MAX_DIM; 0 otherwise. */
+    int gather;
+    size_t ws_gather;
     size_t ws_order;          /* offset of the shared item order */
 };
 

@@ -167,6 +167,7 @@ typedef struct swork {
     int64_t *lo, *hi;
     float *mrow, *lrow, *corr;
     attn_kseg *seg;
+    float *kg, *vg;  /* gathered K and V rows of the short segments, or NULL */
 } swork;
 
 static int64_t qlen_of(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b)
@@ -267,9 +268,12 @@ static void item_ranges(const attn_sdpa_plan *p, swork *w, int64_t qlen, int64_t
 }
 
 /* Fill a tile with up to bk keys of the stream (s, e the current run);
- * returns the number of columns (0 at the end). */
+ * returns the number of columns (0 at the end).  With gather, the long
+ * segments take the first columns and the short ones (fewer than
+ * ATTN_GATHER_SHORT keys) the last, from *cshort on; otherwise the columns
+ * follow the keys and *cshort = cols. */
 static int64_t fill_tile(attn_krun *kr, int64_t *s, int64_t *e, int *have, attn_kseg *seg,
-                         int64_t bk, int64_t *nseg)
+                         int64_t bk, int64_t *nseg, int gather, int64_t *cshort)
 {
     int64_t cols = 0, ns = 0;
     while (*have && cols < bk) {
@@ -284,13 +288,42 @@ static int64_t fill_tile(attn_krun *kr, int64_t *s, int64_t *e, int *have, attn_
             *have = attn_krun_next(kr, s, e);
     }
     *nseg = ns;
+    *cshort = cols;
+    if (gather) {
+        int64_t c = 0;
+        for (int64_t x = 0; x < ns; x++)
+            if (seg[x].len >= ATTN_GATHER_SHORT) {
+                seg[x].c0 = c;
+                c += seg[x].len;
+            }
+        *cshort = c;
+        for (int64_t x = 0; x < ns; x++)
+            if (seg[x].len < ATTN_GATHER_SHORT) {
+                seg[x].c0 = c;
+                c += seg[x].len;
+            }
+    }
     return cols;
+}
+
+/* Gather the rows of the short segments (columns [cshort, cols)) of a
+ * [rows][ld] matrix into dst [cols - cshort][width]. */
+static void gather_rows(float *dst, const float *src, int64_t ld, int64_t width,
+                        const attn_kseg *seg, int64_t nseg, int64_t cshort)
+{
+    for (int64_t x = 0; x < nseg; x++) {
+        if (seg[x].c0 < cshort)
+            continue;
+        for (int64_t t = 0; t < seg[x].len; t++)
+            memcpy(dst + (seg[x].c0 - cshort + t) * width, src + (seg[x].j0 + t) * ld,
+                   (size_t)width * sizeof(float));
+    }
 }
 
 /* One tile of a group: rows [g->r0, g->r1) of item (b, h, i0). */
 static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
                      const sgroup *g, int64_t b, int64_t h, int64_t i0, const attn_kseg *seg,
-                     int64_t nseg, int64_t cols)
+                     int64_t nseg, int64_t cols, int64_t cshort)
 {
     const attn_sdpa_desc *d = &p->d;
     const attn_kernels *kern = p->kern;
@@ -302,9 +335,16 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
     float *o = o_row(p, a, b, h, i0 + g->r0);
     const uint8_t *gk = g->kr.gk;
 
+    const int64_t ng = cols - cshort;   /* gathered columns */
     for (int64_t x = 0; x < nseg; x++)
-        attn_sgemm(1, (int)nr, (int)seg[x].len, (int)d->qk_dim, p->scale, q, (int)d->q.seq,
-                   k + seg[x].j0 * d->k.seq, (int)d->k.seq, 0.0f, w->s + seg[x].c0, (int)bk);
+        if (seg[x].c0 < cshort)
+            attn_sgemm(1, (int)nr, (int)seg[x].len, (int)d->qk_dim, p->scale, q, (int)d->q.seq,
+                       k + seg[x].j0 * d->k.seq, (int)d->k.seq, 0.0f, w->s + seg[x].c0, (int)bk);
+    if (ng > 0) {
+        gather_rows(w->kg, k, d->k.seq, d->qk_dim, seg, nseg, cshort);
+        attn_sgemm(1, (int)nr, (int)ng, (int)d->qk_dim, p->scale, q, (int)d->q.seq, w->kg,
+                   (int)d->qk_dim, 0.0f, w->s + cshort, (int)bk);
+    }
 
     for (int64_t r = g->r0; r < g->r1; r++) {
         const int64_t i = i0 + r;
@@ -364,8 +404,14 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
         if (w->corr[r] != 1.0f)
             kern->scale(o + (r - g->r0) * d->o.seq, d->v_dim, w->corr[r]);
     for (int64_t x = 0; x < nseg; x++)
-        attn_sgemm(0, (int)nr, (int)d->v_dim, (int)seg[x].len, 1.0f, w->s + seg[x].c0, (int)bk,
-                   v + seg[x].j0 * d->v.seq, (int)d->v.seq, 1.0f, o, (int)d->o.seq);
+        if (seg[x].c0 < cshort)
+            attn_sgemm(0, (int)nr, (int)d->v_dim, (int)seg[x].len, 1.0f, w->s + seg[x].c0,
+                       (int)bk, v + seg[x].j0 * d->v.seq, (int)d->v.seq, 1.0f, o, (int)d->o.seq);
+    if (ng > 0) {
+        gather_rows(w->vg, v, d->v.seq, d->v_dim, seg, nseg, cshort);
+        attn_sgemm(0, (int)nr, (int)d->v_dim, (int)ng, 1.0f, w->s + cshort, (int)bk, w->vg,
+                   (int)d->v_dim, 1.0f, o, (int)d->o.seq);
+    }
 }
 
 /* Finish the rows of a group: O /= l, lse, and the probabilities over the
@@ -437,13 +483,14 @@ static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
     sgroup g;
     for (int64_t r0 = 0; next_group(p, a, w, b, h, i0, rows, kvlen, r0, &g); r0 = g.r1) {
         attn_krun kr = g.kr;
-        int64_t s = 0, e = 0, nseg;
+        int64_t s = 0, e = 0, nseg, cshort;
         int have = attn_krun_next(&kr, &s, &e);
         for (;;) {
-            const int64_t cols = fill_tile(&kr, &s, &e, &have, w->seg, p->bk, &nseg);
+            const int64_t cols =
+                fill_tile(&kr, &s, &e, &have, w->seg, p->bk, &nseg, w->kg != NULL, &cshort);
             if (cols == 0)
                 break;
-            run_tile(p, a, w, &g, b, h, i0, w->seg, nseg, cols);
+            run_tile(p, a, w, &g, b, h, i0, w->seg, nseg, cols, cshort);
         }
         finish_group(p, a, w, &g, b, h, i0);
     }
@@ -535,6 +582,8 @@ static void sparse_body(void *arg, int tid)
     w.lrow = w.mrow + p->vrows;
     w.corr = w.lrow + p->vrows;
     w.seg = (attn_kseg *)(void *)(base + p->ws_seg);
+    w.kg = p->gather ? (float *)(void *)(base + p->ws_gather) : NULL;
+    w.vg = p->gather ? w.kg + p->bk * p->d.qk_dim : NULL;
     const int64_t nitems = p->nitems;
     sorder *order = c->order;
     /* The cost of every item, then the order (heaviest first, ties by
