@@ -31,6 +31,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The sparse fields took three int64 slots of reserved[] (13 -> 10): the
+ * descs keep their size and the ABI of the fields before them (x86-64). */
+#if defined(__x86_64__) && defined(__LP64__)
+_Static_assert(sizeof(attn_sdpa_desc) == 448, "attn_sdpa_desc changed size");
+_Static_assert(sizeof(attn_mha_desc) == 352, "attn_mha_desc changed size");
+#endif
+
 attn_status attn_sparse_validate(int layout_per_head, int reserved_flags, int64_t block_size)
 {
     if (reserved_flags != 0)
