@@ -285,8 +285,28 @@ typedef struct attn_sdpa_desc {
     uint64_t dropout_seed;
     uint64_t dropout_offset;
 
+    /* Sparse attention (see "Sparse attention" below): global tokens and
+     * a block-sparse layout, combined (AND) with every other rule.
+     * use_global_k: args.global_k [B][m] uint8 (row stride m), nonzero =
+     * key j is global for batch b: every query of b sees it.
+     * use_global_q: args.global_q [B][n] uint8 (row stride n), nonzero =
+     * query i of batch b is global: it sees every key.  Any nonzero value
+     * enables a flag array (as use_bias). */
+    int use_global_k;
+    int use_global_q;
+    /* block_size: 0 = no layout; otherwise a power of two from 16 to 256
+     * (anything else is ATTN_ERR_BAD_OPTION) and args.layout is a uint8
+     * [H][ceil(n / block_size)][ceil(m / block_size)] block mask, dense
+     * row-major, nonzero = visible, with H = q_heads when layout_per_head
+     * is 1 and H = 1 (one layout for every head) when it is 0.
+     * layout_per_head must be 0 or 1, and 0 without a layout
+     * (ATTN_ERR_BAD_OPTION). */
+    int layout_per_head;
+    int reserved_flags;          /* must be zero */
+    int64_t block_size;
+
     /* Must be zero (attn_sdpa_desc_init does it). */
-    int64_t reserved[13];
+    int64_t reserved[10];
 } attn_sdpa_desc;
 
 /* Fill *desc with the defaults: all sizes 0, every view ATTN_STRIDE_UNSET,
@@ -308,6 +328,10 @@ typedef struct attn_sdpa_args {
     const float *bias;        /* when use_bias */
     float *probs;             /* when want_probs */
     float *lse;               /* when want_lse */
+    const uint8_t *global_k;  /* [B][m], row stride m, when use_global_k */
+    const uint8_t *global_q;  /* [B][n], row stride n, when use_global_q */
+    const uint8_t *layout;    /* [Hq|1][ceil(n/bs)][ceil(m/bs)], when
+                                 block_size != 0 */
 } attn_sdpa_args;
 
 /* ------------------------------------------------------------------------ */
@@ -332,7 +356,8 @@ ATTN_API attn_status attn_sdpa_plan_destroy(attn_sdpa_plan *plan);
 
 /*
  * Bytes of workspace execute needs with this plan, for a caller that
- * supplies its own.  It grows with threads x block sizes, never with n x m.
+ * supplies its own.  It grows with threads x block sizes, never with n x m
+ * (a sparse plan adds 16 bytes per work item, see "Sparse attention").
  * Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT.
  */
 ATTN_API attn_status attn_sdpa_workspace_size(const attn_sdpa_plan *plan,
@@ -379,6 +404,98 @@ ATTN_API attn_status attn_sdpa(const attn_sdpa_desc *desc,
 ATTN_API attn_status attn_dropout_keep_mask(double p, uint64_t seed, uint64_t offset,
                                             int64_t b, int64_t h, int64_t i0, int64_t rows,
                                             int64_t m, uint8_t *keep, int64_t ld);
+
+/* ------------------------------------------------------------------------ */
+/* Sparse attention                                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Global tokens and block-sparse layouts (Longformer, BigBird, Sparse
+ * Transformer) are options of the same SDPA: exact softmax over a sparse
+ * visible set.  With them, query i of batch b and head h sees key j iff
+ *
+ *   (window(i, j) OR global_k[b][j] OR global_q[b][i])
+ *   AND j < kv_lens[b] AND i < q_lens[b] AND the element mask AND bias > -inf
+ *   AND layout[h or 0][i / bs][j / bs] != 0        (with a layout)
+ *
+ * - Global keys (use_global_k) are seen by every query whatever the window;
+ *   global queries (use_global_q) see every key whatever the window.  The
+ *   lengths, the mask, the bias and the layout still apply to them.  Flags
+ *   of padded positions (j >= kv_lens[b], i >= q_lens[b]) are allowed and
+ *   never read: padding wins (no error).
+ * - The layout: block (I, J) covers queries [I bs, (I + 1) bs) and keys
+ *   [J bs, (J + 1) bs) (the last ones cut at n and m), in absolute
+ *   positions whatever the alignment and the lengths; a zero entry hides
+ *   the whole block.  Broadcast over heads (layout_per_head = 0) or one
+ *   layout per query head (1; in GQA each query head has its own).
+ * - Rows with nothing visible give O 0, P 0 and logsumexp -INFINITY.
+ * - Cost: a query block reads and computes only the keys of its candidate
+ *   set (the union of its rows' windows and the global keys, or every key
+ *   for global queries, cut to the layout's visible blocks and the key
+ *   length), so hidden blocks are never read or computed and the work
+ *   follows the number of visible blocks.  K and V rows, mask and bias
+ *   entries only in hidden blocks (or outside every candidate set) may
+ *   hold NaN.  The workspace stays threads x tile (plus 16 bytes per work
+ *   item: B x Hq x ceil(n / min(bs, 64)) items).
+ * - Every other feature works with them (views, GQA, n != m, both
+ *   alignments, lengths, masks, bias, probabilities, logsumexp, dropout,
+ *   the backward with dBias, the MHA layer), and results are bitwise the
+ *   same for any thread count.
+ *
+ * The builders below fill a dense uint8 [nb][mb] layout (1 visible, 0
+ * hidden) for one head; copy it per head for layout_per_head = 1.  Block
+ * rows I and columns J are in absolute positions (the diagonal is I == J,
+ * top-left, also when nb != mb).  Each returns ATTN_OK,
+ * ATTN_ERR_NULL_ARGUMENT (layout NULL), ATTN_ERR_BAD_SIZE (nb or mb <= 0),
+ * ATTN_ERR_TOO_LARGE (nb x mb bytes not representable) or
+ * ATTN_ERR_BAD_OPTION (a parameter outside its range); on error nothing is
+ * written.
+ */
+
+/*
+ * BigBird (Zaheer et al., 2020, ITC): visible(I, J) iff
+ * - |I - J| <= (window_blocks - 1) / 2: a band of window_blocks blocks
+ *   centred on the diagonal (BigBird's num_sliding_blocks = 3: the block,
+ *   its left and right neighbours); window_blocks must be odd, or 0 for no
+ *   band;
+ * - or I < global_blocks or J < global_blocks: the first global_blocks
+ *   block rows see everything and the first global_blocks block columns
+ *   are seen by everything (BigBird's num_global_blocks, its global tokens
+ *   being the first ones);
+ * - or J is one of random_blocks blocks of row I drawn among those still
+ *   hidden by the two rules above (BigBird's num_random_blocks; fewer if
+ *   fewer are hidden): pick k = 0, 1, ... takes the x-th still-hidden block
+ *   of the row in increasing J, x = H(seed, I, k) mod (hidden blocks
+ *   left), with mix(z) the SplitMix64 finalizer of z + 0x9E3779B97F4A7C15
+ *   and H(seed, I, k) = mix(mix(seed XOR mix(I)) + k) (64-bit
+ *   arithmetic).  So the layout is a pure function of the arguments.
+ * window_blocks, global_blocks or random_blocks negative, or window_blocks
+ * even and > 0: ATTN_ERR_BAD_OPTION.
+ */
+ATTN_API attn_status attn_layout_bigbird(uint8_t *layout, int64_t nb, int64_t mb,
+                                         int64_t window_blocks, int64_t global_blocks,
+                                         int64_t random_blocks, uint64_t seed);
+
+/*
+ * Sparse Transformer (Child et al., 2019), strided pattern, stride l in
+ * blocks: visible(I, J) iff |I - J| < l (the local head: the l most recent
+ * blocks) or (I - J) is a multiple of l (the strided head), and J <= I when
+ * causal.  (The paper's local set {max(0, i - l), ..., i} also holds i - l,
+ * which is in the strided set anyway.)  stride < 1 or causal not 0 or 1:
+ * ATTN_ERR_BAD_OPTION.
+ */
+ATTN_API attn_status attn_layout_strided(uint8_t *layout, int64_t nb, int64_t mb,
+                                         int64_t stride, int causal);
+
+/*
+ * Sparse Transformer, fixed pattern, stride l and c summary blocks (in
+ * blocks): visible(I, J) iff floor(I / l) == floor(J / l) (the same
+ * l-block group) or J mod l >= l - c (the last c blocks of every group),
+ * and J <= I when causal.  stride < 1, c outside [1, stride] or causal not
+ * 0 or 1: ATTN_ERR_BAD_OPTION.
+ */
+ATTN_API attn_status attn_layout_fixed(uint8_t *layout, int64_t nb, int64_t mb, int64_t stride,
+                                       int64_t c, int causal);
 
 /* ------------------------------------------------------------------------ */
 /* SDPA backward                                                             */
@@ -450,6 +567,9 @@ typedef struct attn_sdpa_bwd_args {
     float *dk;
     float *dv;
     float *dbias;             /* when want_dbias */
+    const uint8_t *global_k;  /* when fwd.use_global_k (as attn_sdpa_args) */
+    const uint8_t *global_q;  /* when fwd.use_global_q */
+    const uint8_t *layout;    /* when fwd.block_size != 0 */
 } attn_sdpa_bwd_args;
 
 typedef struct attn_sdpa_bwd_plan attn_sdpa_bwd_plan;
@@ -857,7 +977,18 @@ typedef struct attn_mha_desc {
     uint64_t dropout_seed;
     uint64_t dropout_offset;
 
-    int64_t reserved[13];        /* must be zero */
+    /* Sparse attention, as in attn_sdpa_desc (n = L, m = S, Hq = H):
+     * global key tokens [B][S] and global query tokens [B][L] (uint8, in
+     * attn_mha_args), a block-sparse layout [H|1][ceil(L/bs)][ceil(S/bs)].
+     * The same rules and statuses; passed through to the SDPA of
+     * attn_mha_execute, attn_mha_train_forward and attn_mha_backward. */
+    int use_global_k;
+    int use_global_q;
+    int layout_per_head;
+    int reserved_flags;          /* must be zero */
+    int64_t block_size;
+
+    int64_t reserved[10];        /* must be zero */
 } attn_mha_desc;
 
 /* Defaults: sizes 0, self_attention 0, packed_in_proj 0, has_bias 1 (as
@@ -895,6 +1026,10 @@ typedef struct attn_mha_args {
     const float *bias;             /* when use_bias */
     const uint8_t *key_padding_mask; /* [B][S], when key_padding_mode != NONE */
     float *weights;                /* when weights != ATTN_WEIGHTS_NONE */
+    const uint8_t *global_k;       /* [B][S], when use_global_k */
+    const uint8_t *global_q;       /* [B][L], when use_global_q */
+    const uint8_t *layout;         /* [H|1][ceil(L/bs)][ceil(S/bs)], when
+                                      block_size != 0 */
 } attn_mha_args;
 
 typedef struct attn_mha_plan attn_mha_plan;

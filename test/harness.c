@@ -102,6 +102,13 @@ const char *tcase_str(const tcase *c)
              c->bias_bcast, c->bias_ninf, c->bias_mag, c->want_probs,
              c->want_lse, c->threads, c->in_mag, c->poison,
              (unsigned long long)c->seed);
+    if (tcase_sparse(c) || c->dense_twin) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, sizeof buf - len,
+                 " gk=%d/%.2f gq=%d/%.2f first=%lld bs=%lld per_head=%d kind=%d keep=%.2f twin=%d",
+                 c->use_gk, c->gk_rate, c->use_gq, c->gq_rate, (long long)c->glob_first,
+                 (long long)c->bs, c->lay_per_head, c->lay_kind, c->lay_keep, c->dense_twin);
+    }
     return buf;
 }
 
@@ -182,7 +189,119 @@ void tinst_free(tinst *t)
     free(t->lse.base);
     free(t->mask.base);
     free(t->bias.base);
+    free(t->gk.base);
+    free(t->gq.base);
+    free(t->layout.base);
     memset(t, 0, sizeof *t);
+}
+
+int tcase_sparse(const tcase *c)
+{
+    return c->use_gk || c->use_gq || c->bs > 0;
+}
+
+/* The global flags and the layout of a sparse case, from their own
+ * generator; desc and args get them.  Returns 0 or -1. */
+static int build_sparse(tinst *t)
+{
+    const tcase *c = &t->c;
+    attn_sdpa_desc *d = &t->desc;
+    attn_sdpa_args *a = &t->args;
+    trng sp;
+    trng_seed(&sp, c->seed * 0x2545F4914F6CDD1Dull + 0x51);
+    if (c->use_gk) {
+        if (tbuf_alloc(&t->gk, (size_t)(c->B * c->m), 1))
+            return -1;
+        uint8_t *g = t->gk.base;
+        for (int64_t x = 0; x < c->B * c->m; x++) {
+            const int on = c->glob_first ? x % c->m < c->glob_first : trng_bool(&sp, c->gk_rate);
+            g[x] = on ? (uint8_t)trng_int(&sp, 1, 255) : 0;
+        }
+        d->use_global_k = 1;
+        a->global_k = g;
+    }
+    if (c->use_gq) {
+        if (tbuf_alloc(&t->gq, (size_t)(c->B * c->n), 1))
+            return -1;
+        uint8_t *g = t->gq.base;
+        for (int64_t x = 0; x < c->B * c->n; x++) {
+            const int on = c->glob_first ? x % c->n < c->glob_first : trng_bool(&sp, c->gq_rate);
+            g[x] = on ? (uint8_t)trng_int(&sp, 1, 255) : 0;
+        }
+        d->use_global_q = 1;
+        a->global_q = g;
+    }
+    if (c->bs > 0) {
+        const int64_t nb = (c->n + c->bs - 1) / c->bs, mb = (c->m + c->bs - 1) / c->bs;
+        const int64_t H = c->lay_per_head ? c->Hq : 1;
+        if (tbuf_alloc(&t->layout, (size_t)(H * nb * mb), 1))
+            return -1;
+        uint8_t *l = t->layout.base;
+        const int causal = c->wr == 0;
+        for (int64_t h = 0; h < H; h++) {
+            uint8_t *lh = l + h * nb * mb;
+            attn_status st = ATTN_OK;
+            switch (c->lay_kind) {
+            case TLAY_BIGBIRD:
+                st = attn_layout_bigbird(lh, nb, mb, 3, 1, 2, c->seed + (uint64_t)h);
+                break;
+            case TLAY_STRIDED:
+                st = attn_layout_strided(lh, nb, mb, 2 + h % 3, causal);
+                break;
+            case TLAY_FIXED:
+                st = attn_layout_fixed(lh, nb, mb, 3 + h % 2, 1, causal);
+                break;
+            default:
+                for (int64_t I = 0; I < nb; I++)
+                    for (int64_t J = 0; J < mb; J++)
+                        lh[I * mb + J] = (uint8_t)(trng_bool(&sp, c->lay_keep) &&
+                                                   !(c->lay_kind == TLAY_EMPTY_ROWS && I % 3 == 2));
+                break;
+            }
+            if (st != ATTN_OK)
+                return -1;
+        }
+        d->block_size = c->bs;
+        d->layout_per_head = c->lay_per_head;
+        a->layout = l;
+    }
+    return 0;
+}
+
+/* The dense twin: the sparse visible set (and the case's own mask) as a
+ * full keep-mask; no global flags, layout or window. */
+static int fold_twin(tinst *t, const int64_t *klen, const int64_t *qlen)
+{
+    attn_sdpa_desc *d = &t->desc;
+    attn_sdpa_args *a = &t->args;
+    const int64_t B = d->batch, Hq = d->q_heads, n = d->q_len, m = d->kv_len;
+    tbuf nm;
+    if (tbuf_alloc(&nm, (size_t)(B * Hq * n * m), 1))
+        return -1;
+    uint8_t *keep = nm.base;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < n; i++) {
+                const uint8_t *mr = d->mask_mode != ATTN_MASK_NONE
+                    ? a->mask + b * d->mask.batch + h * d->mask.head + i * d->mask.seq : NULL;
+                for (int64_t j = 0; j < m; j++) {
+                    int k = ref_candidate(d, a, b, h, i, j, klen[b], qlen[b]);
+                    if (k && mr)
+                        k = (mr[j] != 0) == (d->mask_mode == ATTN_MASK_KEEP_NONZERO);
+                    keep[((b * Hq + h) * n + i) * m + j] = (uint8_t)k;
+                }
+            }
+    free(t->mask.base);
+    t->mask = nm;
+    d->mask_mode = ATTN_MASK_KEEP_NONZERO;
+    d->mask = attn_view_bhsd(Hq, n, m);
+    a->mask = keep;
+    d->use_global_k = d->use_global_q = 0;
+    d->block_size = 0;
+    d->layout_per_head = 0;
+    a->global_k = a->global_q = a->layout = NULL;
+    d->window_left = d->window_right = -1;
+    return 0;
 }
 
 void tinst_clear_outputs(tinst *t)
@@ -267,16 +386,25 @@ int tinst_build(tinst *t, const tcase *cin)
     if (c->use_q_lens)
         a->q_lens = t->q_lens;
 
-    /* which K/V rows some query sees through the lengths and the window:
-     * kv_used[b * m + j] */
-    unsigned char *kv_used = calloc((size_t)(B * m), 1);
+    if ((tcase_sparse(c) || c->dense_twin) && build_sparse(t))
+        return -1;
+
+    /* which K/V rows some query of the group sees through the lengths, the
+     * window and the sparse rules: kv_used[(b * Hkv + hk) * m + j] */
+    unsigned char *kv_used = calloc((size_t)(B * Hkv * m), 1);
     if (!kv_used)
         return -1;
     for (int64_t b = 0; b < B; b++)
-        for (int64_t i = 0; i < qlen[b]; i++)
-            for (int64_t j = 0; j < klen[b]; j++)
-                if (ref_window_visible(d, klen[b], qlen[b], i, j))
-                    kv_used[b * m + j] = 1;
+        for (int64_t h = 0; h < (tcase_sparse(c) ? Hq : 1); h++)
+            for (int64_t i = 0; i < qlen[b]; i++)
+                for (int64_t j = 0; j < klen[b]; j++)
+                    if (ref_candidate(d, a, b, h, i, j, klen[b], qlen[b])) {
+                        if (tcase_sparse(c))
+                            kv_used[(b * Hkv + h / (Hq / Hkv)) * m + j] = 1;
+                        else
+                            for (int64_t hk = 0; hk < Hkv; hk++)
+                                kv_used[(b * Hkv + hk) * m + j] = 1;
+                    }
 
     /* ---- Q, K, V */
     float *qp, *kp, *vp;
@@ -336,7 +464,7 @@ int tinst_build(tinst *t, const tcase *cin)
             for (int64_t j = 0; j < m; j++) {
                 float *kr = kp + b * d->k.batch + h * d->k.head + j * d->k.seq;
                 float *vr = vp + b * d->v.batch + h * d->v.head + j * d->v.seq;
-                int hide = c->poison && !kv_used[b * m + j];
+                int hide = c->poison && !kv_used[(b * Hkv + h) * m + j];
                 for (int64_t x = 0; x < dk; x++) {
                     float val = (float)trng_uniform(&r, -mag, mag);
                     kr[x] = hide ? NAN : val;
@@ -375,15 +503,19 @@ int tinst_build(tinst *t, const tcase *cin)
             return -1;
         }
         for (int64_t b = 0; b < B; b++)
-            for (int64_t i = 0; i < qlen[b]; i++)
-                for (int64_t j = 0; j < klen[b]; j++) {
-                    if (!ref_window_visible(d, klen[b], qlen[b], i, j))
-                        continue;
-                    int64_t bb = (bc & BC_BATCH) ? 0 : b;
-                    int64_t ii = (bc & BC_SEQ) ? 0 : i;
-                    for (int64_t hh = 0; hh < Hm; hh++)
-                        used[((bb * Hm + hh) * Nm + ii) * m + j] = 1;
-                }
+            for (int64_t h = 0; h < (tcase_sparse(c) ? Hq : 1); h++)
+                for (int64_t i = 0; i < qlen[b]; i++)
+                    for (int64_t j = 0; j < klen[b]; j++) {
+                        if (!ref_candidate(d, a, b, h, i, j, klen[b], qlen[b]))
+                            continue;
+                        int64_t bb = (bc & BC_BATCH) ? 0 : b;
+                        int64_t ii = (bc & BC_SEQ) ? 0 : i;
+                        if (tcase_sparse(c))
+                            used[((bb * Hm + (Hm > 1 ? h : 0)) * Nm + ii) * m + j] = 1;
+                        else
+                            for (int64_t hh = 0; hh < Hm; hh++)
+                                used[((bb * Hm + hh) * Nm + ii) * m + j] = 1;
+                    }
         if (which == 0) {
             uint8_t *mb = tb->base;
             for (size_t x = 0; x < cnt; x++)
@@ -434,6 +566,8 @@ int tinst_build(tinst *t, const tcase *cin)
         free(used);
     }
     free(kv_used);
+    if (c->dense_twin && fold_twin(t, klen, qlen))
+        return -1;
 
     /* ---- outputs */
     {
@@ -534,6 +668,9 @@ void tstats_print(const tstats *s)
                "max|ddBias|=%.3e max err/tol=%.3f\n",
                s->family, s->bwd_cases, s->err_dq, s->err_dk, s->err_dv, s->err_dbias,
                s->ratio_bwd);
+    if (s->ratio_dense > 0.0)
+        printf("[accuracy] %-22s sparse vs dense twin: max |diff| / (2 tol) = %.3f\n", s->family,
+               s->ratio_dense);
     fflush(stdout);
 }
 

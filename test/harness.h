@@ -76,7 +76,36 @@ typedef struct tcase {
                             position hidden by the lengths or the window;
                             the visible data are those of poison = 0 */
     uint64_t seed;
+    /* Sparse attention (drawn from their own generator, so that the other
+     * data do not change): global key / query flags, set with these
+     * probabilities (every position, padded ones included; with glob_first
+     * instead the first glob_first keys and queries of every batch), and a
+     * block layout of block size bs (0: none) of kind lay_kind, per head
+     * or broadcast; poison also covers what the sparse rules hide. */
+    int use_gk, use_gq;
+    double gk_rate, gq_rate;
+    int64_t glob_first;
+    int64_t bs;
+    int lay_per_head;
+    int lay_kind;        /* TLAY_* */
+    double lay_keep;     /* TLAY_RANDOM: probability of a visible block */
+    /* Build instead the dense twin: no global flags, layout or window, and
+     * a full keep-mask [B][Hq][n][m] of the sparse visible set AND the
+     * case's mask (same Q, K, V, bias). */
+    int dense_twin;
 } tcase;
+
+/* Kinds of test layouts. */
+enum {
+    TLAY_RANDOM = 0,     /* each block visible with probability lay_keep */
+    TLAY_BIGBIRD,        /* attn_layout_bigbird(3, 1, 2, seed) */
+    TLAY_STRIDED,        /* attn_layout_strided(3, causal = window right 0) */
+    TLAY_FIXED,          /* attn_layout_fixed(4, 1, causal) */
+    TLAY_EMPTY_ROWS,     /* random, with every third block row empty */
+};
+
+/* 1 when a case uses global tokens or a layout. */
+int tcase_sparse(const tcase *c);
 
 /* A case with every option off, 1 thread, magnitude 1, seed 1. */
 tcase tcase_default(int64_t B, int64_t Hq, int64_t Hkv, int64_t n, int64_t m,
@@ -100,6 +129,7 @@ typedef struct tinst {
                             holds the sentinel) */
     tbuf mask, bias;
     int32_t kv_lens[TMAXB], q_lens[TMAXB];
+    tbuf gk, gq, layout; /* sparse: [B][m], [B][n], [H|1][nb][mb] */
 } tinst;
 
 /* The bit pattern every output buffer is filled with before a call. */
@@ -136,6 +166,7 @@ typedef struct tstats {
      * dV, dBias and max |lib - ref| / tolerance */
     int bwd_cases;
     double err_dq, err_dk, err_dv, err_dbias, ratio_bwd;
+    double ratio_dense;            /* CHK_DENSE: max |sparse - twin| / tol */
 } tstats;
 
 void tstats_init(tstats *s, const char *family);

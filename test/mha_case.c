@@ -67,6 +67,11 @@ const char *mcase_str(const mcase *c)
              c->use_bias, c->bias_bcast, c->bias_ninf, c->kpm_mode, c->weights, c->threads,
              (unsigned long long)c->seed, c->dropout_p, (unsigned long long)c->drop_seed,
              (unsigned long long)c->drop_offset);
+    if (c->use_gk || c->use_gq || c->bs) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, sizeof buf - len, " gk=%d gq=%d bs=%lld per_head=%d", c->use_gk,
+                 c->use_gq, (long long)c->bs, c->lay_per_head);
+    }
     return buf;
 }
 
@@ -155,6 +160,9 @@ void minst_free(minst *t)
         free(fs[i]);
     free(t->mask);
     free(t->kpm);
+    free(t->gk);
+    free(t->gq);
+    free(t->layout);
     memset(t, 0, sizeof *t);
 }
 
@@ -310,6 +318,34 @@ int minst_build(minst *t, const mcase *c)
     }
     memcpy(t->kv_lens, c->kv_lens, sizeof t->kv_lens);
     memcpy(t->q_lens, c->q_lens, sizeof t->q_lens);
+    /* sparse attention, from a generator of its own */
+    {
+        trng sp;
+        trng_seed(&sp, c->seed * 0x2545F4914F6CDD1Dull + 0x77);
+        if (c->use_gk || c->use_gq) {
+            t->gk = malloc((size_t)(B * S));
+            t->gq = malloc((size_t)(B * L));
+            if (!t->gk || !t->gq)
+                return -1;
+            for (int64_t x = 0; x < B * S; x++)
+                t->gk[x] = trng_bool(&sp, 0.15) ? (uint8_t)trng_int(&sp, 1, 255) : 0;
+            for (int64_t x = 0; x < B * L; x++)
+                t->gq[x] = trng_bool(&sp, 0.15) ? (uint8_t)trng_int(&sp, 1, 255) : 0;
+        }
+        if (c->bs) {
+            const int64_t nb = (L + c->bs - 1) / c->bs, mb = (S + c->bs - 1) / c->bs;
+            const int64_t nl = (c->lay_per_head ? H : 1) * nb * mb;
+            t->layout = malloc((size_t)nl);
+            if (!t->layout)
+                return -1;
+            for (int64_t x = 0; x < nl; x++)
+                t->layout[x] = (uint8_t)trng_bool(&sp, 0.6);
+        }
+        d->use_global_k = c->use_gk;
+        d->use_global_q = c->use_gq;
+        d->block_size = c->bs;
+        d->layout_per_head = c->lay_per_head;
+    }
 
     /* weights and args: exactly the pointers the plan uses */
     attn_mha_weights *w = &t->w;
@@ -343,6 +379,9 @@ int minst_build(minst *t, const mcase *c)
     a->bias = t->bias;
     a->key_padding_mask = t->kpm;
     a->weights = t->wts;
+    a->global_k = c->use_gk ? t->gk : NULL;
+    a->global_q = c->use_gq ? t->gq : NULL;
+    a->layout = t->layout;
     return 0;
 }
 

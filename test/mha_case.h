@@ -45,6 +45,13 @@ typedef struct mcase {
     uint64_t seed;
     double dropout_p;            /* the desc's dropout_p, dropout_seed and */
     uint64_t drop_seed, drop_offset; /* dropout_offset (0: no dropout) */
+    /* Sparse attention (own generator, the other data unchanged): global
+     * keys / queries with probability 0.15 each (every position), a random
+     * block layout of block size bs (0: none; blocks visible with
+     * probability 0.6), per head or broadcast. */
+    int use_gk, use_gq;
+    int64_t bs;
+    int lay_per_head;
 } mcase;
 
 /* The default of every column, for designated initializers:
@@ -94,6 +101,7 @@ typedef struct minst {
     float *in_proj, *in_bias, *wq, *wk, *wv, *bq, *bk, *bv, *wo, *bo;
     float *x, *key, *value, *out, *wts, *bias;
     uint8_t *mask, *kpm;
+    uint8_t *gk, *gq, *layout;
     size_t n_out, n_wts, n_wview;
     int32_t kv_lens[MMAXB], q_lens[MMAXB];
 } minst;

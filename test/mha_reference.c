@@ -73,6 +73,26 @@ static int window_visible(const attn_mha_desc *d, int64_t klen, int64_t qlen,
     return 1;
 }
 
+/* The sparse rules (attn.h, "Sparse attention") on top of the window and
+ * the lengths, element by element. */
+static int candidate(const attn_mha_desc *d, const attn_mha_args *a, int64_t b, int64_t h,
+                     int64_t i, int64_t j, int64_t klen, int64_t qlen)
+{
+    if (i >= qlen || j >= klen)
+        return 0;
+    int vis = window_visible(d, klen, qlen, i, j);
+    if (d->use_global_k && a->global_k[b * d->kv_len + j])
+        vis = 1;
+    if (d->use_global_q && a->global_q[b * d->q_len + i])
+        vis = 1;
+    if (vis && d->block_size > 0) {
+        const int64_t bs = d->block_size;
+        const int64_t nb = (d->q_len + bs - 1) / bs, mb = (d->kv_len + bs - 1) / bs;
+        vis = a->layout[((d->layout_per_head ? h : 0) * nb + i / bs) * mb + j / bs] != 0;
+    }
+    return vis;
+}
+
 /* The dropout of row (b, h, i): keep[j] from attn_dropout_keep_mask and
  * *zs = 1 / (1 - p) (0 for p = 1, where nothing is kept).  Returns 0 or -1
  * (the public call failed). */
@@ -152,7 +172,7 @@ int mref_mha(const attn_mha_desc *d, const attn_mha_weights *w,
                 double mx = -INFINITY, tmax = 0.0;
                 for (int64_t j = 0; j < S; j++) {
                     vis[j] = 0;
-                    if (i >= qlen || j >= klen || !window_visible(d, klen, qlen, i, j))
+                    if (!candidate(d, a, b, h, i, j, klen, qlen))
                         continue;
                     if (d->mask_mode != ATTN_MASK_NONE &&
                         !mask_allows(d->mask_mode, a->mask[b * d->mask.batch + h * d->mask.head +
@@ -346,7 +366,7 @@ static int bwd_visible(const attn_mha_desc *d, const attn_mha_args *a, int64_t S
                        double *bias_out)
 {
     *bias_out = 0.0;
-    if (i >= qlen || j >= klen || !window_visible(d, klen, qlen, i, j))
+    if (!candidate(d, a, b, h, i, j, klen, qlen))
         return 0;
     if (d->mask_mode != ATTN_MASK_NONE &&
         !mask_allows(d->mask_mode,

@@ -184,6 +184,22 @@ static const mrow dropout_rows[] = {
 };
 #undef DRP
 
+/* sparse attention: global tokens (Longformer-like, with a window), block
+ * layouts (broadcast and per head, several block sizes), both, with GQA,
+ * masks, lengths, weights; the backward on every row (mha_rows) */
+static const mrow sparse_rows[] = {
+    ROW(0, SELF(2, 40, 16, 4, 1), .use_gk = 1, .use_gq = 1, .wl = 4, .wr = 4, PH, .seed = 2700),
+    ROW(0, CROSS(2, 37, 50, 16, 4), .use_gk = 1, BR, .wr = 0, AVG, .seed = 2701),
+    ROW(0, SELF(2, 70, 32, 4, 0), .bs = 16, .Hkv = 2, PH, .seed = 2702),
+    ROW(1, CROSS(2, 45, 70, 32, 8), .bs = 32, .lay_per_head = 1, .Hkv = 2, .kdim = 20,
+        .mask_mode = KEEP, .mask_bcast = BC_HEAD, .kpm_mode = DROP, AVG, .seed = 2703),
+    ROW(1, SELF(2, 90, 16, 2, 1), .bs = 64, .lay_per_head = 1, .use_gq = 1, .wr = 0,
+        .use_kv_lens = 1, .kv_lens = { 90, 41 }, .use_q_lens = 1, .q_lens = { 90, 50 }, PH,
+        .seed = 2704),
+    ROW(1, CROSS(2, 33, 40, 16, 4), .bs = 16, .use_gk = 1, .use_gq = 1, .wl = 6, .wr = 2,
+        .use_bias = 1, .bias_ninf = 0.05, .mask_mode = DROP, .seed = 2705),
+};
+
 MCASE_ROWS_END
 
 /* ------------------------------------------------------------ generators */
@@ -522,6 +538,7 @@ static void build_table(mrows *rs)
     ADD_LIST(rs, "caller workspace", CK_WORKSPACE | CK_WEIGHTS, workspace_rows);
     ADD_LIST(rs, "backward", CK_BACKWARD, backward_rows);
     ADD_LIST(rs, MHA_DROPOUT_FAMILY, CK_THREADS | CK_WEIGHTS, dropout_rows);
+    ADD_LIST(rs, "sparse (global tokens, layouts)", CK_THREADS | CK_WEIGHTS, sparse_rows);
 }
 
 const mrow *mha_rows(size_t *count)

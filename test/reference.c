@@ -46,6 +46,29 @@ int ref_window_visible(const attn_sdpa_desc *desc, int64_t mb, int64_t nb,
     return 1;
 }
 
+/* Sparse attention (attn.h, "Sparse attention"), written element by
+ * element from the definition, independently of the library's runs:
+ * (window OR global key OR global query) AND inside the lengths AND the
+ * layout block of (i, j) visible. */
+int ref_candidate(const attn_sdpa_desc *desc, const attn_sdpa_args *args, int64_t b,
+                  int64_t h, int64_t i, int64_t j, int64_t klen, int64_t qlen)
+{
+    if (i >= qlen || j >= klen)
+        return 0;
+    int vis = ref_window_visible(desc, klen, qlen, i, j);
+    if (desc->use_global_k && args->global_k[b * desc->kv_len + j] != 0)
+        vis = 1;
+    if (desc->use_global_q && args->global_q[b * desc->q_len + i] != 0)
+        vis = 1;
+    if (vis && desc->block_size > 0) {
+        const int64_t bs = desc->block_size;
+        const int64_t nb = (desc->q_len + bs - 1) / bs, mb = (desc->kv_len + bs - 1) / bs;
+        const int64_t hh = desc->layout_per_head ? h : 0;
+        vis = args->layout[(hh * nb + i / bs) * mb + j / bs] != 0;
+    }
+    return vis;
+}
+
 /*
  * The scores of one row (b, h, i) with i < qlen: vis[j] = 1 for the visible
  * keys, s[j] their logit and a[j] its magnitude |scale| sum_d |q_d k_jd| +
@@ -74,7 +97,7 @@ static int64_t row_scores(const attn_sdpa_desc *desc, const attn_sdpa_args *args
     double mx = -INFINITY, amax = 0.0;
     for (int64_t j = 0; j < m; j++) {
         vis[j] = 0;
-        if (j >= klen || !ref_window_visible(desc, klen, qlen, i, j))
+        if (!ref_candidate(desc, args, b, h, i, j, klen, qlen))
             continue;
         if (M) {
             int nz = M[j] != 0;

@@ -50,6 +50,13 @@ void ref_out_free(ref_out *out);
 int ref_window_visible(const attn_sdpa_desc *desc, int64_t mb, int64_t nb,
                        int64_t i, int64_t j);
 
+/* The visible-set predicate before the mask and the bias: 1 if query i of
+ * (b, h) may see key j through the window, the global flags, the layout
+ * and the lengths (attn.h, "Sparse attention"); reads the flags and the
+ * layout of args. */
+int ref_candidate(const attn_sdpa_desc *desc, const attn_sdpa_args *args, int64_t b,
+                  int64_t h, int64_t i, int64_t j, int64_t klen, int64_t qlen);
+
 /* The scale the reference uses: desc->scale, or 1/sqrt(dk) when NaN. */
 double ref_scale(const attn_sdpa_desc *desc);
 

@@ -235,6 +235,9 @@ static int bwd_build(bwd *w, const trow *r, const tcase *c, tinst *t)
     a->dk = w->dk.ptr;
     a->dv = w->dv.ptr;
     a->dbias = w->dbias.ptr;
+    a->global_k = ti->args.global_k;
+    a->global_q = ti->args.global_q;
+    a->layout = ti->args.layout;
     return 0;
 }
 
@@ -346,7 +349,7 @@ static long bwd_compare(const bwd *w, const tcase *c, tstats *st)
 
 static int hides(const tcase *c)
 {
-    return c->use_kv_lens || c->use_q_lens || c->wl >= 0 || c->wr >= 0;
+    return c->use_kv_lens || c->use_q_lens || c->wl >= 0 || c->wr >= 0 || tcase_sparse(c);
 }
 
 int check_bwd(const trow *r, tinst *t, const tsnap *base, tstats *st)

@@ -785,6 +785,147 @@ static void gen_random(trows *rs)
     }
 }
 
+/* ------------------------------------------------ sparse attention */
+
+/* Global keys and queries with windows (sliding, causal, left only; both
+ * alignments), lengths (flags on padded positions too), masks of both
+ * polarities, bias, GQA; Longformer's first tokens global. */
+static void gen_global(trows *rs)
+{
+    static const int64_t w[][2] = {{3, 3}, {-1, 0}, {5, -1}};
+    static const int32_t kl[2] = {53, 20}, ql[2] = {37, 11};
+    uint64_t seed = 11000;
+    for (int align = 0; align < 2; align++)
+        for (size_t x = 0; x < COUNT(w); x++)
+            for (int k = 0; k < 4; k++) {
+                tcase c = full(2, 4, 2, 37, 53, 16, 12, seed++);
+                c.align = align;
+                c.wl = w[x][0];
+                c.wr = w[x][1];
+                c.use_gk = k != 1;
+                c.use_gq = k != 0;
+                c.gk_rate = 0.12;
+                c.gq_rate = 0.08;
+                if (k == 2) {
+                    KV_LENS(c, kl);
+                    Q_LENS(c, ql);
+                }
+                if (k == 3) {
+                    c.mask_mode = 1 + (int)((x + (size_t)align) % 2);
+                    c.mask_bcast = (int)x;
+                    c.mask_keep = 0.8;
+                    c.use_bias = 1;
+                    c.bias_bcast = BC_SEQ;
+                    c.bias_ninf = 0.05;
+                }
+                rs->next.quick = align == 0 && x == 0;
+                trows_add(rs, &c);
+            }
+    /* Longformer: the first tokens global both ways, sliding window, GQA,
+     * BSHD; and many scattered global keys, BR causal */
+    for (int k = 0; k < 2; k++) {
+        tcase c = full(2, 8, 2, 150, 150, 32, 32, seed++);
+        c.layout = LAY_BSHD;
+        c.out_layout = OUT_BSHD;
+        c.wl = 8;
+        c.wr = k ? 0 : 8;
+        c.align = k;
+        c.use_gk = c.use_gq = 1;
+        c.glob_first = k ? 0 : 4;
+        c.gk_rate = 0.3;
+        c.gq_rate = 0.02;
+        rs->next.quick = k == 0;
+        trows_add(rs, &c);
+    }
+}
+
+/* Block layouts: every block size 16..256 with n and m not multiples of
+ * it; random (per head and broadcast), empty block rows, BigBird, strided,
+ * fixed; with windows, causal (both alignments), lengths, masks, bias,
+ * GQA. */
+static void gen_layout_rows(trows *rs)
+{
+    uint64_t seed = 12000;
+    for (int64_t bs = 16; bs <= 256; bs *= 2) {
+        const int64_t n = bs * 5 / 2 + 3, m = bs * 3 + 5;
+        for (int k = 0; k < 3; k++) {
+            tcase c = full(k == 2 ? 2 : 1, 4, k == 2 ? 1 : 2, n, m, 16, 8, seed++);
+            c.bs = bs;
+            c.lay_keep = 0.5;
+            switch (k) {
+            case 0:
+                c.lay_kind = TLAY_RANDOM;
+                c.lay_per_head = 1;
+                break;
+            case 1: {
+                const int32_t kl[1] = {(int32_t)(m - bs / 2)}, ql[1] = {(int32_t)(n - 5)};
+                c.lay_kind = TLAY_EMPTY_ROWS;
+                c.align = ATTN_ALIGN_BOTTOM_RIGHT;
+                c.wr = 0;
+                KV_LENS(c, kl);
+                Q_LENS(c, ql);
+                break;
+            }
+            default:
+                c.lay_kind = bs == 16 || bs == 128 ? TLAY_BIGBIRD : bs == 32 || bs == 256
+                                                                   ? TLAY_STRIDED : TLAY_FIXED;
+                c.lay_per_head = bs >= 64;
+                c.wl = bs;
+                c.wr = bs == 32 ? 0 : bs / 2;
+                c.mask_mode = bs % 64 ? ATTN_MASK_DROP_NONZERO : ATTN_MASK_KEEP_NONZERO;
+                c.mask_keep = 0.85;
+                c.mask_bcast = BC_HEAD;
+                c.use_bias = 1;
+                c.bias_bcast = BC_BATCH;
+                c.bias_ninf = 0.02;
+                break;
+            }
+            rs->next.quick = bs <= 32;
+            trows_add(rs, &c);
+        }
+    }
+}
+
+/* Global tokens and a layout together, with everything else: views,
+ * misalignment, lengths, masks, bias, probabilities or not. */
+static void gen_sparse_combined(trows *rs)
+{
+    static const int32_t kl[3] = {70, 0, 33};
+    for (int k = 0; k < 8; k++) {
+        tcase c = full(3, 6, 2, 61, 70, 20, 13, 13000 + (uint64_t)k);
+        const int32_t ql[3] = {61, 20, (int32_t)(k % 2)};
+        c.layout = k % 2 ? LAY_PADDED : LAY_BSHD;
+        c.out_layout = k % 3 == 0 ? OUT_PADDED : k % 3 == 1 ? OUT_BSHD : OUT_BHSD;
+        c.misalign = k % 2;
+        c.align = k % 2;
+        c.wl = k % 4 < 2 ? 9 : -1;
+        c.wr = k % 3 == 0 ? 0 : 4;
+        if (k >= 2) {
+            KV_LENS(c, kl);
+            Q_LENS(c, ql);
+        }
+        c.mask_mode = k % 3;
+        c.mask_bcast = k % 8;
+        c.mask_keep = 0.85;
+        c.use_bias = k % 2;
+        c.bias_bcast = 7 - k % 8;
+        c.bias_ninf = 0.05;
+        c.use_gk = 1;
+        c.use_gq = k % 4 != 3;
+        c.gk_rate = 0.1;
+        c.gq_rate = 0.1;
+        c.bs = k < 4 ? 16 : 32;
+        c.lay_kind = k % 5;
+        c.lay_per_head = k % 2;
+        c.lay_keep = 0.6;
+        c.want_probs = k % 4 != 1;
+        c.want_lse = k % 4 != 2;
+        c.poison = k % 2;
+        rs->next.quick = k < 2;
+        trows_add(rs, &c);
+    }
+}
+
 /* ------------------------------------------------------------ the table */
 
 
@@ -823,5 +964,14 @@ const tfamily tfamilies[] = {
     {"nan in visible data", "paths", NULL, 0, THR_124, test_nan_visible},
 
     {"random", "random", gen_random, CHK_POISON | CHK_BWD, THR_ALL, NULL},
+
+    {"global tokens", "sparse", gen_global,
+     CHK_POISON | CHK_THREADS | CHK_DENSE | CHK_BWD, THR_ALL, NULL},
+    {"block layouts", "sparse", gen_layout_rows,
+     CHK_POISON | CHK_THREADS | CHK_DENSE | CHK_BWD, THR_ALL, NULL},
+    {"sparse combined", "sparse", gen_sparse_combined,
+     CHK_POISON | CHK_THREADS | CHK_DENSE | CHK_BWD | CHK_PLAN | CHK_OPTIONAL, THR_ALL, NULL},
+    {"layout builders", "sparse", NULL, 0, THR_ALL, test_layout_builders},
+    {"sparse dropout", "sparse", NULL, 0, THR_ALL, test_sparse_dropout},
 };
 const int tfamily_count = (int)COUNT(tfamilies);

@@ -33,6 +33,8 @@ enum {
                                larger garbage workspace, reuse: same bits */
     CHK_PTHREADS = 1u << 4, /* one plan executed from several pthreads */
     CHK_OPENMP = 1u << 5,   /* one plan executed inside an OpenMP region */
+    CHK_DENSE = 1u << 7,    /* sparse rows: the dense twin (harness.h,
+                               dense_twin) agrees to float tolerance */
     CHK_BWD = 1u << 6,      /* the backward (sdpa_bwd.c): against
                                ref_sdpa_bwd, threads 1-4 bitwise, poisoned
                                twin bitwise, sentinels, exact zeros */
@@ -101,5 +103,7 @@ int bwd_applies(const trow *r);
 /* The hand-written tests (test_sdpa.c). */
 void test_visibility_table(void **state);
 void test_nan_visible(void **state);
+void test_layout_builders(void **state);
+void test_sparse_dropout(void **state);
 
 #endif

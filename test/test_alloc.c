@@ -142,6 +142,8 @@ static int bits_equal(const float *a, const float *b, size_t n)
     return memcmp(a, b, n * sizeof(float)) == 0;
 }
 
+static void sdpa_oom(int sparse);
+
 static void test_sdpa_oom(void **state)
 {
     (void)state;
@@ -150,6 +152,14 @@ static void test_sdpa_oom(void **state)
 #else
     if (!hooks_active())
         skip();
+    sdpa_oom(0);
+    sdpa_oom(1);
+#endif
+}
+
+static void sdpa_oom(int sparse)
+{
+#if ALLOC_HOOKS
     static float q[B * H * N * D], k[B * HKV * M * D], v[B * HKV * M * D];
     static float o[B * H * N * D], p[B * H * N * M], lse[B * H * N];
     static float o0[B * H * N * D], p0[B * H * N * M], lse0[B * H * N];
@@ -166,6 +176,21 @@ static void test_sdpa_oom(void **state)
     d.want_lse = 1; d.lse = attn_view_bhsd(H, N, 1);
     d.threads = 2;
     attn_sdpa_args a = { .q = q, .k = k, .v = v, .o = o, .probs = p, .lse = lse };
+    /* the second pass: a sparse plan (global keys and queries, a layout),
+     * whose plan and workspace are allocated the same way */
+    static uint8_t gk[B * M], gq[B * N], lay[256];
+    if (sparse) {
+        for (size_t i = 0; i < sizeof gk; i++) gk[i] = i % 5 == 0;
+        for (size_t i = 0; i < sizeof gq; i++) gq[i] = i % 7 == 0;
+        for (size_t i = 0; i < sizeof lay; i++) lay[i] = i % 3 != 1;
+        d.use_global_k = d.use_global_q = 1;
+        d.block_size = 16;
+        d.window_left = 3;
+        a.global_k = gk;
+        a.global_q = gq;
+        a.layout = lay;
+        _Static_assert(((N + 15) / 16) * ((M + 15) / 16) <= 256, "layout fits");
+    }
 
     for (size_t i = 0; i < sizeof o / sizeof *o; i++) o[i] = o0[i] = NAN;
     for (size_t i = 0; i < sizeof p / sizeof *p; i++) p[i] = p0[i] = NAN;
@@ -214,7 +239,8 @@ static void test_sdpa_oom(void **state)
     bd.d_o = bd.dq = d.q;
     bd.dk = bd.dv = d.k;
     attn_sdpa_bwd_args ba = { .q = q, .k = k, .v = v, .o = o, .d_o = d_o, .lse = lse,
-                              .dq = dq, .dk = dk, .dv = dv };
+                              .dq = dq, .dk = dk, .dv = dv, .global_k = a.global_k,
+                              .global_q = a.global_q, .layout = a.layout };
     attn_sdpa_bwd_plan *bp = (attn_sdpa_bwd_plan *)(uintptr_t)0x1;
     arm(0, -1);
     assert_int_equal(attn_sdpa_bwd_plan_create(&bp, &bd), ATTN_ERR_OUT_OF_MEMORY);

@@ -385,9 +385,11 @@ static const desc_row desc_rows[] = {
     {"mask_mode = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(mask_mode, -1)}},
     {"reserved[0] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[0], 1)}},
     {"reserved[5] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[5], 1)}},
-    {"reserved[10] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[10], 1)}},
-    {"reserved[12] = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[12], INT64_MIN)}},
-    {"reserved[12] = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[12], -1)}},
+    {"reserved[8] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[8], 1)}},
+    /* reserved[] shrank from 13 to 10 when the sparse fields took three
+     * slots (the desc keeps its size); the last one is reserved[9] */
+    {"reserved[9] = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[9], INT64_MIN)}},
+    {"reserved[9] = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[9], -1)}},
     {"dropout_p = -0.1", ATTN_ERR_BAD_OPTION, FULL, {SF(dropout_p, -0.1)}},
     {"dropout_p = 1.5", ATTN_ERR_BAD_OPTION, FULL, {SF(dropout_p, 1.5)}},
     {"dropout_p = NaN", ATTN_ERR_BAD_OPTION, FULL, {SF(dropout_p, NAN)}},
@@ -398,6 +400,37 @@ static const desc_row desc_rows[] = {
     {"control: threads = 0", ATTN_OK, FULL, {SI(threads, 0)}},
     {"control: threads = 64", ATTN_OK, FULL, {SI(threads, 64)}},
     {"control: threads = 1024", ATTN_OK, FULL, {SI(threads, 1024)}},
+    /* sparse attention: block size a power of two in [16, 256] or 0,
+     * layout_per_head 0 or 1 (0 without a layout), reserved_flags 0; the
+     * flags need no other option (global flags with lengths: no error,
+     * padding wins) */
+    {"block_size = 8", ATTN_ERR_BAD_OPTION, FULL, {SI(block_size, 8)}},
+    {"block_size = 24", ATTN_ERR_BAD_OPTION, FULL, {SI(block_size, 24)}},
+    {"block_size = 512", ATTN_ERR_BAD_OPTION, FULL, {SI(block_size, 512)}},
+    {"block_size = -16", ATTN_ERR_BAD_OPTION, FULL, {SI(block_size, -16)}},
+    {"block_size = 1", ATTN_ERR_BAD_OPTION, FULL, {SI(block_size, 1)}},
+    {"block_size = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(block_size, INT64_MIN)}},
+    {"block_size = 2^62", ATTN_ERR_BAD_OPTION, FULL, {SI(block_size, (int64_t)1 << 62)}},
+    {"control: block_size = 16", ATTN_OK, FULL, {SI(block_size, 16)}},
+    {"control: block_size = 256 > n, m", ATTN_OK, FULL, {SI(block_size, 256)}},
+    {"control: block_size = 64, per head", ATTN_OK, FULL,
+     {SI(block_size, 64), SI(layout_per_head, 1)}},
+    {"layout_per_head = 2", ATTN_ERR_BAD_OPTION, FULL, {SI(block_size, 16), SI(layout_per_head, 2)}},
+    {"layout_per_head = -1", ATTN_ERR_BAD_OPTION, FULL,
+     {SI(block_size, 16), SI(layout_per_head, -1)}},
+    {"layout_per_head = 1 without a layout", ATTN_ERR_BAD_OPTION, FULL, {SI(layout_per_head, 1)}},
+    {"reserved_flags = 1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved_flags, 1)}},
+    {"reserved_flags = INT_MIN", ATTN_ERR_BAD_OPTION, FULL,
+     {SI(use_global_k, 1), SI(reserved_flags, INT_MIN)}},
+    {"control: global keys and queries with both lengths", ATTN_OK, FULL,
+     {SI(use_global_k, 1), SI(use_global_q, 7)}},
+    {"control: everything sparse at once", ATTN_OK, FULL,
+     {SI(use_global_k, 1), SI(use_global_q, 1), SI(block_size, 32), SI(layout_per_head, 1)}},
+    {"sparse with overlapping views, B = 2^40 (flags b * m + j)", ATTN_ERR_TOO_LARGE,
+     PLAIN((int64_t)1 << 40, 1, 1, 1, 1 << 24, 1, 1),
+     {SV(k, 1, 0, 1), SV(v, 1, 0, 1), SI(use_global_k, 1)}},
+    {"control: the same dense", ATTN_OK, PLAIN((int64_t)1 << 40, 1, 1, 1, 1 << 24, 1, 1),
+     {SV(k, 1, 0, 1), SV(v, 1, 0, 1)}},
     /* any negative bound means unbounded, large ones are fine */
     {"control: window INT64_MIN / INT64_MAX", ATTN_OK, FULL,
      {SI(window_left, INT64_MIN), SI(window_right, INT64_MAX)}},
@@ -1214,6 +1247,129 @@ static void test_bwd_execute_errors(void **state)
     assert_int_equal(g_fail, 0);
 }
 
+/* Sparse attention at execute time, forward and backward, on a case with
+ * global keys and queries and a per-head layout: each pointer NULL while
+ * enabled (ATTN_ERR_NULL_ARGUMENT), given to a plan without the feature
+ * (ATTN_ERR_ARGUMENT_MISMATCH), controls; outputs untouched. */
+static void test_sparse_execute_errors(void **state)
+{
+    (void)state;
+    g_fail = 0;
+    tcase c = base_case();
+    c.use_gk = c.use_gq = 1;
+    c.gk_rate = c.gq_rate = 0.3;
+    c.bs = 16;
+    c.lay_per_head = 1;
+    c.lay_keep = 0.7;
+    tinst t;
+    assert_int_equal(tinst_build(&t, &c), 0);
+    static const struct {
+        const char *name;
+        size_t arg, bwd_arg;
+    } sl[] = {
+        {"global_k", offsetof(attn_sdpa_args, global_k), offsetof(attn_sdpa_bwd_args, global_k)},
+        {"global_q", offsetof(attn_sdpa_args, global_q), offsetof(attn_sdpa_bwd_args, global_q)},
+        {"layout", offsetof(attn_sdpa_args, layout), offsetof(attn_sdpa_bwd_args, layout)},
+    };
+    attn_sdpa_plan *plan = NULL;
+    assert_int_equal(attn_sdpa_plan_create(&plan, &t.desc), ATTN_OK);
+    tinst_clear_outputs(&t);
+    assert_int_equal(attn_sdpa_execute(plan, &t.args, NULL, 0), ATTN_OK);
+    char what[96];
+    for (size_t k = 0; k < 3; k++) {
+        attn_sdpa_args a = t.args;
+        set_null(&a, sl[k].arg);
+        snprintf(what, sizeof what, "sparse args.%s = NULL while enabled", sl[k].name);
+        expect_exec_fail(&t, plan, &t.desc, &a, ATTN_ERR_NULL_ARGUMENT, what);
+        attn_sdpa_desc d = t.desc;
+        if (k == 0) d.use_global_k = 0;
+        if (k == 1) d.use_global_q = 0;
+        if (k == 2) d.block_size = 0, d.layout_per_head = 0;
+        attn_sdpa_plan *p2 = NULL;
+        assert_int_equal(attn_sdpa_plan_create(&p2, &d), ATTN_OK);
+        snprintf(what, sizeof what, "sparse args.%s given, plan does not use it", sl[k].name);
+        expect_exec_fail(&t, p2, &d, &t.args, ATTN_ERR_ARGUMENT_MISMATCH, what);
+        if (attn_sdpa_execute(p2, &a, NULL, 0) != ATTN_OK) {
+            printf("FAIL control for %s\n", what);
+            g_fail++;
+        }
+        attn_sdpa_plan_destroy(p2);
+    }
+    check_lengths(&t, plan);
+    check_workspace(&t, plan);
+    attn_sdpa_plan_destroy(plan);
+
+    /* the backward: dO, dQ, dK, dV dense, sentinel-filled */
+    const attn_sdpa_desc *f = &t.desc;
+    const size_t nq = (size_t)(f->batch * f->q_heads * f->q_len), nk =
+        (size_t)(f->batch * f->kv_heads * f->kv_len);
+    float *d_o = malloc(nq * (size_t)f->v_dim * sizeof(float));
+    uint32_t *dq = malloc(nq * (size_t)f->qk_dim * 4), *dk = malloc(nk * (size_t)f->qk_dim * 4),
+             *dv = malloc(nk * (size_t)f->v_dim * 4);
+    assert_non_null(d_o);
+    assert_non_null(dq);
+    assert_non_null(dk);
+    assert_non_null(dv);
+    for (size_t x = 0; x < nq * (size_t)f->v_dim; x++)
+        d_o[x] = 0.25f;
+    attn_sdpa_bwd_desc bd;
+    attn_sdpa_bwd_desc_init(&bd);
+    bd.fwd = *f;
+    bd.fwd.want_probs = 0;
+    bd.d_o = f->o;
+    bd.dq = attn_view_bhsd(f->q_heads, f->q_len, f->qk_dim);
+    bd.dk = attn_view_bhsd(f->kv_heads, f->kv_len, f->qk_dim);
+    bd.dv = attn_view_bhsd(f->kv_heads, f->kv_len, f->v_dim);
+    attn_sdpa_bwd_args ba = {.q = t.args.q, .k = t.args.k, .v = t.args.v, .o = t.args.o,
+                             .d_o = d_o, .lse = t.args.lse, .kv_lens = t.args.kv_lens,
+                             .q_lens = t.args.q_lens, .mask = t.args.mask, .bias = t.args.bias,
+                             .dq = (float *)(void *)dq, .dk = (float *)(void *)dk,
+                             .dv = (float *)(void *)dv, .global_k = t.args.global_k,
+                             .global_q = t.args.global_q, .layout = t.args.layout};
+    tinst_clear_outputs(&t);
+    assert_int_equal(tinst_run(&t), ATTN_OK);
+    for (size_t k = 0; k < 4; k++) {
+        attn_sdpa_bwd_desc d = bd;
+        attn_sdpa_bwd_args a = ba;
+        attn_status want = ATTN_ERR_NULL_ARGUMENT;
+        if (k < 3) {
+            const void *null = NULL;
+            memcpy((char *)&a + sl[k].bwd_arg, &null, sizeof null);
+            snprintf(what, sizeof what, "sparse bwd args.%s = NULL while enabled", sl[k].name);
+        } else {
+            d.fwd.use_global_q = 0;
+            want = ATTN_ERR_ARGUMENT_MISMATCH;
+            snprintf(what, sizeof what, "sparse bwd args.global_q given, plan does not use it");
+        }
+        memset(dq, 0xA5, nq * (size_t)f->qk_dim * 4);
+        memset(dk, 0xA5, nk * (size_t)f->qk_dim * 4);
+        memset(dv, 0xA5, nk * (size_t)f->v_dim * 4);
+        attn_status s = attn_sdpa_backward(&d, &a);
+        int touched = 0;
+        for (size_t x = 0; x < nq * (size_t)f->qk_dim; x++)
+            touched |= dq[x] != 0xA5A5A5A5u;
+        for (size_t x = 0; x < nk * (size_t)f->qk_dim; x++)
+            touched |= dk[x] != 0xA5A5A5A5u;
+        for (size_t x = 0; x < nk * (size_t)f->v_dim; x++)
+            touched |= dv[x] != 0xA5A5A5A5u;
+        if (s != want || touched) {
+            printf("FAIL %s: %s (want %s)%s\n", what, sname(s), sname(want),
+                   touched ? ", gradients written" : "");
+            g_fail++;
+        }
+    }
+    if (attn_sdpa_backward(&bd, &ba) != ATTN_OK) {
+        printf("FAIL control: sparse backward\n");
+        g_fail++;
+    }
+    free(d_o);
+    free(dq);
+    free(dk);
+    free(dv);
+    tinst_free(&t);
+    assert_int_equal(g_fail, 0);
+}
+
 static void test_status_strings(void **state)
 {
     (void)state;
@@ -1304,6 +1460,7 @@ int main(void)
         cmocka_unit_test(test_execute_errors),
         cmocka_unit_test(test_bwd_desc_table),
         cmocka_unit_test(test_bwd_execute_errors),
+        cmocka_unit_test(test_sparse_execute_errors),
         cmocka_unit_test(test_status_strings),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_blas_query),

@@ -295,6 +295,7 @@ enum {
     EB_PACKED_NOBIAS,
     EB_SEPARATE,
     EB_SEPARATE_NOBIAS,
+    EB_SPARSE,   /* cross, GQA, global keys and queries, a per-head layout */
     EB_COUNT_
 };
 
@@ -313,6 +314,8 @@ static const mcase err_bases[EB_COUNT_] = {
     [EB_PACKED_NOBIAS] = MCASE(SELF(2, 4, 8, 2, 1), .has_bias = 0),
     [EB_SEPARATE] = MCASE(SELF(2, 4, 8, 2, 0)),
     [EB_SEPARATE_NOBIAS] = MCASE(SELF(2, 4, 8, 2, 0), .has_bias = 0),
+    [EB_SPARSE] = MCASE(CROSS(2, 20, 37, 16, 4), .Hkv = 2, .use_gk = 1, .use_gq = 1, .bs = 16,
+                        .lay_per_head = 1, .wl = 3, .wr = 3, .seed = 3002),
 };
 MCASE_ROWS_END
 
@@ -475,6 +478,43 @@ static const erow err_rows[] = {
         D64(mask.head, ATTN_STRIDE_UNSET), D64(mask.seq, ATTN_STRIDE_UNSET),
         D64(bias.batch, ATTN_STRIDE_UNSET), D64(bias.head, ATTN_STRIDE_UNSET),
         D64(bias.seq, ATTN_STRIDE_UNSET) } },
+    /* sparse attention: the options (checked by the SDPA plan, whose
+     * statuses the layer returns), the pointers */
+    { "control: sparse base", EB_SPARSE, AT_EXEC, ATTN_OK, { { 0 } } },
+    { "block_size = 8", EB_SPARSE, AT_PLAN, ATTN_ERR_BAD_OPTION, { D64(block_size, 8) } },
+    { "block_size = 24", EB_SPARSE, AT_PLAN, ATTN_ERR_BAD_OPTION, { D64(block_size, 24) } },
+    { "block_size = 512", EB_SPARSE, AT_PLAN, ATTN_ERR_BAD_OPTION, { D64(block_size, 512) } },
+    { "block_size = -16", EB_SPARSE, AT_PLAN, ATTN_ERR_BAD_OPTION, { D64(block_size, -16) } },
+    { "block_size = INT64_MIN", EB_SPARSE, AT_PLAN, ATTN_ERR_BAD_OPTION,
+      { D64(block_size, INT64_MIN) } },
+    { "control: block_size = 256", EB_SPARSE, AT_PLAN, ATTN_OK, { D64(block_size, 256) } },
+    { "layout_per_head = 2", EB_SPARSE, AT_PLAN, ATTN_ERR_BAD_OPTION, { DINT(layout_per_head, 2) } },
+    { "layout_per_head = -1", EB_SPARSE, AT_PLAN, ATTN_ERR_BAD_OPTION,
+      { DINT(layout_per_head, -1) } },
+    { "layout_per_head = 1 without a layout", EB_SPARSE, AT_PLAN, ATTN_ERR_BAD_OPTION,
+      { D64(block_size, 0) } },
+    { "reserved_flags = 1", EB_SPARSE, AT_PLAN, ATTN_ERR_BAD_OPTION, { DINT(reserved_flags, 1) } },
+    { "reserved_flags = 1 (dense)", EB_CROSS, AT_PLAN, ATTN_ERR_BAD_OPTION,
+      { DINT(reserved_flags, 1) } },
+    { "args.global_k = NULL", EB_SPARSE, AT_EXEC, ATTN_ERR_NULL_ARGUMENT, { ARG(global_k, 0) } },
+    { "args.global_q = NULL", EB_SPARSE, AT_EXEC, ATTN_ERR_NULL_ARGUMENT, { ARG(global_q, 0) } },
+    { "args.layout = NULL", EB_SPARSE, AT_EXEC, ATTN_ERR_NULL_ARGUMENT, { ARG(layout, 0) } },
+    { "args.global_k given, use_global_k = 0", EB_SPARSE, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH,
+      { DINT(use_global_k, 0) } },
+    { "args.global_q given, use_global_q = 0", EB_SPARSE, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH,
+      { DINT(use_global_q, 0) } },
+    { "args.layout given, no layout", EB_SPARSE, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH,
+      { D64(block_size, 0), DINT(layout_per_head, 0) } },
+    { "control: no global keys, args.global_k NULL", EB_SPARSE, AT_EXEC, ATTN_OK,
+      { DINT(use_global_k, 0), ARG(global_k, 0) } },
+    { "control: no layout, args.layout NULL", EB_SPARSE, AT_EXEC, ATTN_OK,
+      { D64(block_size, 0), DINT(layout_per_head, 0), ARG(layout, 0) } },
+    { "args.global_k given to a dense plan", EB_CROSS, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH,
+      { ARG(global_k, 1) } },
+    { "args.layout given to a dense plan", EB_SELF, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH,
+      { ARG(layout, 1) } },
+    { "sparse: kv_lens given, not used", EB_SPARSE, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH,
+      { ARG(kv_lens, 1) } },
     /* self-attention given key or value */
     { "self-attention given args.key", EB_SELF, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH, { ARG(key, 1) } },
     { "self-attention given args.value", EB_SELF, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH, { ARG(value, 1) } },
@@ -565,7 +605,7 @@ static void err_table(erows *rs, const minst *b)
                      M_DINT, en[f].off, v);
         }
     const int nres = (int)(sizeof ((attn_mha_desc *)0)->reserved / sizeof(int64_t));
-    for (int k = 0; k < nres; k += 4)
+    for (int k = 0; k < nres; k += 3)
         emut_add(eadd(rs, EB_SELF, AT_PLAN, ATTN_ERR_BAD_OPTION, "reserved[%d] != 0", k), M_D64,
                  offsetof(attn_mha_desc, reserved) + (size_t)k * sizeof(int64_t),
                  k == nres - 1 ? INT64_MIN : 1);
@@ -859,9 +899,11 @@ static void test_api(void **state)
     assert_int_equal(d.threads, 0);
     assert_true(d.dropout_p == 0.0 && !signbit(d.dropout_p));
     assert_true(d.dropout_seed == 0 && d.dropout_offset == 0);
-    assert_int_equal(sizeof d.reserved / sizeof d.reserved[0], 13);
-    for (int i = 0; i < 13; i++)
+    assert_int_equal(sizeof d.reserved / sizeof d.reserved[0], 10);
+    for (int i = 0; i < 10; i++)
         assert_true(d.reserved[i] == 0);
+    assert_true(d.use_global_k == 0 && d.use_global_q == 0 && d.layout_per_head == 0 &&
+                d.reserved_flags == 0 && d.block_size == 0);
     assert_int_equal(attn_mha_desc_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     assert_int_equal(attn_mha_plan_destroy(NULL), ATTN_OK);
 
@@ -1218,7 +1260,7 @@ static void test_train_errors(void **state)
     };
 #undef GF
     static const char *const bn[EB_COUNT_] = { "cross", "self", "packed", "packed, no bias",
-                                              "separate", "separate, no bias" };
+                                              "separate", "separate, no bias", "sparse" };
     int fails = 0, nrows = 0, controls = 0;
     for (int base = 0; base < EB_COUNT_; base++) {
         minst t;
@@ -1235,6 +1277,14 @@ static void test_train_errors(void **state)
         for (int call = TC_FWD; call <= TC_BWD; call++) {
             const char *cn = call == TC_FWD ? "train_forward" : "backward";
             tadd(rows, &n, call, TM_NONE, 0, 0, ATTN_OK, "control: %s: %s", b, cn);
+            if (base == EB_SPARSE) {
+                tadd(rows, &n, call, TM_ARG, offsetof(attn_mha_args, global_k), 0,
+                     ATTN_ERR_NULL_ARGUMENT, "%s: %s: args.global_k NULL", b, cn);
+                tadd(rows, &n, call, TM_ARG, offsetof(attn_mha_args, global_q), 0,
+                     ATTN_ERR_NULL_ARGUMENT, "%s: %s: args.global_q NULL", b, cn);
+                tadd(rows, &n, call, TM_ARG, offsetof(attn_mha_args, layout), 0,
+                     ATTN_ERR_NULL_ARGUMENT, "%s: %s: args.layout NULL", b, cn);
+            }
             if (base > EB_SELF)
                 continue;
             tadd(rows, &n, call, TM_NULL_PLAN, 0, 0, ATTN_ERR_NULL_ARGUMENT, "%s: %s(NULL plan)", b, cn);

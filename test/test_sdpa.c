@@ -71,6 +71,7 @@
 
 #include "harness.h"
 #include "sdpa_cases.h"
+#include "reference.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -163,7 +164,88 @@ static int check_optional(const trow *r, tinst *t, const tsnap *base, tstats *st
 static int hides_something(const trow *r)
 {
     const tcase *c = &r->c;
-    return c->use_kv_lens || c->use_q_lens || c->wl >= 0 || c->wr >= 0;
+    return c->use_kv_lens || c->use_q_lens || c->wl >= 0 || c->wr >= 0 || tcase_sparse(c);
+}
+
+/* Sparse rows: the dense twin (the same data, the visible set as a full
+ * keep-mask, no window, flags or layout) through the dense path agrees
+ * with the sparse result within the sum of both reference bounds (each
+ * is within its bound of the same float64 result); empty rows exactly. */
+static int check_dense(const trow *r, tinst *t, const tsnap *base, tstats *st)
+{
+    (void)base;
+    (void)st;
+    tcase c = r->c;
+    c.dense_twin = 1;
+    c.poison = 0;
+    tinst t2;
+    /* (the backward check poisons O rows of padded queries in t) */
+    if (tinst_run(t) != ATTN_OK)
+        return failed("dense", &c, "rerun of the sparse case failed");
+    int fails = 0;
+    ref_out ro;
+    memset(&ro, 0, sizeof ro);
+    attn_status s = ATTN_ERR_OUT_OF_MEMORY;
+    if (trow_build(r, &c, &t2) || (s = tinst_run(&t2)) != ATTN_OK ||
+        ref_sdpa_alloc(&t->desc, &t->args, &ro)) {
+        fails = failed("dense", &c, "dense twin: %s", attn_status_str(s));
+        goto out;
+    }
+    const attn_sdpa_desc *d = &t->desc, *d2 = &t2.desc;
+    long bad = 0;
+    double worst = 0.0;
+    for (int64_t b = 0; b < d->batch; b++)
+        for (int64_t h = 0; h < d->q_heads; h++)
+            for (int64_t i = 0; i < d->q_len; i++) {
+                const size_t row = (size_t)((b * d->q_heads + h) * d->q_len + i);
+                double prel, orel, ltol;
+                ref_row_tolerance(d->qk_dim, ro.nvis[row], ro.s_abs[row], ro.lse[row], &prel,
+                                  &orel, &ltol);
+                const float *o1 = t->args.o + b * d->o.batch + h * d->o.head + i * d->o.seq;
+                const float *o2 = t2.args.o + b * d2->o.batch + h * d2->o.head + i * d2->o.seq;
+                for (int64_t x = 0; x < d->v_dim; x++) {
+                    const double tol = 2.0 * orel * ro.o_abs[row * (size_t)d->v_dim + (size_t)x] +
+                                       REF_TINY;
+                    const double e = fabs((double)o1[x] - (double)o2[x]);
+                    if (e / tol > worst)
+                        worst = e / tol;
+                    if (!(e <= tol) && bad++ < 4)
+                        printf("  dense twin O[%lld][%lld][%lld][%lld]: %.9g vs %.9g\n",
+                               (long long)b, (long long)h, (long long)i, (long long)x,
+                               (double)o1[x], (double)o2[x]);
+                }
+                if (d->want_lse && d2->want_lse) {
+                    const float l1 = t->args.lse[b * d->lse.batch + h * d->lse.head + i * d->lse.seq];
+                    const float l2 =
+                        t2.args.lse[b * d2->lse.batch + h * d2->lse.head + i * d2->lse.seq];
+                    const int same_inf = l1 == -INFINITY && l2 == -INFINITY;
+                    if (!same_inf && !(fabs((double)l1 - (double)l2) <= 2.0 * ltol) && bad++ < 4)
+                        printf("  dense twin lse[%lld][%lld][%lld]: %.9g vs %.9g\n", (long long)b,
+                               (long long)h, (long long)i, (double)l1, (double)l2);
+                }
+                if (d->want_probs && d2->want_probs) {
+                    const float *p1 =
+                        t->args.probs + b * d->probs.batch + h * d->probs.head + i * d->probs.seq;
+                    const float *p2 = t2.args.probs + b * d2->probs.batch + h * d2->probs.head +
+                                      i * d2->probs.seq;
+                    for (int64_t j = 0; j < d->kv_len; j++) {
+                        const double pr = ro.p ? ro.p[row * (size_t)d->kv_len + (size_t)j] : 1.0;
+                        if (!(fabs((double)p1[j] - (double)p2[j]) <= 2.0 * prel * pr + REF_TINY) &&
+                            bad++ < 4)
+                            printf("  dense twin P[%lld][%lld][%lld][%lld]: %.9g vs %.9g\n",
+                                   (long long)b, (long long)h, (long long)i, (long long)j,
+                                   (double)p1[j], (double)p2[j]);
+                    }
+                }
+            }
+    if (worst > st->ratio_dense)
+        st->ratio_dense = worst;
+    if (bad)
+        fails = failed("dense", &r->c, "%ld elements differ from the dense twin", bad);
+out:
+    ref_out_free(&ro);
+    tinst_free(&t2);
+    return fails;
 }
 
 static int check_poison(const trow *r, tinst *t, const tsnap *base, tstats *st)
@@ -375,6 +457,7 @@ static const struct {
     {CHK_PTHREADS, "pthreads", check_pthreads, NULL},
     {CHK_OPENMP, "openmp", check_openmp, NULL},
     {CHK_BWD, "bwd", check_bwd, bwd_applies},
+    {CHK_DENSE, "dense", check_dense, NULL},
 };
 #define NCHECKS ((int)(sizeof checks / sizeof checks[0]))
 
@@ -549,6 +632,364 @@ void test_nan_visible(void **state)
     }
 }
 
+/* The layout builders against constructions of their own, written from
+ * the definitions in attn.h a different way (marking from each block
+ * outwards instead of testing each (I, J); the random blocks by removal
+ * from an explicit list of hidden blocks), and their argument errors
+ * (nothing written). */
+static uint64_t lt_mix(uint64_t x)
+{
+    uint64_t z = x + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void expect_bigbird(uint8_t *e, int64_t nb, int64_t mb, int64_t w, int64_t gb, int64_t r,
+                           uint64_t seed)
+{
+    memset(e, 0, (size_t)(nb * mb));
+    for (int64_t I = 0; I < nb; I++) {
+        for (int64_t t = -(w - 1) / 2; w > 0 && t <= (w - 1) / 2; t++)
+            if (I + t >= 0 && I + t < mb)
+                e[I * mb + I + t] = 1;
+        if (I < gb)
+            memset(e + I * mb, 1, (size_t)mb);
+    }
+    for (int64_t J = 0; J < gb && J < mb; J++)
+        for (int64_t I = 0; I < nb; I++)
+            e[I * mb + J] = 1;
+    int64_t *list = malloc((size_t)mb * sizeof *list);
+    assert_non_null(list);
+    for (int64_t I = 0; I < nb; I++) {
+        int64_t cnt = 0;
+        for (int64_t J = 0; J < mb; J++)
+            if (!e[I * mb + J])
+                list[cnt++] = J;
+        const uint64_t key = lt_mix(seed ^ lt_mix((uint64_t)I));
+        for (int64_t k = 0; k < r && cnt > 0; k++) {
+            const int64_t x = (int64_t)(lt_mix(key + (uint64_t)k) % (uint64_t)cnt);
+            e[I * mb + list[x]] = 1;
+            memmove(list + x, list + x + 1, (size_t)(cnt - x - 1) * sizeof *list);
+            cnt--;
+        }
+    }
+    free(list);
+}
+
+static void expect_strided(uint8_t *e, int64_t nb, int64_t mb, int64_t l, int causal)
+{
+    memset(e, 0, (size_t)(nb * mb));
+    for (int64_t I = 0; I < nb; I++) {
+        for (int64_t J = I - l + 1; J < I + l; J++)   /* local */
+            if (J >= 0 && J < mb)
+                e[I * mb + J] = 1;
+        for (int64_t J = I % l; J < mb; J += l)        /* strided */
+            e[I * mb + J] = 1;
+        if (causal)
+            for (int64_t J = I + 1; J < mb; J++)
+                e[I * mb + J] = 0;
+    }
+}
+
+static void expect_fixed(uint8_t *e, int64_t nb, int64_t mb, int64_t l, int64_t c, int causal)
+{
+    memset(e, 0, (size_t)(nb * mb));
+    for (int64_t I = 0; I < nb; I++) {
+        const int64_t g0 = I - I % l;
+        for (int64_t J = g0; J < g0 + l && J < mb; J++)
+            e[I * mb + J] = 1;
+        for (int64_t g = 0; g < mb; g += l)           /* summary columns */
+            for (int64_t J = g + l - c; J < g + l && J < mb; J++)
+                e[I * mb + J] = 1;
+        if (causal)
+            for (int64_t J = I + 1; J < mb; J++)
+                e[I * mb + J] = 0;
+    }
+}
+
+void test_layout_builders(void **state)
+{
+    (void)state;
+    static const int64_t shapes[][2] = {{1, 1}, {7, 7}, {16, 16}, {9, 20}, {20, 9}, {33, 40}};
+    int fails = 0, checked = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int64_t nb = shapes[s][0], mb = shapes[s][1];
+        uint8_t *got = malloc((size_t)(nb * mb)), *want = malloc((size_t)(nb * mb));
+        assert_non_null(got);
+        assert_non_null(want);
+        for (int64_t w = 0; w <= 5; w += (w == 0 ? 1 : 2))
+            for (int64_t gb = 0; gb <= 2; gb++)
+                for (int64_t r = 0; r <= 4; r += 2)
+                    for (uint64_t seed = 1; seed <= 2; seed++) {
+                        memset(got, 0xEE, (size_t)(nb * mb));
+                        assert_int_equal(attn_layout_bigbird(got, nb, mb, w, gb, r, seed), ATTN_OK);
+                        expect_bigbird(want, nb, mb, w, gb, r, seed);
+                        checked++;
+                        if (memcmp(got, want, (size_t)(nb * mb))) {
+                            printf("FAIL bigbird nb=%lld mb=%lld w=%lld g=%lld r=%lld seed=%llu\n",
+                                   (long long)nb, (long long)mb, (long long)w, (long long)gb,
+                                   (long long)r, (unsigned long long)seed);
+                            fails++;
+                        }
+                    }
+        for (int64_t l = 1; l <= 5; l++)
+            for (int causal = 0; causal < 2; causal++) {
+                memset(got, 0xEE, (size_t)(nb * mb));
+                assert_int_equal(attn_layout_strided(got, nb, mb, l, causal), ATTN_OK);
+                expect_strided(want, nb, mb, l, causal);
+                checked++;
+                if (memcmp(got, want, (size_t)(nb * mb))) {
+                    printf("FAIL strided nb=%lld mb=%lld l=%lld causal=%d\n", (long long)nb,
+                           (long long)mb, (long long)l, causal);
+                    fails++;
+                }
+                for (int64_t c = 1; c <= l; c++) {
+                    memset(got, 0xEE, (size_t)(nb * mb));
+                    assert_int_equal(attn_layout_fixed(got, nb, mb, l, c, causal), ATTN_OK);
+                    expect_fixed(want, nb, mb, l, c, causal);
+                    checked++;
+                    if (memcmp(got, want, (size_t)(nb * mb))) {
+                        printf("FAIL fixed nb=%lld mb=%lld l=%lld c=%lld causal=%d\n",
+                               (long long)nb, (long long)mb, (long long)l, (long long)c, causal);
+                        fails++;
+                    }
+                }
+            }
+        free(got);
+        free(want);
+    }
+    /* the random blocks: r per row among the hidden ones, a pure function
+     * of the seed (another seed, another layout) */
+    {
+        uint8_t a[64 * 64], b[64 * 64];
+        assert_int_equal(attn_layout_bigbird(a, 64, 64, 3, 1, 3, 7), ATTN_OK);
+        assert_int_equal(attn_layout_bigbird(b, 64, 64, 3, 1, 3, 8), ATTN_OK);
+        if (!memcmp(a, b, sizeof a)) {
+            printf("FAIL bigbird: seeds 7 and 8 give the same layout\n");
+            fails++;
+        }
+        for (int64_t I = 1; I < 64; I++) {
+            int cnt = 0;
+            for (int64_t J = 0; J < 64; J++)
+                cnt += a[I * 64 + J];
+            /* the band I - 1 .. I + 1 inside [0, 64), column 0, 3 random */
+            const int band = (I + 1 < 64 ? 3 : 2);
+            const int want = band + (I - 1 > 0) + 3;
+            if (cnt != want) {
+                printf("FAIL bigbird: row %lld has %d visible blocks, want %d\n", (long long)I, cnt,
+                       want);
+                fails++;
+            }
+        }
+    }
+    /* errors: status, nothing written */
+    static const struct {
+        int fn;
+        int64_t nb, mb, p1, p2, p3;
+        int null;
+        attn_status want;
+    } bad[] = {
+        {0, 4, 4, 3, 1, 1, 1, ATTN_ERR_NULL_ARGUMENT}, {0, 0, 4, 3, 1, 1, 0, ATTN_ERR_BAD_SIZE},
+        {0, 4, -1, 3, 1, 1, 0, ATTN_ERR_BAD_SIZE},     {0, 4, 4, 2, 1, 1, 0, ATTN_ERR_BAD_OPTION},
+        {0, 4, 4, -1, 1, 1, 0, ATTN_ERR_BAD_OPTION},   {0, 4, 4, 3, -1, 1, 0, ATTN_ERR_BAD_OPTION},
+        {0, 4, 4, 3, 1, -2, 0, ATTN_ERR_BAD_OPTION},
+        {0, INT64_MAX, 2, 3, 1, 1, 0, ATTN_ERR_TOO_LARGE},
+        {1, 4, 4, 0, 0, 0, 0, ATTN_ERR_BAD_OPTION},    {1, 4, 4, 2, 2, 0, 0, ATTN_ERR_BAD_OPTION},
+        {1, 4, 4, 2, 0, 0, 1, ATTN_ERR_NULL_ARGUMENT}, {1, -4, 4, 2, 0, 0, 0, ATTN_ERR_BAD_SIZE},
+        {2, 4, 4, 3, 0, 0, 0, ATTN_ERR_BAD_OPTION},    {2, 4, 4, 3, 4, 0, 0, ATTN_ERR_BAD_OPTION},
+        {2, 4, 4, 0, 1, 0, 0, ATTN_ERR_BAD_OPTION},    {2, 4, 4, 3, 1, -1, 0, ATTN_ERR_BAD_OPTION},
+        {2, 4, 4, 3, 1, 0, 1, ATTN_ERR_NULL_ARGUMENT}, {2, 4, 0, 3, 1, 0, 0, ATTN_ERR_BAD_SIZE},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        uint8_t buf[16];
+        memset(buf, 0xEE, sizeof buf);
+        uint8_t *l = bad[k].null ? NULL : buf;
+        attn_status s = bad[k].fn == 0
+            ? attn_layout_bigbird(l, bad[k].nb, bad[k].mb, bad[k].p1, bad[k].p2, bad[k].p3, 1)
+            : bad[k].fn == 1 ? attn_layout_strided(l, bad[k].nb, bad[k].mb, bad[k].p1, (int)bad[k].p2)
+                             : attn_layout_fixed(l, bad[k].nb, bad[k].mb, bad[k].p1, bad[k].p2,
+                                                 (int)bad[k].p3);
+        int untouched = 1;
+        for (size_t x = 0; x < sizeof buf; x++)
+            untouched &= buf[x] == 0xEE;
+        checked++;
+        if (s != bad[k].want || !untouched) {
+            printf("FAIL layout error row %zu: %s (want %s)%s\n", k, attn_status_str(s),
+                   attn_status_str(bad[k].want), untouched ? "" : ", buffer written");
+            fails++;
+        }
+    }
+    printf("[checks]   layout builders: %d layouts and error rows checked\n", checked);
+    if (fails)
+        fail_msg("%d layout builder failures", fails);
+}
+
+/* Dropout with sparse plans: the keep decisions are a pure function of
+ * (b, h, i, j), so a sparse case and its dense twin (harness.h) with the
+ * same dropout agree to float tolerance, forward (O, P, lse) and backward
+ * (dQ, dK, dV); threads 1 and 3 give the same bits. */
+static double max_abs(const float *x, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs((double)x[i]) > m)
+            m = fabs((double)x[i]);
+    return m;
+}
+
+static int bwd_dense_grads(tinst *t, float *g[3], size_t cnt[3])
+{
+    const attn_sdpa_desc *f = &t->desc;
+    const size_t nq = (size_t)(f->batch * f->q_heads * f->q_len),
+                 nk = (size_t)(f->batch * f->kv_heads * f->kv_len);
+    cnt[0] = nq * (size_t)f->qk_dim;
+    cnt[1] = nk * (size_t)f->qk_dim;
+    cnt[2] = nk * (size_t)f->v_dim;
+    float *d_o = malloc(nq * (size_t)f->v_dim * sizeof(float));
+    for (int k = 0; k < 3; k++)
+        g[k] = malloc(cnt[k] * sizeof(float));
+    if (!d_o || !g[0] || !g[1] || !g[2]) {
+        free(d_o);
+        return -1;
+    }
+    for (size_t x = 0; x < nq * (size_t)f->v_dim; x++)
+        d_o[x] = (float)((int)(x * 37 % 101) - 50) / 50.0f;
+    attn_sdpa_bwd_desc bd;
+    attn_sdpa_bwd_desc_init(&bd);
+    bd.fwd = *f;
+    bd.fwd.want_probs = 0;
+    bd.d_o = attn_view_bhsd(f->q_heads, f->q_len, f->v_dim);
+    bd.dq = attn_view_bhsd(f->q_heads, f->q_len, f->qk_dim);
+    bd.dk = attn_view_bhsd(f->kv_heads, f->kv_len, f->qk_dim);
+    bd.dv = attn_view_bhsd(f->kv_heads, f->kv_len, f->v_dim);
+    /* O in a dense copy for the backward's view */
+    float *o = malloc(nq * (size_t)f->v_dim * sizeof(float));
+    if (!o) {
+        free(d_o);
+        return -1;
+    }
+    for (int64_t b = 0; b < f->batch; b++)
+        for (int64_t h = 0; h < f->q_heads; h++)
+            for (int64_t i = 0; i < f->q_len; i++)
+                memcpy(o + ((b * f->q_heads + h) * f->q_len + i) * f->v_dim,
+                       t->args.o + b * f->o.batch + h * f->o.head + i * f->o.seq,
+                       (size_t)f->v_dim * sizeof(float));
+    bd.fwd.o = bd.d_o;
+    attn_sdpa_bwd_args ba = {.q = t->args.q, .k = t->args.k, .v = t->args.v, .o = o,
+                             .d_o = d_o, .lse = t->args.lse, .kv_lens = t->args.kv_lens,
+                             .q_lens = t->args.q_lens, .mask = t->args.mask,
+                             .bias = t->args.bias, .dq = g[0], .dk = g[1], .dv = g[2],
+                             .global_k = t->args.global_k, .global_q = t->args.global_q,
+                             .layout = t->args.layout};
+    attn_status s = attn_sdpa_backward(&bd, &ba);
+    free(d_o);
+    free(o);
+    return s == ATTN_OK ? 0 : -1;
+}
+
+void test_sparse_dropout(void **state)
+{
+    (void)state;
+    int fails = 0;
+    for (int k = 0; k < 4; k++) {
+        static const int32_t kl[2] = {70, 31}, ql[2] = {45, 20};
+        tcase c = tcase_default(2, 4, 2, 45, 70, 16, 12);
+        c.want_probs = 1;
+        c.want_lse = 1;
+        c.seed = 14000 + (uint64_t)k;
+        c.use_gk = k != 2;
+        c.use_gq = k % 2;
+        c.gk_rate = c.gq_rate = 0.1;
+        c.wl = 5;
+        c.wr = k == 3 ? 0 : 5;
+        c.align = k % 2;
+        c.bs = k >= 2 ? 16 : 0;
+        c.lay_per_head = k == 3;
+        c.lay_keep = 0.6;
+        if (k == 1) {
+            c.use_kv_lens = c.use_q_lens = 1;
+            memcpy(c.kv_lens, kl, sizeof kl);
+            memcpy(c.q_lens, ql, sizeof ql);
+        }
+        tcase tw = c;
+        tw.dense_twin = 1;
+        tinst t, t2;
+        assert_int_equal(tinst_build(&t, &c), 0);
+        assert_int_equal(tinst_build(&t2, &tw), 0);
+        const double p = k % 2 ? 0.5 : 0.1;
+        t.desc.dropout_p = t2.desc.dropout_p = p;
+        t.desc.dropout_seed = t2.desc.dropout_seed = 99 + (uint64_t)k;
+        t.desc.dropout_offset = t2.desc.dropout_offset = 7;
+        assert_int_equal(tinst_run(&t), ATTN_OK);
+        assert_int_equal(tinst_run(&t2), ATTN_OK);
+        ref_out ro;
+        assert_int_equal(ref_sdpa_alloc(&t.desc, &t.args, &ro), 0);
+        const attn_sdpa_desc *d = &t.desc, *d2 = &t2.desc;
+        long bad = 0;
+        for (int64_t b = 0; b < d->batch; b++)
+            for (int64_t h = 0; h < d->q_heads; h++)
+                for (int64_t i = 0; i < d->q_len; i++) {
+                    const size_t row = (size_t)((b * d->q_heads + h) * d->q_len + i);
+                    double prel, orel, ltol;
+                    ref_row_tolerance(d->qk_dim, ro.nvis[row], ro.s_abs[row], ro.lse[row], &prel,
+                                      &orel, &ltol);
+                    const float *o1 = t.args.o + b * d->o.batch + h * d->o.head + i * d->o.seq;
+                    const float *o2 = t2.args.o + b * d2->o.batch + h * d2->o.head + i * d2->o.seq;
+                    for (int64_t x = 0; x < d->v_dim; x++) {
+                        const double tol =
+                            2.0 * orel * ro.o_abs[row * (size_t)d->v_dim + (size_t)x] / (1.0 - p) +
+                            REF_TINY;
+                        bad += !(fabs((double)o1[x] - (double)o2[x]) <= tol);
+                    }
+                    const float *p1 = t.args.probs + b * d->probs.batch + h * d->probs.head +
+                                      i * d->probs.seq;
+                    const float *p2 = t2.args.probs + b * d2->probs.batch + h * d2->probs.head +
+                                      i * d2->probs.seq;
+                    for (int64_t j = 0; j < d->kv_len; j++) {
+                        const double pr = ro.p ? ro.p[row * (size_t)d->kv_len + (size_t)j] : 1.0;
+                        bad += !(fabs((double)p1[j] - (double)p2[j]) <=
+                                 2.0 * prel * pr / (1.0 - p) + REF_TINY);
+                    }
+                }
+        ref_out_free(&ro);
+        /* threads: the same bits */
+        tsnap s1, s3;
+        tsnap_take(&s1, &t);
+        t.desc.threads = 3;
+        assert_int_equal(tinst_run(&t), ATTN_OK);
+        tsnap_take(&s3, &t);
+        if (!tsnap_equal(&s1, &s3)) {
+            printf("FAIL sparse dropout: threads 3 gives other bits: %s\n", tcase_str(&c));
+            fails++;
+        }
+        tsnap_free(&s1);
+        tsnap_free(&s3);
+        /* the backward against the twin's */
+        float *g1[3], *g2[3];
+        size_t n1[3], n2[3];
+        assert_int_equal(bwd_dense_grads(&t, g1, n1), 0);
+        assert_int_equal(bwd_dense_grads(&t2, g2, n2), 0);
+        for (int x = 0; x < 3; x++) {
+            const double scale = 1.0 + max_abs(g2[x], n2[x]);
+            for (size_t e = 0; e < n1[x]; e++)
+                bad += !(fabs((double)g1[x][e] - (double)g2[x][e]) <= 1e-4 * scale);
+            free(g1[x]);
+            free(g2[x]);
+        }
+        if (bad) {
+            printf("FAIL sparse dropout: %ld elements differ from the dense twin: %s\n", bad,
+                   tcase_str(&c));
+            fails++;
+        }
+        tinst_free(&t);
+        tinst_free(&t2);
+    }
+    printf("[checks]   sparse dropout: 4 cases vs their dense twins, fwd and bwd\n");
+    if (fails)
+        fail_msg("%d sparse dropout failures", fails);
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
@@ -568,7 +1009,7 @@ int main(int argc, char **argv)
         count++;
     }
     if (count == 0) {
-        fprintf(stderr, "%s: no families in suite '%s' (sdpa, threads, paths, random)\n",
+        fprintf(stderr, "%s: no families in suite '%s' (sdpa, threads, paths, random, sparse)\n",
                 argv[0], suite);
         free(tests);
         return 1;

@@ -200,6 +200,9 @@ static attn_status validate(const attn_mha_desc *d)
         return ATTN_ERR_BAD_THREADS;
     if (!(d->dropout_p >= 0.0 && d->dropout_p <= 1.0))  /* NaN too */
         return ATTN_ERR_BAD_OPTION;
+    /* (the SDPA plan checks the rest of the sparse options) */
+    if (d->reserved_flags != 0)
+        return ATTN_ERR_BAD_OPTION;
     return ATTN_OK;
 }
 
@@ -324,6 +327,11 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
     sd.dropout_p = d->dropout_p;
     sd.dropout_seed = d->dropout_seed;
     sd.dropout_offset = d->dropout_offset;
+    /* Sparse attention: global tokens and the layout, as given. */
+    sd.use_global_k = d->use_global_k;
+    sd.use_global_q = d->use_global_q;
+    sd.block_size = d->block_size;
+    sd.layout_per_head = d->layout_per_head;
     /* The user's mask strides are checked here, by SDPA's own rules. */
     if (p->combine) {
         attn_sdpa_desc chk = sd;
@@ -461,6 +469,8 @@ static attn_status check_args(const attn_mha_plan *p, const attn_mha_weights *w,
         { d->mask_mode != ATTN_MASK_NONE, a->mask }, { d->use_bias, a->bias },
         { d->key_padding_mode != ATTN_MASK_NONE, a->key_padding_mask },
         { d->weights != ATTN_WEIGHTS_NONE, a->weights },
+        { d->use_global_k, a->global_k }, { d->use_global_q, a->global_q },
+        { d->block_size != 0, a->layout },
     };
     attn_status st = attn_check_pointers(need, sizeof need / sizeof need[0]);
     if (st != ATTN_OK)
@@ -535,6 +545,7 @@ static attn_status forward(const attn_mha_plan *p, const attn_mha_weights *w,
         .kv_lens = a->kv_lens, .q_lens = a->q_lens,
         .mask = p->combine ? keep : d->mask_mode != ATTN_MASK_NONE ? a->mask : a->key_padding_mask,
         .bias = a->bias, .probs = probs, .lse = lse,
+        .global_k = a->global_k, .global_q = a->global_q, .layout = a->layout,
     };
     st = attn_sdpa_execute(lse ? p->sdpa_train : p->sdpa, &sa, ws + p->off_sdpa,
                            p->ws_bytes - p->off_sdpa);
@@ -810,6 +821,8 @@ static attn_status check_bwd_args(const attn_mha_plan *p, const attn_mha_weights
         { d->use_kv_lens, a->kv_lens }, { d->use_q_lens, a->q_lens },
         { d->mask_mode != ATTN_MASK_NONE, a->mask }, { d->use_bias, a->bias },
         { d->key_padding_mode != ATTN_MASK_NONE, a->key_padding_mask },
+        { d->use_global_k, a->global_k }, { d->use_global_q, a->global_q },
+        { d->block_size != 0, a->layout },
         { 1, g->dx }, { cross, g->dkey }, { cross, g->dvalue },
         { packed, g->d_in_proj_weight }, { packed && bias, g->d_in_proj_bias },
         { !packed, g->d_q_weight }, { !packed, g->d_k_weight }, { !packed, g->d_v_weight },
@@ -873,6 +886,7 @@ attn_status attn_mha_backward(const attn_mha_plan *p, const attn_mha_weights *w,
         .kv_lens = a->kv_lens, .q_lens = a->q_lens,
         .mask = p->combine ? keep : d->mask_mode != ATTN_MASK_NONE ? a->mask : a->key_padding_mask,
         .bias = a->bias, .dq = dq, .dk = dk, .dv = dv, .dbias = NULL,
+        .global_k = a->global_k, .global_q = a->global_q, .layout = a->layout,
     };
     st = attn_sdpa_bwd_execute(p->sdpa_bwd, &sa, ws + p->bw_sdpa, p->bw_bytes - p->bw_sdpa);
 

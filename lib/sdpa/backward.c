@@ -44,6 +44,11 @@ struct attn_sdpa_bwd_plan {
      * bias broadcasts there and dBias sums over that dimension). */
     int db_b, db_h, db_i;
     size_t ws_dp, ws_d, ws_lo;  /* offsets in a thread's slice: P tile at 0 */
+    /* Sparse (global tokens, layout): rows per block and the offset of
+     * the tile's segments. */
+    int sparse;
+    int64_t sp_rows, nlb, mlb;
+    size_t ws_seg;
     size_t ws_thread, ws_bytes;
     const attn_kernels *kern;
     attn_blas_hooks blas;
@@ -135,7 +140,18 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
         attn_size_mul((uint64_t)p->bq, (uint64_t)p->bk * sizeof(float), &ok), &ok);
     const uint64_t dsz = attn_size_align((uint64_t)p->bq * sizeof(float), &ok);
     const uint64_t lo = attn_size_align((uint64_t)p->bq * 2 * sizeof(int64_t), &ok);
-    const uint64_t thread = attn_size_add(attn_size_add(2 * tile, dsz, &ok), lo, &ok);
+    p->sparse = attn_sdpa_is_sparse(f);
+    const uint64_t seg =
+        p->sparse ? attn_size_align((uint64_t)p->bk * sizeof(attn_kseg), &ok) : 0;
+    if (p->sparse) {
+        p->sp_rows = attn_sparse_rows(f) < p->bq ? attn_sparse_rows(f) : p->bq;
+        if (f->block_size) {
+            p->nlb = (f->q_len + f->block_size - 1) / f->block_size;
+            p->mlb = (f->kv_len + f->block_size - 1) / f->block_size;
+        }
+    }
+    const uint64_t thread =
+        attn_size_add(attn_size_add(attn_size_add(2 * tile, dsz, &ok), lo, &ok), seg, &ok);
     const uint64_t total = attn_size_mul(thread, (uint64_t)p->nthreads, &ok);
     attn_size_mul((uint64_t)p->nb, (uint64_t)p->nh, &ok);
     if (!ok) {
@@ -145,6 +161,7 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     p->ws_dp = (size_t)tile;
     p->ws_d = (size_t)(2 * tile);
     p->ws_lo = (size_t)(2 * tile + dsz);
+    p->ws_seg = (size_t)(2 * tile + dsz + lo);
     p->ws_thread = (size_t)thread;
     p->ws_bytes = (size_t)total;
     p->kern = attn_kernels_select();
@@ -176,6 +193,8 @@ static attn_status check_args(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_a
         { f->use_kv_lens, a->kv_lens }, { f->use_q_lens, a->q_lens },
         { f->mask_mode != ATTN_MASK_NONE, a->mask }, { f->use_bias, a->bias },
         { p->d.want_dbias, a->dbias },
+        { f->use_global_k, a->global_k }, { f->use_global_q, a->global_q },
+        { f->block_size != 0, a->layout },
     };
     attn_status st = attn_check_pointers(use, sizeof use / sizeof use[0]);
     if (st != ATTN_OK)
@@ -188,6 +207,7 @@ typedef struct bwork {
     float *dp;       /* bq x bk: dP */
     float *dsum;     /* D of each row of the block */
     int64_t *lo, *hi;
+    attn_kseg *seg;  /* sparse: the pieces of a key tile */
 } bwork;
 
 static void zero_rows(float *base, int64_t rows, int64_t stride, int64_t width)
@@ -340,6 +360,191 @@ static void run_pair(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, b
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* Sparse: the forward's candidate runs (sparse.c), per block of rows       */
+/* ------------------------------------------------------------------------ */
+
+/* Rows [i0 + r0, i0 + r1) of query head h (global queries when glob)
+ * against one tile of nseg segments (cols columns); w->lo, w->hi hold the
+ * rows' window ranges at [r0, r1), gk the global keys (NULL for global
+ * rows or without). */
+static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, bwork *w,
+                             int64_t b, int64_t hk, int64_t h, int64_t i0, int64_t r0, int64_t r1,
+                             int glob, const uint8_t *gk, const attn_kseg *seg, int64_t nseg,
+                             int64_t cols)
+{
+    const attn_sdpa_bwd_desc *d = &p->d;
+    const attn_sdpa_desc *f = &d->fwd;
+    const attn_kernels *kern = p->kern;
+    const int64_t rows = r1 - r0, bk = p->bk, dk = f->qk_dim, dv = f->v_dim;
+    const int drop = f->mask_mode == ATTN_MASK_DROP_NONZERO;
+    const int64_t ib = i0 + r0;
+    const float *q = a->q + b * f->q.batch + h * f->q.head + ib * f->q.seq;
+    const float *dO = a->d_o + b * d->d_o.batch + h * d->d_o.head + ib * d->d_o.seq;
+    const float *k = a->k + b * f->k.batch + hk * f->k.head;
+    const float *v = a->v + b * f->v.batch + hk * f->v.head;
+    float *dq = a->dq + b * d->dq.batch + h * d->dq.head + ib * d->dq.seq;
+    float *dkh = a->dk + b * d->dk.batch + hk * d->dk.head;
+    float *dvh = a->dv + b * d->dv.batch + hk * d->dv.head;
+
+    for (int64_t x = 0; x < nseg; x++) {
+        attn_sgemm(1, (int)rows, (int)seg[x].len, (int)dk, p->scale, q, (int)f->q.seq,
+                   k + seg[x].j0 * f->k.seq, (int)f->k.seq, 0.0f, w->p + seg[x].c0, (int)bk);
+        attn_sgemm(1, (int)rows, (int)seg[x].len, (int)dv, 1.0f, dO, (int)d->d_o.seq,
+                   v + seg[x].j0 * f->v.seq, (int)f->v.seq, 0.0f, w->dp + seg[x].c0, (int)bk);
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t i = ib + r;
+        float *pr = w->p + r * bk;
+        const float lse = a->lse[b * f->lse.batch + h * f->lse.head + i * f->lse.seq];
+        const float *brow = f->use_bias
+            ? a->bias + b * f->bias.batch + h * f->bias.head + i * f->bias.seq : NULL;
+        const uint8_t *mrow = f->mask_mode != ATTN_MASK_NONE
+            ? a->mask + b * f->mask.batch + h * f->mask.head + i * f->mask.seq : NULL;
+        for (int64_t x = 0; x < nseg; x++) {
+            const int64_t j0 = seg[x].j0, j1 = j0 + seg[x].len;
+            float *sc = pr + seg[x].c0;
+            if (lse == -INFINITY) {
+                memset(sc, 0, (size_t)seg[x].len * sizeof(float));
+                continue;
+            }
+            int64_t j = j0;
+            while (j < j1) {
+                int64_t stop;
+                const int64_t va =
+                    attn_vis_next(gk, glob, w->lo[r0 + r], w->hi[r0 + r], j, j1, &stop);
+                for (; j < va; j++)
+                    sc[j - j0] = 0.0f;
+                if (va >= j1)
+                    break;
+                kern->prep_max(sc + (va - j0), stop - va, brow ? brow + va : NULL,
+                               mrow ? mrow + va : NULL, drop);
+                kern->exp_store(sc + (va - j0), sc + (va - j0), stop - va, lse);
+                j = stop;
+            }
+        }
+        const float *o = a->o + b * f->o.batch + h * f->o.head + i * f->o.seq;
+        const float *dor = dO + r * d->d_o.seq;
+        float D = 0.0f;
+        for (int64_t x = 0; x < dv; x++)
+            D += dor[x] * o[x];
+        w->dsum[r] = D;
+        if (p->dropout)
+            for (int64_t x = 0; x < nseg; x++)
+                kern->dropout_bwd_row(&p->drop, pr + seg[x].c0, w->dp + r * bk + seg[x].c0, D, b,
+                                      h, i, seg[x].j0, seg[x].len);
+    }
+    /* dV_seg += P^T dO_r  (P' with dropout) */
+    for (int64_t x = 0; x < nseg; x++)
+        attn_sgemm_tn((int)seg[x].len, (int)dv, (int)rows, 1.0f, w->p + seg[x].c0, (int)bk, dO,
+                      (int)d->d_o.seq, 1.0f, dvh + seg[x].j0 * d->dv.seq, (int)d->dv.seq);
+    float *ds = p->dropout ? w->dp : w->p;
+    for (int64_t r = 0; r < rows; r++) {
+        float *pr = ds + r * bk;
+        if (!p->dropout) {
+            const float *dpr = w->dp + r * bk;
+            const float D = w->dsum[r];
+            for (int64_t j = 0; j < cols; j++)
+                pr[j] = pr[j] * (dpr[j] - D);
+        }
+        float *db = dbias_row(p, a, b, h, ib + r);
+        if (db)
+            for (int64_t x = 0; x < nseg; x++) {
+                float *dbs = db + seg[x].j0;
+                const float *dss = pr + seg[x].c0;
+                for (int64_t j = 0; j < seg[x].len; j++)
+                    dbs[j] += dss[j];
+            }
+    }
+    /* dQ_r += scale dS K_seg;  dK_seg += scale dS^T Q_r */
+    for (int64_t x = 0; x < nseg; x++) {
+        attn_sgemm(0, (int)rows, (int)dk, (int)seg[x].len, p->scale, ds + seg[x].c0, (int)bk,
+                   k + seg[x].j0 * f->k.seq, (int)f->k.seq, 1.0f, dq, (int)d->dq.seq);
+        attn_sgemm_tn((int)seg[x].len, (int)dk, (int)rows, p->scale, ds + seg[x].c0, (int)bk, q,
+                      (int)f->q.seq, 1.0f, dkh + seg[x].j0 * d->dk.seq, (int)d->dk.seq);
+    }
+}
+
+/* One (batch, key/value head) pair of a sparse plan: for each query head
+ * of the group, each block of sp_rows rows (inside one layout block row)
+ * and each group of its rows that are all global queries or all not, the
+ * candidate runs in tiles of up to bk keys, as the forward walks them. */
+static void run_pair_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
+                            bwork *w, int64_t b, int64_t hk)
+{
+    const attn_sdpa_bwd_desc *d = &p->d;
+    const attn_sdpa_desc *f = &d->fwd;
+    const int64_t n = f->q_len, m = f->kv_len, g = p->group, h0 = hk * g, R = p->sp_rows;
+    const int64_t qlen = f->use_q_lens ? a->q_lens[b] : n;
+    const int64_t kvlen = f->use_kv_lens ? a->kv_lens[b] : m;
+    const uint8_t *gq = f->use_global_q ? a->global_q + b * n : NULL;
+    const uint8_t *gkb = f->use_global_k ? a->global_k + b * m : NULL;
+
+    for (int64_t hh = 0; hh < g; hh++)
+        zero_rows(a->dq + b * d->dq.batch + (h0 + hh) * d->dq.head, n, d->dq.seq, f->qk_dim);
+    zero_rows(a->dk + b * d->dk.batch + hk * d->dk.head, m, d->dk.seq, f->qk_dim);
+    zero_rows(a->dv + b * d->dv.batch + hk * d->dv.head, m, d->dv.seq, f->v_dim);
+
+    for (int64_t hh = 0; hh < g; hh++) {
+        const int64_t h = h0 + hh;
+        for (int64_t i0 = 0; i0 < qlen; i0 += R) {
+            const int64_t rows = qlen - i0 < R ? qlen - i0 : R;
+            for (int64_t r = 0; r < rows; r++)
+                attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i0 + r,
+                               &w->lo[r], &w->hi[r]);
+            const uint8_t *lay = NULL;
+            if (f->block_size)
+                lay = a->layout +
+                      ((f->layout_per_head ? h : 0) * p->nlb + i0 / f->block_size) * p->mlb;
+            for (int64_t r0 = 0; r0 < rows;) {
+                const int glob = gq && gq[i0 + r0];
+                int64_t r1 = r0 + 1;
+                while (r1 < rows && (gq && gq[i0 + r1]) == glob)
+                    r1++;
+                attn_krun kr;
+                kr.lay = lay;
+                kr.bs = f->block_size ? f->block_size : 1;
+                kr.kvlen = kvlen;
+                kr.j = 0;
+                if (glob) {
+                    kr.gk = NULL;
+                    kr.wlo = 0;
+                    kr.whi = kvlen;
+                } else {
+                    kr.gk = gkb;
+                    int64_t lo = INT64_MAX, hi = 0;
+                    for (int64_t r = r0; r < r1; r++)
+                        if (w->lo[r] < w->hi[r]) {
+                            if (w->lo[r] < lo) lo = w->lo[r];
+                            if (w->hi[r] > hi) hi = w->hi[r];
+                        }
+                    kr.wlo = lo == INT64_MAX ? 0 : lo;
+                    kr.whi = lo == INT64_MAX ? 0 : hi;
+                }
+                int64_t s = 0, e = 0;
+                int have = attn_krun_next(&kr, &s, &e);
+                while (have) {
+                    int64_t cols = 0, nseg = 0;
+                    while (have && cols < p->bk) {
+                        const int64_t take = e - s < p->bk - cols ? e - s : p->bk - cols;
+                        w->seg[nseg].c0 = cols;
+                        w->seg[nseg].j0 = s;
+                        w->seg[nseg].len = take;
+                        nseg++;
+                        cols += take;
+                        s += take;
+                        if (s == e)
+                            have = attn_krun_next(&kr, &s, &e);
+                    }
+                    run_block_sparse(p, a, w, b, hk, h, i0, r0, r1, glob, kr.gk, w->seg, nseg,
+                                     cols);
+                }
+                r0 = r1;
+            }
+        }
+    }
+}
+
 typedef struct bwd_ctx {
     const attn_sdpa_bwd_plan *p;
     const attn_sdpa_bwd_args *a;
@@ -359,6 +564,7 @@ static void bwd_body(void *arg, int tid)
     w.dsum = (float *)(void *)(base + p->ws_d);
     w.lo = (int64_t *)(void *)(base + p->ws_lo);
     w.hi = w.lo + p->bq;
+    w.seg = p->sparse ? (attn_kseg *)(void *)(base + p->ws_seg) : NULL;
     const int64_t nitems = p->nb * p->nh;
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1)
@@ -372,8 +578,12 @@ static void bwd_body(void *arg, int tid)
                     zero_rows(dbias_row(p, c->a, b, h, 0), p->db_i ? f->q_len : 1, d->dbias.seq,
                               f->kv_len);
         for (int64_t b = b0; b < b0 + p->bpi; b++)
-            for (int64_t hk = k0; hk < k0 + p->hpi; hk++)
-                run_pair(p, c->a, &w, b, hk);
+            for (int64_t hk = k0; hk < k0 + p->hpi; hk++) {
+                if (p->sparse)
+                    run_pair_sparse(p, c->a, &w, b, hk);
+                else
+                    run_pair(p, c->a, &w, b, hk);
+            }
     }
 }
 

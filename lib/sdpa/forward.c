@@ -406,6 +406,8 @@ static attn_status check_args(const attn_sdpa_plan *p, const attn_sdpa_args *a)
         { d->use_kv_lens, a->kv_lens }, { d->use_q_lens, a->q_lens },
         { d->mask_mode != ATTN_MASK_NONE, a->mask }, { d->use_bias, a->bias },
         { d->want_probs, a->probs }, { d->want_lse, a->lse },
+        { d->use_global_k, a->global_k }, { d->use_global_q, a->global_q },
+        { d->block_size != 0, a->layout },
     };
     attn_status st = attn_check_pointers(opt, sizeof opt / sizeof opt[0]);
     if (st != ATTN_OK)
@@ -468,6 +470,12 @@ attn_status attn_sdpa_execute(const attn_sdpa_plan *p, const attn_sdpa_args *a,
     if ((st = attn_workspace_acquire(workspace, workspace_bytes, p->ws_bytes, &ws)) != ATTN_OK)
         return st;
 
+    if (p->sparse) {
+        attn_sparse_forward(p, a, ws);
+        if (!workspace)
+            free(ws);
+        return ATTN_OK;
+    }
     const attn_sdpa_desc *d = &p->d;
     partials part = { NULL, NULL, NULL };
     if (p->nchunks > 1) {

@@ -98,6 +98,9 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
     /* (written so that NaN fails too) */
     if (!(d->dropout_p >= 0.0 && d->dropout_p <= 1.0))
         return ATTN_ERR_BAD_OPTION;
+    attn_status sst = attn_sparse_validate(d->layout_per_head, d->reserved_flags, d->block_size);
+    if (sst != ATTN_OK)
+        return sst;
 
     const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
                   m = d->kv_len, dk = d->qk_dim, dv = d->v_dim;
@@ -136,12 +139,76 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
     return ATTN_OK;
 }
 
-/* Blocking, work items and workspace layout, from the shape alone.  Every
- * count and byte size is formed with checked arithmetic: with overlapping
- * input views the products of batch, heads and rows can exceed what an
- * int64_t or a size_t holds although each view fits, and such a plan is
- * ATTN_ERR_TOO_LARGE. */
-static attn_status plan_blocking(attn_sdpa_plan *p)
+/* Blocking, work items and workspace layout, from the shape alone
+ * (plan_sparse for sparse plans, plan_dense otherwise).  Every count and
+ * byte size is formed with checked arithmetic: with overlapping input
+ * views the products of batch, heads and rows can exceed what an int64_t
+ * or a size_t holds although each view fits, and such a plan is
+ * ATTN_ERR_TOO_LARGE.
+ *
+ * A sparse plan: items (b, query head, block of sp_rows rows), no split-K
+ * and no stacking.  Per thread: the score tile (sp_rows x bk), the row
+ * ranges, the row state and the tile's segments; shared: the item order
+ * (cost and index per item). */
+static attn_status plan_sparse(attn_sdpa_plan *p)
+{
+    const attn_sdpa_desc *d = &p->d;
+    const int64_t n = d->q_len, m = d->kv_len;
+    int ok = 1;
+    p->sparse = 1;
+    p->group = d->q_heads / d->kv_heads;
+    p->sp_rows = attn_sparse_rows(d);
+    if (p->sp_rows > n)
+        p->sp_rows = n;
+    p->sp_nrb = (n + p->sp_rows - 1) / p->sp_rows;
+    if (d->block_size) {
+        p->nb = (n + d->block_size - 1) / d->block_size;
+        p->mb = (m + d->block_size - 1) / d->block_size;
+    }
+    p->bq = p->sp_rows;
+    p->bk = m < ATTN_TILE_K ? m : ATTN_TILE_K;
+    p->nqblocks = p->sp_nrb;
+    p->nchunks = 1;
+    p->chunk = m;
+    p->vrows = p->sp_rows;
+    p->srows = p->sp_rows;
+    p->stack_ldq = p->stack_ldo = 0;
+    p->nitems = (int64_t)attn_size_mul(
+        attn_size_mul((uint64_t)d->batch, (uint64_t)d->q_heads, &ok), (uint64_t)p->sp_nrb, &ok);
+    const uint64_t tile = attn_size_align(
+        attn_size_mul((uint64_t)p->srows, (uint64_t)p->bk * sizeof(float), &ok), &ok);
+    const uint64_t ranges = attn_size_align((uint64_t)p->bq * 2 * sizeof(int64_t), &ok);
+    const uint64_t state = attn_size_align((uint64_t)p->vrows * 3 * sizeof(float), &ok);
+    const uint64_t seg = attn_size_align((uint64_t)p->bk * sizeof(attn_kseg), &ok);
+    p->gather = d->qk_dim + d->v_dim <= ATTN_GATHER_MAX_DIM;
+    const uint64_t gat = p->gather
+        ? attn_size_align((uint64_t)p->bk * (uint64_t)(d->qk_dim + d->v_dim) * sizeof(float), &ok)
+        : 0;
+    const uint64_t thread = attn_size_add(
+        attn_size_add(attn_size_add(attn_size_add(tile, ranges, &ok), state, &ok), seg, &ok),
+        gat, &ok);
+    const uint64_t order = attn_size_align(
+        attn_size_mul((uint64_t)p->nitems, 2 * sizeof(int64_t), &ok), &ok);
+    const uint64_t threads = attn_size_mul(thread, (uint64_t)p->nthreads, &ok);
+    const uint64_t total = attn_size_add(threads, order, &ok);
+    /* The flags and the layout are indexed b * m + j, b * n + i and
+     * (h * nb + I) * mb + J. */
+    attn_size_mul((uint64_t)d->batch, (uint64_t)(m > n ? m : n), &ok);
+    attn_size_mul(attn_size_mul((uint64_t)d->q_heads, (uint64_t)p->nb, &ok), (uint64_t)p->mb, &ok);
+    if (!ok || p->nitems > INT64_MAX / 2)
+        return ATTN_ERR_TOO_LARGE;
+    p->ws_ranges = (size_t)tile;
+    p->ws_state = (size_t)(tile + ranges);
+    p->ws_seg = (size_t)(tile + ranges + state);
+    p->ws_gather = (size_t)(tile + ranges + state + seg);
+    p->ws_thread = (size_t)thread;
+    p->ws_order = (size_t)threads;
+    p->ws_part = 0;
+    p->ws_bytes = (size_t)total;
+    return ATTN_OK;
+}
+
+static attn_status plan_dense(attn_sdpa_plan *p)
 {
     const attn_sdpa_desc *desc = &p->d;
     const int64_t B = desc->batch, n = desc->q_len, m = desc->kv_len, dv = desc->v_dim;
@@ -215,6 +282,11 @@ static attn_status plan_blocking(attn_sdpa_plan *p)
     p->ws_part = (size_t)part;
     p->ws_bytes = (size_t)total;
     return ATTN_OK;
+}
+
+static attn_status plan_blocking(attn_sdpa_plan *p)
+{
+    return attn_sdpa_is_sparse(&p->d) ? plan_sparse(p) : plan_dense(p);
 }
 
 attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *desc)

@@ -22,6 +22,54 @@
  * dropout_bwd_row, dropout_keep_row). */
 void attn_dropout_init(attn_dropout *dr, double p, uint64_t seed, uint64_t offset);
 
+/* Sparse attention (sparse.c): global tokens and block layouts.  A sparse
+ * plan runs its own item loop; a plan without them runs forward.c's path
+ * unchanged. */
+#define ATTN_SPARSE_ROWS 64  /* most query rows per sparse work item */
+#define ATTN_GATHER_SHORT 16 /* segments shorter than this are gathered */
+#define ATTN_GATHER_MAX_DIM 1024
+
+static inline int attn_sdpa_is_sparse(const attn_sdpa_desc *d)
+{
+    return d->use_global_k || d->use_global_q || d->block_size != 0;
+}
+
+/* Rows of a sparse work item: min(block_size, 64) with a layout (so that
+ * an item lies in one block row), 64 otherwise. */
+static inline int64_t attn_sparse_rows(const attn_sdpa_desc *d)
+{
+    return d->block_size && d->block_size < ATTN_SPARSE_ROWS ? d->block_size : ATTN_SPARSE_ROWS;
+}
+
+/* The sparse options of a desc: ATTN_OK or ATTN_ERR_BAD_OPTION. */
+attn_status attn_sparse_validate(int layout_per_head, int reserved_flags, int64_t block_size);
+
+/* The candidate keys of a group of query rows of one item, as a stream of
+ * maximal runs [s, e) in increasing order: keys j < kvlen inside a visible
+ * layout block (lay, or every block when NULL) and inside [wlo, whi) or
+ * flagged in gk (NULL: none).  For global query rows [wlo, whi) is
+ * [0, kvlen) and gk is NULL.  Reads lay and gk only there. */
+typedef struct attn_krun {
+    const uint8_t *lay;
+    int64_t bs;
+    const uint8_t *gk;
+    int64_t wlo, whi, kvlen;
+    int64_t j;
+} attn_krun;
+int attn_krun_next(attn_krun *r, int64_t *s, int64_t *e);
+
+/* The first key in [j, end) visible to a row (inside [lo, hi), flagged in
+ * gk, or any when all is set); *stop is the end of its visible interval.
+ * Returns end when there is none. */
+int64_t attn_vis_next(const uint8_t *gk, int all, int64_t lo, int64_t hi, int64_t j,
+                      int64_t end, int64_t *stop);
+
+/* One piece of a key tile: tile columns [c0, c0 + len) are keys
+ * [j0, j0 + len). */
+typedef struct attn_kseg {
+    int64_t c0, j0, len;
+} attn_kseg;
+
 struct attn_sdpa_plan {
     attn_sdpa_desc d;
     int dropout;              /* dropout_p > 0 (p = 0 runs the plain path) */
@@ -48,7 +96,21 @@ struct attn_sdpa_plan {
     size_t ws_bytes;          /* nthreads * ws_thread + ws_part */
     const attn_kernels *kern;
     attn_blas_hooks blas;     /* the loaded BLAS's thread controls */
+    /* Sparse plans (sparse.c): items (b, query head, block of sp_rows
+     * rows), run heaviest first from an order built per execute. */
+    int sparse;
+    int64_t sp_rows, sp_nrb, nb, mb;
+    size_t ws_seg;            /* offset of the tile's segments in a slice */
+    /* Short segments (scattered global keys) are gathered into a copy of
+     * their K and V rows (bk x dk and bk x dv floats at ws_gather) when
+     * dk + dv <= ATTN_GATHER_MAX_DIM; 0 otherwise. */
+    int gather;
+    size_t ws_gather;
+    size_t ws_order;          /* offset of the shared item order */
 };
+
+/* The sparse forward (sparse.c): execute's work for a sparse plan. */
+void attn_sparse_forward(const attn_sdpa_plan *p, const attn_sdpa_args *a, void *ws);
 
 /* Plan-time checks shared by the forward and backward plans (plan.c). */
 attn_status attn_sdpa_validate(const attn_sdpa_desc *d);

@@ -1,0 +1,622 @@
+/* Sparse SDPA forward: global tokens and block-sparse layouts.
+ *
+ * Query i of batch b sees key j iff
+ *   (window(i, j) OR global_k[b][j] OR global_q[b][i])
+ *   AND j < kv_len_b AND i < q_len_b AND mask AND bias != -inf
+ *   AND layout[h][i / bs][j / bs] != 0 (with a layout).
+ *
+ * A work item is (batch b, query head h, block of sp_rows query rows);
+ * with a layout the block lies inside one block row (sp_rows divides the
+ * block size), so its rows share their layout row.  The rows of an item
+ * split into groups of consecutive rows that are all global queries or all
+ * not.  A group's candidate keys are a union of maximal runs of keys
+ * (attn_krun): for ordinary rows the union of their windows plus the global
+ * keys, for global rows every key, both cut to the layout's visible blocks
+ * and to kv_len.  The runs are walked in tiles of up to bk keys; a tile is
+ * a list of segments (pieces of runs), and per tile the group does one
+ * online-softmax step as forward.c does:
+ *
+ *   S[:, seg] = scale Q K_seg^T                  (one sgemm per segment)
+ *   per row: keys it does not see -> -inf; bias, mask, max on the rest
+ *   c = exp(m - m');  S = exp(S - m');  l = c l + rowsum S
+ *   O = c O + sum over segments S[:, seg] V_seg  (one sgemm per segment)
+ *
+ * Keys, mask and bias entries outside the candidate runs are never read,
+ * so hidden blocks cost nothing.  Items are run heaviest first (their cost
+ * is rows x candidate keys, counted per execute), each by one thread, with
+ * outputs owned by the item: the result does not depend on the thread
+ * count or the schedule. */
+#include "sdpa/sdpa.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The sparse fields took three int64 slots of reserved[] (13 -> 10): the
+ * descs keep their size and the ABI of the fields before them (x86-64). */
+#if defined(__x86_64__) && defined(__LP64__)
+_Static_assert(sizeof(attn_sdpa_desc) == 448, "attn_sdpa_desc changed size");
+_Static_assert(sizeof(attn_mha_desc) == 352, "attn_mha_desc changed size");
+#endif
+
+attn_status attn_sparse_validate(int layout_per_head, int reserved_flags, int64_t block_size)
+{
+    if (reserved_flags != 0)
+        return ATTN_ERR_BAD_OPTION;
+    if (layout_per_head != 0 && layout_per_head != 1)
+        return ATTN_ERR_BAD_OPTION;
+    if (block_size == 0)
+        return layout_per_head ? ATTN_ERR_BAD_OPTION : ATTN_OK;
+    if (block_size < 16 || block_size > 256 || (block_size & (block_size - 1)) != 0)
+        return ATTN_ERR_BAD_OPTION;
+    return ATTN_OK;
+}
+
+/* The first nonzero byte of p in [j, end), or end. */
+static int64_t next_nonzero(const uint8_t *p, int64_t j, int64_t end)
+{
+    while (j < end && (j & 7)) {
+        if (p[j])
+            return j;
+        j++;
+    }
+    while (end - j >= 8) {
+        uint64_t w;
+        memcpy(&w, p + j, sizeof w);
+        if (w)
+            break;
+        j += 8;
+    }
+    while (j < end && !p[j])
+        j++;
+    return j;
+}
+
+int attn_krun_next(attn_krun *r, int64_t *s, int64_t *e)
+{
+    const int64_t end = r->kvlen, bs = r->bs;
+    int64_t j = r->j;
+    /* the start: the first candidate key at or after j */
+    for (;;) {
+        if (j >= end) {
+            r->j = end;
+            return 0;
+        }
+        if (r->lay && !r->lay[j / bs]) {
+            j = (j / bs + 1) * bs;
+            continue;
+        }
+        if (j >= r->wlo && j < r->whi)
+            break;
+        int64_t lim = r->lay ? (j / bs + 1) * bs : end;
+        if (lim > end)
+            lim = end;
+        if (j < r->wlo && r->wlo < lim && r->wlo < r->whi)
+            lim = r->wlo;
+        if (r->gk) {
+            int64_t x = next_nonzero(r->gk, j, lim);
+            if (x < lim) {
+                j = x;
+                break;
+            }
+        }
+        j = lim;
+    }
+    const int64_t s0 = j;
+    /* the end: extend over candidates */
+    while (j < end) {
+        if (r->lay && !r->lay[j / bs])
+            break;
+        int64_t bend = r->lay ? (j / bs + 1) * bs : end;
+        if (bend > end)
+            bend = end;
+        if (j >= r->wlo && j < r->whi) {
+            j = r->whi < bend ? r->whi : bend;
+            continue;
+        }
+        if (r->gk && r->gk[j]) {
+            int64_t lim = bend;
+            if (j < r->wlo && r->wlo < lim)
+                lim = r->wlo;
+            while (j < lim && r->gk[j])
+                j++;
+            continue;
+        }
+        break;
+    }
+    *s = s0;
+    *e = j;
+    r->j = j;
+    return 1;
+}
+
+int64_t attn_vis_next(const uint8_t *gk, int all, int64_t lo, int64_t hi, int64_t j,
+                      int64_t end, int64_t *stop)
+{
+    if (all) {
+        *stop = end;
+        return j < end ? j : end;
+    }
+    for (;;) {
+        if (j >= end) {
+            *stop = end;
+            return end;
+        }
+        if (j >= lo && j < hi)
+            break;
+        if (gk) {
+            if (gk[j])
+                break;
+            j++;
+        } else {
+            j = j < lo && lo < hi ? lo : end;
+        }
+    }
+    const int64_t a = j;
+    while (j < end) {
+        if (j >= lo && j < hi) {
+            j = hi < end ? hi : end;
+            continue;
+        }
+        if (gk && gk[j]) {
+            j++;
+            continue;
+        }
+        break;
+    }
+    *stop = j;
+    return a;
+}
+
+/* ------------------------------------------------------------------------ */
+
+typedef struct swork {
+    float *s;        /* sp_rows x bk score tile */
+    int64_t *lo, *hi;
+    float *mrow, *lrow, *corr;
+    attn_kseg *seg;
+    float *kg, *vg;  /* gathered K and V rows of the short segments, or NULL */
+} swork;
+
+static int64_t qlen_of(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b)
+{
+    return p->d.use_q_lens ? a->q_lens[b] : p->d.q_len;
+}
+
+static int64_t kvlen_of(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b)
+{
+    return p->d.use_kv_lens ? a->kv_lens[b] : p->d.kv_len;
+}
+
+static float *probs_row(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
+                        int64_t i)
+{
+    const attn_view *v = &p->d.probs;
+    return a->probs + b * v->batch + h * v->head + i * v->seq;
+}
+
+static float *lse_at(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
+                     int64_t i)
+{
+    const attn_view *v = &p->d.lse;
+    return a->lse + b * v->batch + h * v->head + i * v->seq;
+}
+
+static float *o_row(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
+                    int64_t i)
+{
+    const attn_view *v = &p->d.o;
+    return a->o + b * v->batch + h * v->head + i * v->seq;
+}
+
+/* The layout row of block row I of query head h, or NULL without one. */
+static const uint8_t *layout_row(const attn_sdpa_plan *p, const uint8_t *layout, int64_t h,
+                                 int64_t I)
+{
+    if (!p->d.block_size)
+        return NULL;
+    const int64_t hh = p->d.layout_per_head ? h : 0;
+    return layout + (hh * p->nb + I) * p->mb;
+}
+
+/* One group of an item: rows [r0, r1) (local), all global queries or all
+ * not, and their candidate-key stream. */
+typedef struct sgroup {
+    int64_t r0, r1;
+    int global;
+    attn_krun kr;
+} sgroup;
+
+/* The rows of item (b, h, rb) and its next group starting at local row r0
+ * (rows < qlen only); the row ranges are in w->lo, w->hi.  Returns 0 when
+ * no rows are left. */
+static int next_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, const swork *w,
+                      int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t kvlen,
+                      int64_t r0, sgroup *g)
+{
+    if (r0 >= rows)
+        return 0;
+    const uint8_t *gq = p->d.use_global_q ? a->global_q + b * p->d.q_len : NULL;
+    const int glob = gq && gq[i0 + r0];
+    int64_t r1 = r0 + 1;
+    while (r1 < rows && (gq && gq[i0 + r1]) == glob)
+        r1++;
+    g->r0 = r0;
+    g->r1 = r1;
+    g->global = glob;
+    g->kr.lay = layout_row(p, a->layout, h, p->d.block_size ? i0 / p->d.block_size : 0);
+    g->kr.bs = p->d.block_size ? p->d.block_size : 1;
+    g->kr.kvlen = kvlen;
+    g->kr.j = 0;
+    if (glob) {
+        g->kr.gk = NULL;
+        g->kr.wlo = 0;
+        g->kr.whi = kvlen;
+    } else {
+        g->kr.gk = p->d.use_global_k ? a->global_k + b * p->d.kv_len : NULL;
+        int64_t lo = INT64_MAX, hi = 0;
+        for (int64_t r = r0; r < r1; r++)
+            if (w->lo[r] < w->hi[r]) {
+                if (w->lo[r] < lo) lo = w->lo[r];
+                if (w->hi[r] > hi) hi = w->hi[r];
+            }
+        g->kr.wlo = lo == INT64_MAX ? 0 : lo;
+        g->kr.whi = lo == INT64_MAX ? 0 : hi;
+    }
+    return 1;
+}
+
+/* Window ranges of the item's rows [0, rows). */
+static void item_ranges(const attn_sdpa_plan *p, swork *w, int64_t qlen, int64_t kvlen,
+                        int64_t i0, int64_t rows)
+{
+    for (int64_t r = 0; r < rows; r++)
+        attn_row_range(p->d.align, p->window_left, p->window_right, qlen, kvlen, i0 + r, &w->lo[r],
+                       &w->hi[r]);
+}
+
+/* Fill a tile with up to bk keys of the stream (s, e the current run);
+ * returns the number of columns (0 at the end).  With gather, the long
+ * segments take the first columns and the short ones (fewer than
+ * ATTN_GATHER_SHORT keys) the last, from *cshort on; otherwise the columns
+ * follow the keys and *cshort = cols. */
+static int64_t fill_tile(attn_krun *kr, int64_t *s, int64_t *e, int *have, attn_kseg *seg,
+                         int64_t bk, int64_t *nseg, int gather, int64_t *cshort)
+{
+    int64_t cols = 0, ns = 0;
+    while (*have && cols < bk) {
+        int64_t take = *e - *s < bk - cols ? *e - *s : bk - cols;
+        seg[ns].c0 = cols;
+        seg[ns].j0 = *s;
+        seg[ns].len = take;
+        ns++;
+        cols += take;
+        *s += take;
+        if (*s == *e)
+            *have = attn_krun_next(kr, s, e);
+    }
+    *nseg = ns;
+    *cshort = cols;
+    if (gather) {
+        int64_t c = 0;
+        for (int64_t x = 0; x < ns; x++)
+            if (seg[x].len >= ATTN_GATHER_SHORT) {
+                seg[x].c0 = c;
+                c += seg[x].len;
+            }
+        *cshort = c;
+        for (int64_t x = 0; x < ns; x++)
+            if (seg[x].len < ATTN_GATHER_SHORT) {
+                seg[x].c0 = c;
+                c += seg[x].len;
+            }
+    }
+    return cols;
+}
+
+/* Gather the rows of the short segments (columns [cshort, cols)) of a
+ * [rows][ld] matrix into dst [cols - cshort][width]. */
+static void gather_rows(float *dst, const float *src, int64_t ld, int64_t width,
+                        const attn_kseg *seg, int64_t nseg, int64_t cshort)
+{
+    for (int64_t x = 0; x < nseg; x++) {
+        if (seg[x].c0 < cshort)
+            continue;
+        for (int64_t t = 0; t < seg[x].len; t++)
+            memcpy(dst + (seg[x].c0 - cshort + t) * width, src + (seg[x].j0 + t) * ld,
+                   (size_t)width * sizeof(float));
+    }
+}
+
+/* One tile of a group: rows [g->r0, g->r1) of item (b, h, i0). */
+static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
+                     const sgroup *g, int64_t b, int64_t h, int64_t i0, const attn_kseg *seg,
+                     int64_t nseg, int64_t cols, int64_t cshort)
+{
+    const attn_sdpa_desc *d = &p->d;
+    const attn_kernels *kern = p->kern;
+    const int64_t bk = p->bk, hk = h / p->group, nr = g->r1 - g->r0;
+    const int drop = d->mask_mode == ATTN_MASK_DROP_NONZERO;
+    const float *q = a->q + b * d->q.batch + h * d->q.head + (i0 + g->r0) * d->q.seq;
+    const float *k = a->k + b * d->k.batch + hk * d->k.head;
+    const float *v = a->v + b * d->v.batch + hk * d->v.head;
+    float *o = o_row(p, a, b, h, i0 + g->r0);
+    const uint8_t *gk = g->kr.gk;
+
+    const int64_t ng = cols - cshort;   /* gathered columns */
+    for (int64_t x = 0; x < nseg; x++)
+        if (seg[x].c0 < cshort)
+            attn_sgemm(1, (int)nr, (int)seg[x].len, (int)d->qk_dim, p->scale, q, (int)d->q.seq,
+                       k + seg[x].j0 * d->k.seq, (int)d->k.seq, 0.0f, w->s + seg[x].c0, (int)bk);
+    if (ng > 0) {
+        gather_rows(w->kg, k, d->k.seq, d->qk_dim, seg, nseg, cshort);
+        attn_sgemm(1, (int)nr, (int)ng, (int)d->qk_dim, p->scale, q, (int)d->q.seq, w->kg,
+                   (int)d->qk_dim, 0.0f, w->s + cshort, (int)bk);
+    }
+
+    for (int64_t r = g->r0; r < g->r1; r++) {
+        const int64_t i = i0 + r;
+        float *sr = w->s + (r - g->r0) * bk;
+        const float *brow = d->use_bias
+            ? a->bias + b * d->bias.batch + h * d->bias.head + i * d->bias.seq : NULL;
+        const uint8_t *mrow = d->mask_mode != ATTN_MASK_NONE
+            ? a->mask + b * d->mask.batch + h * d->mask.head + i * d->mask.seq : NULL;
+        float mt = -INFINITY;
+        int nan = 0;
+        for (int64_t x = 0; x < nseg; x++) {
+            const int64_t j0 = seg[x].j0, j1 = j0 + seg[x].len;
+            float *sc = sr + seg[x].c0;   /* sc[j - j0]: the score of key j */
+            int64_t j = j0;
+            while (j < j1) {
+                int64_t stop;
+                const int64_t va = attn_vis_next(gk, g->global, w->lo[r], w->hi[r], j, j1, &stop);
+                for (; j < va; j++)
+                    sc[j - j0] = -INFINITY;
+                if (va >= j1)
+                    break;
+                float mx = kern->prep_max(sc + (va - j0), stop - va, brow ? brow + va : NULL,
+                                          mrow ? mrow + va : NULL, drop);
+                if (mx != mx)
+                    nan = 1;
+                else if (mx > mt)
+                    mt = mx;
+                j = stop;
+            }
+            if (d->want_probs)
+                memcpy(probs_row(p, a, b, h, i) + j0, sc, (size_t)seg[x].len * sizeof(float));
+        }
+        if (nan)
+            mt = NAN;
+        float mold = w->mrow[r];
+        float mnew = mt > mold ? mt : mold;
+        if (mt != mt || mold != mold) {
+            memset(sr, 0, (size_t)cols * sizeof(float));
+            w->mrow[r] = w->lrow[r] = w->corr[r] = NAN;
+            continue;
+        }
+        if (mnew == -INFINITY) {
+            memset(sr, 0, (size_t)cols * sizeof(float));
+            w->corr[r] = 1.0f;
+            continue;
+        }
+        float c = mold == -INFINITY ? 0.0f : attn_exp_scalar(mold - mnew);
+        float sum = kern->exp_sum(sr, cols, mnew);
+        if (p->dropout)
+            for (int64_t x = 0; x < nseg; x++)
+                kern->dropout_row(&p->drop, sr + seg[x].c0, b, h, i, seg[x].j0, seg[x].len);
+        w->lrow[r] = w->lrow[r] * c + sum;
+        w->mrow[r] = mnew;
+        w->corr[r] = c;
+    }
+    for (int64_t r = g->r0; r < g->r1; r++)
+        if (w->corr[r] != 1.0f)
+            kern->scale(o + (r - g->r0) * d->o.seq, d->v_dim, w->corr[r]);
+    for (int64_t x = 0; x < nseg; x++)
+        if (seg[x].c0 < cshort)
+            attn_sgemm(0, (int)nr, (int)d->v_dim, (int)seg[x].len, 1.0f, w->s + seg[x].c0,
+                       (int)bk, v + seg[x].j0 * d->v.seq, (int)d->v.seq, 1.0f, o, (int)d->o.seq);
+    if (ng > 0) {
+        gather_rows(w->vg, v, d->v.seq, d->v_dim, seg, nseg, cshort);
+        attn_sgemm(0, (int)nr, (int)d->v_dim, (int)ng, 1.0f, w->s + cshort, (int)bk, w->vg,
+                   (int)d->v_dim, 1.0f, o, (int)d->o.seq);
+    }
+}
+
+/* Finish the rows of a group: O /= l, lse, and the probabilities over the
+ * group's candidate runs (the rest of each P row is 0 already). */
+static void finish_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
+                         const sgroup *g, int64_t b, int64_t h, int64_t i0)
+{
+    const attn_sdpa_desc *d = &p->d;
+    const attn_kernels *kern = p->kern;
+    for (int64_t r = g->r0; r < g->r1; r++) {
+        const int64_t i = i0 + r;
+        const float l = w->lrow[r];
+        float *orow = o_row(p, a, b, h, i);
+        const int empty = l == 0.0f;
+        const float lse = empty ? -INFINITY : w->mrow[r] + logf(l);
+        if (empty)
+            memset(orow, 0, (size_t)d->v_dim * sizeof(float));
+        else
+            kern->scale(orow, d->v_dim, 1.0f / l);
+        if (d->want_lse)
+            *lse_at(p, a, b, h, i) = lse;
+        if (d->want_probs) {
+            float *pr = probs_row(p, a, b, h, i);
+            attn_krun kr = g->kr;
+            kr.j = 0;
+            int64_t s, e;
+            while (attn_krun_next(&kr, &s, &e)) {
+                if (lse == -INFINITY) {
+                    memset(pr + s, 0, (size_t)(e - s) * sizeof(float));
+                    continue;
+                }
+                kern->exp_store(pr + s, pr + s, e - s, lse);
+                if (p->dropout && lse > -INFINITY)
+                    kern->dropout_row(&p->drop, pr + s, b, h, i, s, e - s);
+            }
+        }
+    }
+}
+
+static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
+                            int64_t it)
+{
+    const attn_sdpa_desc *d = &p->d;
+    const int64_t rb = it % p->sp_nrb, bh = it / p->sp_nrb;
+    const int64_t b = bh / d->q_heads, h = bh % d->q_heads;
+    const int64_t n = d->q_len, dv = d->v_dim;
+    const int64_t i0 = rb * p->sp_rows;
+    const int64_t i1 = i0 + p->sp_rows < n ? i0 + p->sp_rows : n;
+    const int64_t qlen = qlen_of(p, a, b), kvlen = kvlen_of(p, a, b);
+    const int64_t ie = i1 < qlen ? i1 : (i0 > qlen ? i0 : qlen);
+    for (int64_t i = ie; i < i1; i++) {
+        memset(o_row(p, a, b, h, i), 0, (size_t)dv * sizeof(float));
+        if (d->want_probs)
+            memset(probs_row(p, a, b, h, i), 0, (size_t)d->kv_len * sizeof(float));
+        if (d->want_lse)
+            *lse_at(p, a, b, h, i) = -INFINITY;
+    }
+    const int64_t rows = ie - i0;
+    if (rows <= 0)
+        return;
+    item_ranges(p, w, qlen, kvlen, i0, rows);
+    for (int64_t r = 0; r < rows; r++) {
+        w->mrow[r] = -INFINITY;
+        w->lrow[r] = 0.0f;
+        memset(o_row(p, a, b, h, i0 + r), 0, (size_t)dv * sizeof(float));
+        if (d->want_probs)
+            memset(probs_row(p, a, b, h, i0 + r), 0, (size_t)d->kv_len * sizeof(float));
+    }
+    sgroup g;
+    for (int64_t r0 = 0; next_group(p, a, w, b, h, i0, rows, kvlen, r0, &g); r0 = g.r1) {
+        attn_krun kr = g.kr;
+        int64_t s = 0, e = 0, nseg, cshort;
+        int have = attn_krun_next(&kr, &s, &e);
+        for (;;) {
+            const int64_t cols =
+                fill_tile(&kr, &s, &e, &have, w->seg, p->bk, &nseg, w->kg != NULL, &cshort);
+            if (cols == 0)
+                break;
+            run_tile(p, a, w, &g, b, h, i0, w->seg, nseg, cols, cshort);
+        }
+        finish_group(p, a, w, &g, b, h, i0);
+    }
+}
+
+/* The cost of an item: rows x candidate keys, summed over its groups. */
+static int64_t item_cost(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w, int64_t it)
+{
+    const attn_sdpa_desc *d = &p->d;
+    const int64_t rb = it % p->sp_nrb, bh = it / p->sp_nrb;
+    const int64_t b = bh / d->q_heads, h = bh % d->q_heads;
+    const int64_t i0 = rb * p->sp_rows;
+    const int64_t i1 = i0 + p->sp_rows < d->q_len ? i0 + p->sp_rows : d->q_len;
+    const int64_t qlen = qlen_of(p, a, b), kvlen = kvlen_of(p, a, b);
+    const int64_t rows = (i1 < qlen ? i1 : qlen) - i0;
+    if (rows <= 0)
+        return 0;
+    item_ranges(p, w, qlen, kvlen, i0, rows);
+    int64_t cost = 0;
+    sgroup g;
+    for (int64_t r0 = 0; next_group(p, a, w, b, h, i0, rows, kvlen, r0, &g); r0 = g.r1) {
+        int64_t s, e, keys = 0;
+        while (attn_krun_next(&g.kr, &s, &e))
+            keys += e - s;
+        cost += (g.r1 - g.r0) * keys;
+    }
+    return cost;
+}
+
+typedef struct sorder {
+    int64_t cost, item;
+} sorder;
+
+/* a before b: heavier first, then lower index (a total order, so the
+ * sorted order is unique). */
+static int order_before(const sorder *a, const sorder *b)
+{
+    return a->cost != b->cost ? a->cost > b->cost : a->item < b->item;
+}
+
+static void sift_down(sorder *v, int64_t root, int64_t n)
+{
+    for (;;) {
+        int64_t c = 2 * root + 1;
+        if (c >= n)
+            return;
+        /* a max-heap of "comes last" */
+        if (c + 1 < n && order_before(&v[c], &v[c + 1]))
+            c++;
+        if (!order_before(&v[root], &v[c]))
+            return;
+        const sorder t = v[root];
+        v[root] = v[c];
+        v[c] = t;
+        root = c;
+    }
+}
+
+/* Heapsort: no allocation (qsort may allocate), O(n log n). */
+static void sort_order(sorder *v, int64_t n)
+{
+    for (int64_t k = n / 2; k-- > 0;)
+        sift_down(v, k, n);
+    for (int64_t end = n - 1; end > 0; end--) {
+        const sorder t = v[0];
+        v[0] = v[end];
+        v[end] = t;
+        sift_down(v, 0, end);
+    }
+}
+
+typedef struct sparse_ctx {
+    const attn_sdpa_plan *p;
+    const attn_sdpa_args *a;
+    void *ws;
+    sorder *order;
+} sparse_ctx;
+
+static void sparse_body(void *arg, int tid)
+{
+    const sparse_ctx *c = arg;
+    const attn_sdpa_plan *p = c->p;
+    char *base = (char *)c->ws + (size_t)tid * p->ws_thread;
+    swork w;
+    w.s = (float *)(void *)base;
+    w.lo = (int64_t *)(void *)(base + p->ws_ranges);
+    w.hi = w.lo + p->bq;
+    w.mrow = (float *)(void *)(base + p->ws_state);
+    w.lrow = w.mrow + p->vrows;
+    w.corr = w.lrow + p->vrows;
+    w.seg = (attn_kseg *)(void *)(base + p->ws_seg);
+    w.kg = p->gather ? (float *)(void *)(base + p->ws_gather) : NULL;
+    w.vg = p->gather ? w.kg + p->bk * p->d.qk_dim : NULL;
+    const int64_t nitems = p->nitems;
+    sorder *order = c->order;
+    /* The cost of every item, then the order (heaviest first, ties by
+     * index: a pure function of the inputs), then the items by a dynamic
+     * schedule.  Which thread runs an item changes nothing in its
+     * outputs. */
+#if ATTN_HAVE_OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (int64_t it = 0; it < nitems; it++) {
+        order[it].cost = item_cost(p, c->a, &w, it);
+        order[it].item = it;
+    }
+#if ATTN_HAVE_OPENMP
+#pragma omp single
+#endif
+    sort_order(order, nitems);
+#if ATTN_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+    for (int64_t k = 0; k < nitems; k++)
+        run_sparse_item(p, c->a, &w, order[k].item);
+}
+
+void attn_sparse_forward(const attn_sdpa_plan *p, const attn_sdpa_args *a, void *ws)
+{
+    sparse_ctx ctx = { p, a, ws, (sorder *)(void *)((char *)ws + p->ws_order) };
+    attn_parallel(&p->blas, p->nthreads, p->nitems, sparse_body, (void *)&ctx);
+}
