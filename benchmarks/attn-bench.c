@@ -20,6 +20,7 @@
 #include "attn.h"
 #include "blas/blas.h"   /* the same internal sgemm attn uses (static library) */
 #include "core/core.h"   /* attn_parallel: the region attn runs its work in */
+#include "bench.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -30,64 +31,57 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct bench_case {
-    const char *id, *name;
-    int64_t B, Hq, Hkv, n, m, d;
-    int causal;    /* top-left causal */
-    int padded;    /* kv lengths m, m - m/8, ... per batch */
-    int mha;       /* the whole layer (d_model = Hq * d), packed in_proj + bias */
-    int extra;     /* not run unless named with --case */
-    int train;     /* forward (with logsumexp) + backward */
-    double dropout;
-} bench_case;
 
 static const bench_case cases[] = {
-    { "S1", "bert-base", 8, 12, 12, 512, 512, 64, 0, 0, 0, 0, 0, 0.0 },
-    { "S2", "gpt2-causal", 4, 12, 12, 1024, 1024, 64, 1, 0, 0, 0, 0, 0.0 },
-    { "S3", "long-causal", 1, 8, 8, 4096, 4096, 64, 1, 0, 0, 0, 0, 0.0 },
-    { "S4", "cross", 8, 8, 8, 128, 1024, 64, 0, 0, 0, 0, 0, 0.0 },
-    { "S5", "decode-gqa", 1, 32, 8, 1, 4096, 128, 0, 0, 0, 0, 0, 0.0 },
-    { "S6", "mha-module", 8, 12, 12, 512, 512, 64, 0, 0, 1, 0, 0, 0.0 },
-    { "S7", "tiny", 32, 8, 8, 64, 64, 32, 0, 0, 0, 0, 0, 0.0 },
-    { "S8", "vit", 8, 12, 12, 197, 197, 64, 0, 0, 0, 0, 0, 0.0 },
-    { "S9", "padded", 8, 12, 12, 512, 512, 64, 0, 1, 0, 0, 0, 0.0 },
+    { "S1", "bert-base", 8, 12, 12, 512, 512, 64, 0, 0, 0, 0, 0, 0.0, K_DENSE },
+    { "S2", "gpt2-causal", 4, 12, 12, 1024, 1024, 64, 1, 0, 0, 0, 0, 0.0, K_DENSE },
+    { "S3", "long-causal", 1, 8, 8, 4096, 4096, 64, 1, 0, 0, 0, 0, 0.0, K_DENSE },
+    { "S4", "cross", 8, 8, 8, 128, 1024, 64, 0, 0, 0, 0, 0, 0.0, K_DENSE },
+    { "S5", "decode-gqa", 1, 32, 8, 1, 4096, 128, 0, 0, 0, 0, 0, 0.0, K_DENSE },
+    { "S6", "mha-module", 8, 12, 12, 512, 512, 64, 0, 0, 1, 0, 0, 0.0, K_DENSE },
+    { "S7", "tiny", 32, 8, 8, 64, 64, 32, 0, 0, 0, 0, 0, 0.0, K_DENSE },
+    { "S8", "vit", 8, 12, 12, 197, 197, 64, 0, 0, 0, 0, 0, 0.0, K_DENSE },
+    { "S9", "padded", 8, 12, 12, 512, 512, 64, 0, 1, 0, 0, 0, 0.0, K_DENSE },
     /* S2 and S3 without their mask: what causality saves */
-    { "S2n", "gpt2-nomask", 4, 12, 12, 1024, 1024, 64, 0, 0, 0, 1, 0, 0.0 },
-    { "S3n", "long-nomask", 1, 8, 8, 4096, 4096, 64, 0, 0, 0, 1, 0, 0.0 },
+    { "S2n", "gpt2-nomask", 4, 12, 12, 1024, 1024, 64, 0, 0, 0, 1, 0, 0.0, K_DENSE },
+    { "S3n", "long-nomask", 1, 8, 8, 4096, 4096, 64, 0, 0, 0, 1, 0, 0.0, K_DENSE },
     /* training: forward with logsumexp, then the backward (dQ, dK, dV) */
-    { "T1", "train-bert", 8, 12, 12, 512, 512, 64, 0, 0, 0, 0, 1, 0.0 },
-    { "T1d", "train-bert-p.1", 8, 12, 12, 512, 512, 64, 0, 0, 0, 0, 1, 0.1 },
-    { "T2", "train-gpt2", 4, 12, 12, 1024, 1024, 64, 1, 0, 0, 0, 1, 0.0 },
+    { "T1", "train-bert", 8, 12, 12, 512, 512, 64, 0, 0, 0, 0, 1, 0.0, K_DENSE },
+    { "T1d", "train-bert-p.1", 8, 12, 12, 512, 512, 64, 0, 0, 0, 0, 1, 0.1, K_DENSE },
+    { "T2", "train-gpt2", 4, 12, 12, 1024, 1024, 64, 1, 0, 0, 0, 1, 0.0, K_DENSE },
     /* the whole layer: train_forward (saving the context), then backward */
-    { "T3", "train-mha", 8, 12, 12, 512, 512, 64, 0, 0, 1, 0, 1, 0.0 },
+    { "T3", "train-mha", 8, 12, 12, 512, 512, 64, 0, 0, 1, 0, 1, 0.0, K_DENSE },
+    /* long sequences (only when named; --case L1 names every L1-*): linear
+     * attention against dense causal SDPA, window + global tokens and
+     * BigBird against dense SDPA with the same mask (long.c) */
+    { "L1-1k", "linear-causal", 1, 8, 8, 1024, 1024, 64, 1, 0, 0, 1, 0, 0.0, K_LINEAR },
+    { "L1-4k", "linear-causal", 1, 8, 8, 4096, 4096, 64, 1, 0, 0, 1, 0, 0.0, K_LINEAR },
+    { "L1-16k", "linear-causal", 1, 8, 8, 16384, 16384, 64, 1, 0, 0, 1, 0, 0.0, K_LINEAR },
+    { "L1-64k", "linear-causal", 1, 8, 8, 65536, 65536, 64, 1, 0, 0, 1, 0, 0.0, K_LINEAR },
+    { "X1-4k", "longformer", 1, 8, 8, 4096, 4096, 64, 0, 0, 0, 1, 0, 0.0, K_GLOBAL },
+    { "X1-16k", "longformer", 1, 8, 8, 16384, 16384, 64, 0, 0, 0, 1, 0, 0.0, K_GLOBAL },
+    { "X1-64k", "longformer", 1, 8, 8, 65536, 65536, 64, 0, 0, 0, 1, 0, 0.0, K_GLOBAL },
+    { "X2-4k", "bigbird", 1, 8, 8, 4096, 4096, 64, 0, 0, 0, 1, 0, 0.0, K_BIGBIRD },
+    { "X2-16k", "bigbird", 1, 8, 8, 16384, 16384, 64, 0, 0, 0, 1, 0, 0.0, K_BIGBIRD },
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
-typedef struct result {
-    int ok;
-    double ms_median, ms_min, ms_max;
-    double ms_fwd, ms_bwd;     /* training cases: medians of each half */
-    double max_err;
-    size_t workspace;
-    long peak_rss_kb;
-    char error[96];
-} result;
 
-static double now_ms(void)
+double now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-static int cmp_double(const void *a, const void *b)
+int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static float frand(void)
+float frand(void)
 {
     rng_state ^= rng_state << 13;
     rng_state ^= rng_state >> 7;
@@ -95,7 +89,7 @@ static float frand(void)
     return (float)((rng_state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
 
-static float *alloc_fill(size_t count, int fill)
+float *alloc_fill(size_t count, int fill)
 {
     float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
     if (p && fill)
@@ -433,7 +427,7 @@ static void naive_bwd_body(void *arg, int tid)
 
 /* A training case's times (forward, backward, both; runs each) into res:
  * the medians of each, and the range of both. */
-static double median_sorted(double *t, int runs)
+double median_sorted(double *t, int runs)
 {
     qsort(t, (size_t)runs, sizeof *t, cmp_double);
     return runs % 2 ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
@@ -632,6 +626,10 @@ static void run_train_case(const bench_case *c, int impl, int nthreads, int runs
 /* Runs in the child: impl 0 = attn, 1 = naive. */
 static void run_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
 {
+    if (c->kind != K_DENSE) {
+        run_long_case(c, impl, nthreads, runs, res);
+        return;
+    }
     if (c->mha && c->train) {
         run_mha_train_case(c, impl, nthreads, runs, res);
         return;
@@ -880,12 +878,14 @@ int main(int argc, char **argv)
         for (int ci = 0; ci < NCASES; ci++) {
             const bench_case *c = &cases[ci];
             int sel = !nwant && !c->extra;
-            for (int w = 0; w < nwant; w++)
-                sel |= !strcmp(want[w], c->id);
+            for (int w = 0; w < nwant; w++) {
+                const size_t wl = strlen(want[w]);
+                sel |= !strcmp(want[w], c->id) || (!strncmp(want[w], c->id, wl) && c->id[wl] == '-');
+            }
             if (!sel)
                 continue;
             double full = 4.0 * c->B * c->Hq * c->n * c->m * c->d + proj_flops(c);
-            double useful = useful_flops(c);
+            double useful = c->kind == K_DENSE ? useful_flops(c) : long_useful_flops(c, 0);
             double attn_ms = 0;
             /* the naive path has no dropout and no layer backward */
             const int naive_too = do_naive && !(c->train && (c->mha || c->dropout > 0));
@@ -893,11 +893,16 @@ int main(int argc, char **argv)
                 job j = { c, impl, nt, quick ? 5 : runs };
                 result r;
                 in_child(job_fn, &j, &r);
-                const char *iname = impl ? "naive" : "attn";
+                const char *iname = !impl ? "attn" : c->kind == K_DENSE ? "naive" : long_other_name(c);
                 if (!r.ok) {
-                    printf("%-4s %-12s %-5s failed: %s\n", c->id, c->name, iname, r.error);
+                    if (json)
+                        continue;
+                    printf("%-4s %-12s %-5s %s: %s\n", c->id, c->name, iname,
+                           r.skipped ? "skipped" : "failed", r.error);
                     continue;
                 }
+                if (c->kind != K_DENSE)   /* each path's own useful FLOPs */
+                    full = useful = long_useful_flops(c, impl);
                 if (c->train) {
                     /* forward, backward (2.5x the forward's FLOPs), both */
                     const char *part[3] = { "fwd", "bwd", "f+b" };
@@ -944,13 +949,16 @@ int main(int argc, char **argv)
                 if (impl == 0)
                     attn_ms = r.ms_median;
                 if (json) {
+                    char err[32] = "null";   /* JSON has no NaN */
+                    if (r.max_err == r.max_err)
+                        snprintf(err, sizeof err, "%.3g", r.max_err);
                     printf("{\"case\":\"%s\",\"name\":\"%s\",\"threads\":%d,\"impl\":\"%s\","
                            "\"ms_median\":%.4f,\"ms_min\":%.4f,\"ms_max\":%.4f,\"gflops\":%.2f,"
                            "\"gflops_useful\":%.2f,\"sgemm_gflops\":%.2f,\"frac_sgemm\":%.4f,"
-                           "\"workspace_bytes\":%zu,\"peak_rss_bytes\":%ld,\"max_err\":%.3g,"
+                           "\"workspace_bytes\":%zu,\"peak_rss_bytes\":%ld,\"max_err\":%s,"
                            "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
                            c->id, c->name, nt, iname, r.ms_median, r.ms_min, r.ms_max, gf, gfu, rate,
-                           rate > 0 ? gfu / rate : 0, r.workspace, r.peak_rss_kb * 1024, r.max_err,
+                           rate > 0 ? gfu / rate : 0, r.workspace, r.peak_rss_kb * 1024, err,
                            bi.loaded, bi.kernel, bi.simd);
                 } else {
                     char sp[16] = "";
@@ -970,6 +978,11 @@ int main(int argc, char **argv)
                "dV), counted as 2.5x the forward's useful FLOPs (T3: plus 2x the projections'); "
                "f+b/fwd is the ratio of their times; max_err: |attn - naive| over dQ, dK, dV (T1, T2; "
                "the naive path has no dropout and no layer backward).\n");
+        printf("\nL1, X1, X2 (long sequences, only when named): dense is attn's dense SDPA (causal "
+               "for L1, with the same visible set as an element mask for X1 and X2), up to n = 16k; "
+               "GF/s counts each path's useful FLOPs (linear: 4 d^2 + 2 d * 64 a row; sparse and "
+               "masked dense: 4 d per visible (i, j)); max_err: against float64 on 64 sampled "
+               "rows per head.\n");
         printf("\nGF/s: on 4*B*Hq*n*m*d (S6: plus the four projections, 8*B*L*E^2); GF/s_u and "
                "%%sgemm: on the useful FLOPs (causal and padding excluded); speedup: naive ms / attn "
                "ms; max_err: |attn - naive| over O (S6: over Y).\n");

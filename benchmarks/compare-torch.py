@@ -40,6 +40,15 @@ EXTRA = {  # only when named: S2 and S3 without their mask
     "S3n": (1, 8, 8, 4096, 4096, 64, False, False),
 }
 CASES.update(EXTRA)
+# Long sequences (B = 1, H = 8, d = 64; as in attn-bench's long.c): id:
+# (kind, n).  PyTorch runs causal linear attention written with cumsum, and
+# dense SDPA with the same visible set as a bool mask, head by head (its
+# n x n scores would not fit otherwise), up to TORCH_DENSE_MAX_N.
+LONG = {"L1-1k": ("linear", 1024), "L1-4k": ("linear", 4096), "L1-16k": ("linear", 16384),
+        "L1-64k": ("linear", 65536), "X1-4k": ("global", 4096), "X1-16k": ("global", 16384),
+        "X1-64k": ("global", 65536), "X2-4k": ("bigbird", 4096), "X2-16k": ("bigbird", 16384)}
+LONG_GROUPS = {"L1", "X1", "X2"}
+TORCH_DENSE_MAX_N = 16384
 # Training cases: forward + backward (autograd in PyTorch); id: (shape of
 # the S case, dropout_p).
 TRAIN = {"T1": ("S1", 0.0), "T1d": ("S1", 0.1), "T2": ("S2", 0.0), "T3": ("S6", 0.0)}
@@ -193,6 +202,68 @@ def time_train(torch, sdpa, case, threads, runs, attn):
     return statistics.median(tf), statistics.median(tb), err
 
 
+def torch_linear_causal(torch, q, k, v, eps=1e-6):
+    """Causal linear attention, phi = elu + 1, the cumsum way: per head the
+    prefix sums of phi(k_j) v_j^T ([n][dk][dv]) and of phi(k_j)."""
+    F = torch.nn.functional
+    out = torch.empty_like(v)
+    for h in range(q.shape[0]):
+        pq, pk = F.elu(q[h]) + 1, F.elu(k[h]) + 1
+        s = torch.cumsum(pk[:, :, None] * v[h][:, None, :], dim=0)
+        z = torch.cumsum(pk, dim=0)
+        out[h] = torch.einsum("nd,nde->ne", pq, s) / ((pq * z).sum(-1, keepdim=True) + eps)
+    return out
+
+
+def long_mask(torch, kind, n, lib):
+    """The visible set of X1 or X2 as an [n][n] bool mask (True = seen).
+    X2's BigBird layout comes from attn_layout_bigbird (so both sides use
+    the same random blocks)."""
+    i = torch.arange(n)
+    if kind == "global":   # window 256 + 256, 32 global tokens both ways
+        g = i % (n // 32) == 0
+        return ((i[:, None] - i[None, :]).abs() <= 256) | g[:, None] | g[None, :]
+    import ctypes as C
+    if lib is None:
+        raise RuntimeError("X2 needs libattn (--lib) for attn_layout_bigbird")
+    nb = (n + 63) // 64
+    lay = (C.c_uint8 * (nb * nb))()
+    fn = lib.attn_layout_bigbird
+    fn.restype = C.c_int
+    fn.argtypes = [C.c_void_p, C.c_int64, C.c_int64, C.c_int64, C.c_int64, C.c_int64,
+                   C.c_uint64]
+    if fn(lay, nb, nb, 3, 2, 3, 2020) != 0:
+        raise RuntimeError("attn_layout_bigbird failed")
+    blocks = torch.tensor(list(lay), dtype=torch.bool).reshape(nb, nb)
+    return blocks.repeat_interleave(64, 0).repeat_interleave(64, 1)[:n, :n]
+
+
+def time_long(torch, sdpa, case, threads, runs, lib):
+    """PyTorch on a long-sequence case: (median, min, max) ms, or None
+    where its dense path would not fit."""
+    kind, n = LONG[case]
+    if kind != "linear" and n > TORCH_DENSE_MAX_N:
+        return None
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.rand(8, n, 64, generator=g) * 2 - 1 for _ in range(3))
+    if kind == "linear":
+        run = lambda: torch_linear_causal(torch, q, k, v)
+    else:
+        mask = long_mask(torch, kind, n, lib)
+        run = lambda: [sdpa(q[h:h + 1][None], k[h:h + 1][None], v[h:h + 1][None],
+                            mask, False) for h in range(8)]
+    runs = min(runs, 3) if n >= 16384 else runs
+    with torch.no_grad():
+        run()
+        t = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            run()
+            t.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(t), min(t), max(t)
+
+
 def time_mha(torch, case, threads, runs):
     """S6: nn.MultiheadAttention(batch_first=True) self-attention, no weights."""
     B, H, _, L, _, d, _, _ = CASES[case]
@@ -241,7 +312,8 @@ def time_torch(torch, sdpa, case, threads, runs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", default=os.path.join("build", "benchmarks", "attn-bench"))
-    ap.add_argument("--case", action="append", choices=sorted(CASES) + sorted(TRAIN))
+    ap.add_argument("--case", action="append",
+                    choices=sorted(CASES) + sorted(TRAIN) + list(LONG) + sorted(LONG_GROUPS))
     ap.add_argument("--lib", default=os.path.join("build", "lib", "libattn.so"),
                     help="libattn for the gradients' error against PyTorch")
     ap.add_argument("--threads", action="append", type=int)
@@ -251,11 +323,15 @@ def main():
     ap.add_argument("--save-json", help="write every measurement, one JSON object a line")
     args = ap.parse_args()
     cases = args.case or [c for c in CASES if c not in EXTRA] + list(TRAIN)
+    cases = [x for c in cases for x in ([l for l in LONG if l.startswith(c + "-")]
+                                         if c in LONG_GROUPS else [c])]
     threads = args.threads or [1, 2]
     train = [c for c in cases if c in TRAIN]
-    cases = [c for c in cases if c not in TRAIN]
+    long = [c for c in cases if c in LONG]
+    cases = [c for c in cases if c not in TRAIN and c not in LONG]
 
-    rows = run_attn_bench(args.bench, cases + train, threads, args.runs, not args.no_naive)
+    rows = run_attn_bench(args.bench, cases + train + long, threads, args.runs,
+                          not args.no_naive)
     try:
         import torch
         sdpa = torch_sdpa(torch)
@@ -275,6 +351,20 @@ def main():
                 med, lo, hi = time_torch(torch, sdpa, c, t, args.runs)
                 rows.append({"case": c, "threads": t, "impl": "torch", "ms_median": med,
                              "ms_min": lo, "ms_max": hi, "gflops": flops / (med * 1e6)})
+
+    if torch is not None and sdpa is not None and long:
+        import ctypes
+        try:
+            lib = ctypes.CDLL(args.lib)
+        except OSError as e:
+            print("no %s (%s): no X2 in PyTorch" % (args.lib, e), file=sys.stderr)
+            lib = None
+        for c in long:
+            for t in threads:
+                got = time_long(torch, sdpa, c, t, args.runs, lib)
+                if got:
+                    rows.append({"case": c, "threads": t, "impl": "torch", "ms_median": got[0],
+                                 "ms_min": got[1], "ms_max": got[2]})
 
     trows = []
     if torch is not None and sdpa is not None and train:
@@ -329,6 +419,31 @@ def main():
                     "%.2fx" % (tfb / fb) if tfb else "-",
                     "%.2g" % tr["err"] if tr and tr["err"] is not None else "-"))
         rows += trows
+    if long:
+        print("\nlong sequences (ms; dense = attn's dense SDPA, causal for L1, with the same "
+              "mask for X1/X2; torch = cumsum linear attention for L1, dense SDPA with the "
+              "mask for X1/X2):")
+        print("%-7s %3s %10s %7s %10s %10s %9s %9s %10s" % (
+            "case", "thr", "attn ms", "%sgemm", "dense ms", "torch ms", "vs dense", "vs torch",
+            "max_err"))
+        by = {(r["case"], r["threads"], r["impl"]): r for r in rows}
+        for c in long:
+            for t in threads:
+                a = by.get((c, t, "attn"))
+                if not a:
+                    continue
+                dn, tr = by.get((c, t, "dense")), by.get((c, t, "torch"))
+                fmt = lambda r: "%10.2f" % r["ms_median"] if r else "%10s" % "-"
+                sp = lambda r: "%8.2fx" % (r["ms_median"] / a["ms_median"]) if r else "%9s" % "-"
+                print("%-7s %3d %s %6.0f%% %s %s %s %s %10.2g" % (
+                    c, t, fmt(a), 100 * a.get("frac_sgemm", 0), fmt(dn), fmt(tr), sp(dn),
+                    sp(tr), a.get("max_err", float("nan"))))
+        for grp, lo, hi in (("L1", "L1-4k", "L1-64k"), ("X1", "X1-4k", "X1-64k")):
+            for t in threads:
+                a, b = by.get((lo, t, "attn")), by.get((hi, t, "attn"))
+                if a and b:
+                    print("%s %d thread%s: time(64k) / time(4k) = %.1f (target <= 18)" % (
+                        grp, t, "s" if t > 1 else "", b["ms_median"] / a["ms_median"]))
     if args.save_json:
         with open(args.save_json, "w") as f:
             for r in rows:

@@ -6,7 +6,12 @@
  *    heads, one attn_sdpa() call that also returns the probabilities, shown
  *    as a heatmap per head.
  * 2. The same with causal attention (window_right = 0, top-left aligned).
- * 3. A timed case (B=8, H=12, n=m=512, d=64, BHSD, no mask): plan once,
+ * 3. Sparse attention next to dense: a window of one word on each side plus
+ *    "The" as a global token (Longformer's pattern), probabilities side by
+ *    side with the dense ones.
+ * 4. Linear attention (elu + 1 feature map) next to softmax attention: its
+ *    implied weights and its output beside softmax's.
+ * 5. A timed case (B=8, H=12, n=m=512, d=64, BHSD, no mask): plan once,
  *    execute repeatedly, median time and GFLOP/s, and the BLAS in use.
  *
  * Usage: attn-demo [--no-bench] [--threads N]
@@ -235,31 +240,67 @@ static void print_heatmaps(const char *title, const float *probs)
     printf("\n  shade \" .:-=+*#%%@\" = probability 0 .. 1; \"0\" = not visible\n\n");
 }
 
+/* The sentence's Q, K, V: [S][H][D] row-major (one batch), BSHD views. */
+typedef struct qkv { float q[NTOK][DMODEL], k[NTOK][DMODEL], v[NTOK][DMODEL]; } qkv;
+
+static void sentence_qkv(qkv *t)
+{
+    float x[NTOK][DMODEL], wq[DMODEL][DMODEL], wk[DMODEL][DMODEL], wv[DMODEL][DMODEL];
+    rng_state = 42;
+    build_inputs(x, wq, wk, wv);
+    project(t->q, x, wq);
+    project(t->k, x, wk);
+    project(t->v, x, wv);
+}
+
+/* An SDPA desc over the sentence that returns P [1][H][n][m]. */
+static void sentence_desc(attn_sdpa_desc *d, int threads)
+{
+    CHECK(attn_sdpa_desc_init(d));
+    d->batch = 1;
+    d->q_heads = d->kv_heads = NHEAD;
+    d->q_len = d->kv_len = NTOK;
+    d->qk_dim = d->v_dim = DHEAD;
+    d->q = d->k = d->v = d->o = attn_view_bshd(NHEAD, NTOK, DHEAD);
+    d->want_probs = 1;
+    d->probs = attn_view_bhsd(NHEAD, NTOK, NTOK);
+    d->threads = threads;
+}
+
+/* Two [NTOK][NTOK] maps of one head side by side. */
+static void print_pair(int head, const char *lname, const float *l, const char *rname,
+                       const float *r)
+{
+    printf("\n  head %d  %-46s   %s\n  %-12s", head, lname, rname, "");
+    for (int side = 0; side < 2; side++) {
+        for (int j = 0; j < NTOK; j++)
+            printf(" %-7s", tokens[j]);
+        printf("   ");
+    }
+    printf("\n");
+    for (int i = 0; i < NTOK; i++) {
+        printf("  query %-5s", tokens[i]);
+        for (int j = 0; j < NTOK; j++)
+            print_cell(l[i * NTOK + j]);
+        printf("  ");
+        for (int j = 0; j < NTOK; j++)
+            print_cell(r[i * NTOK + j]);
+        printf("\n");
+    }
+}
+
 /* Run SDPA over the sentence (BSHD views of the projections) and show the
  * probabilities; check O against P V. */
 static void sentence(int threads, int causal)
 {
-    float x[NTOK][DMODEL], wq[DMODEL][DMODEL], wk[DMODEL][DMODEL], wv[DMODEL][DMODEL];
-    float q[NTOK][DMODEL], k[NTOK][DMODEL], v[NTOK][DMODEL], o[NTOK][DMODEL];
+    qkv t;
+    float (*q)[DMODEL] = t.q, (*k)[DMODEL] = t.k, (*v)[DMODEL] = t.v;
+    float o[NTOK][DMODEL];
     float probs[NHEAD * NTOK * NTOK];
+    sentence_qkv(&t);
 
-    rng_state = 42;
-    build_inputs(x, wq, wk, wv);
-    project(q, x, wq);
-    project(k, x, wk);
-    project(v, x, wv);
-
-    /* Q, K, V, O are [S][H][D] row-major (one batch): BSHD views. */
     attn_sdpa_desc d;
-    CHECK(attn_sdpa_desc_init(&d));
-    d.batch = 1;
-    d.q_heads = d.kv_heads = NHEAD;
-    d.q_len = d.kv_len = NTOK;
-    d.qk_dim = d.v_dim = DHEAD;
-    d.q = d.k = d.v = d.o = attn_view_bshd(NHEAD, NTOK, DHEAD);
-    d.want_probs = 1;
-    d.probs = attn_view_bhsd(NHEAD, NTOK, NTOK);   /* P [1][H][n][m] */
-    d.threads = threads;
+    sentence_desc(&d, threads);
     if (causal) {
         d.align = ATTN_ALIGN_TOP_LEFT;
         d.window_left = -1;
@@ -290,6 +331,104 @@ static void sentence(int threads, int causal)
                 err = e > err ? e : err;
             }
     printf("  output O checked against P V: max |difference| = %.1e\n\n", err);
+}
+
+/* Dense attention next to sparse attention (window 1 + 1, "The" global):
+ * the same scores, renormalized over the visible set. */
+static void sparse_vs_dense(int threads)
+{
+    qkv t;
+    float o[NTOK][DMODEL], dense[NHEAD * NTOK * NTOK], sparse[NHEAD * NTOK * NTOK];
+    sentence_qkv(&t);
+    attn_sdpa_desc d;
+    sentence_desc(&d, threads);
+    attn_sdpa_args a = { .q = &t.q[0][0], .k = &t.k[0][0], .v = &t.v[0][0], .o = &o[0][0],
+                         .probs = dense };
+    CHECK(attn_sdpa(&d, &a));
+    /* Longformer's pattern: one word on each side, and "The" (token 0)
+     * global both ways: every word sees it and it sees every word. */
+    static const uint8_t global[NTOK] = { 1, 0, 0, 0, 0, 0 };
+    d.window_left = d.window_right = 1;
+    d.use_global_k = d.use_global_q = 1;
+    a.global_k = a.global_q = global;
+    a.probs = sparse;
+    CHECK(attn_sdpa(&d, &a));
+    printf("Sparse attention next to dense: window_left = window_right = 1 and \"The\" as a\n"
+           "global token (use_global_k, use_global_q); the hidden pairs are never computed\n");
+    for (int h = 0; h < NHEAD; h++)
+        print_pair(h, "dense", dense + h * NTOK * NTOK, "window 1 + 1, global \"The\"",
+                   sparse + h * NTOK * NTOK);
+    printf("\n");
+}
+
+static double elu1(double x) { return x > 0 ? x + 1.0 : exp(x); }
+
+/* Linear attention (elu + 1) next to softmax attention: the weights it
+ * implies, phi(q_i).phi(k_j) / sum_j phi(q_i).phi(k_j), beside softmax's
+ * probabilities, and the two outputs of the first head. */
+static void linear_vs_softmax(int threads)
+{
+    qkv t;
+    float so[NTOK][DMODEL], lo[NTOK][DMODEL], probs[NHEAD * NTOK * NTOK];
+    float lw[NHEAD * NTOK * NTOK];
+    sentence_qkv(&t);
+    attn_sdpa_desc d;
+    sentence_desc(&d, threads);
+    attn_sdpa_args a = { .q = &t.q[0][0], .k = &t.k[0][0], .v = &t.v[0][0], .o = &so[0][0],
+                         .probs = probs };
+    CHECK(attn_sdpa(&d, &a));
+
+    attn_linear_desc ld;
+    CHECK(attn_linear_desc_init(&ld));
+    ld.batch = 1;
+    ld.q_heads = ld.kv_heads = NHEAD;
+    ld.q_len = ld.kv_len = NTOK;
+    ld.qk_dim = ld.v_dim = DHEAD;
+    ld.q = ld.k = ld.v = ld.o = attn_view_bshd(NHEAD, NTOK, DHEAD);
+    ld.threads = threads;
+    attn_linear_args la = { .q = &t.q[0][0], .k = &t.k[0][0], .v = &t.v[0][0], .o = &lo[0][0] };
+    CHECK(attn_linear(&ld, &la));
+
+    /* The implied weights, and the output they give (to check attn's). */
+    double err = 0.0;
+    for (int h = 0; h < NHEAD; h++)
+        for (int i = 0; i < NTOK; i++) {
+            double w[NTOK], sum = 0.0;
+            for (int j = 0; j < NTOK; j++) {
+                w[j] = 0.0;
+                for (int c = 0; c < DHEAD; c++)
+                    w[j] += elu1(t.q[i][h * DHEAD + c]) * elu1(t.k[j][h * DHEAD + c]);
+                sum += w[j];
+            }
+            for (int j = 0; j < NTOK; j++)
+                lw[(h * NTOK + i) * NTOK + j] = (float)(w[j] / (sum + 1e-6));
+            for (int c = 0; c < DHEAD; c++) {
+                double y = 0.0;
+                for (int j = 0; j < NTOK; j++)
+                    y += w[j] / (sum + 1e-6) * t.v[j][h * DHEAD + c];
+                const double e = fabs(y - lo[i][h * DHEAD + c]);
+                err = e > err ? e : err;
+            }
+        }
+    printf("Linear attention (attn_linear, feature map elu + 1, no softmax) next to softmax\n"
+           "attention: the weights phi(q).phi(k) / sum imply are flatter, since phi(x) > 0\n"
+           "is no exponential\n");
+    for (int h = 0; h < NHEAD; h++)
+        print_pair(h, "softmax", probs + h * NTOK * NTOK, "linear (implied weights)",
+                   lw + h * NTOK * NTOK);
+    printf("\n  outputs of head 0 (first 4 of 6 channels):\n  %-6s %-32s %s\n", "", "softmax",
+           "linear");
+    for (int i = 0; i < NTOK; i++) {
+        printf("  %-6s", tokens[i]);
+        for (int c = 0; c < 4; c++)
+            printf(" %7.3f", so[i][c]);
+        printf("    ");
+        for (int c = 0; c < 4; c++)
+            printf(" %7.3f", lo[i][c]);
+        printf("\n");
+    }
+    printf("  linear output checked against its implied weights times V: max |difference| = "
+           "%.1e\n\n", err);
 }
 
 /* ------------------------------------------------------------ benchmark */
@@ -453,6 +592,8 @@ int main(int argc, char **argv)
     printf("attn %s demo\n\n", attn_version());
     sentence(threads, 0);
     sentence(threads, 1);
+    sparse_vs_dense(threads);
+    linear_vs_softmax(threads);
     if (bench_on)
         bench(threads);
     return 0;
