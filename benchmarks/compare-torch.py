@@ -220,8 +220,8 @@ def long_mask(torch, kind, n, lib):
     X2's BigBird layout comes from attn_layout_bigbird (so both sides use
     the same random blocks)."""
     i = torch.arange(n)
-    if kind == "global":   # window 256 + 256, 32 global tokens both ways
-        g = i % (n // 32) == 0
+    if kind == "global":   # window 256 + 256, the first 32 tokens global both ways
+        g = i < 32
         return ((i[:, None] - i[None, :]).abs() <= 256) | g[:, None] | g[None, :]
     import ctypes as C
     if lib is None:
