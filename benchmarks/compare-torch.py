@@ -98,7 +98,10 @@ class AttnLib:
                 ("mask", View), ("use_bias", C.c_int), ("bias", View), ("want_probs", C.c_int),
                 ("probs", View), ("want_lse", C.c_int), ("lse", View), ("threads", C.c_int),
                 ("dropout_p", C.c_double), ("dropout_seed", C.c_uint64),
-                ("dropout_offset", C.c_uint64), ("reserved", C.c_int64 * 13)]
+                ("dropout_offset", C.c_uint64), ("use_global_k", C.c_int),
+                ("use_global_q", C.c_int), ("layout_per_head", C.c_int),
+                ("reserved_flags", C.c_int), ("block_size", C.c_int64),
+                ("reserved", C.c_int64 * 10)]
 
         class BwdDesc(C.Structure):
             _fields_ = [("fwd", Desc), ("d_o", View), ("dq", View), ("dk", View), ("dv", View),
@@ -108,12 +111,13 @@ class AttnLib:
 
         class Args(C.Structure):
             _fields_ = [(f, P) for f in (
-                "q", "k", "v", "o", "kv_lens", "q_lens", "mask", "bias", "probs", "lse")]
+                "q", "k", "v", "o", "kv_lens", "q_lens", "mask", "bias", "probs", "lse",
+                "global_k", "global_q", "layout")]
 
         class BwdArgs(C.Structure):
             _fields_ = [(f, P) for f in (
                 "q", "k", "v", "o", "d_o", "lse", "kv_lens", "q_lens", "mask", "bias",
-                "dq", "dk", "dv", "dbias")]
+                "dq", "dk", "dv", "dbias", "global_k", "global_q", "layout")]
 
         self.View, self.Desc, self.BwdDesc, self.Args, self.BwdArgs = (
             View, Desc, BwdDesc, Args, BwdArgs)
@@ -121,6 +125,7 @@ class AttnLib:
         for f in ("attn_sdpa_desc_init", "attn_sdpa_bwd_desc_init", "attn_sdpa",
                   "attn_sdpa_backward"):
             getattr(self.lib, f).restype = C.c_int
+        assert C.sizeof(Desc) == 448, "attn_sdpa_desc's layout changed: update AttnLib"
 
     def grads(self, torch, q, k, v, d_o, causal, threads):
         """dQ, dK, dV of attn for contiguous BHSD float32 tensors."""
