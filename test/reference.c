@@ -13,6 +13,11 @@
  *   o_d = sum_j p_j v_jd,   lse = max + log(sum_visible exp(s_k - max))
  * Rows i >= q_lens[b] and rows without visible key: o = 0, p = 0,
  * lse = -INFINITY.
+ * Dropout (dropout_p > 0): p'_j = p_j keep_j / (1 - p) (0 for all j when
+ * p = 1), keep_j of (b, h, i, j) from the public attn_dropout_keep_mask
+ * (test_dropout.c checks it against an independent Philox4x32-10), replaces
+ * p_j in o, o_abs and the probabilities output; lse stays that of the
+ * undropped scores (attn.h).
  *
  * Inputs hidden by the lengths or the window are never touched: a Q row is
  * read only for i < q_lens[b]; K and V rows, mask and bias entries only for
@@ -67,6 +72,17 @@ int ref_candidate(const attn_sdpa_desc *desc, const attn_sdpa_args *args, int64_
         vis = args->layout[(hh * nb + i / bs) * mb + j / bs] != 0;
     }
     return vis;
+}
+
+/* The dropout of row (b, h, i) of m keys: keep[j] from the public
+ * attn_dropout_keep_mask and *z = 1 / (1 - p) (0 for p = 1, where nothing
+ * is kept).  Returns 0, or -1 when the call failed. */
+static int row_keep(const attn_sdpa_desc *desc, int64_t b, int64_t h, int64_t i, int64_t m,
+                    uint8_t *keep, double *z)
+{
+    *z = desc->dropout_p < 1.0 ? 1.0 / (1.0 - desc->dropout_p) : 0.0;
+    return attn_dropout_keep_mask(desc->dropout_p, desc->dropout_seed, desc->dropout_offset, b,
+                                  h, i, 1, m, keep, m) == ATTN_OK ? 0 : -1;
 }
 
 /*
@@ -138,16 +154,16 @@ int ref_sdpa(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
     const int64_t n = desc->q_len, m = desc->kv_len;
     const int64_t dv = desc->v_dim;
     const int64_t group = Hq / Hkv;
+    const int drop = desc->dropout_p > 0.0;
 
     double *s = malloc((size_t)m * sizeof *s);
     double *a = malloc((size_t)m * sizeof *a);
+    double *pw = malloc((size_t)m * sizeof *pw);
     unsigned char *vis = malloc((size_t)m);
-    if (!s || !a || !vis) {
-        free(s);
-        free(a);
-        free(vis);
-        return -1;
-    }
+    uint8_t *keep = malloc((size_t)m);
+    int rc = -1;
+    if (!s || !a || !pw || !vis || !keep)
+        goto out;
 
     for (int64_t b = 0; b < B; b++) {
         const int64_t klen = desc->use_kv_lens ? args->kv_lens[b] : m;
@@ -169,17 +185,24 @@ int ref_sdpa(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
                         if (vis[j])
                             sum += exp(s[j] - mx);
                 }
+                /* the probabilities that multiply V: p, or p' with dropout */
+                for (int64_t j = 0; j < m; j++)
+                    pw[j] = (nv > 0 && vis[j]) ? exp(s[j] - mx) / sum : 0.0;
+                if (drop && nv > 0) {
+                    double z;
+                    if (row_keep(desc, b, h, i, m, keep, &z))
+                        goto out;
+                    for (int64_t j = 0; j < m; j++)
+                        pw[j] = keep[j] ? pw[j] * z : 0.0;
+                }
                 if (out->lse)
                     out->lse[row] = nv > 0 ? mx + log(sum) : -INFINITY;
                 if (out->s_abs)
                     out->s_abs[row] = amax;
                 if (out->nvis)
                     out->nvis[row] = nv;
-                if (out->p) {
-                    double *P = out->p + row * m;
-                    for (int64_t j = 0; j < m; j++)
-                        P[j] = (nv > 0 && vis[j]) ? exp(s[j] - mx) / sum : 0.0;
-                }
+                if (out->p)
+                    memcpy(out->p + row * m, pw, (size_t)m * sizeof *pw);
                 if (out->o || out->o_abs) {
                     for (int64_t d = 0; d < dv; d++) {
                         double acc = 0.0, aacc = 0.0;
@@ -187,10 +210,9 @@ int ref_sdpa(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
                             for (int64_t j = 0; j < m; j++) {
                                 if (!vis[j])
                                     continue;
-                                double pj = exp(s[j] - mx) / sum;
                                 double vj = (double)V[j * desc->v.seq + d];
-                                acc += pj * vj;
-                                aacc += pj * fabs(vj);
+                                acc += pw[j] * vj;
+                                aacc += pw[j] * fabs(vj);
                             }
                         }
                         if (out->o)
@@ -202,10 +224,14 @@ int ref_sdpa(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
             }
         }
     }
+    rc = 0;
+out:
     free(s);
     free(a);
+    free(pw);
     free(vis);
-    return 0;
+    free(keep);
+    return rc;
 }
 
 /*
@@ -221,6 +247,9 @@ int ref_sdpa(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
  * - O = sum_j p_j v_j in fp32 over nvis terms, possibly rescaled per key
  *   block (online softmax): o_rel = p_rel + (nvis + 4) u, times o_abs.
  * - lse = max + log(sum): E_s + (nvis + KEXP + 4) u + 2 u |lse|.
+ * - dropout: P' = P keep Z with Z = 1 / (1 - p) rounded to fp32 and one
+ *   multiply: 2 u more on P' and on O, taken as 3 u (ref_dropout_rel, added
+ *   by the callers of ref_row_tolerance; lse has no dropout).
  * Everything carries a safety factor SAFE for the neglected second-order
  * terms.
  */
@@ -243,6 +272,11 @@ void ref_row_tolerance(int64_t dk, int64_t nvis, double s_abs, double lse,
         *lse_abs = REF_SAFE * (es + ((double)nvis + REF_KEXP + 4.0) * u +
                                2.0 * u * l) + REF_TINY;
     }
+}
+
+double ref_dropout_rel(const attn_sdpa_desc *desc)
+{
+    return desc->dropout_p > 0.0 ? 3.0 * REF_U : 0.0;
 }
 
 int ref_sdpa_alloc(const attn_sdpa_desc *d, const attn_sdpa_args *a, ref_out *ro)
@@ -288,6 +322,12 @@ void ref_out_free(ref_out *ro)
  * sum_j P_ij (dP_ij - D_i) = 0 is what makes dS the softmax's Jacobian).
  * A K/V row seen by no query of its group gets dK = dV = 0 unread.
  *
+ * With dropout (dropout_p > 0; keep and Z = 1 / (1 - p) as in ref_sdpa, Z_ij
+ * = keep_ij Z): O_i = sum_j P'_ij V_j with P' = Z P, dV_j += P'_ij dO_i,
+ * dS_ij = P_ij (Z_ij dP_ij - D_i), the gradient with the keep mask held
+ * fixed (attn.h; test_dropout.c checks that form against finite
+ * differences).
+ *
  * Error model of an fp32 implementation (u = 2^-24; worst case, first
  * order, no cancellation assumed; the forward's bounds come from
  * ref_row_tolerance).  For row i with nvis keys, logit magnitude s_abs:
@@ -308,7 +348,12 @@ void ref_out_free(ref_out *ro)
  * N_j is the number of (query head, row) pairs of the GQA group that see
  * key j: the fp32 sums over key tiles, query blocks and heads, in any
  * order or blocking, have at most that many nonzero terms (adding a 0 is
- * exact).  Every bound carries the factor REF_SAFE and REF_TINY.
+ * exact).  With dropout, o_rel gets ref_dropout_rel (the forward's O),
+ * P' = Z P in fp32 is off by (p_b + 2 u) P' + Z_ij 2^-126 (Z rounded and a
+ * multiply), and Z dP (Z rounded, a multiply) by 2 u Z |dP| more: in the
+ * bounds above P becomes P' in dV's, |dP| becomes Z_ij |dP| and p_b + 3 u
+ * becomes p_b + 5 u in E_dS, whose dP term is Z_ij (dv + 2) u dPa.  Every
+ * bound carries the factor REF_SAFE and REF_TINY.
  */
 #define REF_PTINY 1.1754943508222875e-38 /* 2^-126 */
 
@@ -320,10 +365,14 @@ int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
     const int64_t dk = desc->qk_dim, dv = desc->v_dim;
     const int64_t group = Hq / Hkv;
     const double scale = ref_scale(desc), ascale = fabs(scale), u = REF_U;
+    const int drop = desc->dropout_p > 0.0;
 
     double *s = malloc((size_t)m * sizeof *s);
     double *a = malloc((size_t)m * sizeof *a);
     double *p = malloc((size_t)m * sizeof *p);
+    double *pd = malloc((size_t)m * sizeof *pd); /* P' = Z P (P without dropout) */
+    double *zr = malloc((size_t)m * sizeof *zr); /* Z_ij (1 without dropout) */
+    uint8_t *keep = malloc((size_t)m);
     double *dp = malloc((size_t)m * sizeof *dp);
     double *ds = malloc((size_t)m * sizeof *ds);
     double *eds = malloc((size_t)m * sizeof *eds);
@@ -337,8 +386,8 @@ int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
     double *vc = calloc((size_t)(m * dv), sizeof *vc);
     int64_t *cnt = calloc((size_t)m, sizeof *cnt);
     int rc = -1;
-    if (!s || !a || !p || !dp || !ds || !eds || !o || !oa || !vis || !ka || !kc || !va ||
-        !vc || !cnt)
+    if (!s || !a || !p || !pd || !zr || !keep || !dp || !ds || !eds || !o || !oa || !vis ||
+        !ka || !kc || !va || !vc || !cnt)
         goto out;
 
     for (int64_t b = 0; b < B; b++) {
@@ -383,8 +432,20 @@ int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
                         if (vis[j])
                             sum += exp(s[j] - mx);
                     const double lse = mx + log(sum);
-                    for (int64_t j = 0; j < m; j++)
+                    for (int64_t j = 0; j < m; j++) {
                         p[j] = vis[j] ? exp(s[j] - mx) / sum : 0.0;
+                        pd[j] = p[j];
+                        zr[j] = 1.0;
+                    }
+                    if (drop) {
+                        double z;
+                        if (row_keep(desc, b, h, i, m, keep, &z))
+                            goto out;
+                        for (int64_t j = 0; j < m; j++) {
+                            zr[j] = keep[j] ? z : 0.0;
+                            pd[j] = zr[j] * p[j];
+                        }
+                    }
                     for (int64_t x = 0; x < dv; x++)
                         o[x] = oa[x] = 0.0;
                     for (int64_t j = 0; j < m; j++) {
@@ -392,8 +453,8 @@ int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
                             continue;
                         const float *Vj = V + j * desc->v.seq;
                         for (int64_t x = 0; x < dv; x++) {
-                            o[x] += p[j] * (double)Vj[x];
-                            oa[x] += p[j] * fabs((double)Vj[x]);
+                            o[x] += pd[j] * (double)Vj[x];
+                            oa[x] += pd[j] * fabs((double)Vj[x]);
                         }
                     }
                     const float *dO = d_o + b * dov.batch + h * dov.head + i * dov.seq;
@@ -401,6 +462,7 @@ int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
                                      i * desc->q.seq;
                     double o_rel, lse_abs;
                     ref_row_tolerance(dk, nv, amax, lse, NULL, &o_rel, &lse_abs);
+                    o_rel += ref_dropout_rel(desc);
                     double D = 0.0, Derr = 0.0;
                     for (int64_t x = 0; x < dv; x++) {
                         D += (double)dO[x] * o[x];
@@ -409,6 +471,8 @@ int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
                     }
                     const double es = ((double)dk + 6.0) * u * amax;
                     const double pb = expm1(es + lse_abs) + (REF_KEXP + 4.0) * u;
+                    /* P' (dV's factor) and dS's rounding, 2 u more with dropout */
+                    const double pbd = drop ? pb + 2.0 * u : pb, dsr = drop ? 5.0 * u : 3.0 * u;
 
                     /* dP, dS and their bounds; dV, dK accumulate */
                     for (int64_t j = 0; j < m; j++) {
@@ -421,18 +485,19 @@ int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
                             d1 += t;
                             d1a += fabs(t);
                         }
-                        dp[j] = d1;
-                        ds[j] = p[j] * (d1 - D);
-                        const double mag = fabs(d1) + fabs(D);
-                        eds[j] = p[j] * ((pb + 3.0 * u) * mag + ((double)dv + 2.0) * u * d1a +
+                        const double zj = zr[j];
+                        dp[j] = zj * d1;
+                        ds[j] = p[j] * (dp[j] - D);
+                        const double mag = fabs(dp[j]) + fabs(D);
+                        eds[j] = p[j] * ((pb + dsr) * mag + zj * ((double)dv + 2.0) * u * d1a +
                                          Derr) +
                                  REF_PTINY * mag;
                         cnt[j]++;
                         double *DVj = DV + j * dv, *DKj = DK + j * dk;
                         for (int64_t x = 0; x < dv; x++) {
-                            DVj[x] += p[j] * (double)dO[x];
-                            va[j * dv + x] += (pb * p[j] + REF_PTINY) * fabs((double)dO[x]);
-                            vc[j * dv + x] += p[j] * fabs((double)dO[x]);
+                            DVj[x] += pd[j] * (double)dO[x];
+                            va[j * dv + x] += (pbd * pd[j] + zj * REF_PTINY) * fabs((double)dO[x]);
+                            vc[j * dv + x] += pd[j] * fabs((double)dO[x]);
                         }
                         for (int64_t x = 0; x < dk; x++) {
                             DKj[x] += scale * ds[j] * (double)Q[x];
@@ -480,6 +545,9 @@ out:
     free(s);
     free(a);
     free(p);
+    free(pd);
+    free(zr);
+    free(keep);
     free(dp);
     free(ds);
     free(eds);

@@ -33,7 +33,12 @@ typedef struct ref_out {
 } ref_out;
 
 /* Compute SDPA for a valid desc and its args (the plan's own inputs).
- * Returns 0, or -1 when scratch memory could not be allocated. */
+ * With desc->dropout_p > 0, p, o and o_abs are of the dropped probabilities
+ * P' = P keep / (1 - p), the keep mask taken from the public
+ * attn_dropout_keep_mask (test_dropout.c checks that call against its own
+ * Philox4x32-10); lse, s_abs and nvis are those of the undropped row.
+ * Returns 0, or -1 when scratch memory could not be allocated (or the keep
+ * mask call failed). */
 int ref_sdpa(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
              const ref_out *out);
 
@@ -72,6 +77,9 @@ double ref_scale(const attn_sdpa_desc *desc);
 #define REF_TINY 1e-30
 void ref_row_tolerance(int64_t dk, int64_t nvis, double s_abs, double lse,
                        double *p_rel, double *o_rel, double *lse_abs);
+/* What dropout adds to p_rel and o_rel (1 / (1 - p) rounded to fp32 and a
+ * multiply): 3 u when desc->dropout_p > 0, else 0. */
+double ref_dropout_rel(const attn_sdpa_desc *desc);
 
 /* ------------------------------------------------------------- backward */
 
@@ -101,8 +109,10 @@ typedef struct ref_bwd_out {
  * lse fields are not used) and the inputs of args (q, k, v, lengths, mask,
  * bias; o, probs, lse not used), with dO [B][Hq][n][dv] at d_o with view
  * d_o_view.  P, O and D_i = dO_i . O_i are recomputed in double from the
- * inputs (own softmax).  Reads nothing attn.h says is never read, nor the
- * dO rows of padded queries.  Returns 0, or -1 without memory.
+ * inputs (own softmax).  With desc->dropout_p > 0 it is the backward of the
+ * dropped forward with the keep mask (attn_dropout_keep_mask, as ref_sdpa)
+ * held fixed.  Reads nothing attn.h says is never read, nor the dO rows of
+ * padded queries.  Returns 0, or -1 without memory.
  */
 int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
                  const float *d_o, attn_view d_o_view, const ref_bwd_out *out);

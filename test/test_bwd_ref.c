@@ -20,7 +20,10 @@
  * Cases: plain, causal both alignments with n < m and n > m, windows,
  * lengths (with 0) and poison, masks of both polarities and broadcasts,
  * bias with -inf entries in every broadcast combination, GQA and MQA,
- * scale 0 and negative, empty rows (mask, bias, lengths), combined.
+ * scale 0 and negative, empty rows (mask, bias, lengths), combined, and
+ * dropout (p = 0.3, 0.7, 1 on some of those): ref_sdpa applies the keep mask
+ * of attn_dropout_keep_mask, the same at every perturbation, so the finite
+ * differences are those of the dropped forward with the mask held fixed.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -123,11 +126,14 @@ static double amax(const double *v, size_t n)
     return m;
 }
 
-static void fd_case(const tcase *c, fdstat *st)
+static void fd_case_p(const tcase *c, double p, fdstat *st)
 {
     fdctx f;
     memset(&f, 0, sizeof f);
     assert_int_equal(tinst_build(&f.t, c), 0);
+    f.t.desc.dropout_p = p;
+    f.t.desc.dropout_seed = c->seed * 0x9e3779b97f4a7c15ull;
+    f.t.desc.dropout_offset = c->seed;
     const attn_sdpa_desc *d = &f.t.desc;
     const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len, m = d->kv_len;
     const int64_t dk = d->qk_dim, dv = d->v_dim;
@@ -222,6 +228,11 @@ static void fd_case(const tcase *c, fdstat *st)
     free(f.d_o);
     free(f.o);
     tinst_free(&f.t);
+}
+
+static void fd_case(const tcase *c, fdstat *st)
+{
+    fd_case_p(c, 0.0, st);
 }
 
 static tcase small(int64_t B, int64_t Hq, int64_t Hkv, int64_t n, int64_t m, int64_t dk,
@@ -349,6 +360,29 @@ static void test_fd(void **state)
         c.scale = k == 3 ? 0.45f : NAN;
         c.poison = 1;
         RUN(c);
+    }
+    /* dropout: plain, GQA with lengths, bias and mask, causal; p = 1 */
+    static const double drop_p[] = { 0.3, 0.7, 1.0 };
+    for (int k = 0; k < 3; k++) {
+        tcase c = small(2, 2, 1, 4, 5, 2, 3, seed++);
+        if (k == 1) {
+            c.use_kv_lens = c.use_q_lens = 1;
+            c.kv_lens[0] = 3;
+            c.kv_lens[1] = 5;
+            c.q_lens[0] = 4;
+            c.q_lens[1] = 2;
+            c.use_bias = 1;
+            c.bias_bcast = 1;
+            c.bias_ninf = 0.15;
+            c.mask_mode = ATTN_MASK_KEEP_NONZERO;
+            c.mask_keep = 0.8;
+            c.poison = 1;
+        } else if (k == 2) {
+            c.wr = 0;
+            c.use_bias = 1;
+        }
+        fd_case_p(&c, drop_p[k], &st);
+        cases++;
     }
 #undef RUN
     printf("[fd] cases=%d elements compared=%ld exact zeros=%ld max |fd-an|/(|an|+1e-2 max|g|)"

@@ -312,7 +312,10 @@ static long check_fwd(const tinst *t, fstat *st)
     r.nvis = malloc(rows * sizeof(int64_t));
     double *o = malloc((size_t)dv * sizeof(double)), *oa = malloc((size_t)dv * sizeof(double));
     assert_true(r.p && r.lse && r.s_abs && r.nvis && o && oa);
-    assert_int_equal(ref_sdpa(d, a, &r), 0);
+    /* the undropped reference: the test applies its own keep mask below */
+    attn_sdpa_desc d0 = *d;
+    d0.dropout_p = 0.0;
+    assert_int_equal(ref_sdpa(&d0, a, &r), 0);
     const tdrop td = tdrop_make(d->dropout_p, d->dropout_seed, d->dropout_offset);
     long bad = 0;
     for (int64_t b = 0; b < B; b++)

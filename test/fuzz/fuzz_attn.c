@@ -39,6 +39,31 @@
  * gradient within ref_sdpa_bwd's bounds, the exact zeros, the sentinel
  * outside the views) and a rerun with another thread count, bitwise.
  *
+ * Bit 1 of the first byte adds dropout to the SDPA or MHA desc: dropout_p
+ * (0, -0, tiny, small, large, 1, or invalid: negative, past 1, NaN, -inf),
+ * dropout_seed and dropout_offset (0, small, near 2^64, any).  The float64
+ * references apply the keep mask of the public attn_dropout_keep_mask
+ * (test_dropout.c checks that call against its own Philox4x32-10), scaled
+ * by 1 / (1 - p), in the forward, the SDPA backward (the mask held fixed)
+ * and the MHA layer's forward and backward; p = 0 with a seed or offset is
+ * checked bitwise against the same desc without them by the rerun.
+ *
+ * Bit 2 of the first byte, for MHA, runs the training calls instead of
+ * attn_mha_execute: attn_mha_train_forward with a decoded context (exact or
+ * larger; or NULL, short, misaligned) checked as execute is (and the
+ * context untouched on error), whose rerun is attn_mha_execute (bitwise the
+ * same out and weights), then attn_mha_backward (fuzz_mha_train): dY with
+ * NaN in its row gaps, every gradient in its own sentinel-filled buffer
+ * (the packed ones in one), one or two planted invalid fields (MB_*:
+ * NULL plan, weights, args, dY, grads or context, short or misaligned
+ * context or workspace, accumulate not 0 or 1, gradient, weight and input
+ * pointers NULL when needed or given when not, lengths), args->out and
+ * args->weights NULL or junk (ignored).  On success every gradient is
+ * within mref_mha_backward's bound, and a plan with the other thread count
+ * runs train_forward (out bitwise the same) and the backward again,
+ * overwriting (bitwise the same) or accumulating onto decoded values
+ * (exactly old + g).  Inputs, dY and the context never change.
+ *
  * Decoding never fails: a short input reads as zeros, which is a small
  * valid problem (its backward included).  FUZZ_VERBOSE=1 prints each
  * decoded problem; FUZZ_STATS=1 counts where inputs ended.
@@ -72,14 +97,20 @@ static int verbose;
 
 /* FUZZ_STATS=1: at exit, how many inputs ended where (replay and tuning). */
 enum { N_PLAN_ONLY, N_ERROR, N_CHECKED, N_MHA_PLAN_ONLY, N_MHA_ERROR, N_MHA_CHECKED,
-       N_BWD_ERROR, N_BWD_CHECKED, N_COUNT };
+       N_BWD_ERROR, N_BWD_CHECKED, N_TRAIN_ERROR, N_TRAIN_CHECKED, N_MBWD_ERROR,
+       N_MBWD_CHECKED, N_DROP_CHECKED, N_DROP_BWD_CHECKED, N_DROP_MHA_CHECKED,
+       N_DROP_MBWD_CHECKED, N_COUNT };
 static long counts[N_COUNT];
 static void print_counts(void)
 {
     fprintf(stderr, "fuzz_attn: SDPA plan-only %ld, error %ld, checked %ld; "
-            "MHA plan-only %ld, error %ld, checked %ld; SDPA backward error %ld, checked %ld\n",
+            "MHA plan-only %ld, error %ld, checked %ld; SDPA backward error %ld, checked %ld; "
+            "MHA train_forward error %ld, checked %ld; MHA backward error %ld, checked %ld; "
+            "checked with dropout p > 0: SDPA %ld, SDPA backward %ld, MHA %ld, "
+            "MHA backward %ld\n",
             counts[0], counts[1], counts[2], counts[3], counts[4], counts[5], counts[6],
-            counts[7]);
+            counts[7], counts[8], counts[9], counts[10], counts[11], counts[12], counts[13],
+            counts[14], counts[15]);
 }
 
 #define FAIL(...)                                                           \
@@ -333,6 +364,10 @@ static expect expect_sdpa_plan(const attn_sdpa_desc *d)
         e.must |= BIT(ATTN_ERR_TOO_LARGE);
     if (d->q_heads % d->kv_heads)
         e.must |= BIT(ATTN_ERR_HEAD_RATIO);
+    /* "With p > 0, batch and q_heads past 2^32 are ATTN_ERR_TOO_LARGE" */
+    if (d->dropout_p > 0.0 &&
+        (d->batch > ((int64_t)1 << 32) || d->q_heads > ((int64_t)1 << 32)))
+        e.must |= BIT(ATTN_ERR_TOO_LARGE);
     const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
                   m = d->kv_len;
     expect_view(&e, &d->q, B, Hq, n, d->qk_dim, VK_INPUT);
@@ -470,10 +505,12 @@ static float *obuf_snap(const obuf *b)
     memcpy(s, b->base, b->count * sizeof(float));
     return s;
 }
-static void obuf_same(const obuf *b, const float *snap, const char *name, int t1, int t2)
+/* note: what else differed between the two runs ("" if nothing) */
+static void obuf_same(const obuf *b, const float *snap, const char *name, int t1, int t2,
+                      const char *note)
 {
     if (b->base && memcmp(b->base, snap, b->count * sizeof(float)))
-        FAIL("output %s differs bitwise between %d and %d threads", name, t1, t2);
+        FAIL("output %s differs bitwise between %d and %d threads%s", name, t1, t2, note);
 }
 
 static void set_quiet_omp(void)
@@ -543,6 +580,7 @@ typedef struct wsp {
     void *raw;
     void *ptr;
     size_t bytes;
+    size_t alloc; /* bytes at raw */
 } wsp;
 static void wsp_make(wsp *w, unsigned choice, size_t need, int small, int misaligned)
 {
@@ -556,11 +594,63 @@ static void wsp_make(wsp *w, unsigned choice, size_t need, int small, int misali
     w->raw = aligned_alloc(64, alloc);
     if (!w->raw)
         abort();
+    w->alloc = alloc;
     const float nan = NAN;
     for (size_t i = 0; i + 4 <= alloc; i += 4)
         memcpy((char *)w->raw + i, &nan, 4);
     w->ptr = (char *)w->raw + (misaligned ? 4 + 4 * (choice % 8) : 0);
     w->bytes = bytes;
+}
+
+/* Byte 0 of an input: bit 0 the API (SDPA or MHA); bit 1 decodes the
+ * dropout fields (decode_dropout) into the SDPA or MHA desc; bit 2, for MHA,
+ * runs the training calls (attn_mha_train_forward, then fuzz_mha_train).
+ * Inputs with bits 1 and 2 clear decode as they did before those existed. */
+enum { SEL_MHA = 1, SEL_DROPOUT = 2, SEL_TRAIN = 4 };
+
+/* dropout_p: 0 (with a seed and offset: the path without dropout, checked
+ * bitwise by the rerun), -0, tiny (keeps everything), small, large, 1
+ * (drops everything), and outside [0, 1] or NaN (ATTN_ERR_BAD_OPTION); or
+ * k / 127 for k = 0..127. */
+static const double drop_ps[32] = {
+    0.0, 0.0, -0.0, 1e-12, 0.01, 0.05, 0.1, 0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.5, 0.5, 0.6,
+    0.7, 0.75, 0.8, 0.9, 0.9, 0.95, 0.99, 1.0, 1.0, 0.125,
+    -0.1, -1e-300, 1.0000001, 2.0, NAN, -INFINITY,
+};
+
+/* A 64-bit dropout seed or offset: 0, a byte, near 2^64, or any. */
+static uint64_t drop_word(rd *r, unsigned how)
+{
+    switch (how & 3) {
+    case 0: return 0;
+    case 1: return u8(r);
+    case 2: return UINT64_MAX - u8(r);
+    default: {
+        const uint64_t lo = u32(r);
+        return (uint64_t)u32(r) << 32 | lo;
+    }
+    }
+}
+
+static void decode_dropout(rd *r, double *p, uint64_t *seed, uint64_t *offset)
+{
+    const unsigned c = u8(r);
+    *p = (c & 0x80) ? (double)(c & 0x7f) / 127.0 : drop_ps[c % 32];
+    const unsigned f = u8(r);
+    *seed = drop_word(r, f);
+    *offset = drop_word(r, f >> 2);
+}
+
+/* p = 0 runs exactly the path without dropout: the bitwise rerun resets a
+ * seed and offset set with p = 0, and says so if the bits differ. */
+static const char *drop_zero_reset(double p, uint64_t *seed, uint64_t *offset)
+{
+    if (p != 0.0 || (*seed == 0 && *offset == 0))
+        return "";
+    *seed = 0;
+    *offset = 0;
+    return " (dropout_p = 0: the first run with a dropout seed and offset, the second "
+           "without)";
 }
 
 /* ------------------------------------------------------------------ SDPA */
@@ -605,6 +695,9 @@ static void print_sdpa(const attn_sdpa_desc *d, const unsigned bad[2], int t2)
     fprintf(stderr, " lse=%d", d->want_lse);
     if (d->want_lse)
         print_view("", &d->lse);
+    if (d->dropout_p != 0.0 || d->dropout_seed || d->dropout_offset)
+        fprintf(stderr, " dropout=%g/%llx/%llx", d->dropout_p,
+                (unsigned long long)d->dropout_seed, (unsigned long long)d->dropout_offset);
     fprintf(stderr, " threads=%d/%d bad=%u,%u\n", d->threads, t2, bad[0], bad[1]);
 }
 
@@ -670,6 +763,8 @@ static void sdpa_check_results(const sdpa_prob *P)
     ref_out ro;
     if (ref_sdpa_alloc(d, &P->a, &ro))
         abort();
+    /* with dropout the reference's O and P are of P' = P keep / (1 - p) */
+    const double drel = ref_dropout_rel(d);
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < Hq; h++)
             for (int64_t i = 0; i < n; i++) {
@@ -677,6 +772,8 @@ static void sdpa_check_results(const sdpa_prob *P)
                 double prel, orel, ltol;
                 ref_row_tolerance(d->qk_dim, ro.nvis[row], ro.s_abs[row], ro.lse[row], &prel,
                                   &orel, &ltol);
+                prel += drel;
+                orel += drel;
                 const float *O = P->o.ptr + b * d->o.batch + h * d->o.head + i * d->o.seq;
                 for (int64_t x = 0; x < dv; x++) {
                     double ref = ro.o[row * (size_t)dv + (size_t)x];
@@ -743,7 +840,7 @@ static int threads_other(int t, unsigned c)
 
 static void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2);
 
-static void fuzz_sdpa(rd *r)
+static void fuzz_sdpa(rd *r, unsigned sel)
 {
     sdpa_prob P;
     memset(&P, 0, sizeof P);
@@ -803,6 +900,8 @@ static void fuzz_sdpa(rd *r)
     unsigned tsel = u8(r);
     d->threads = (tsel & 7) == 7 ? 0 : 1 + (int)(tsel % 4);
     const int t2 = threads_other(d->threads, tsel >> 3);
+    if (sel & SEL_DROPOUT)
+        decode_dropout(r, &d->dropout_p, &d->dropout_seed, &d->dropout_offset);
     for (int64_t b = 0; b < B; b++) {
         P.kv_lens[b] = (int32_t)pick(r, (unsigned)(m < 255 ? m + 1 : 255));
         if (m >= 255 && (u8(r) & 1))
@@ -1207,6 +1306,8 @@ static void fuzz_sdpa(rd *r)
         goto out;
     }
     counts[N_CHECKED]++;
+    if (d->dropout_p > 0.0)
+        counts[N_DROP_CHECKED]++;
     (void)ee;
     sdpa_check_results(&P);
 
@@ -1214,6 +1315,8 @@ static void fuzz_sdpa(rd *r)
     {
         float *so = obuf_snap(&P.o), *sp = obuf_snap(&P.p), *sl = obuf_snap(&P.l);
         const int t1 = d->threads;
+        const uint64_t seed1 = d->dropout_seed, off1 = d->dropout_offset;
+        const char *note = drop_zero_reset(d->dropout_p, &d->dropout_seed, &d->dropout_offset);
         d->threads = t2;
         sdpa_clear(&P);
         attn_sdpa_plan *plan = NULL;
@@ -1229,13 +1332,15 @@ static void fuzz_sdpa(rd *r)
             FAIL("execute with %d threads: %s", t2, st_name(st));
         attn_sdpa_plan_destroy(plan);
         free(w2.raw);
-        obuf_same(&P.o, so, "O", t1, t2);
-        obuf_same(&P.p, sp, "P", t1, t2);
-        obuf_same(&P.l, sl, "lse", t1, t2);
+        obuf_same(&P.o, so, "O", t1, t2, note);
+        obuf_same(&P.p, sp, "P", t1, t2, note);
+        obuf_same(&P.l, sl, "lse", t1, t2, note);
         free(so);
         free(sp);
         free(sl);
         d->threads = t1;
+        d->dropout_seed = seed1;
+        d->dropout_offset = off1;
     }
     fuzz_sdpa_bwd(r, &P, t2);
 out:
@@ -1687,8 +1792,11 @@ static void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2)
         goto done;
     }
     counts[N_BWD_CHECKED]++;
+    if (d->dropout_p > 0.0)
+        counts[N_DROP_BWD_CHECKED]++;
     {
-        /* against the float64 reference; sentinels outside the views */
+        /* against the float64 reference (with dropout, that of the keep
+         * mask of attn_dropout_keep_mask held fixed); sentinels outside */
         const bwd_buf bq = bwd_buf_of(&gq, &bd.dq, szq, dk), bk = bwd_buf_of(&gk, &bd.dk, szk, dk),
                       bv = bwd_buf_of(&gv, &bd.dv, szk, dv), bdb = bwd_buf_of(&gb, &dbv, szb, m);
         bwd_err err = { 0, 0, 0, 0, 0 };
@@ -1704,6 +1812,8 @@ static void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2)
         for (int k = 0; k < 4; k++)
             snap[k] = obuf_snap(outs[k]);
         const int t1 = bd.fwd.threads;
+        const char *note =
+            drop_zero_reset(bd.fwd.dropout_p, &bd.fwd.dropout_seed, &bd.fwd.dropout_offset);
         bd.fwd.threads = t2;
         bwd_clear(outs);
         attn_sdpa_bwd_plan *plan = NULL;
@@ -1721,7 +1831,7 @@ static void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2)
         free(w2.raw);
         for (int k = 0; k < 4; k++) {
             obuf_same(outs[k], snap[k], k == 0 ? "dQ" : k == 1 ? "dK" : k == 2 ? "dV" : "dBias",
-                      t1, t2);
+                      t1, t2, note);
             free(snap[k]);
         }
     }
@@ -1791,12 +1901,20 @@ static expect expect_mha_plan(const attn_mha_desc *d)
         e.must |= BIT(ATTN_ERR_BAD_THREADS);
     if (!(d->dropout_p >= 0.0 && d->dropout_p <= 1.0))
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
+    /* the layer's SDPA refuses B or H past 2^32 with dropout (its counter);
+     * the MHA section of attn.h does not say so: tolerated */
+    if (d->dropout_p > 0.0 &&
+        (d->batch > ((int64_t)1 << 32) || d->num_heads > ((int64_t)1 << 32)))
+        e.maybe |= BIT(ATTN_ERR_TOO_LARGE);
     return e;
 }
 
-static expect expect_mha_exec(const attn_mha_desc *d, const attn_mha_weights *w,
-                              const attn_mha_args *a, const void *ws, size_t ws_bytes,
-                              size_t need)
+/* The pointer, length and workspace rules of attn_mha_execute and
+ * attn_mha_train_forward (outputs 1) and of attn_mha_backward (outputs 0:
+ * it ignores args->out and args->weights). */
+static expect expect_mha_call(const attn_mha_desc *d, const attn_mha_weights *w,
+                              const attn_mha_args *a, int outputs, const void *ws,
+                              size_t ws_bytes, size_t need)
 {
     expect e = { 0, 0 };
     const int pk = d->packed_in_proj, hb = d->has_bias;
@@ -1807,18 +1925,39 @@ static expect expect_mha_exec(const attn_mha_desc *d, const attn_mha_weights *w,
         { !pk && hb, w->k_bias },      { !pk && hb, w->v_bias },
         { 1, w->out_weight },          { hb, w->out_bias },
         { 1, a->x },                   { !d->self_attention, a->key },
-        { !d->self_attention, a->value }, { 1, a->out },
+        { !d->self_attention, a->value }, { outputs, outputs ? a->out : NULL },
         { d->use_kv_lens, a->kv_lens },  { d->use_q_lens, a->q_lens },
         { d->mask_mode != ATTN_MASK_NONE, a->mask }, { d->use_bias, a->bias },
         { d->key_padding_mode != ATTN_MASK_NONE, a->key_padding_mask },
-        { d->weights != ATTN_WEIGHTS_NONE, a->weights },
+        { outputs && d->weights != ATTN_WEIGHTS_NONE, outputs ? a->weights : NULL },
     };
     expect_call(&e, f, sizeof f / sizeof f[0], d->batch, d->use_kv_lens ? a->kv_lens : NULL,
                 d->kv_len, d->use_q_lens ? a->q_lens : NULL, d->q_len, ws, ws_bytes, need);
     return e;
 }
 
-static void print_mha(const attn_mha_desc *d, const unsigned bad[2], int t2)
+static expect expect_mha_exec(const attn_mha_desc *d, const attn_mha_weights *w,
+                              const attn_mha_args *a, const void *ws, size_t ws_bytes,
+                              size_t need)
+{
+    return expect_mha_call(d, w, a, 1, ws, ws_bytes, need);
+}
+
+/* The training context: required, attn_mha_context_size bytes, 64-byte
+ * aligned (attn_mha_train_forward and attn_mha_backward). */
+static void expect_context(expect *e, const void *cx, size_t bytes, size_t need)
+{
+    if (!cx) {
+        e->must |= BIT(ATTN_ERR_NULL_ARGUMENT);
+        return;
+    }
+    if (bytes < need)
+        e->must |= BIT(ATTN_ERR_WORKSPACE_TOO_SMALL);
+    if ((uintptr_t)cx % 64)
+        e->must |= BIT(ATTN_ERR_WORKSPACE_ALIGNMENT);
+}
+
+static void print_mha(const attn_mha_desc *d, const unsigned bad[2], int t2, int train)
 {
     fprintf(stderr, "MHA E=%lld H=%lld Hkv=%lld kdim=%lld vdim=%lld B=%lld L=%lld S=%lld self=%d "
             "packed=%d has_bias=%d strides=%lld/%lld/%lld/%lld scale=%g align=%d win=[%lld,%lld] "
@@ -1834,12 +1973,436 @@ static void print_mha(const attn_mha_desc *d, const unsigned bad[2], int t2)
     fprintf(stderr, " bias=%d", d->use_bias);
     if (d->use_bias)
         print_view("", &d->bias);
-    fprintf(stderr, " kpm=%d weights=%d threads=%d/%d bad=%u,%u\n", (int)d->key_padding_mode,
-            (int)d->weights, d->threads, t2, bad[0], bad[1]);
+    if (d->dropout_p != 0.0 || d->dropout_seed || d->dropout_offset)
+        fprintf(stderr, " dropout=%g/%llx/%llx", d->dropout_p,
+                (unsigned long long)d->dropout_seed, (unsigned long long)d->dropout_offset);
+    fprintf(stderr, " kpm=%d weights=%d threads=%d/%d bad=%u,%u%s\n", (int)d->key_padding_mode,
+            (int)d->weights, d->threads, t2, bad[0], bad[1], train ? " train" : "");
 }
 
-static void fuzz_mha(rd *r)
+/* ------------------------------------------------------- MHA training */
+
+/* A valid MHA problem whose attn_mha_train_forward (plan of d, d->threads)
+ * has just been checked: out (and weights) hold its result, the context
+ * its saved state. */
+typedef struct mha_prob {
+    const attn_mha_desc *d;
+    const attn_mha_weights *w;
+    const attn_mha_args *a;
+    const float *pool;       /* every float input, to see that none changes */
+    size_t pool_len;
+    const uint8_t *mpool;
+    size_t mlen;
+    obuf *ob, *ow;           /* out and weights */
+    const void *cx;          /* the context train_forward filled */
+    size_t cx_bytes, cx_need;
+    int t2;                  /* the other thread count */
+} mha_prob;
+
+/* Invalid fields of attn_mha_backward (one or two per input). */
+enum {
+    MB_NONE = 0,
+    MB_NULL_TOP,       /* NULL plan, weights, args, dy or grads */
+    MB_CX_NULL,
+    MB_CX_SHORT,
+    MB_CX_MISALIGNED,  /* a misaligned copy of the context */
+    MB_WS_SMALL,
+    MB_WS_MISALIGNED,
+    MB_ACCUMULATE,     /* not 0 or 1 */
+    MB_GRAD_NULL,      /* a gradient the plan needs */
+    MB_GRAD_EXTRA,     /* a gradient of a layout or bias the plan has not */
+    MB_PTR_NULL,       /* a weight or input */
+    MB_PTR_EXTRA,      /* an input the plan does not use (not out or weights) */
+    MB_LENGTH,
+    MB_COUNT_
+};
+
+/* The gradient pointers in attn_mha_grads order, and which the plan uses. */
+#define MHA_NGRAD 13
+static void grad_slots(attn_mha_grads *g, float **s[MHA_NGRAD])
 {
+    float **t[MHA_NGRAD] = { &g->dx, &g->dkey, &g->dvalue, &g->d_in_proj_weight,
+                             &g->d_in_proj_bias, &g->d_q_weight, &g->d_k_weight,
+                             &g->d_v_weight, &g->d_q_bias, &g->d_k_bias, &g->d_v_bias,
+                             &g->d_out_weight, &g->d_out_bias };
+    memcpy(s, t, sizeof t);
+}
+static void grad_used(const attn_mha_desc *d, int u[MHA_NGRAD])
+{
+    const int pk = d->packed_in_proj, hb = d->has_bias, cr = !d->self_attention;
+    const int t[MHA_NGRAD] = { 1, cr, cr, pk, pk && hb, !pk, !pk, !pk, !pk && hb, !pk && hb,
+                               !pk && hb, 1, hb };
+    memcpy(u, t, sizeof t);
+}
+static void grads_clear(obuf gb[MG_COUNT])
+{
+    for (int k = 0; k < MG_COUNT; k++)
+        if (gb[k].base)
+            obuf_clear(&gb[k]);
+}
+
+/*
+ * attn_mha_backward after the train_forward of M (plan: its plan): dY
+ * (NaN in the row gaps), the gradients in sentinel-filled buffers (dX,
+ * dXk, dXv with the inputs' row strides, the weight gradients dense, the
+ * packed ones in one [3E][E] and one [3E] buffer), one or two planted
+ * invalid fields (MB_*) and args->out / args->weights NULL or junk (attn.h:
+ * ignored).  An error: its status (expect_mha_call, expect_context), every
+ * gradient buffer untouched.  Success: every gradient within the float64
+ * reference's bound (mref_mha_backward, the keep mask of dropout held
+ * fixed), the sentinel in the row gaps and around; then a plan with the
+ * other thread count, its train_forward (out bitwise the same) and a
+ * backward with accumulate 0 (bitwise the same gradients) or 1 onto decoded
+ * values (each element exactly old + g in fp32).  Inputs, dY and the
+ * context never change.
+ */
+static void fuzz_mha_train(rd *r, const mha_prob *M, const attn_mha_plan *plan)
+{
+    const attn_mha_desc *d = M->d;
+    const int64_t E = d->embed_dim, B = d->batch, L = d->q_len;
+    const int64_t os = d->out_stride ? d->out_stride : E;
+    unsigned bad[2] = { MB_NONE, MB_NONE };
+    const unsigned bb = u8(r), ctl = u8(r);
+    if (bb) {
+        bad[0] = 1 + (bb - 1) % (MB_COUNT_ - 1);
+        if (bb >= 128)
+            bad[1] = 1 + pick(r, MB_COUNT_ - 1);
+    }
+
+    /* dY: rows of E at out_stride, NaN between them */
+    const size_t ndy = (size_t)((B * L - 1) * os + E);
+    float *dy = xmalloc(ndy * sizeof(float));
+    {
+        prng g = { u32(r) ^ 0x2545f4914f6cdd1dull };
+        for (size_t i = 0; i < ndy; i++)
+            dy[i] = NAN;
+        for (int64_t t = 0; t < B * L; t++)
+            for (int64_t e = 0; e < E; e++)
+                dy[t * os + e] = pr_val(&g, 1.0);
+    }
+
+    /* the gradient buffers */
+    obuf gb[MG_COUNT];
+    memset(gb, 0, sizeof gb);
+    float *gview[MG_COUNT] = { 0 };
+    int64_t grows[MG_COUNT], gwid[MG_COUNT], gld[MG_COUNT];
+    const int packed = d->packed_in_proj;
+    for (int k = 0; k < MG_COUNT; k++) {
+        mref_grad_shape(d, k, &grows[k], &gwid[k]);
+        gld[k] = k == MG_DX ? (d->x_stride ? d->x_stride : E)
+               : k == MG_DKEY ? (d->key_stride ? d->key_stride : gwid[k])
+               : k == MG_DVALUE ? (d->value_stride ? d->value_stride : gwid[k]) : gwid[k];
+        if (!grows[k])
+            continue;
+        if (packed && (k == MG_DWK || k == MG_DWV || k == MG_DBK || k == MG_DBV)) {
+            const int base = k == MG_DWK || k == MG_DWV ? MG_DWQ : MG_DBQ;
+            const int64_t part = k == MG_DWK || k == MG_DBK ? 1 : 2;
+            gview[k] = gview[base] + part * grows[base] * gwid[base];
+            continue;
+        }
+        const int64_t rows = grows[k] * (packed && (k == MG_DWQ || k == MG_DBQ) ? 3 : 1);
+        const int64_t sz[3] = { 1, 1, rows };
+        const attn_view v = { 0, 0, gld[k] };
+        obuf_make(&gb[k], r, &v, sz, gwid[k], (rows - 1) * gld[k] + gwid[k]);
+        gview[k] = gb[k].ptr;
+    }
+    grads_clear(gb);
+    attn_mha_grads g0;
+    memset(&g0, 0, sizeof g0);
+    g0.dx = gview[MG_DX];
+    g0.dkey = gview[MG_DKEY];
+    g0.dvalue = gview[MG_DVALUE];
+    if (packed) {
+        g0.d_in_proj_weight = gview[MG_DWQ];
+        g0.d_in_proj_bias = gview[MG_DBQ];
+    } else {
+        g0.d_q_weight = gview[MG_DWQ];
+        g0.d_k_weight = gview[MG_DWK];
+        g0.d_v_weight = gview[MG_DWV];
+        g0.d_q_bias = gview[MG_DBQ];
+        g0.d_k_bias = gview[MG_DBK];
+        g0.d_v_bias = gview[MG_DBV];
+    }
+    g0.d_out_weight = gview[MG_DWO];
+    g0.d_out_bias = gview[MG_DBO];
+
+    /* the call's arguments, and the planted invalid fields */
+    attn_mha_weights w = *M->w;
+    attn_mha_args a = *M->a;
+    attn_mha_grads g = g0;
+    static float junk_f[64];
+    static const uint8_t junk_u8[64];
+    static const int32_t zero_lens[8];
+    switch (ctl & 3) { /* ignored by the backward */
+    case 1: a.out = NULL; break;
+    case 2: a.weights = junk_f; break;
+    case 3: a.out = NULL; a.weights = NULL; break;
+    default: break;
+    }
+    int32_t kvl[8], ql[8];
+    if (a.kv_lens)
+        memcpy(kvl, a.kv_lens, (size_t)B * sizeof *kvl);
+    if (a.q_lens)
+        memcpy(ql, a.q_lens, (size_t)B * sizeof *ql);
+    const void *cxp = M->cx;
+    size_t cxb = M->cx_bytes;
+    unsigned char *cx_mis = NULL;
+    int ws_small = 0, ws_mis = 0, null_top = 0, acc = 0;
+    for (int k = 0; k < 2; k++) {
+        switch (bad[k]) {
+        case MB_NULL_TOP: null_top = 1 + (int)pick(r, 5); break;
+        case MB_CX_NULL: cxp = NULL; break;
+        case MB_CX_SHORT:
+            cxb = M->cx_need - 1 - (M->cx_need > 64 ? pick(r, 64) : 0);
+            break;
+        case MB_CX_MISALIGNED:
+            if (!cx_mis) {
+                const size_t off = 4 * (1 + pick(r, 15));
+                cx_mis = aligned_alloc(64, (M->cx_need + off + 63) / 64 * 64);
+                if (!cx_mis)
+                    abort();
+                memcpy(cx_mis + off, M->cx, M->cx_need);
+                cxp = cx_mis + off;
+                cxb = M->cx_need;
+            }
+            break;
+        case MB_WS_SMALL: ws_small = 1; break;
+        case MB_WS_MISALIGNED: ws_mis = 1; break;
+        case MB_ACCUMULATE: {
+            static const int av[] = { 2, -1, INT_MAX, INT_MIN };
+            acc = av[pick(r, 4)];
+            break;
+        }
+        case MB_GRAD_NULL:
+        case MB_GRAD_EXTRA: {
+            float **slot[MHA_NGRAD];
+            int used[MHA_NGRAD];
+            grad_slots(&g, slot);
+            grad_used(d, used);
+            const unsigned x = pick(r, MHA_NGRAD);
+            if (bad[k] == MB_GRAD_NULL && used[x])
+                *slot[x] = NULL;
+            else if (bad[k] == MB_GRAD_EXTRA && !used[x])
+                *slot[x] = junk_f;
+            break;
+        }
+        case MB_PTR_NULL: {
+            const void **p[] = { (const void **)&w.in_proj_weight, (const void **)&w.in_proj_bias,
+                                 (const void **)&w.q_weight, (const void **)&w.k_weight,
+                                 (const void **)&w.v_weight, (const void **)&w.q_bias,
+                                 (const void **)&w.k_bias, (const void **)&w.v_bias,
+                                 (const void **)&w.out_weight, (const void **)&w.out_bias,
+                                 (const void **)&a.x, (const void **)&a.key, (const void **)&a.value,
+                                 (const void **)&a.kv_lens, (const void **)&a.q_lens,
+                                 (const void **)&a.mask, (const void **)&a.bias,
+                                 (const void **)&a.key_padding_mask };
+            *p[pick(r, 18)] = NULL;
+            break;
+        }
+        case MB_PTR_EXTRA:
+            switch (pick(r, 8)) {
+            case 0: if (!d->use_kv_lens) a.kv_lens = zero_lens; break;
+            case 1: if (d->self_attention) a.value = junk_f; break;
+            case 2: if (!d->mask_mode) a.mask = junk_u8; break;
+            case 3: if (!d->key_padding_mode) a.key_padding_mask = junk_u8; break;
+            case 4: if (!d->use_q_lens) a.q_lens = zero_lens; break;
+            case 5: if (!packed) w.in_proj_weight = junk_f; break;
+            case 6: if (packed || !d->has_bias) w.k_bias = junk_f; break;
+            default: if (!d->use_bias) a.bias = junk_f; break;
+            }
+            break;
+        case MB_LENGTH: {
+            /* only lengths the plan uses (the forward's must not change) */
+            const unsigned b = pick(r, (unsigned)B);
+            if ((u8(r) & 1) && d->use_kv_lens) {
+                kvl[b] = bad_length(r, d->kv_len);
+                a.kv_lens = kvl;
+            } else if (d->use_q_lens) {
+                ql[b] = bad_length(r, L);
+                a.q_lens = ql;
+            }
+            break;
+        }
+        default: break;
+        }
+    }
+    const unsigned wsel = u8(r);
+    size_t need_bws = 0;
+    if (attn_mha_backward_workspace_size(plan, &need_bws) != ATTN_OK)
+        FAIL("attn_mha_backward_workspace_size failed on a small plan");
+    wsp ws;
+    wsp_make(&ws, wsel & 3, need_bws, ws_small, ws_mis);
+    expect e = expect_mha_call(d, &w, &a, 0, ws.ptr, ws.bytes, need_bws);
+    if (ws_small && need_bws == 0)
+        e.must &= ~BIT(ATTN_ERR_WORKSPACE_TOO_SMALL);
+    expect_context(&e, cxp, cxb, M->cx_need);
+    if (acc != 0 && acc != 1)
+        e.must |= BIT(ATTN_ERR_BAD_OPTION);
+    {
+        float **slot[MHA_NGRAD];
+        int used[MHA_NGRAD];
+        ptr_use u[MHA_NGRAD];
+        grad_slots(&g, slot);
+        grad_used(d, used);
+        for (int x = 0; x < MHA_NGRAD; x++)
+            u[x] = (ptr_use){ used[x], *slot[x] };
+        expect_call(&e, u, MHA_NGRAD, 0, NULL, 0, NULL, 0, NULL, 0, 0);
+    }
+    if (null_top) /* the rest may be checked first or not at all */
+        e.must |= BIT(ATTN_ERR_NULL_ARGUMENT);
+    if (verbose)
+        fprintf(stderr, "  mha bwd: bad=%u,%u null_top=%d acc=%d ctl=%u ws=%u\n", bad[0], bad[1],
+                null_top, acc, ctl, wsel);
+
+    float *pool_copy = xmalloc(M->pool_len * sizeof(float));
+    memcpy(pool_copy, M->pool, M->pool_len * sizeof(float));
+    uint8_t *m_copy = xmalloc(M->mlen);
+    memcpy(m_copy, M->mpool, M->mlen);
+    float *dy_copy = xmalloc(ndy * sizeof(float));
+    memcpy(dy_copy, dy, ndy * sizeof(float));
+    unsigned char *cx_copy = xmalloc(M->cx_bytes);
+    memcpy(cx_copy, M->cx, M->cx_bytes);
+
+    attn_status st = attn_mha_backward(null_top == 1 ? NULL : plan, null_top == 2 ? NULL : &w,
+                                       null_top == 3 ? NULL : &a, null_top == 4 ? NULL : dy, cxp,
+                                       cxb, null_top == 5 ? NULL : &g, acc, ws.ptr, ws.bytes);
+    check_status("attn_mha_backward", st, e);
+    free(ws.raw);
+    for (int x = 0; x < 64; x++) /* args->weights (ignored), unused pointers */
+        if (fbits(junk_f[x]) != 0)
+            FAIL("attn_mha_backward wrote through a pointer it must ignore or refuse");
+    if (memcmp(pool_copy, M->pool, M->pool_len * sizeof(float)) ||
+        memcmp(m_copy, M->mpool, M->mlen) || memcmp(dy_copy, dy, ndy * sizeof(float)) ||
+        memcmp(cx_copy, M->cx, M->cx_bytes))
+        FAIL("attn_mha_backward: an input, dY or the context was modified");
+    if (st != ATTN_OK) {
+        counts[N_MBWD_ERROR]++;
+        for (int k = 0; k < MG_COUNT; k++)
+            if (gb[k].base)
+                obuf_untouched(&gb[k], mref_grad_name[k], st_name(st));
+        goto done;
+    }
+    counts[N_MBWD_CHECKED]++;
+    if (d->dropout_p > 0.0)
+        counts[N_DROP_MBWD_CHECKED]++;
+
+    /* against the float64 reference */
+    {
+        mref_grads rg;
+        memset(&rg, 0, sizeof rg);
+        for (int k = 0; k < MG_COUNT; k++) {
+            if (!grows[k])
+                continue;
+            rg.g[k] = xmalloc((size_t)(grows[k] * gwid[k]) * sizeof(double));
+            rg.tol[k] = xmalloc((size_t)(grows[k] * gwid[k]) * sizeof(double));
+        }
+        if (mref_mha_backward(d, M->w, M->a, dy, &rg))
+            abort();
+        for (int k = 0; k < MG_COUNT; k++) {
+            for (int64_t i = 0; i < grows[k]; i++)
+                for (int64_t x = 0; x < gwid[k]; x++) {
+                    const double v = gview[k][i * gld[k] + x], ref = rg.g[k][i * gwid[k] + x],
+                                 tol = rg.tol[k][i * gwid[k] + x];
+                    if (!(fabs(v - ref) <= tol))
+                        FAIL("MHA backward %s[%lld][%lld] = %.9g, reference %.9g, tol %.3g",
+                             mref_grad_name[k], (long long)i, (long long)x, v, ref, tol);
+                }
+            free(rg.g[k]);
+            free(rg.tol[k]);
+        }
+        for (int k = 0; k < MG_COUNT; k++)
+            if (gb[k].base)
+                obuf_outside(&gb[k], mref_grad_name[k]);
+    }
+
+    /* another thread count: train_forward (out bitwise the same), then the
+     * backward overwriting (bitwise the same) or accumulating onto decoded
+     * values (exactly old + g in fp32) */
+    {
+        float *g1[MG_COUNT], *old[MG_COUNT];
+        for (int k = 0; k < MG_COUNT; k++)
+            g1[k] = obuf_snap(&gb[k]);
+        attn_mha_desc d2 = *d;
+        d2.threads = M->t2;
+        const char *note = drop_zero_reset(d2.dropout_p, &d2.dropout_seed, &d2.dropout_offset);
+        attn_mha_plan *plan2 = NULL;
+        if ((st = attn_mha_plan_create(&plan2, &d2)) != ATTN_OK)
+            FAIL("MHA plan with %d threads: %s", M->t2, st_name(st));
+        size_t need_cx = 0, need_fws = 0, need2 = 0;
+        if (attn_mha_context_size(plan2, &need_cx) != ATTN_OK ||
+            attn_mha_workspace_size(plan2, &need_fws) != ATTN_OK ||
+            attn_mha_backward_workspace_size(plan2, &need2) != ATTN_OK)
+            FAIL("MHA training sizes with %d threads failed", M->t2);
+        wsp cx2, fws, bws;
+        wsp_make(&cx2, 1, need_cx, 0, 0);
+        wsp_make(&fws, (wsel >> 2) % 3, need_fws, 0, 0);
+        wsp_make(&bws, (wsel >> 4) % 3, need2, 0, 0);
+        float *so = obuf_snap(M->ob), *sw = obuf_snap(M->ow);
+        obuf_clear(M->ob);
+        if (M->ow->base)
+            obuf_clear(M->ow);
+        if ((st = attn_mha_train_forward(plan2, M->w, M->a, cx2.ptr, cx2.bytes, fws.ptr,
+                                         fws.bytes)) != ATTN_OK)
+            FAIL("attn_mha_train_forward with %d threads: %s", M->t2, st_name(st));
+        obuf_same(M->ob, so, "out", d->threads, M->t2, note);
+        if (M->ow->base)
+            obuf_same(M->ow, sw, "weights", d->threads, M->t2, note);
+        free(so);
+        free(sw);
+        const int accumulate = (ctl >> 2) & 1;
+        grads_clear(gb);
+        if (accumulate) {
+            prng gv = { u32(r) ^ 0x9fb21c651e98df25ull };
+            for (int k = 0; k < MG_COUNT; k++)
+                for (size_t i = 0; i < gb[k].count; i++)
+                    if (gb[k].inview[i])
+                        gb[k].base[i] = pr_val(&gv, 2.0);
+        }
+        for (int k = 0; k < MG_COUNT; k++)
+            old[k] = obuf_snap(&gb[k]);
+        if ((st = attn_mha_backward(plan2, M->w, M->a, dy, cx2.ptr, cx2.bytes, &g0, accumulate,
+                                    bws.ptr, bws.bytes)) != ATTN_OK)
+            FAIL("attn_mha_backward with %d threads: %s", M->t2, st_name(st));
+        for (int k = 0; k < MG_COUNT; k++) {
+            if (!gb[k].base)
+                continue;
+            if (!accumulate) {
+                obuf_same(&gb[k], g1[k], mref_grad_name[k], d->threads, M->t2, note);
+                continue;
+            }
+            for (size_t i = 0; i < gb[k].count; i++) {
+                const float want = gb[k].inview[i] ? old[k][i] + g1[k][i] : old[k][i];
+                if (fbits(want) != fbits(gb[k].base[i]))
+                    FAIL("MHA backward, accumulate = 1 with %d threads (overwrite with %d)%s: "
+                         "%s element %zu = %.9g (0x%08x), want %.9g + %.9g = %.9g",
+                         M->t2, d->threads, note, mref_grad_name[k], i, (double)gb[k].base[i],
+                         fbits(gb[k].base[i]), (double)old[k][i], (double)g1[k][i],
+                         (double)want);
+            }
+        }
+        for (int k = 0; k < MG_COUNT; k++) {
+            free(g1[k]);
+            free(old[k]);
+        }
+        free(cx2.raw);
+        free(fws.raw);
+        free(bws.raw);
+        attn_mha_plan_destroy(plan2);
+    }
+done:
+    free(pool_copy);
+    free(m_copy);
+    free(dy_copy);
+    free(cx_copy);
+    free(cx_mis);
+    free(dy);
+    for (int k = 0; k < MG_COUNT; k++)
+        obuf_free(&gb[k]);
+}
+
+static void fuzz_mha(rd *r, unsigned sel)
+{
+    const int train = !!(sel & SEL_TRAIN);
     attn_mha_desc dd, *d = &dd;
     attn_mha_desc_init(d);
     unsigned bad[2] = { BAD_NONE, BAD_NONE };
@@ -1900,6 +2463,8 @@ static void fuzz_mha(rd *r)
     unsigned tsel = u8(r);
     d->threads = (tsel & 7) == 7 ? 0 : 1 + (int)(tsel % 4);
     const int t2 = threads_other(d->threads, tsel >> 3);
+    if (sel & SEL_DROPOUT)
+        decode_dropout(r, &d->dropout_p, &d->dropout_seed, &d->dropout_offset);
     int32_t kv_lens[8], q_lens[8];
     for (int64_t b = 0; b < B; b++) {
         kv_lens[b] = (int32_t)pick(r, (unsigned)S + 1);
@@ -1983,7 +2548,7 @@ static void fuzz_mha(rd *r)
     if (huge)
         pe.maybe |= BIT(ATTN_ERR_TOO_LARGE) | BIT(ATTN_ERR_OUT_OF_MEMORY);
     if (verbose)
-        print_mha(d, bad, t2);
+        print_mha(d, bad, t2, train);
 
     const int small = pe.must == 0 && !huge && d->embed_dim == E && d->batch == B &&
                       d->num_heads == H && (d->num_kv_heads ? d->num_kv_heads : H) == Hkv &&
@@ -1998,6 +2563,16 @@ static void fuzz_mha(rd *r)
             size_t ws = 0;
             if (attn_mha_workspace_size(plan, &ws) != ATTN_OK)
                 FAIL("attn_mha_workspace_size failed");
+            if (train) {
+                /* TOO_LARGE: "a plan whose forward fits but whose context
+                 * or backward workspace is not representable" (both) */
+                size_t cxb = 0, bwb = 0;
+                const attn_status s1 = attn_mha_context_size(plan, &cxb);
+                const attn_status s2 = attn_mha_backward_workspace_size(plan, &bwb);
+                if ((s1 != ATTN_OK && !(huge && s1 == ATTN_ERR_TOO_LARGE)) || s2 != s1)
+                    FAIL("attn_mha_context_size %s, attn_mha_backward_workspace_size %s",
+                         st_name(s1), st_name(s2));
+            }
         } else if (plan) {
             FAIL("plan set on error");
         }
@@ -2157,8 +2732,9 @@ static void fuzz_mha(rd *r)
         a.weights = ow.ptr;
     }
 
-    /* exec-time invalid fields */
-    int ws_small = 0, ws_mis = 0, null_top = 0;
+    /* exec-time invalid fields (train_forward: the workspace's, or the
+     * context's, as decoded) */
+    int ws_small = 0, ws_mis = 0, null_top = 0, cx_small = 0, cx_mis = 0, cx_null = 0;
     static const int32_t zero_lens[8];
     static const uint8_t junk_u8[64];
     static float junk_f[64];
@@ -2196,9 +2772,19 @@ static void fuzz_mha(rd *r)
             else { q_lens[b] = bad_length(r, L); if (!a.q_lens) { d->use_q_lens = 1; a.q_lens = q_lens; } }
             break;
         }
-        case BAD_WS_SMALL: ws_small = 1; break;
-        case BAD_WS_MISALIGNED: ws_mis = 1; break;
-        case BAD_NULL_TOP: null_top = 1 + (int)pick(r, 4); break;
+        case BAD_WS_SMALL:
+            if (train && (u8(r) & 1)) cx_small = 1; else ws_small = 1;
+            break;
+        case BAD_WS_MISALIGNED:
+            if (train && (u8(r) & 1)) cx_mis = 1; else ws_mis = 1;
+            break;
+        case BAD_NULL_TOP:
+            null_top = 1 + (int)pick(r, 4);
+            if (train && null_top == 4) { /* NULL context instead of a NULL desc */
+                cx_null = 1;
+                null_top = 0;
+            }
+            break;
         default: break;
         }
     }
@@ -2216,14 +2802,29 @@ static void fuzz_mha(rd *r)
     check_status("attn_mha_plan_create", st, pe);
     if (st != ATTN_OK)
         FAIL("valid MHA plan failed: %s", st_name(st));
-    size_t need_ws = 0;
+    size_t need_ws = 0, need_cx = 0;
     if (attn_mha_workspace_size(plan, &need_ws) != ATTN_OK)
         FAIL("attn_mha_workspace_size failed");
+    /* train_forward's context: exact or larger, NaN-filled (or bad) */
+    wsp cx = { 0 };
+    unsigned char *cx_copy = NULL;
+    if (train) {
+        if (attn_mha_context_size(plan, &need_cx) != ATTN_OK)
+            FAIL("attn_mha_context_size failed on a small plan");
+        wsp_make(&cx, 1 + (wsel >> 4 & 1), need_cx, cx_small, cx_mis);
+        cx_copy = xmalloc(cx.alloc);
+        memcpy(cx_copy, cx.raw, cx.alloc);
+    }
     if (null_top) {
-        st = null_top == 1 ? attn_mha_execute(NULL, &w, &a, NULL, 0)
-           : null_top == 2 ? attn_mha_execute(plan, NULL, &a, NULL, 0)
-           : null_top == 3 ? attn_mha_execute(plan, &w, NULL, NULL, 0)
-                           : attn_mha_plan_create(NULL, d);
+        if (train)
+            st = null_top == 1 ? attn_mha_train_forward(NULL, &w, &a, cx.ptr, cx.bytes, NULL, 0)
+               : null_top == 2 ? attn_mha_train_forward(plan, NULL, &a, cx.ptr, cx.bytes, NULL, 0)
+                               : attn_mha_train_forward(plan, &w, NULL, cx.ptr, cx.bytes, NULL, 0);
+        else
+            st = null_top == 1 ? attn_mha_execute(NULL, &w, &a, NULL, 0)
+               : null_top == 2 ? attn_mha_execute(plan, NULL, &a, NULL, 0)
+               : null_top == 3 ? attn_mha_execute(plan, &w, NULL, NULL, 0)
+                               : attn_mha_plan_create(NULL, d);
         if (st != ATTN_ERR_NULL_ARGUMENT)
             FAIL("NULL plan/weights/args: got %s", st_name(st));
     } else {
@@ -2232,22 +2833,32 @@ static void fuzz_mha(rd *r)
         expect ee = expect_mha_exec(d, &w, &a, w1.ptr, w1.bytes, need_ws);
         if (ws_small && need_ws == 0)
             ee.must &= ~BIT(ATTN_ERR_WORKSPACE_TOO_SMALL);
-        st = attn_mha_execute(plan, &w, &a, w1.ptr, w1.bytes);
-        check_status("attn_mha_execute", st, ee);
+        if (train) {
+            void *cxp = cx_null ? NULL : cx.ptr;
+            expect_context(&ee, cxp, cx.bytes, need_cx);
+            st = attn_mha_train_forward(plan, &w, &a, cxp, cx.bytes, w1.ptr, w1.bytes);
+            check_status("attn_mha_train_forward", st, ee);
+        } else {
+            st = attn_mha_execute(plan, &w, &a, w1.ptr, w1.bytes);
+            check_status("attn_mha_execute", st, ee);
+        }
         free(w1.raw);
     }
-    attn_mha_plan_destroy(plan);
     if (memcmp(inputs_copy, pool, pool_len * sizeof(float)) || memcmp(mcopy, mpool, mlen))
         FAIL("an MHA input was modified");
     if (st != ATTN_OK) {
-        counts[N_MHA_ERROR]++;
+        counts[train ? N_TRAIN_ERROR : N_MHA_ERROR]++;
         obuf_untouched(&ob, "out", st_name(st));
         if (ow.base)
             obuf_untouched(&ow, "weights", st_name(st));
+        if (train && memcmp(cx_copy, cx.raw, cx.alloc))
+            FAIL("attn_mha_train_forward: %s, but the context was written", st_name(st));
         goto out;
     }
 
-    counts[N_MHA_CHECKED]++;
+    counts[train ? N_TRAIN_CHECKED : N_MHA_CHECKED]++;
+    if (d->dropout_p > 0.0)
+        counts[N_DROP_MHA_CHECKED]++;
     /* against the reference */
     {
         mref_out mo;
@@ -2287,31 +2898,45 @@ static void fuzz_mha(rd *r)
         free(mo.avg);
         free(mo.avg_tol);
     }
-    /* another thread count, another workspace: bitwise equal */
+    /* another thread count, another workspace: bitwise equal (execute,
+     * also after train_forward: "Y bitwise as attn_mha_execute") */
     {
         float *so = obuf_snap(&ob), *sw = obuf_snap(&ow);
-        const int t1 = d->threads;
-        d->threads = t2;
+        attn_mha_desc d2 = *d;
+        d2.threads = t2;
+        char note[256];
+        snprintf(note, sizeof note, "%s%s",
+                 train ? " (attn_mha_train_forward, then attn_mha_execute)" : "",
+                 drop_zero_reset(d2.dropout_p, &d2.dropout_seed, &d2.dropout_offset));
         obuf_clear(&ob);
         if (ow.base)
             obuf_clear(&ow);
-        plan = NULL;
-        if ((st = attn_mha_plan_create(&plan, d)) != ATTN_OK)
+        attn_mha_plan *plan2 = NULL;
+        if ((st = attn_mha_plan_create(&plan2, &d2)) != ATTN_OK)
             FAIL("MHA plan with %d threads: %s", t2, st_name(st));
-        attn_mha_workspace_size(plan, &need_ws);
+        size_t need2 = 0;
+        attn_mha_workspace_size(plan2, &need2);
         wsp w2;
-        wsp_make(&w2, (wsel >> 2) % 3, need_ws, 0, 0);
-        if ((st = attn_mha_execute(plan, &w, &a, w2.ptr, w2.bytes)) != ATTN_OK)
+        wsp_make(&w2, (wsel >> 2) % 3, need2, 0, 0);
+        if ((st = attn_mha_execute(plan2, &w, &a, w2.ptr, w2.bytes)) != ATTN_OK)
             FAIL("MHA execute with %d threads: %s", t2, st_name(st));
-        attn_mha_plan_destroy(plan);
+        attn_mha_plan_destroy(plan2);
         free(w2.raw);
-        obuf_same(&ob, so, "out", t1, t2);
+        obuf_same(&ob, so, "out", d->threads, t2, note);
         if (ow.base)
-            obuf_same(&ow, sw, "weights", t1, t2);
+            obuf_same(&ow, sw, "weights", d->threads, t2, note);
         free(so);
         free(sw);
     }
+    if (train) {
+        const mha_prob M = { d, &w, &a, pool, pool_len, mpool, mlen, &ob, &ow, cx.ptr, cx.bytes,
+                             need_cx, t2 };
+        fuzz_mha_train(r, &M, plan);
+    }
 out:
+    attn_mha_plan_destroy(plan);
+    free(cx.raw);
+    free(cx_copy);
     free(inputs_copy);
     free(mcopy);
     free(pool);
@@ -2324,10 +2949,11 @@ out:
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     rd r = { data, size, 0 };
-    if (u8(&r) & 1)
-        fuzz_mha(&r);
+    const unsigned sel = u8(&r);
+    if (sel & SEL_MHA)
+        fuzz_mha(&r, sel);
     else
-        fuzz_sdpa(&r);
+        fuzz_sdpa(&r, sel);
     return 0;
 }
 

@@ -2,7 +2,9 @@
 """Write the structured part of the fuzz seed corpus (test/fuzz/corpus/).
 
 An input is read byte by byte by fuzz_attn.c (missing bytes read as 0):
-  byte 0   bit 0: 0 = SDPA, 1 = MHA
+  byte 0   bit 0: 0 = SDPA, 1 = MHA; bit 1: dropout fields (p, seed,
+           offset) in the desc; bit 2 (MHA): the training calls
+           (train_forward, backward) instead of execute
   byte 1   0 = a valid problem, else the first planted invalid field
            (1 + (b - 1) % 19, see the BAD_* enum); >= 128 plants a second
   then     sizes, options, layouts, values, workspace: random here.
@@ -15,7 +17,13 @@ and the sdpa-bwd-* seeds: the SDPA backward's bytes follow the forward's
 fuzzing run's corpus by what FUZZ_VERBOSE=1 printed for them ("bwd: ...
 bad=X,Y"): the smallest input per planted backward field (BB_* in
 fuzz_attn.c, sdpa-bwd-badNN), one with two, and valid ones with and
-without dBias.
+without dBias.  Likewise the dropout and training seeds named
+sdpa-dropout-*, mha-dropout-weights and mha-train-* (other than the
+*-valid-* ones written here): p = 1, p = 0 with an offset, an invalid p,
+dropout with dBias and with probabilities, MHA dropout with weights, small
+and dropout training problems, accumulate = 1, a train_forward context
+error, the smallest input per planted backward field (MB_* in
+fuzz_attn.c, mha-train-bwd-badNN) and one with two.
 
 usage: gen_seeds.py OUTDIR
 """
@@ -50,6 +58,14 @@ def main():
     # the empty input: the smallest valid problem
     seeds["sdpa-empty"] = b""
     seeds["mha-zeros"] = bytes([1])
+    # byte 0 bits 1 and 2: dropout, MHA training (own generator: the seeds
+    # above stay as they were)
+    rng2 = random.Random(20261124)
+    for sel, name in ((2, "sdpa-dropout"), (3, "mha-dropout"), (5, "mha-train"),
+                      (7, "mha-train-dropout")):
+        for k in range(2):
+            tail = bytes(rng2.randrange(256) for _ in range(rng2.randrange(30, 90)))
+            seeds["%s-bad00-%d" % (name, k)] = bytes([sel, 0]) + tail
     for name, data in sorted(seeds.items()):
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
