@@ -1135,7 +1135,9 @@ ATTN_API attn_status attn_mha_execute(const attn_mha_plan *plan, const attn_mha_
  * sum), the bias gradients as sums in token order, and the SDPA backward
  * is itself thread-count independent.
  *
- * Dropout is not part of the MHA layer yet.
+ * With dropout_p > 0, train_forward and backward draw the same keep mask
+ * (a pure function of the desc's seed and offset and of (b, h, i, j)), so
+ * the backward differentiates exactly the dropped forward it follows.
  */
 
 /* The gradients backward writes; the pointers of the weight layout the
