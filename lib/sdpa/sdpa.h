@@ -100,6 +100,13 @@ struct attn_sdpa_plan {
      * rows), run heaviest first from an order built per execute. */
     int sparse;
     int64_t sp_rows, sp_nrb, nb, mb;
+    /* Items [0, sp_nreg) are the ordinary ones, B * Hq * sp_nrb; with
+     * global queries as many global-query items follow (nitems = 2
+     * sp_nreg), whose gathered rows' indices (bq int64 after the ranges),
+     * Q rows (sp_rows x dk) and O rows (sp_rows x dv, at ws_qg) live in
+     * the thread's slice. */
+    int64_t sp_nreg;
+    size_t ws_qg;
     size_t ws_seg;            /* offset of the tile's segments in a slice */
     /* Short segments (scattered global keys) are gathered into a copy of
      * their K and V rows (bk x dk and bk x dv floats at ws_gather) when
