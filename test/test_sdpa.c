@@ -892,7 +892,7 @@ void test_sparse_dropout(void **state)
 {
     (void)state;
     int fails = 0;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 6; k++) {
         static const int32_t kl[2] = {70, 31}, ql[2] = {45, 20};
         tcase c = tcase_default(2, 4, 2, 45, 70, 16, 12);
         c.want_probs = 1;
@@ -907,7 +907,13 @@ void test_sparse_dropout(void **state)
         c.bs = k >= 2 ? 16 : 0;
         c.lay_per_head = k == 3;
         c.lay_keep = 0.6;
-        if (k == 1) {
+        if (k >= 4) {
+            /* scattered global queries: several per item, item edges */
+            c.use_gq = 1;
+            c.gq_step = k == 4 ? 3 : 0;
+            c.gq_edges = k == 5;
+        }
+        if (k == 1 || k == 5) {
             c.use_kv_lens = c.use_q_lens = 1;
             memcpy(c.kv_lens, kl, sizeof kl);
             memcpy(c.q_lens, ql, sizeof ql);
@@ -985,7 +991,7 @@ void test_sparse_dropout(void **state)
         tinst_free(&t);
         tinst_free(&t2);
     }
-    printf("[checks]   sparse dropout: 4 cases vs their dense twins, fwd and bwd\n");
+    printf("[checks]   sparse dropout: 6 cases vs their dense twins, fwd and bwd\n");
     if (fails)
         fail_msg("%d sparse dropout failures", fails);
 }
