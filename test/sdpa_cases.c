@@ -845,7 +845,7 @@ static void gen_global(trows *rs)
  * sliding window and GQA, a layout (per head, causal, bottom-right, with
  * lengths, mask and bias), a layout whose block rows hold several items
  * (bs 128: several global-query items per block row), and lengths with
- * flags on padded rows, mask and bias, lse only. */
+ * flags on padded rows, mask and bias, lse only; and dk + dv > 1024. */
 static void gen_global_scattered(trows *rs)
 {
     static const int64_t pat[][3] = {
@@ -918,6 +918,22 @@ static void gen_global_scattered(trows *rs)
             rs->next.quick = k == 0 || (k == 1 && x < 2);
             trows_add(rs, &c);
         }
+    /* dk + dv > 1024: no gather of short key segments (scattered global
+     * keys) in the forward and the backward, global queries still
+     * gathered; with and without a layout. */
+    for (int k = 0; k < 2; k++) {
+        tcase c = full(1, 2, 1, 40, 50, 600, 500, seed++);
+        c.use_gq = c.use_gk = 1;
+        c.gq_step = 3;
+        c.gk_rate = 0.2;
+        c.wl = c.wr = 2;
+        c.bs = k ? 16 : 0;
+        c.lay_kind = TLAY_RANDOM;
+        c.lay_keep = 0.7;
+        c.poison = 1;
+        rs->next.quick = 0;
+        trows_add(rs, &c);
+    }
 }
 
 /* Block layouts: every block size 16..256 with n and m not multiples of

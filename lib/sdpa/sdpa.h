@@ -70,6 +70,23 @@ typedef struct attn_kseg {
     int64_t c0, j0, len;
 } attn_kseg;
 
+/* The first nonzero byte of p in [j, end), or end (8 bytes at a time). */
+int64_t attn_next_nonzero(const uint8_t *p, int64_t j, int64_t end);
+
+/* Fill a tile with up to bk keys of the stream kr (*s, *e its current
+ * run, *have whether there is one): segments seg[0 .. *nseg), returns the
+ * number of columns (0 at the end).  With gather, the segments of at
+ * least ATTN_GATHER_SHORT keys take the first columns and the shorter ones
+ * the last, from *cshort on; otherwise the columns follow the keys and
+ * *cshort is the number of columns. */
+int64_t attn_fill_tile(attn_krun *kr, int64_t *s, int64_t *e, int *have, attn_kseg *seg,
+                       int64_t bk, int64_t *nseg, int gather, int64_t *cshort);
+
+/* Copy the rows of the short segments (columns [cshort, ...)) of a
+ * [rows][ld] matrix into dst [columns - cshort][width]. */
+void attn_gather_rows(float *dst, const float *src, int64_t ld, int64_t width,
+                      const attn_kseg *seg, int64_t nseg, int64_t cshort);
+
 struct attn_sdpa_plan {
     attn_sdpa_desc d;
     int dropout;              /* dropout_p > 0 (p = 0 runs the plain path) */

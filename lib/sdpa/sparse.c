@@ -52,7 +52,7 @@ attn_status attn_sparse_validate(int layout_per_head, int reserved_flags, int64_
 }
 
 /* The first nonzero byte of p in [j, end), or end. */
-static int64_t next_nonzero(const uint8_t *p, int64_t j, int64_t end)
+int64_t attn_next_nonzero(const uint8_t *p, int64_t j, int64_t end)
 {
     while (j < end && (j & 7)) {
         if (p[j])
@@ -93,7 +93,7 @@ int attn_krun_next(attn_krun *r, int64_t *s, int64_t *e)
         if (j < r->wlo && r->wlo < lim && r->wlo < r->whi)
             lim = r->wlo;
         if (r->gk) {
-            int64_t x = next_nonzero(r->gk, j, lim);
+            int64_t x = attn_next_nonzero(r->gk, j, lim);
             if (x < lim) {
                 j = x;
                 break;
@@ -310,8 +310,8 @@ static int64_t global_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, co
         s1 = qlen;
     const uint8_t *gq = a->global_q + b * d->q_len;
     int64_t skip = k * R, rows = 0;
-    for (int64_t i = s0 < s1 ? next_nonzero(gq, s0, s1) : s1; i < s1 && rows < R;
-         i = next_nonzero(gq, i + 1, s1)) {
+    for (int64_t i = s0 < s1 ? attn_next_nonzero(gq, s0, s1) : s1; i < s1 && rows < R;
+         i = attn_next_nonzero(gq, i + 1, s1)) {
         if (skip > 0)
             skip--;
         else
@@ -350,8 +350,8 @@ static void item_ranges(const attn_sdpa_plan *p, swork *w, int64_t qlen, int64_t
  * segments take the first columns and the short ones (fewer than
  * ATTN_GATHER_SHORT keys) the last, from *cshort on; otherwise the columns
  * follow the keys and *cshort = cols. */
-static int64_t fill_tile(attn_krun *kr, int64_t *s, int64_t *e, int *have, attn_kseg *seg,
-                         int64_t bk, int64_t *nseg, int gather, int64_t *cshort)
+int64_t attn_fill_tile(attn_krun *kr, int64_t *s, int64_t *e, int *have, attn_kseg *seg,
+                       int64_t bk, int64_t *nseg, int gather, int64_t *cshort)
 {
     int64_t cols = 0, ns = 0;
     while (*have && cols < bk) {
@@ -386,8 +386,8 @@ static int64_t fill_tile(attn_krun *kr, int64_t *s, int64_t *e, int *have, attn_
 
 /* Gather the rows of the short segments (columns [cshort, cols)) of a
  * [rows][ld] matrix into dst [cols - cshort][width]. */
-static void gather_rows(float *dst, const float *src, int64_t ld, int64_t width,
-                        const attn_kseg *seg, int64_t nseg, int64_t cshort)
+void attn_gather_rows(float *dst, const float *src, int64_t ld, int64_t width,
+                      const attn_kseg *seg, int64_t nseg, int64_t cshort)
 {
     for (int64_t x = 0; x < nseg; x++) {
         if (seg[x].c0 < cshort)
@@ -420,7 +420,7 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
             attn_sgemm(1, (int)nr, (int)seg[x].len, (int)d->qk_dim, p->scale, q, ldq,
                        k + seg[x].j0 * d->k.seq, (int)d->k.seq, 0.0f, w->s + seg[x].c0, (int)bk);
     if (ng > 0) {
-        gather_rows(w->kg, k, d->k.seq, d->qk_dim, seg, nseg, cshort);
+        attn_gather_rows(w->kg, k, d->k.seq, d->qk_dim, seg, nseg, cshort);
         attn_sgemm(1, (int)nr, (int)ng, (int)d->qk_dim, p->scale, q, ldq, w->kg,
                    (int)d->qk_dim, 0.0f, w->s + cshort, (int)bk);
     }
@@ -487,7 +487,7 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
             attn_sgemm(0, (int)nr, (int)d->v_dim, (int)seg[x].len, 1.0f, w->s + seg[x].c0,
                        (int)bk, v + seg[x].j0 * d->v.seq, (int)d->v.seq, 1.0f, o, ldo);
     if (ng > 0) {
-        gather_rows(w->vg, v, d->v.seq, d->v_dim, seg, nseg, cshort);
+        attn_gather_rows(w->vg, v, d->v.seq, d->v_dim, seg, nseg, cshort);
         attn_sgemm(0, (int)nr, (int)d->v_dim, (int)ng, 1.0f, w->s + cshort, (int)bk, w->vg,
                    (int)d->v_dim, 1.0f, o, ldo);
     }
@@ -542,7 +542,7 @@ static void run_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w
     int have = attn_krun_next(&kr, &s, &e);
     for (;;) {
         const int64_t cols =
-            fill_tile(&kr, &s, &e, &have, w->seg, p->bk, &nseg, w->kg != NULL, &cshort);
+            attn_fill_tile(&kr, &s, &e, &have, w->seg, p->bk, &nseg, w->kg != NULL, &cshort);
         if (cols == 0)
             break;
         run_tile(p, a, w, g, b, h, w->seg, nseg, cols, cshort);
