@@ -5,11 +5,30 @@
  *   AND j < kv_len_b AND i < q_len_b AND mask AND bias != -inf
  *   AND layout[h][i / bs][j / bs] != 0 (with a layout).
  *
- * A work item is (batch b, query head h, block of sp_rows query rows);
- * with a layout the block lies inside one block row (sp_rows divides the
- * block size), so its rows share their layout row.  The rows of an item
- * split into groups of consecutive rows that are all global queries or all
- * not.  A group's candidate keys are a union of maximal runs of keys
+ * Two kinds of work items, each owning the O, P and lse rows it computes:
+ *
+ * - ordinary items (b, query head h, block of sp_rows query rows); with a
+ *   layout the block lies inside one block row (sp_rows divides the block
+ *   size), so its rows share their layout row.  Its rows that are not
+ *   global queries split into groups of consecutive rows (a global query
+ *   row ends a group and is skipped); the rows >= q_len_b are zeroed here
+ *   whatever their flag.
+ * - with global queries, as many global-query items (b, h, rb) follow:
+ *   the global queries of b below q_len_b, in increasing order, are taken
+ *   per span (the layout block row I = rb sp_rows / bs with a layout, so
+ *   that they share their layout row; all n rows without one), and item
+ *   rb takes chunk k of sp_rows of them, k its rank among the span's
+ *   items (k = rb without a layout).  Such an item is one group: its Q
+ *   rows are copied into a per-thread buffer (dense, sp_rows x dk), its O
+ *   rows accumulate in another (sp_rows x dv) and are scattered to their
+ *   places at the finish, so scattered global queries (every 128th token,
+ *   say) run with M = sp_rows GEMMs instead of one M = 1 pass over every
+ *   key each, and their cost no longer lands on the ordinary item that
+ *   holds them.  Every per-row index (mask, bias, dropout, P, lse, the
+ *   layout row) is the row's real index.  Most of these items are empty
+ *   (cost 0) unless global queries are many.
+ *
+ * A group's candidate keys are a union of maximal runs of keys
  * (attn_krun): for ordinary rows the union of their windows plus the global
  * keys, for global rows every key, both cut to the layout's visible blocks
  * and to kv_len.  The runs are walked in tiles of up to bk keys; a tile is
@@ -21,11 +40,15 @@
  *   c = exp(m - m');  S = exp(S - m');  l = c l + rowsum S
  *   O = c O + sum over segments S[:, seg] V_seg  (one sgemm per segment)
  *
+ * (segments shorter than ATTN_GATHER_SHORT keys, scattered global keys,
+ * have their K and V rows gathered and cost one sgemm per tile together.)
+ *
  * Keys, mask and bias entries outside the candidate runs are never read,
  * so hidden blocks cost nothing.  Items are run heaviest first (their cost
  * is rows x candidate keys, counted per execute), each by one thread, with
- * outputs owned by the item: the result does not depend on the thread
- * count or the schedule. */
+ * outputs owned by the item (every row by exactly one item): the result
+ * does not depend on the thread count or the schedule.  A plan without
+ * global queries has only ordinary items and runs exactly as before. */
 #include "sdpa/sdpa.h"
 #include <math.h>
 #include <stdlib.h>
