@@ -1072,5 +1072,6 @@ const tfamily tfamilies[] = {
      CHK_POISON | CHK_THREADS | CHK_DENSE | CHK_BWD | CHK_PLAN | CHK_OPTIONAL, THR_ALL, NULL},
     {"layout builders", "sparse", NULL, 0, THR_ALL, test_layout_builders},
     {"sparse dropout", "sparse", NULL, 0, THR_ALL, test_sparse_dropout},
+    {"sparse nan in visible data", "sparse", NULL, 0, THR_ALL, test_sparse_nan_visible},
 };
 const int tfamily_count = (int)COUNT(tfamilies);

@@ -461,6 +461,26 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
             const int64_t j0 = seg[x].j0, j1 = j0 + seg[x].len;
             float *sc = sr + seg[x].c0;   /* sc[j - j0]: the score of key j */
             int64_t j = j0;
+            if (seg[x].c0 >= cshort) {
+                /* A short (gathered) segment: key by key, what prep_max
+                 * does (bias, mask, max, NaN), without a call per key. */
+                const int64_t lo = w->lo[r], hi = w->hi[r];
+                for (; j < j1; j++) {
+                    float *e = sc + (j - j0);
+                    if (!g->global && !(j >= lo && j < hi) && !(gk && gk[j])) {
+                        *e = -INFINITY;
+                        continue;
+                    }
+                    if (brow)
+                        *e += brow[j];
+                    if (mrow && (mrow[j] != 0) == (drop != 0))
+                        *e = -INFINITY;
+                    if (*e != *e)
+                        nan = 1;
+                    else if (*e > mt)
+                        mt = *e;
+                }
+            }
             while (j < j1) {
                 int64_t stop;
                 const int64_t va = attn_vis_next(gk, g->global, w->lo[r], w->hi[r], j, j1, &stop);
