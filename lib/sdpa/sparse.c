@@ -316,19 +316,34 @@ static int next_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, const sw
  * where rb is the k-th item of its span.  Their indices go to w->idx;
  * returns their number (0 when the span has at most k sp_rows) and sets
  * the group over them (every key of the layout row, up to kvlen). */
+/* The span of global-query item rb: rows [*s0, *s1) (before the cut at
+ * qlen), the layout block row *I, the item's rank *k in the span and the
+ * span's number of items *nk. */
+static void global_span(const attn_sdpa_plan *p, int64_t rb, int64_t *s0, int64_t *s1,
+                        int64_t *I, int64_t *k, int64_t *nk)
+{
+    const attn_sdpa_desc *d = &p->d;
+    const int64_t R = p->sp_rows;
+    *s0 = 0;
+    *s1 = d->q_len;
+    *I = 0;
+    if (d->block_size) {
+        *I = rb * R / d->block_size;
+        *s0 = *I * d->block_size;
+        *s1 = *s0 + d->block_size < d->q_len ? *s0 + d->block_size : d->q_len;
+    }
+    *k = rb - *s0 / R;
+    *nk = (*s1 - *s0 + R - 1) / R;
+}
+
 static int64_t global_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, const swork *w,
                             int64_t b, int64_t h, int64_t rb, int64_t qlen, int64_t kvlen,
                             sgroup *g)
 {
     const attn_sdpa_desc *d = &p->d;
     const int64_t R = p->sp_rows;
-    int64_t s0 = 0, s1 = d->q_len, I = 0, k = rb;
-    if (d->block_size) {
-        I = rb * R / d->block_size;
-        s0 = I * d->block_size;
-        s1 = s0 + d->block_size < d->q_len ? s0 + d->block_size : d->q_len;
-        k = (rb * R - s0) / R;
-    }
+    int64_t s0, s1, I, k, nk;
+    global_span(p, rb, &s0, &s1, &I, &k, &nk);
     if (s1 > qlen)
         s1 = qlen;
     const uint8_t *gq = a->global_q + b * d->q_len;
@@ -664,10 +679,19 @@ static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
         run_group(p, a, w, &g, b, h);
 }
 
-/* The cost of an item: rows x candidate keys, summed over its groups. */
-static int64_t item_cost(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w, int64_t it)
+typedef struct sorder {
+    int64_t cost, item;
+} sorder;
+
+/* The cost of an item into *out: rows x candidate keys, summed over its
+ * groups.  For a global-query item the first of its span fills the
+ * entries of the whole span (out[0 .. items of the span)), the others
+ * write nothing. */
+static void item_cost(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w, int64_t it,
+                      sorder *out)
 {
     const attn_sdpa_desc *d = &p->d;
+    const int64_t it0 = it;
     const int glob_item = it >= p->sp_nreg;
     if (glob_item)
         it -= p->sp_nreg;
@@ -676,18 +700,43 @@ static int64_t item_cost(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork
     const int64_t qlen = qlen_of(p, a, b), kvlen = kvlen_of(p, a, b);
     sgroup g;
     if (glob_item) {
-        const int64_t rows = global_group(p, a, w, b, h, rb, qlen, kvlen, &g);
-        int64_t s, e, keys = 0;
-        if (rows > 0)
+        /* The span's first item: every item of the span at once (one scan
+         * of the flags); the others are written here. */
+        int64_t s0, s1, I, k, nk;
+        global_span(p, rb, &s0, &s1, &I, &k, &nk);
+        if (k != 0)
+            return;
+        const uint8_t *gq = a->global_q + b * d->q_len;
+        int64_t cnt = 0;
+        if (s1 > qlen)
+            s1 = qlen;
+        for (int64_t i = s0 < s1 ? attn_next_nonzero(gq, s0, s1) : s1; i < s1;
+             i = attn_next_nonzero(gq, i + 1, s1))
+            cnt++;
+        int64_t keys = 0;
+        if (cnt > 0) {
+            global_group(p, a, w, b, h, rb, 0, kvlen, &g);   /* qlen 0: no rows, the keys */
+            int64_t s, e;
             while (attn_krun_next(&g.kr, &s, &e))
                 keys += e - s;
-        return rows * keys;
+        }
+        for (int64_t x = 0; x < nk; x++) {
+            const int64_t rows = cnt - x * p->sp_rows < 0 ? 0
+                : cnt - x * p->sp_rows < p->sp_rows ? cnt - x * p->sp_rows : p->sp_rows;
+            /* rows x (keys + 1): the row pass counts too, and an item has
+             * cost 0 exactly when it has no rows (then it is not run) */
+            out[x].cost = rows * (keys + 1);
+            out[x].item = it0 + x;
+        }
+        return;
     }
     const int64_t i0 = rb * p->sp_rows;
     const int64_t i1 = i0 + p->sp_rows < d->q_len ? i0 + p->sp_rows : d->q_len;
     const int64_t rows = (i1 < qlen ? i1 : qlen) - i0;
+    out->item = it0;
+    out->cost = 0;
     if (rows <= 0)
-        return 0;
+        return;
     item_ranges(p, w, qlen, kvlen, i0, rows);
     int64_t cost = 0;
     for (int64_t r0 = 0; next_group(p, a, w, b, h, i0, rows, kvlen, r0, &g); r0 = g.r1) {
@@ -696,12 +745,8 @@ static int64_t item_cost(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork
             keys += e - s;
         cost += (g.r1 - g.r0) * keys;
     }
-    return cost;
+    out->cost = cost;
 }
-
-typedef struct sorder {
-    int64_t cost, item;
-} sorder;
 
 /* a before b: heavier first, then lower index (a total order, so the
  * sorted order is unique). */
@@ -775,10 +820,8 @@ static void sparse_body(void *arg, int tid)
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(static)
 #endif
-    for (int64_t it = 0; it < nitems; it++) {
-        order[it].cost = item_cost(p, c->a, &w, it);
-        order[it].item = it;
-    }
+    for (int64_t it = 0; it < nitems; it++)
+        item_cost(p, c->a, &w, it, order + it);
 #if ATTN_HAVE_OPENMP
 #pragma omp single
 #endif
@@ -787,7 +830,8 @@ static void sparse_body(void *arg, int tid)
 #pragma omp for schedule(dynamic, 1)
 #endif
     for (int64_t k = 0; k < nitems; k++)
-        run_sparse_item(p, c->a, &w, order[k].item);
+        if (order[k].item < p->sp_nreg || order[k].cost > 0)   /* empty global items */
+            run_sparse_item(p, c->a, &w, order[k].item);
 }
 
 void attn_sparse_forward(const attn_sdpa_plan *p, const attn_sdpa_args *a, void *ws)
