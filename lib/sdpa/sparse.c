@@ -309,13 +309,6 @@ static int next_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, const sw
     return 1;
 }
 
-/* The rows of global-query item (b, h, rb): global queries of batch b
- * below qlen, taken in increasing order from a span of query rows (the
- * block row I of the item's rows with a layout, so that the rows share
- * their layout row; all n rows without one), chunk k of sp_rows of them,
- * where rb is the k-th item of its span.  Their indices go to w->idx;
- * returns their number (0 when the span has at most k sp_rows) and sets
- * the group over them (every key of the layout row, up to kvlen). */
 /* The span of global-query item rb: rows [*s0, *s1) (before the cut at
  * qlen), the layout block row *I, the item's rank *k in the span and the
  * span's number of items *nk. */
@@ -336,6 +329,13 @@ static void global_span(const attn_sdpa_plan *p, int64_t rb, int64_t *s0, int64_
     *nk = (*s1 - *s0 + R - 1) / R;
 }
 
+/* The rows of global-query item (b, h, rb): global queries of batch b
+ * below qlen, taken in increasing order from a span of query rows (the
+ * block row I of the item's rows with a layout, so that the rows share
+ * their layout row; all n rows without one), chunk k of sp_rows of them,
+ * where rb is the k-th item of its span.  Their indices go to w->idx;
+ * returns their number (0 when the span has at most k sp_rows) and sets
+ * the group over them (every key of the layout row, up to kvlen). */
 static int64_t global_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, const swork *w,
                             int64_t b, int64_t h, int64_t rb, int64_t qlen, int64_t kvlen,
                             sgroup *g)
@@ -700,8 +700,8 @@ static void item_cost(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w
     const int64_t qlen = qlen_of(p, a, b), kvlen = kvlen_of(p, a, b);
     sgroup g;
     if (glob_item) {
-        /* The span's first item: every item of the span at once (one scan
-         * of the flags); the others are written here. */
+        /* The span's first item writes the entries of all the span's
+         * items (one scan of the flags); the others write nothing. */
         int64_t s0, s1, I, k, nk;
         global_span(p, rb, &s0, &s1, &I, &k, &nk);
         if (k != 0)
