@@ -436,7 +436,8 @@ ATTN_API attn_status attn_dropout_keep_mask(double p, uint64_t seed, uint64_t of
  *   follows the number of visible blocks.  K and V rows, mask and bias
  *   entries only in hidden blocks (or outside every candidate set) may
  *   hold NaN.  The workspace stays threads x tile (plus 16 bytes per work
- *   item: B x Hq x ceil(n / min(bs, 64)) items).
+ *   item: B x Hq x ceil(n / min(bs, 64)) items, twice that with global
+ *   queries).
  * - Every other feature works with them (views, GQA, n != m, both
  *   alignments, lengths, masks, bias, probabilities, logsumexp, dropout,
  *   the backward with dBias, the MHA layer), and results are bitwise the

@@ -105,8 +105,10 @@ const char *tcase_str(const tcase *c)
     if (tcase_sparse(c) || c->dense_twin) {
         size_t len = strlen(buf);
         snprintf(buf + len, sizeof buf - len,
-                 " gk=%d/%.2f gq=%d/%.2f first=%lld bs=%lld per_head=%d kind=%d keep=%.2f twin=%d",
+                 " gk=%d/%.2f gq=%d/%.2f first=%lld gq_step=%lld/%lld edges=%d bs=%lld"
+                 " per_head=%d kind=%d keep=%.2f twin=%d",
                  c->use_gk, c->gk_rate, c->use_gq, c->gq_rate, (long long)c->glob_first,
+                 (long long)c->gq_step, (long long)c->gq_off, c->gq_edges,
                  (long long)c->bs, c->lay_per_head, c->lay_kind, c->lay_keep, c->dense_twin);
     }
     return buf;
@@ -225,7 +227,13 @@ static int build_sparse(tinst *t)
             return -1;
         uint8_t *g = t->gq.base;
         for (int64_t x = 0; x < c->B * c->n; x++) {
-            const int on = c->glob_first ? x % c->n < c->glob_first : trng_bool(&sp, c->gq_rate);
+            const int64_t i = x % c->n, b = x / c->n;
+            int on;
+            if (c->gq_step || c->gq_edges)
+                on = (c->gq_step && i % c->gq_step == (c->gq_off + b) % c->gq_step) ||
+                     (c->gq_edges && (i % 16 == 0 || i % 16 == 15));
+            else
+                on = c->glob_first ? i < c->glob_first : trng_bool(&sp, c->gq_rate);
             g[x] = on ? (uint8_t)trng_int(&sp, 1, 255) : 0;
         }
         d->use_global_q = 1;

@@ -85,6 +85,12 @@ typedef struct tcase {
     int use_gk, use_gq;
     double gk_rate, gq_rate;
     int64_t glob_first;
+    /* Scattered global queries by pattern instead (when gq_step or
+     * gq_edges is set): row i of batch b is global iff
+     * i % gq_step == (gq_off + b) % gq_step, or (gq_edges) i % 16 is 0 or
+     * 15 (the first and last rows of every work item). */
+    int64_t gq_step, gq_off;
+    int gq_edges;
     int64_t bs;
     int lay_per_head;
     int lay_kind;        /* TLAY_* */

@@ -839,6 +839,103 @@ static void gen_global(trows *rs)
     }
 }
 
+/* Scattered global queries (each (b, h)'s global rows gathered into dense
+ * blocks): several per work item, the first and last rows of every item,
+ * every row, none, one per item at its edge, and a mix; each with a
+ * sliding window and GQA, a layout (per head, causal, bottom-right, with
+ * lengths, mask and bias), a layout whose block rows hold several items
+ * (bs 128: several global-query items per block row), and lengths with
+ * flags on padded rows, mask and bias, lse only; and dk + dv > 1024. */
+static void gen_global_scattered(trows *rs)
+{
+    static const int64_t pat[][3] = {
+        /* step, offset, edges */
+        {5, 2, 0}, {0, 0, 1}, {1, 0, 0}, {0, 0, 0}, {64, 63, 0}, {7, 3, 1},
+    };
+    static const int32_t kl[2] = {170, 61}, ql[2] = {150, 45};
+    static const int32_t kl2[2] = {280, 130}, ql2[2] = {300, 200};
+    uint64_t seed = 11500;
+    for (size_t x = 0; x < COUNT(pat); x++)
+        for (int k = 0; k < 4; k++) {
+            const int big = k == 2;
+            tcase c = full(2, 4, 2, big ? 300 : 150, big ? 280 : 170, 16, 12, seed++);
+            c.use_gq = 1;
+            c.gq_step = pat[x][0];
+            c.gq_off = pat[x][1];
+            c.gq_edges = (int)pat[x][2];
+            c.gq_rate = 0.0;   /* no pattern: no global query */
+            c.use_gk = k != 3;
+            c.gk_rate = 0.1;
+            c.poison = k % 2 == 0;
+            switch (k) {
+            case 0:
+                c.wl = c.wr = 6;
+                break;
+            case 1:
+                c.bs = 16;
+                c.lay_kind = TLAY_RANDOM;
+                c.lay_per_head = 1;
+                c.lay_keep = 0.5;
+                c.align = ATTN_ALIGN_BOTTOM_RIGHT;
+                c.wl = 20;
+                c.wr = 0;
+                KV_LENS(c, kl);
+                Q_LENS(c, ql);
+                c.mask_mode = ATTN_MASK_DROP_NONZERO;
+                c.mask_keep = 0.85;
+                c.mask_bcast = BC_HEAD;
+                c.use_bias = 1;
+                c.bias_bcast = BC_BATCH;
+                c.bias_ninf = 0.03;
+                break;
+            case 2:
+                c.bs = 128;
+                c.lay_kind = TLAY_BIGBIRD;
+                c.layout = LAY_BSHD;
+                c.out_layout = OUT_BSHD;
+                c.wl = 30;
+                c.wr = -1;
+                KV_LENS(c, kl2);
+                Q_LENS(c, ql2);
+                c.use_bias = 1;
+                c.bias_bcast = BC_SEQ;
+                c.bias_ninf = 0.02;
+                c.want_lse = 0;
+                break;
+            default:
+                c.wl = 4;
+                c.wr = 0;
+                KV_LENS(c, kl);
+                Q_LENS(c, ql);
+                c.mask_mode = ATTN_MASK_KEEP_NONZERO;
+                c.mask_keep = 0.8;
+                c.mask_bcast = (int)x % 8;
+                c.use_bias = 1;
+                c.bias_bcast = BC_HEAD;
+                c.want_probs = 0;
+                break;
+            }
+            rs->next.quick = k == 0 || (k == 1 && x < 2);
+            trows_add(rs, &c);
+        }
+    /* dk + dv > 1024: no gather of short key segments (scattered global
+     * keys) in the forward and the backward, global queries still
+     * gathered; with and without a layout. */
+    for (int k = 0; k < 2; k++) {
+        tcase c = full(1, 2, 1, 40, 50, 600, 500, seed++);
+        c.use_gq = c.use_gk = 1;
+        c.gq_step = 3;
+        c.gk_rate = 0.2;
+        c.wl = c.wr = 2;
+        c.bs = k ? 16 : 0;
+        c.lay_kind = TLAY_RANDOM;
+        c.lay_keep = 0.7;
+        c.poison = 1;
+        rs->next.quick = 0;
+        trows_add(rs, &c);
+    }
+}
+
 /* Block layouts: every block size 16..256 with n and m not multiples of
  * it; random (per head and broadcast), empty block rows, BigBird, strided,
  * fixed; with windows, causal (both alignments), lengths, masks, bias,
@@ -967,11 +1064,14 @@ const tfamily tfamilies[] = {
 
     {"global tokens", "sparse", gen_global,
      CHK_POISON | CHK_THREADS | CHK_DENSE | CHK_BWD, THR_ALL, NULL},
+    {"scattered global queries", "sparse", gen_global_scattered,
+     CHK_POISON | CHK_THREADS | CHK_DENSE | CHK_BWD | CHK_OPTIONAL, THR_ALL, NULL},
     {"block layouts", "sparse", gen_layout_rows,
      CHK_POISON | CHK_THREADS | CHK_DENSE | CHK_BWD, THR_ALL, NULL},
     {"sparse combined", "sparse", gen_sparse_combined,
      CHK_POISON | CHK_THREADS | CHK_DENSE | CHK_BWD | CHK_PLAN | CHK_OPTIONAL, THR_ALL, NULL},
     {"layout builders", "sparse", NULL, 0, THR_ALL, test_layout_builders},
     {"sparse dropout", "sparse", NULL, 0, THR_ALL, test_sparse_dropout},
+    {"sparse nan in visible data", "sparse", NULL, 0, THR_ALL, test_sparse_nan_visible},
 };
 const int tfamily_count = (int)COUNT(tfamilies);

@@ -632,6 +632,59 @@ void test_nan_visible(void **state)
     }
 }
 
+/* NaN in visible data with sparse rules: global keys every 50th key
+ * (short, gathered segments for the rows whose windows miss them), global
+ * queries every 40th row (gathered into their own items), window 5 + 5.
+ * A NaN in an ordinary key's K row reaches exactly the rows that see it
+ * (its window rows and the global queries), a NaN in a Q row only its
+ * row; a NaN in a global key's K row reaches every row. */
+void test_sparse_nan_visible(void **state)
+{
+    (void)state;
+    const int64_t n = 300, m = 300, d = 16;
+    for (int variant = 0; variant < 2; variant++) {
+        attn_sdpa_desc desc;
+        attn_sdpa_desc_init(&desc);
+        desc.batch = 1;
+        desc.q_heads = desc.kv_heads = 1;
+        desc.q_len = n;
+        desc.kv_len = m;
+        desc.qk_dim = desc.v_dim = d;
+        desc.q = desc.o = attn_view_bhsd(1, n, d);
+        desc.k = desc.v = attn_view_bhsd(1, m, d);
+        desc.window_left = desc.window_right = 5;
+        desc.use_global_k = desc.use_global_q = 1;
+        float *q = calloc((size_t)(n * d), sizeof(float));
+        float *k = calloc((size_t)(m * d), sizeof(float));
+        float *v = calloc((size_t)(m * d), sizeof(float));
+        float *o = calloc((size_t)(n * d), sizeof(float));
+        uint8_t *gk = calloc((size_t)m, 1), *gq = calloc((size_t)n, 1);
+        assert_non_null(q); assert_non_null(k); assert_non_null(v); assert_non_null(o);
+        assert_non_null(gk); assert_non_null(gq);
+        for (int64_t i = 0; i < n * d; i++) q[i] = 0.01f * (float)(i % 7);
+        for (int64_t i = 0; i < m * d; i++) { k[i] = 0.02f * (float)(i % 5); v[i] = 1.0f; }
+        for (int64_t j = 0; j < m; j++) gk[j] = j % 50 == 7;
+        for (int64_t i = 0; i < n; i++) gq[i] = i % 40 == 3;
+        const int64_t knan = variant ? 157 : 120, qnan = 203;
+        k[knan * d + 5] = NAN;
+        q[qnan * d + 2] = NAN;
+        for (int threads = 1; threads <= 4; threads *= 2) {
+            desc.threads = threads;
+            attn_sdpa_args a = { .q = q, .k = k, .v = v, .o = o, .global_k = gk, .global_q = gq };
+            assert_int_equal(attn_sdpa(&desc, &a), ATTN_OK);
+            for (int64_t i = 0; i < n; i++) {
+                const int sees = gq[i] || gk[knan] || (i >= knan - 5 && i <= knan + 5);
+                const int want = sees || i == qnan;
+                const float x = o[i * d];
+                if (want != (isnan(x) != 0))
+                    fail_msg("variant %d threads %d row %lld: O = %g", variant, threads,
+                             (long long)i, x);
+            }
+        }
+        free(q); free(k); free(v); free(o); free(gk); free(gq);
+    }
+}
+
 /* The layout builders against constructions of their own, written from
  * the definitions in attn.h a different way (marking from each block
  * outwards instead of testing each (I, J); the random blocks by removal
@@ -892,7 +945,7 @@ void test_sparse_dropout(void **state)
 {
     (void)state;
     int fails = 0;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 6; k++) {
         static const int32_t kl[2] = {70, 31}, ql[2] = {45, 20};
         tcase c = tcase_default(2, 4, 2, 45, 70, 16, 12);
         c.want_probs = 1;
@@ -907,7 +960,13 @@ void test_sparse_dropout(void **state)
         c.bs = k >= 2 ? 16 : 0;
         c.lay_per_head = k == 3;
         c.lay_keep = 0.6;
-        if (k == 1) {
+        if (k >= 4) {
+            /* scattered global queries: several per item, item edges */
+            c.use_gq = 1;
+            c.gq_step = k == 4 ? 3 : 0;
+            c.gq_edges = k == 5;
+        }
+        if (k == 1 || k == 5) {
             c.use_kv_lens = c.use_q_lens = 1;
             memcpy(c.kv_lens, kl, sizeof kl);
             memcpy(c.q_lens, ql, sizeof ql);
@@ -985,7 +1044,7 @@ void test_sparse_dropout(void **state)
         tinst_free(&t);
         tinst_free(&t2);
     }
-    printf("[checks]   sparse dropout: 4 cases vs their dense twins, fwd and bwd\n");
+    printf("[checks]   sparse dropout: 6 cases vs their dense twins, fwd and bwd\n");
     if (fails)
         fail_msg("%d sparse dropout failures", fails);
 }

@@ -49,6 +49,10 @@ struct attn_sdpa_bwd_plan {
     int sparse;
     int64_t sp_rows, nlb, mlb;
     size_t ws_seg;
+    /* Sparse: short segments gathered (dk + dv <= ATTN_GATHER_MAX_DIM),
+     * their buffers at ws_gather; the global queries' at ws_qg. */
+    int gather;
+    size_t ws_gather, ws_qg;
     size_t ws_thread, ws_bytes;
     const attn_kernels *kern;
     attn_blas_hooks blas;
@@ -139,8 +143,9 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     const uint64_t tile = attn_size_align(
         attn_size_mul((uint64_t)p->bq, (uint64_t)p->bk * sizeof(float), &ok), &ok);
     const uint64_t dsz = attn_size_align((uint64_t)p->bq * sizeof(float), &ok);
-    const uint64_t lo = attn_size_align((uint64_t)p->bq * 2 * sizeof(int64_t), &ok);
     p->sparse = attn_sdpa_is_sparse(f);
+    const int gqs = p->sparse && f->use_global_q;
+    const uint64_t lo = attn_size_align((uint64_t)p->bq * (gqs ? 3 : 2) * sizeof(int64_t), &ok);
     const uint64_t seg =
         p->sparse ? attn_size_align((uint64_t)p->bk * sizeof(attn_kseg), &ok) : 0;
     if (p->sparse) {
@@ -150,8 +155,26 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
             p->mlb = (f->kv_len + f->block_size - 1) / f->block_size;
         }
     }
-    const uint64_t thread =
-        attn_size_add(attn_size_add(attn_size_add(2 * tile, dsz, &ok), lo, &ok), seg, &ok);
+    /* Sparse: the short segments' K, V rows and their dK or dV rows
+     * (dk + dv <= ATTN_GATHER_MAX_DIM); the global queries' Q, dO, dQ. */
+    const int64_t dmax = f->qk_dim > f->v_dim ? f->qk_dim : f->v_dim;
+    p->gather = p->sparse && f->qk_dim + f->v_dim <= ATTN_GATHER_MAX_DIM;
+    const uint64_t gat = p->gather
+        ? attn_size_align(attn_size_mul((uint64_t)p->bk,
+                                        (uint64_t)(f->qk_dim + f->v_dim + dmax) * sizeof(float),
+                                        &ok),
+                          &ok)
+        : 0;
+    const uint64_t qg = gqs
+        ? attn_size_align(attn_size_mul((uint64_t)p->sp_rows,
+                                        (uint64_t)(2 * f->qk_dim + f->v_dim) * sizeof(float), &ok),
+                          &ok)
+        : 0;
+    const uint64_t thread = attn_size_add(
+        attn_size_add(
+            attn_size_add(attn_size_add(attn_size_add(2 * tile, dsz, &ok), lo, &ok), seg, &ok),
+            gat, &ok),
+        qg, &ok);
     const uint64_t total = attn_size_mul(thread, (uint64_t)p->nthreads, &ok);
     attn_size_mul((uint64_t)p->nb, (uint64_t)p->nh, &ok);
     if (!ok) {
@@ -162,6 +185,8 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     p->ws_d = (size_t)(2 * tile);
     p->ws_lo = (size_t)(2 * tile + dsz);
     p->ws_seg = (size_t)(2 * tile + dsz + lo);
+    p->ws_gather = (size_t)(2 * tile + dsz + lo + seg);
+    p->ws_qg = (size_t)(2 * tile + dsz + lo + seg + gat);
     p->ws_thread = (size_t)thread;
     p->ws_bytes = (size_t)total;
     p->kern = attn_kernels_select();
@@ -208,7 +233,32 @@ typedef struct bwork {
     float *dsum;     /* D of each row of the block */
     int64_t *lo, *hi;
     attn_kseg *seg;  /* sparse: the pieces of a key tile */
+    /* Sparse, short segments gathered (else NULL): their K and V rows
+     * (bk x dk, bk x dv) and their dK or dV rows before they are added
+     * (bk x max(dk, dv)). */
+    float *kg, *vg, *gacc;
+    /* Sparse with global queries (else NULL): a chunk's row indices and
+     * its Q, dO and dQ rows (sp_rows x dk, dv, dk). */
+    int64_t *idx;
+    float *qg, *dog, *dqg;
 } bwork;
+
+/* Add the gathered rows src [columns - cshort][width] of the short
+ * segments to their rows of dst [keys][ld]. */
+static void scatter_add(float *dst, int64_t ld, const float *src, int64_t width,
+                        const attn_kseg *seg, int64_t nseg, int64_t cshort)
+{
+    for (int64_t x = 0; x < nseg; x++) {
+        if (seg[x].c0 < cshort)
+            continue;
+        for (int64_t t = 0; t < seg[x].len; t++) {
+            float *dr = dst + (seg[x].j0 + t) * ld;
+            const float *sr = src + (seg[x].c0 - cshort + t) * width;
+            for (int64_t c = 0; c < width; c++)
+                dr[c] += sr[c];
+        }
+    }
+}
 
 static void zero_rows(float *base, int64_t rows, int64_t stride, int64_t width)
 {
@@ -364,37 +414,60 @@ static void run_pair(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, b
 /* Sparse: the forward's candidate runs (sparse.c), per block of rows       */
 /* ------------------------------------------------------------------------ */
 
-/* Rows [i0 + r0, i0 + r1) of query head h (global queries when glob)
- * against one tile of nseg segments (cols columns); w->lo, w->hi hold the
- * rows' window ranges at [r0, r1), gk the global keys (NULL for global
- * rows or without). */
+/* The rows of one group of a sparse pass: row r (of rows) is query row
+ * idx[r] (gathered global queries) or ib + r; its Q, dO and dQ rows are at
+ * q, dO, dq with these leading dimensions (in place, or the per-thread
+ * copies of gathered rows); lo, hi its window range (ordinary rows), gk
+ * the global keys (NULL for global rows or without). */
+typedef struct bgroup {
+    const float *q, *dO;
+    float *dq;
+    int64_t ldq, lddo, lddq;
+    const int64_t *idx;
+    int64_t ib, rows;
+    const int64_t *lo, *hi;
+    int glob;
+    const uint8_t *gk;
+} bgroup;
+
+/* A group of rows of query head h against one tile of nseg segments (cols
+ * columns, the short segments' keys gathered from column cshort on). */
 static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, bwork *w,
-                             int64_t b, int64_t hk, int64_t h, int64_t i0, int64_t r0, int64_t r1,
-                             int glob, const uint8_t *gk, const attn_kseg *seg, int64_t nseg,
-                             int64_t cols)
+                             int64_t b, int64_t hk, int64_t h, const bgroup *G,
+                             const attn_kseg *seg, int64_t nseg, int64_t cols, int64_t cshort)
 {
     const attn_sdpa_bwd_desc *d = &p->d;
     const attn_sdpa_desc *f = &d->fwd;
     const attn_kernels *kern = p->kern;
-    const int64_t rows = r1 - r0, bk = p->bk, dk = f->qk_dim, dv = f->v_dim;
+    const int64_t rows = G->rows, bk = p->bk, dk = f->qk_dim, dv = f->v_dim;
     const int drop = f->mask_mode == ATTN_MASK_DROP_NONZERO;
-    const int64_t ib = i0 + r0;
-    const float *q = a->q + b * f->q.batch + h * f->q.head + ib * f->q.seq;
-    const float *dO = a->d_o + b * d->d_o.batch + h * d->d_o.head + ib * d->d_o.seq;
+    const float *q = G->q, *dO = G->dO;
+    float *dq = G->dq;
+    const int ldq = (int)G->ldq, lddo = (int)G->lddo, lddq = (int)G->lddq;
     const float *k = a->k + b * f->k.batch + hk * f->k.head;
     const float *v = a->v + b * f->v.batch + hk * f->v.head;
-    float *dq = a->dq + b * d->dq.batch + h * d->dq.head + ib * d->dq.seq;
     float *dkh = a->dk + b * d->dk.batch + hk * d->dk.head;
     float *dvh = a->dv + b * d->dv.batch + hk * d->dv.head;
+    const int64_t ng = cols - cshort;   /* gathered columns */
 
     for (int64_t x = 0; x < nseg; x++) {
-        attn_sgemm(1, (int)rows, (int)seg[x].len, (int)dk, p->scale, q, (int)f->q.seq,
+        if (seg[x].c0 >= cshort)
+            continue;
+        attn_sgemm(1, (int)rows, (int)seg[x].len, (int)dk, p->scale, q, ldq,
                    k + seg[x].j0 * f->k.seq, (int)f->k.seq, 0.0f, w->p + seg[x].c0, (int)bk);
-        attn_sgemm(1, (int)rows, (int)seg[x].len, (int)dv, 1.0f, dO, (int)d->d_o.seq,
+        attn_sgemm(1, (int)rows, (int)seg[x].len, (int)dv, 1.0f, dO, lddo,
                    v + seg[x].j0 * f->v.seq, (int)f->v.seq, 0.0f, w->dp + seg[x].c0, (int)bk);
     }
+    if (ng > 0) {
+        attn_gather_rows(w->kg, k, f->k.seq, dk, seg, nseg, cshort);
+        attn_gather_rows(w->vg, v, f->v.seq, dv, seg, nseg, cshort);
+        attn_sgemm(1, (int)rows, (int)ng, (int)dk, p->scale, q, ldq, w->kg, (int)dk, 0.0f,
+                   w->p + cshort, (int)bk);
+        attn_sgemm(1, (int)rows, (int)ng, (int)dv, 1.0f, dO, lddo, w->vg, (int)dv, 0.0f,
+                   w->dp + cshort, (int)bk);
+    }
     for (int64_t r = 0; r < rows; r++) {
-        const int64_t i = ib + r;
+        const int64_t i = G->idx ? G->idx[r] : G->ib + r;
         float *pr = w->p + r * bk;
         const float lse = a->lse[b * f->lse.batch + h * f->lse.head + i * f->lse.seq];
         const float *brow = f->use_bias
@@ -411,8 +484,7 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
             int64_t j = j0;
             while (j < j1) {
                 int64_t stop;
-                const int64_t va =
-                    attn_vis_next(gk, glob, w->lo[r0 + r], w->hi[r0 + r], j, j1, &stop);
+                const int64_t va = attn_vis_next(G->gk, G->glob, G->lo[r], G->hi[r], j, j1, &stop);
                 for (; j < va; j++)
                     sc[j - j0] = 0.0f;
                 if (va >= j1)
@@ -424,7 +496,7 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
             }
         }
         const float *o = a->o + b * f->o.batch + h * f->o.head + i * f->o.seq;
-        const float *dor = dO + r * d->d_o.seq;
+        const float *dor = dO + r * lddo;
         float D = 0.0f;
         for (int64_t x = 0; x < dv; x++)
             D += dor[x] * o[x];
@@ -434,10 +506,17 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
                 kern->dropout_bwd_row(&p->drop, pr + seg[x].c0, w->dp + r * bk + seg[x].c0, D, b,
                                       h, i, seg[x].j0, seg[x].len);
     }
-    /* dV_seg += P^T dO_r  (P' with dropout) */
+    /* dV_seg += P^T dO_r  (P' with dropout); the gathered keys' rows into
+     * a copy, then added to their places. */
     for (int64_t x = 0; x < nseg; x++)
-        attn_sgemm_tn((int)seg[x].len, (int)dv, (int)rows, 1.0f, w->p + seg[x].c0, (int)bk, dO,
-                      (int)d->d_o.seq, 1.0f, dvh + seg[x].j0 * d->dv.seq, (int)d->dv.seq);
+        if (seg[x].c0 < cshort)
+            attn_sgemm_tn((int)seg[x].len, (int)dv, (int)rows, 1.0f, w->p + seg[x].c0, (int)bk,
+                          dO, lddo, 1.0f, dvh + seg[x].j0 * d->dv.seq, (int)d->dv.seq);
+    if (ng > 0) {
+        attn_sgemm_tn((int)ng, (int)dv, (int)rows, 1.0f, w->p + cshort, (int)bk, dO, lddo, 0.0f,
+                      w->gacc, (int)dv);
+        scatter_add(dvh, d->dv.seq, w->gacc, dv, seg, nseg, cshort);
+    }
     float *ds = p->dropout ? w->dp : w->p;
     for (int64_t r = 0; r < rows; r++) {
         float *pr = ds + r * bk;
@@ -447,7 +526,7 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
             for (int64_t j = 0; j < cols; j++)
                 pr[j] = pr[j] * (dpr[j] - D);
         }
-        float *db = dbias_row(p, a, b, h, ib + r);
+        float *db = dbias_row(p, a, b, h, G->idx ? G->idx[r] : G->ib + r);
         if (db)
             for (int64_t x = 0; x < nseg; x++) {
                 float *dbs = db + seg[x].j0;
@@ -458,88 +537,131 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
     }
     /* dQ_r += scale dS K_seg;  dK_seg += scale dS^T Q_r */
     for (int64_t x = 0; x < nseg; x++) {
+        if (seg[x].c0 >= cshort)
+            continue;
         attn_sgemm(0, (int)rows, (int)dk, (int)seg[x].len, p->scale, ds + seg[x].c0, (int)bk,
-                   k + seg[x].j0 * f->k.seq, (int)f->k.seq, 1.0f, dq, (int)d->dq.seq);
+                   k + seg[x].j0 * f->k.seq, (int)f->k.seq, 1.0f, dq, lddq);
         attn_sgemm_tn((int)seg[x].len, (int)dk, (int)rows, p->scale, ds + seg[x].c0, (int)bk, q,
-                      (int)f->q.seq, 1.0f, dkh + seg[x].j0 * d->dk.seq, (int)d->dk.seq);
+                      ldq, 1.0f, dkh + seg[x].j0 * d->dk.seq, (int)d->dk.seq);
+    }
+    if (ng > 0) {
+        attn_sgemm(0, (int)rows, (int)dk, (int)ng, p->scale, ds + cshort, (int)bk, w->kg,
+                   (int)dk, 1.0f, dq, lddq);
+        attn_sgemm_tn((int)ng, (int)dk, (int)rows, p->scale, ds + cshort, (int)bk, q, ldq, 0.0f,
+                      w->gacc, (int)dk);
+        scatter_add(dkh, d->dk.seq, w->gacc, dk, seg, nseg, cshort);
     }
 }
 
-/* One (batch, key/value head) pair of a sparse plan: for each query head
- * of the group, each block of sp_rows rows (inside one layout block row)
- * and each group of its rows that are all global queries or all not, the
- * candidate runs in tiles of up to bk keys, as the forward walks them. */
+/* A group's candidate runs in tiles of up to bk keys, as the forward
+ * walks them. */
+static void run_group_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, bwork *w,
+                             int64_t b, int64_t hk, int64_t h, const bgroup *G, attn_krun kr)
+{
+    int64_t s = 0, e = 0, nseg, cshort;
+    int have = attn_krun_next(&kr, &s, &e);
+    for (;;) {
+        const int64_t cols =
+            attn_fill_tile(&kr, &s, &e, &have, w->seg, p->bk, &nseg, w->kg != NULL, &cshort);
+        if (cols == 0)
+            break;
+        run_block_sparse(p, a, w, b, hk, h, G, w->seg, nseg, cols, cshort);
+    }
+}
+
+/* One (batch, key/value head) pair of a sparse plan, for each query head
+ * of the group: each block of sp_rows rows (inside one layout block row)
+ * and each group of its consecutive rows that are not global queries;
+ * then the global queries, per span (a layout block row, or all rows),
+ * gathered by chunks of sp_rows rows (Q and dO copied, dQ summed in a
+ * copy and written back once).  The dQ rows of one query are summed by
+ * one group; dK and dV in this fixed order. */
 static void run_pair_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
                             bwork *w, int64_t b, int64_t hk)
 {
     const attn_sdpa_bwd_desc *d = &p->d;
     const attn_sdpa_desc *f = &d->fwd;
     const int64_t n = f->q_len, m = f->kv_len, g = p->group, h0 = hk * g, R = p->sp_rows;
+    const int64_t dk = f->qk_dim, dv = f->v_dim;
     const int64_t qlen = f->use_q_lens ? a->q_lens[b] : n;
     const int64_t kvlen = f->use_kv_lens ? a->kv_lens[b] : m;
     const uint8_t *gq = f->use_global_q ? a->global_q + b * n : NULL;
     const uint8_t *gkb = f->use_global_k ? a->global_k + b * m : NULL;
 
     for (int64_t hh = 0; hh < g; hh++)
-        zero_rows(a->dq + b * d->dq.batch + (h0 + hh) * d->dq.head, n, d->dq.seq, f->qk_dim);
-    zero_rows(a->dk + b * d->dk.batch + hk * d->dk.head, m, d->dk.seq, f->qk_dim);
-    zero_rows(a->dv + b * d->dv.batch + hk * d->dv.head, m, d->dv.seq, f->v_dim);
+        zero_rows(a->dq + b * d->dq.batch + (h0 + hh) * d->dq.head, n, d->dq.seq, dk);
+    zero_rows(a->dk + b * d->dk.batch + hk * d->dk.head, m, d->dk.seq, dk);
+    zero_rows(a->dv + b * d->dv.batch + hk * d->dv.head, m, d->dv.seq, dv);
 
+    attn_krun kr;
+    kr.bs = f->block_size ? f->block_size : 1;
+    kr.kvlen = kvlen;
+    kr.j = 0;
     for (int64_t hh = 0; hh < g; hh++) {
         const int64_t h = h0 + hh;
+        const float *qh = a->q + b * f->q.batch + h * f->q.head;
+        const float *doh = a->d_o + b * d->d_o.batch + h * d->d_o.head;
+        float *dqh = a->dq + b * d->dq.batch + h * d->dq.head;
+        const uint8_t *layh = f->block_size
+            ? a->layout + (f->layout_per_head ? h : 0) * p->nlb * p->mlb : NULL;
         for (int64_t i0 = 0; i0 < qlen; i0 += R) {
             const int64_t rows = qlen - i0 < R ? qlen - i0 : R;
             for (int64_t r = 0; r < rows; r++)
                 attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i0 + r,
                                &w->lo[r], &w->hi[r]);
-            const uint8_t *lay = NULL;
-            if (f->block_size)
-                lay = a->layout +
-                      ((f->layout_per_head ? h : 0) * p->nlb + i0 / f->block_size) * p->mlb;
+            kr.lay = layh ? layh + i0 / f->block_size * p->mlb : NULL;
             for (int64_t r0 = 0; r0 < rows;) {
-                const int glob = gq && gq[i0 + r0];
+                if (gq && gq[i0 + r0]) {
+                    r0++;   /* the global queries' chunks below */
+                    continue;
+                }
                 int64_t r1 = r0 + 1;
-                while (r1 < rows && (gq && gq[i0 + r1]) == glob)
+                while (r1 < rows && !(gq && gq[i0 + r1]))
                     r1++;
-                attn_krun kr;
-                kr.lay = lay;
-                kr.bs = f->block_size ? f->block_size : 1;
-                kr.kvlen = kvlen;
-                kr.j = 0;
-                if (glob) {
-                    kr.gk = NULL;
-                    kr.wlo = 0;
-                    kr.whi = kvlen;
-                } else {
-                    kr.gk = gkb;
-                    int64_t lo = INT64_MAX, hi = 0;
-                    for (int64_t r = r0; r < r1; r++)
-                        if (w->lo[r] < w->hi[r]) {
-                            if (w->lo[r] < lo) lo = w->lo[r];
-                            if (w->hi[r] > hi) hi = w->hi[r];
-                        }
-                    kr.wlo = lo == INT64_MAX ? 0 : lo;
-                    kr.whi = lo == INT64_MAX ? 0 : hi;
-                }
-                int64_t s = 0, e = 0;
-                int have = attn_krun_next(&kr, &s, &e);
-                while (have) {
-                    int64_t cols = 0, nseg = 0;
-                    while (have && cols < p->bk) {
-                        const int64_t take = e - s < p->bk - cols ? e - s : p->bk - cols;
-                        w->seg[nseg].c0 = cols;
-                        w->seg[nseg].j0 = s;
-                        w->seg[nseg].len = take;
-                        nseg++;
-                        cols += take;
-                        s += take;
-                        if (s == e)
-                            have = attn_krun_next(&kr, &s, &e);
+                kr.gk = gkb;
+                int64_t lo = INT64_MAX, hi = 0;
+                for (int64_t r = r0; r < r1; r++)
+                    if (w->lo[r] < w->hi[r]) {
+                        if (w->lo[r] < lo) lo = w->lo[r];
+                        if (w->hi[r] > hi) hi = w->hi[r];
                     }
-                    run_block_sparse(p, a, w, b, hk, h, i0, r0, r1, glob, kr.gk, w->seg, nseg,
-                                     cols);
-                }
+                kr.wlo = lo == INT64_MAX ? 0 : lo;
+                kr.whi = lo == INT64_MAX ? 0 : hi;
+                const int64_t ib = i0 + r0;
+                const bgroup G = { qh + ib * f->q.seq, doh + ib * d->d_o.seq,
+                                   dqh + ib * d->dq.seq, f->q.seq, d->d_o.seq, d->dq.seq,
+                                   NULL, ib, r1 - r0, w->lo + r0, w->hi + r0, 0, gkb };
+                run_group_sparse(p, a, w, b, hk, h, &G, kr);
                 r0 = r1;
+            }
+        }
+        if (!gq)
+            continue;
+        /* The global queries: every key of their layout row. */
+        const int64_t span = f->block_size ? f->block_size : (qlen > 0 ? qlen : 1);
+        kr.gk = NULL;
+        kr.wlo = 0;
+        kr.whi = kvlen;
+        for (int64_t s0 = 0; s0 < qlen; s0 += span) {
+            const int64_t s1 = s0 + span < qlen ? s0 + span : qlen;
+            kr.lay = layh ? layh + s0 / f->block_size * p->mlb : NULL;
+            int64_t i = attn_next_nonzero(gq, s0, s1);
+            while (i < s1) {
+                int64_t rows = 0;
+                for (; i < s1 && rows < R; i = attn_next_nonzero(gq, i + 1, s1)) {
+                    w->idx[rows] = i;
+                    w->lo[rows] = w->hi[rows] = 0;   /* unused: global rows */
+                    memcpy(w->qg + rows * dk, qh + i * f->q.seq, (size_t)dk * sizeof(float));
+                    memcpy(w->dog + rows * dv, doh + i * d->d_o.seq, (size_t)dv * sizeof(float));
+                    memset(w->dqg + rows * dk, 0, (size_t)dk * sizeof(float));
+                    rows++;
+                }
+                const bgroup G = { w->qg, w->dog, w->dqg, dk, dv, dk, w->idx, 0, rows,
+                                   w->lo, w->hi, 1, NULL };
+                run_group_sparse(p, a, w, b, hk, h, &G, kr);
+                for (int64_t r = 0; r < rows; r++)
+                    memcpy(dqh + w->idx[r] * d->dq.seq, w->dqg + r * dk,
+                           (size_t)dk * sizeof(float));
             }
         }
     }
@@ -565,6 +687,13 @@ static void bwd_body(void *arg, int tid)
     w.lo = (int64_t *)(void *)(base + p->ws_lo);
     w.hi = w.lo + p->bq;
     w.seg = p->sparse ? (attn_kseg *)(void *)(base + p->ws_seg) : NULL;
+    w.kg = p->gather ? (float *)(void *)(base + p->ws_gather) : NULL;
+    w.vg = p->gather ? w.kg + p->bk * f->qk_dim : NULL;
+    w.gacc = p->gather ? w.vg + p->bk * f->v_dim : NULL;
+    w.idx = p->sparse && f->use_global_q ? w.hi + p->bq : NULL;
+    w.qg = w.idx ? (float *)(void *)(base + p->ws_qg) : NULL;
+    w.dog = w.idx ? w.qg + p->sp_rows * f->qk_dim : NULL;
+    w.dqg = w.idx ? w.dog + p->sp_rows * f->v_dim : NULL;
     const int64_t nitems = p->nb * p->nh;
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1)

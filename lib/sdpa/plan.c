@@ -148,8 +148,9 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
  *
  * A sparse plan: items (b, query head, block of sp_rows rows), no split-K
  * and no stacking.  Per thread: the score tile (sp_rows x bk), the row
- * ranges, the row state and the tile's segments; shared: the item order
- * (cost and index per item). */
+ * ranges, the row state and the tile's segments (and with global queries
+ * the gathered rows' indices, Q and O); shared: the item order (cost and
+ * index per item; twice as many items with global queries). */
 static attn_status plan_sparse(attn_sdpa_plan *p)
 {
     const attn_sdpa_desc *d = &p->d;
@@ -173,20 +174,28 @@ static attn_status plan_sparse(attn_sdpa_plan *p)
     p->vrows = p->sp_rows;
     p->srows = p->sp_rows;
     p->stack_ldq = p->stack_ldo = 0;
-    p->nitems = (int64_t)attn_size_mul(
+    p->sp_nreg = (int64_t)attn_size_mul(
         attn_size_mul((uint64_t)d->batch, (uint64_t)d->q_heads, &ok), (uint64_t)p->sp_nrb, &ok);
+    p->nitems = (int64_t)attn_size_mul((uint64_t)p->sp_nreg, d->use_global_q ? 2 : 1, &ok);
     const uint64_t tile = attn_size_align(
         attn_size_mul((uint64_t)p->srows, (uint64_t)p->bk * sizeof(float), &ok), &ok);
-    const uint64_t ranges = attn_size_align((uint64_t)p->bq * 2 * sizeof(int64_t), &ok);
+    const uint64_t ranges =
+        attn_size_align((uint64_t)p->bq * (d->use_global_q ? 3 : 2) * sizeof(int64_t), &ok);
     const uint64_t state = attn_size_align((uint64_t)p->vrows * 3 * sizeof(float), &ok);
     const uint64_t seg = attn_size_align((uint64_t)p->bk * sizeof(attn_kseg), &ok);
     p->gather = d->qk_dim + d->v_dim <= ATTN_GATHER_MAX_DIM;
     const uint64_t gat = p->gather
         ? attn_size_align((uint64_t)p->bk * (uint64_t)(d->qk_dim + d->v_dim) * sizeof(float), &ok)
         : 0;
+    const uint64_t qg = d->use_global_q
+        ? attn_size_align((uint64_t)p->sp_rows * (uint64_t)(d->qk_dim + d->v_dim) * sizeof(float),
+                          &ok)
+        : 0;
     const uint64_t thread = attn_size_add(
-        attn_size_add(attn_size_add(attn_size_add(tile, ranges, &ok), state, &ok), seg, &ok),
-        gat, &ok);
+        attn_size_add(
+            attn_size_add(attn_size_add(attn_size_add(tile, ranges, &ok), state, &ok), seg, &ok),
+            gat, &ok),
+        qg, &ok);
     const uint64_t order = attn_size_align(
         attn_size_mul((uint64_t)p->nitems, 2 * sizeof(int64_t), &ok), &ok);
     const uint64_t threads = attn_size_mul(thread, (uint64_t)p->nthreads, &ok);
@@ -201,6 +210,7 @@ static attn_status plan_sparse(attn_sdpa_plan *p)
     p->ws_state = (size_t)(tile + ranges);
     p->ws_seg = (size_t)(tile + ranges + state);
     p->ws_gather = (size_t)(tile + ranges + state + seg);
+    p->ws_qg = (size_t)(tile + ranges + state + seg + gat);
     p->ws_thread = (size_t)thread;
     p->ws_order = (size_t)threads;
     p->ws_part = 0;

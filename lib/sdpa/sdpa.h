@@ -70,6 +70,23 @@ typedef struct attn_kseg {
     int64_t c0, j0, len;
 } attn_kseg;
 
+/* The first nonzero byte of p in [j, end), or end (8 bytes at a time). */
+int64_t attn_next_nonzero(const uint8_t *p, int64_t j, int64_t end);
+
+/* Fill a tile with up to bk keys of the stream kr (*s, *e its current
+ * run, *have whether there is one): segments seg[0 .. *nseg), returns the
+ * number of columns (0 at the end).  With gather, the segments of at
+ * least ATTN_GATHER_SHORT keys take the first columns and the shorter ones
+ * the last, from *cshort on; otherwise the columns follow the keys and
+ * *cshort is the number of columns. */
+int64_t attn_fill_tile(attn_krun *kr, int64_t *s, int64_t *e, int *have, attn_kseg *seg,
+                       int64_t bk, int64_t *nseg, int gather, int64_t *cshort);
+
+/* Copy the rows of the short segments (columns [cshort, ...)) of a
+ * [rows][ld] matrix into dst [columns - cshort][width]. */
+void attn_gather_rows(float *dst, const float *src, int64_t ld, int64_t width,
+                      const attn_kseg *seg, int64_t nseg, int64_t cshort);
+
 struct attn_sdpa_plan {
     attn_sdpa_desc d;
     int dropout;              /* dropout_p > 0 (p = 0 runs the plain path) */
@@ -100,6 +117,13 @@ struct attn_sdpa_plan {
      * rows), run heaviest first from an order built per execute. */
     int sparse;
     int64_t sp_rows, sp_nrb, nb, mb;
+    /* Items [0, sp_nreg) are the ordinary ones, B * Hq * sp_nrb; with
+     * global queries as many global-query items follow (nitems = 2
+     * sp_nreg), whose gathered rows' indices (bq int64 after the ranges),
+     * Q rows (sp_rows x dk) and O rows (sp_rows x dv, at ws_qg) live in
+     * the thread's slice. */
+    int64_t sp_nreg;
+    size_t ws_qg;
     size_t ws_seg;            /* offset of the tile's segments in a slice */
     /* Short segments (scattered global keys) are gathered into a copy of
      * their K and V rows (bk x dk and bk x dv floats at ws_gather) when

@@ -5,11 +5,30 @@
  *   AND j < kv_len_b AND i < q_len_b AND mask AND bias != -inf
  *   AND layout[h][i / bs][j / bs] != 0 (with a layout).
  *
- * A work item is (batch b, query head h, block of sp_rows query rows);
- * with a layout the block lies inside one block row (sp_rows divides the
- * block size), so its rows share their layout row.  The rows of an item
- * split into groups of consecutive rows that are all global queries or all
- * not.  A group's candidate keys are a union of maximal runs of keys
+ * Two kinds of work items, each owning the O, P and lse rows it computes:
+ *
+ * - ordinary items (b, query head h, block of sp_rows query rows); with a
+ *   layout the block lies inside one block row (sp_rows divides the block
+ *   size), so its rows share their layout row.  Its rows that are not
+ *   global queries split into groups of consecutive rows (a global query
+ *   row ends a group and is skipped); the rows >= q_len_b are zeroed here
+ *   whatever their flag.
+ * - with global queries, as many global-query items (b, h, rb) follow:
+ *   the global queries of b below q_len_b, in increasing order, are taken
+ *   per span (the layout block row I = rb sp_rows / bs with a layout, so
+ *   that they share their layout row; all n rows without one), and item
+ *   rb takes chunk k of sp_rows of them, k its rank among the span's
+ *   items (k = rb without a layout).  Such an item is one group: its Q
+ *   rows are copied into a per-thread buffer (dense, sp_rows x dk), its O
+ *   rows accumulate in another (sp_rows x dv) and are scattered to their
+ *   places at the finish, so scattered global queries (every 128th token,
+ *   say) run with M = sp_rows GEMMs instead of one M = 1 pass over every
+ *   key each, and their cost no longer lands on the ordinary item that
+ *   holds them.  Every per-row index (mask, bias, dropout, P, lse, the
+ *   layout row) is the row's real index.  Most of these items are empty
+ *   (cost 0) unless global queries are many.
+ *
+ * A group's candidate keys are a union of maximal runs of keys
  * (attn_krun): for ordinary rows the union of their windows plus the global
  * keys, for global rows every key, both cut to the layout's visible blocks
  * and to kv_len.  The runs are walked in tiles of up to bk keys; a tile is
@@ -21,11 +40,15 @@
  *   c = exp(m - m');  S = exp(S - m');  l = c l + rowsum S
  *   O = c O + sum over segments S[:, seg] V_seg  (one sgemm per segment)
  *
+ * (segments shorter than ATTN_GATHER_SHORT keys, scattered global keys,
+ * have their K and V rows gathered and cost one sgemm per tile together.)
+ *
  * Keys, mask and bias entries outside the candidate runs are never read,
  * so hidden blocks cost nothing.  Items are run heaviest first (their cost
  * is rows x candidate keys, counted per execute), each by one thread, with
- * outputs owned by the item: the result does not depend on the thread
- * count or the schedule. */
+ * outputs owned by the item (every row by exactly one item): the result
+ * does not depend on the thread count or the schedule.  A plan without
+ * global queries has only ordinary items and runs exactly as before. */
 #include "sdpa/sdpa.h"
 #include <math.h>
 #include <stdlib.h>
@@ -52,7 +75,7 @@ attn_status attn_sparse_validate(int layout_per_head, int reserved_flags, int64_
 }
 
 /* The first nonzero byte of p in [j, end), or end. */
-static int64_t next_nonzero(const uint8_t *p, int64_t j, int64_t end)
+int64_t attn_next_nonzero(const uint8_t *p, int64_t j, int64_t end)
 {
     while (j < end && (j & 7)) {
         if (p[j])
@@ -93,7 +116,7 @@ int attn_krun_next(attn_krun *r, int64_t *s, int64_t *e)
         if (j < r->wlo && r->wlo < lim && r->wlo < r->whi)
             lim = r->wlo;
         if (r->gk) {
-            int64_t x = next_nonzero(r->gk, j, lim);
+            int64_t x = attn_next_nonzero(r->gk, j, lim);
             if (x < lim) {
                 j = x;
                 break;
@@ -175,6 +198,11 @@ typedef struct swork {
     float *mrow, *lrow, *corr;
     attn_kseg *seg;
     float *kg, *vg;  /* gathered K and V rows of the short segments, or NULL */
+    /* Global-query items (plans with global queries only, else NULL): the
+     * real index of each gathered row, their Q rows (sp_rows x dk) and
+     * their O accumulators (sp_rows x dv). */
+    int64_t *idx;
+    float *qg, *og;
 } swork;
 
 static int64_t qlen_of(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b)
@@ -219,50 +247,131 @@ static const uint8_t *layout_row(const attn_sdpa_plan *p, const uint8_t *layout,
 }
 
 /* One group of an item: rows [r0, r1) (local), all global queries or all
- * not, and their candidate-key stream. */
+ * not, and their candidate-key stream.  Local row r is query row
+ * idx[r] (a global-query item's gathered rows) or i0 + r (idx NULL); its
+ * Q row is q + (r - r0) ldq and its O accumulator o + (r - r0) ldo: the
+ * rows in place for an ordinary item, the per-thread copies for a
+ * global-query item. */
 typedef struct sgroup {
     int64_t r0, r1;
     int global;
     attn_krun kr;
+    const int64_t *idx;
+    int64_t i0;
+    const float *q;
+    float *o;
+    int64_t ldq, ldo;
 } sgroup;
 
-/* The rows of item (b, h, rb) and its next group starting at local row r0
- * (rows < qlen only); the row ranges are in w->lo, w->hi.  Returns 0 when
- * no rows are left. */
+static inline int64_t grow(const sgroup *g, int64_t r)
+{
+    return g->idx ? g->idx[r] : g->i0 + r;
+}
+
+/* The next group of ordinary item (b, h, i0) at or after local row r0
+ * (rows < qlen only): a run of consecutive rows that are not global
+ * queries (those belong to the global-query items and are skipped).  The
+ * row ranges are in w->lo, w->hi.  Returns 0 when no rows are left. */
 static int next_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, const swork *w,
                       int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t kvlen,
                       int64_t r0, sgroup *g)
 {
+    const uint8_t *gq = p->d.use_global_q ? a->global_q + b * p->d.q_len : NULL;
+    while (gq && r0 < rows && gq[i0 + r0])
+        r0++;
     if (r0 >= rows)
         return 0;
-    const uint8_t *gq = p->d.use_global_q ? a->global_q + b * p->d.q_len : NULL;
-    const int glob = gq && gq[i0 + r0];
     int64_t r1 = r0 + 1;
-    while (r1 < rows && (gq && gq[i0 + r1]) == glob)
+    while (r1 < rows && !(gq && gq[i0 + r1]))
         r1++;
     g->r0 = r0;
     g->r1 = r1;
-    g->global = glob;
+    g->global = 0;
+    g->idx = NULL;
+    g->i0 = i0;
+    g->q = a->q + b * p->d.q.batch + h * p->d.q.head + (i0 + r0) * p->d.q.seq;
+    g->o = o_row(p, a, b, h, i0 + r0);
+    g->ldq = p->d.q.seq;
+    g->ldo = p->d.o.seq;
     g->kr.lay = layout_row(p, a->layout, h, p->d.block_size ? i0 / p->d.block_size : 0);
     g->kr.bs = p->d.block_size ? p->d.block_size : 1;
     g->kr.kvlen = kvlen;
     g->kr.j = 0;
-    if (glob) {
-        g->kr.gk = NULL;
-        g->kr.wlo = 0;
-        g->kr.whi = kvlen;
-    } else {
-        g->kr.gk = p->d.use_global_k ? a->global_k + b * p->d.kv_len : NULL;
-        int64_t lo = INT64_MAX, hi = 0;
-        for (int64_t r = r0; r < r1; r++)
-            if (w->lo[r] < w->hi[r]) {
-                if (w->lo[r] < lo) lo = w->lo[r];
-                if (w->hi[r] > hi) hi = w->hi[r];
-            }
-        g->kr.wlo = lo == INT64_MAX ? 0 : lo;
-        g->kr.whi = lo == INT64_MAX ? 0 : hi;
-    }
+    g->kr.gk = p->d.use_global_k ? a->global_k + b * p->d.kv_len : NULL;
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int64_t r = r0; r < r1; r++)
+        if (w->lo[r] < w->hi[r]) {
+            if (w->lo[r] < lo) lo = w->lo[r];
+            if (w->hi[r] > hi) hi = w->hi[r];
+        }
+    g->kr.wlo = lo == INT64_MAX ? 0 : lo;
+    g->kr.whi = lo == INT64_MAX ? 0 : hi;
     return 1;
+}
+
+/* The span of global-query item rb: rows [*s0, *s1) (before the cut at
+ * qlen), the layout block row *I, the item's rank *k in the span and the
+ * span's number of items *nk. */
+static void global_span(const attn_sdpa_plan *p, int64_t rb, int64_t *s0, int64_t *s1,
+                        int64_t *I, int64_t *k, int64_t *nk)
+{
+    const attn_sdpa_desc *d = &p->d;
+    const int64_t R = p->sp_rows;
+    *s0 = 0;
+    *s1 = d->q_len;
+    *I = 0;
+    if (d->block_size) {
+        *I = rb * R / d->block_size;
+        *s0 = *I * d->block_size;
+        *s1 = *s0 + d->block_size < d->q_len ? *s0 + d->block_size : d->q_len;
+    }
+    *k = rb - *s0 / R;
+    *nk = (*s1 - *s0 + R - 1) / R;
+}
+
+/* The rows of global-query item (b, h, rb): global queries of batch b
+ * below qlen, taken in increasing order from a span of query rows (the
+ * block row I of the item's rows with a layout, so that the rows share
+ * their layout row; all n rows without one), chunk k of sp_rows of them,
+ * where rb is the k-th item of its span.  Their indices go to w->idx;
+ * returns their number (0 when the span has at most k sp_rows) and sets
+ * the group over them (every key of the layout row, up to kvlen). */
+static int64_t global_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, const swork *w,
+                            int64_t b, int64_t h, int64_t rb, int64_t qlen, int64_t kvlen,
+                            sgroup *g)
+{
+    const attn_sdpa_desc *d = &p->d;
+    const int64_t R = p->sp_rows;
+    int64_t s0, s1, I, k, nk;
+    global_span(p, rb, &s0, &s1, &I, &k, &nk);
+    if (s1 > qlen)
+        s1 = qlen;
+    const uint8_t *gq = a->global_q + b * d->q_len;
+    int64_t skip = k * R, rows = 0;
+    for (int64_t i = s0 < s1 ? attn_next_nonzero(gq, s0, s1) : s1; i < s1 && rows < R;
+         i = attn_next_nonzero(gq, i + 1, s1)) {
+        if (skip > 0)
+            skip--;
+        else
+            w->idx[rows++] = i;
+    }
+    g->r0 = 0;
+    g->r1 = rows;
+    g->global = 1;
+    g->idx = w->idx;
+    g->i0 = 0;
+    g->q = w->qg;
+    g->o = w->og;
+    g->ldq = d->qk_dim;
+    g->ldo = d->v_dim;
+    g->kr.lay = layout_row(p, a->layout, h, I);
+    g->kr.bs = d->block_size ? d->block_size : 1;
+    g->kr.kvlen = kvlen;
+    g->kr.j = 0;
+    g->kr.gk = NULL;
+    g->kr.wlo = 0;
+    g->kr.whi = kvlen;
+    return rows;
 }
 
 /* Window ranges of the item's rows [0, rows). */
@@ -279,8 +388,8 @@ static void item_ranges(const attn_sdpa_plan *p, swork *w, int64_t qlen, int64_t
  * segments take the first columns and the short ones (fewer than
  * ATTN_GATHER_SHORT keys) the last, from *cshort on; otherwise the columns
  * follow the keys and *cshort = cols. */
-static int64_t fill_tile(attn_krun *kr, int64_t *s, int64_t *e, int *have, attn_kseg *seg,
-                         int64_t bk, int64_t *nseg, int gather, int64_t *cshort)
+int64_t attn_fill_tile(attn_krun *kr, int64_t *s, int64_t *e, int *have, attn_kseg *seg,
+                       int64_t bk, int64_t *nseg, int gather, int64_t *cshort)
 {
     int64_t cols = 0, ns = 0;
     while (*have && cols < bk) {
@@ -315,8 +424,8 @@ static int64_t fill_tile(attn_krun *kr, int64_t *s, int64_t *e, int *have, attn_
 
 /* Gather the rows of the short segments (columns [cshort, cols)) of a
  * [rows][ld] matrix into dst [cols - cshort][width]. */
-static void gather_rows(float *dst, const float *src, int64_t ld, int64_t width,
-                        const attn_kseg *seg, int64_t nseg, int64_t cshort)
+void attn_gather_rows(float *dst, const float *src, int64_t ld, int64_t width,
+                      const attn_kseg *seg, int64_t nseg, int64_t cshort)
 {
     for (int64_t x = 0; x < nseg; x++) {
         if (seg[x].c0 < cshort)
@@ -327,34 +436,35 @@ static void gather_rows(float *dst, const float *src, int64_t ld, int64_t width,
     }
 }
 
-/* One tile of a group: rows [g->r0, g->r1) of item (b, h, i0). */
+/* One tile of a group: its rows [g->r0, g->r1) of (b, h). */
 static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
-                     const sgroup *g, int64_t b, int64_t h, int64_t i0, const attn_kseg *seg,
+                     const sgroup *g, int64_t b, int64_t h, const attn_kseg *seg,
                      int64_t nseg, int64_t cols, int64_t cshort)
 {
     const attn_sdpa_desc *d = &p->d;
     const attn_kernels *kern = p->kern;
     const int64_t bk = p->bk, hk = h / p->group, nr = g->r1 - g->r0;
     const int drop = d->mask_mode == ATTN_MASK_DROP_NONZERO;
-    const float *q = a->q + b * d->q.batch + h * d->q.head + (i0 + g->r0) * d->q.seq;
+    const float *q = g->q;
+    const int ldq = (int)g->ldq, ldo = (int)g->ldo;
     const float *k = a->k + b * d->k.batch + hk * d->k.head;
     const float *v = a->v + b * d->v.batch + hk * d->v.head;
-    float *o = o_row(p, a, b, h, i0 + g->r0);
+    float *o = g->o;
     const uint8_t *gk = g->kr.gk;
 
     const int64_t ng = cols - cshort;   /* gathered columns */
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
-            attn_sgemm(1, (int)nr, (int)seg[x].len, (int)d->qk_dim, p->scale, q, (int)d->q.seq,
+            attn_sgemm(1, (int)nr, (int)seg[x].len, (int)d->qk_dim, p->scale, q, ldq,
                        k + seg[x].j0 * d->k.seq, (int)d->k.seq, 0.0f, w->s + seg[x].c0, (int)bk);
     if (ng > 0) {
-        gather_rows(w->kg, k, d->k.seq, d->qk_dim, seg, nseg, cshort);
-        attn_sgemm(1, (int)nr, (int)ng, (int)d->qk_dim, p->scale, q, (int)d->q.seq, w->kg,
+        attn_gather_rows(w->kg, k, d->k.seq, d->qk_dim, seg, nseg, cshort);
+        attn_sgemm(1, (int)nr, (int)ng, (int)d->qk_dim, p->scale, q, ldq, w->kg,
                    (int)d->qk_dim, 0.0f, w->s + cshort, (int)bk);
     }
 
     for (int64_t r = g->r0; r < g->r1; r++) {
-        const int64_t i = i0 + r;
+        const int64_t i = grow(g, r);
         float *sr = w->s + (r - g->r0) * bk;
         const float *brow = d->use_bias
             ? a->bias + b * d->bias.batch + h * d->bias.head + i * d->bias.seq : NULL;
@@ -366,6 +476,26 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
             const int64_t j0 = seg[x].j0, j1 = j0 + seg[x].len;
             float *sc = sr + seg[x].c0;   /* sc[j - j0]: the score of key j */
             int64_t j = j0;
+            if (seg[x].c0 >= cshort) {
+                /* A short (gathered) segment: key by key, what prep_max
+                 * does (bias, mask, max, NaN), without a call per key. */
+                const int64_t lo = w->lo[r], hi = w->hi[r];
+                for (; j < j1; j++) {
+                    float *e = sc + (j - j0);
+                    if (!g->global && !(j >= lo && j < hi) && !(gk && gk[j])) {
+                        *e = -INFINITY;
+                        continue;
+                    }
+                    if (brow)
+                        *e += brow[j];
+                    if (mrow && (mrow[j] != 0) == (drop != 0))
+                        *e = -INFINITY;
+                    if (*e != *e)
+                        nan = 1;
+                    else if (*e > mt)
+                        mt = *e;
+                }
+            }
             while (j < j1) {
                 int64_t stop;
                 const int64_t va = attn_vis_next(gk, g->global, w->lo[r], w->hi[r], j, j1, &stop);
@@ -409,35 +539,38 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
     }
     for (int64_t r = g->r0; r < g->r1; r++)
         if (w->corr[r] != 1.0f)
-            kern->scale(o + (r - g->r0) * d->o.seq, d->v_dim, w->corr[r]);
+            kern->scale(o + (r - g->r0) * ldo, d->v_dim, w->corr[r]);
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
             attn_sgemm(0, (int)nr, (int)d->v_dim, (int)seg[x].len, 1.0f, w->s + seg[x].c0,
-                       (int)bk, v + seg[x].j0 * d->v.seq, (int)d->v.seq, 1.0f, o, (int)d->o.seq);
+                       (int)bk, v + seg[x].j0 * d->v.seq, (int)d->v.seq, 1.0f, o, ldo);
     if (ng > 0) {
-        gather_rows(w->vg, v, d->v.seq, d->v_dim, seg, nseg, cshort);
+        attn_gather_rows(w->vg, v, d->v.seq, d->v_dim, seg, nseg, cshort);
         attn_sgemm(0, (int)nr, (int)d->v_dim, (int)ng, 1.0f, w->s + cshort, (int)bk, w->vg,
-                   (int)d->v_dim, 1.0f, o, (int)d->o.seq);
+                   (int)d->v_dim, 1.0f, o, ldo);
     }
 }
 
-/* Finish the rows of a group: O /= l, lse, and the probabilities over the
+/* Finish the rows of a group: O /= l (and a global-query item's rows
+ * scattered to their places in O), lse, and the probabilities over the
  * group's candidate runs (the rest of each P row is 0 already). */
 static void finish_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
-                         const sgroup *g, int64_t b, int64_t h, int64_t i0)
+                         const sgroup *g, int64_t b, int64_t h)
 {
     const attn_sdpa_desc *d = &p->d;
     const attn_kernels *kern = p->kern;
     for (int64_t r = g->r0; r < g->r1; r++) {
-        const int64_t i = i0 + r;
+        const int64_t i = grow(g, r);
         const float l = w->lrow[r];
-        float *orow = o_row(p, a, b, h, i);
+        float *orow = g->o + (r - g->r0) * g->ldo;
         const int empty = l == 0.0f;
         const float lse = empty ? -INFINITY : w->mrow[r] + logf(l);
         if (empty)
             memset(orow, 0, (size_t)d->v_dim * sizeof(float));
         else
             kern->scale(orow, d->v_dim, 1.0f / l);
+        if (g->idx)
+            memcpy(o_row(p, a, b, h, i), orow, (size_t)d->v_dim * sizeof(float));
         if (d->want_lse)
             *lse_at(p, a, b, h, i) = lse;
         if (d->want_probs) {
@@ -458,12 +591,63 @@ static void finish_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork
     }
 }
 
+/* Run a group's tiles and finish its rows. */
+static void run_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
+                      const sgroup *g, int64_t b, int64_t h)
+{
+    attn_krun kr = g->kr;
+    int64_t s = 0, e = 0, nseg, cshort;
+    int have = attn_krun_next(&kr, &s, &e);
+    for (;;) {
+        const int64_t cols =
+            attn_fill_tile(&kr, &s, &e, &have, w->seg, p->bk, &nseg, w->kg != NULL, &cshort);
+        if (cols == 0)
+            break;
+        run_tile(p, a, w, g, b, h, w->seg, nseg, cols, cshort);
+    }
+    finish_group(p, a, w, g, b, h);
+}
+
+/* Global-query item rb of (b, h): its rows' Q gathered into w->qg, run
+ * against every key of their layout row into w->og, O scattered back by
+ * finish_group.  It owns the O, P and lse rows of its global queries. */
+static void run_global_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
+                            int64_t b, int64_t h, int64_t rb)
+{
+    const attn_sdpa_desc *d = &p->d;
+    const int64_t qlen = qlen_of(p, a, b), kvlen = kvlen_of(p, a, b);
+    sgroup g;
+    const int64_t rows = global_group(p, a, w, b, h, rb, qlen, kvlen, &g);
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t i = w->idx[r];
+        w->mrow[r] = -INFINITY;
+        w->lrow[r] = 0.0f;
+        w->lo[r] = w->hi[r] = 0;   /* unused: global rows see every candidate */
+        memcpy(w->qg + r * d->qk_dim, a->q + b * d->q.batch + h * d->q.head + i * d->q.seq,
+               (size_t)d->qk_dim * sizeof(float));
+        memset(w->og + r * d->v_dim, 0, (size_t)d->v_dim * sizeof(float));
+        if (d->want_probs)
+            memset(probs_row(p, a, b, h, i), 0, (size_t)d->kv_len * sizeof(float));
+    }
+    if (rows > 0)
+        run_group(p, a, w, &g, b, h);
+}
+
+/* Item it: ordinary items (b, h, block rb of sp_rows rows) first, then,
+ * with global queries, the global-query items (b, h, rb). */
 static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
                             int64_t it)
 {
     const attn_sdpa_desc *d = &p->d;
+    const int glob_item = it >= p->sp_nreg;
+    if (glob_item)
+        it -= p->sp_nreg;
     const int64_t rb = it % p->sp_nrb, bh = it / p->sp_nrb;
     const int64_t b = bh / d->q_heads, h = bh % d->q_heads;
+    if (glob_item) {
+        run_global_item(p, a, w, b, h, rb);
+        return;
+    }
     const int64_t n = d->q_len, dv = d->v_dim;
     const int64_t i0 = rb * p->sp_rows;
     const int64_t i1 = i0 + p->sp_rows < n ? i0 + p->sp_rows : n;
@@ -479,57 +663,90 @@ static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
     const int64_t rows = ie - i0;
     if (rows <= 0)
         return;
+    const uint8_t *gq = d->use_global_q ? a->global_q + b * n : NULL;
     item_ranges(p, w, qlen, kvlen, i0, rows);
     for (int64_t r = 0; r < rows; r++) {
         w->mrow[r] = -INFINITY;
         w->lrow[r] = 0.0f;
+        if (gq && gq[i0 + r])
+            continue;   /* a global-query item's row */
         memset(o_row(p, a, b, h, i0 + r), 0, (size_t)dv * sizeof(float));
         if (d->want_probs)
             memset(probs_row(p, a, b, h, i0 + r), 0, (size_t)d->kv_len * sizeof(float));
     }
     sgroup g;
-    for (int64_t r0 = 0; next_group(p, a, w, b, h, i0, rows, kvlen, r0, &g); r0 = g.r1) {
-        attn_krun kr = g.kr;
-        int64_t s = 0, e = 0, nseg, cshort;
-        int have = attn_krun_next(&kr, &s, &e);
-        for (;;) {
-            const int64_t cols =
-                fill_tile(&kr, &s, &e, &have, w->seg, p->bk, &nseg, w->kg != NULL, &cshort);
-            if (cols == 0)
-                break;
-            run_tile(p, a, w, &g, b, h, i0, w->seg, nseg, cols, cshort);
-        }
-        finish_group(p, a, w, &g, b, h, i0);
-    }
+    for (int64_t r0 = 0; next_group(p, a, w, b, h, i0, rows, kvlen, r0, &g); r0 = g.r1)
+        run_group(p, a, w, &g, b, h);
 }
 
-/* The cost of an item: rows x candidate keys, summed over its groups. */
-static int64_t item_cost(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w, int64_t it)
+typedef struct sorder {
+    int64_t cost, item;
+} sorder;
+
+/* The cost of an item into *out: rows x candidate keys, summed over its
+ * groups.  For a global-query item the first of its span fills the
+ * entries of the whole span (out[0 .. items of the span)), the others
+ * write nothing. */
+static void item_cost(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w, int64_t it,
+                      sorder *out)
 {
     const attn_sdpa_desc *d = &p->d;
+    const int64_t it0 = it;
+    const int glob_item = it >= p->sp_nreg;
+    if (glob_item)
+        it -= p->sp_nreg;
     const int64_t rb = it % p->sp_nrb, bh = it / p->sp_nrb;
     const int64_t b = bh / d->q_heads, h = bh % d->q_heads;
+    const int64_t qlen = qlen_of(p, a, b), kvlen = kvlen_of(p, a, b);
+    sgroup g;
+    if (glob_item) {
+        /* The span's first item writes the entries of all the span's
+         * items (one scan of the flags); the others write nothing. */
+        int64_t s0, s1, I, k, nk;
+        global_span(p, rb, &s0, &s1, &I, &k, &nk);
+        if (k != 0)
+            return;
+        const uint8_t *gq = a->global_q + b * d->q_len;
+        int64_t cnt = 0;
+        if (s1 > qlen)
+            s1 = qlen;
+        for (int64_t i = s0 < s1 ? attn_next_nonzero(gq, s0, s1) : s1; i < s1;
+             i = attn_next_nonzero(gq, i + 1, s1))
+            cnt++;
+        int64_t keys = 0;
+        if (cnt > 0) {
+            global_group(p, a, w, b, h, rb, 0, kvlen, &g);   /* qlen 0: no rows, the keys */
+            int64_t s, e;
+            while (attn_krun_next(&g.kr, &s, &e))
+                keys += e - s;
+        }
+        for (int64_t x = 0; x < nk; x++) {
+            const int64_t rows = cnt - x * p->sp_rows < 0 ? 0
+                : cnt - x * p->sp_rows < p->sp_rows ? cnt - x * p->sp_rows : p->sp_rows;
+            /* rows x (keys + 1): the row pass counts too, and an item has
+             * cost 0 exactly when it has no rows (then it is not run) */
+            out[x].cost = rows * (keys + 1);
+            out[x].item = it0 + x;
+        }
+        return;
+    }
     const int64_t i0 = rb * p->sp_rows;
     const int64_t i1 = i0 + p->sp_rows < d->q_len ? i0 + p->sp_rows : d->q_len;
-    const int64_t qlen = qlen_of(p, a, b), kvlen = kvlen_of(p, a, b);
     const int64_t rows = (i1 < qlen ? i1 : qlen) - i0;
+    out->item = it0;
+    out->cost = 0;
     if (rows <= 0)
-        return 0;
+        return;
     item_ranges(p, w, qlen, kvlen, i0, rows);
     int64_t cost = 0;
-    sgroup g;
     for (int64_t r0 = 0; next_group(p, a, w, b, h, i0, rows, kvlen, r0, &g); r0 = g.r1) {
         int64_t s, e, keys = 0;
         while (attn_krun_next(&g.kr, &s, &e))
             keys += e - s;
         cost += (g.r1 - g.r0) * keys;
     }
-    return cost;
+    out->cost = cost;
 }
-
-typedef struct sorder {
-    int64_t cost, item;
-} sorder;
 
 /* a before b: heavier first, then lower index (a total order, so the
  * sorted order is unique). */
@@ -591,6 +808,9 @@ static void sparse_body(void *arg, int tid)
     w.seg = (attn_kseg *)(void *)(base + p->ws_seg);
     w.kg = p->gather ? (float *)(void *)(base + p->ws_gather) : NULL;
     w.vg = p->gather ? w.kg + p->bk * p->d.qk_dim : NULL;
+    w.idx = p->d.use_global_q ? w.hi + p->bq : NULL;
+    w.qg = p->d.use_global_q ? (float *)(void *)(base + p->ws_qg) : NULL;
+    w.og = p->d.use_global_q ? w.qg + p->sp_rows * p->d.qk_dim : NULL;
     const int64_t nitems = p->nitems;
     sorder *order = c->order;
     /* The cost of every item, then the order (heaviest first, ties by
@@ -600,10 +820,8 @@ static void sparse_body(void *arg, int tid)
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(static)
 #endif
-    for (int64_t it = 0; it < nitems; it++) {
-        order[it].cost = item_cost(p, c->a, &w, it);
-        order[it].item = it;
-    }
+    for (int64_t it = 0; it < nitems; it++)
+        item_cost(p, c->a, &w, it, order + it);
 #if ATTN_HAVE_OPENMP
 #pragma omp single
 #endif
@@ -612,7 +830,8 @@ static void sparse_body(void *arg, int tid)
 #pragma omp for schedule(dynamic, 1)
 #endif
     for (int64_t k = 0; k < nitems; k++)
-        run_sparse_item(p, c->a, &w, order[k].item);
+        if (order[k].item < p->sp_nreg || order[k].cost > 0)   /* empty global items */
+            run_sparse_item(p, c->a, &w, order[k].item);
 }
 
 void attn_sparse_forward(const attn_sdpa_plan *p, const attn_sdpa_args *a, void *ws)
