@@ -64,9 +64,38 @@
  * overwriting (bitwise the same) or accumulating onto decoded values
  * (exactly old + g).  Inputs, dY and the context never change.
  *
+ * Bit 3 of the first byte adds sparse attention to the SDPA or MHA desc
+ * (decode_sparse): global keys and queries (any nonzero enables), block
+ * size 0 or 16..256, layout_per_head; the flags (decoded density) and the
+ * layout (all visible, all hidden, random, hidden block rows, or from the
+ * builders; one style or one per head) in exact-size buffers; shapes of
+ * several blocks.  Invalid sparse fields ride on the existing kinds when
+ * the input is sparse (an extra byte picks them): BAD_RESERVED
+ * (reserved_flags), BAD_ENUM (block size, layout_per_head), BAD_PTR_NULL
+ * and BAD_PTR_EXTRA (global_k, global_q, layout), and in the backward
+ * BB_FWD, BB_PTR_NULL and BB_PTR_EXTRA.  NaN goes where no candidate set
+ * reaches (ref_candidate), the references apply flags and layout.
+ *
+ * Bit 4 decodes a linear attention problem instead (fuzz_linear; bit 1:
+ * its backward): sizes incl. GQA and past a chunk of 64 rows, views,
+ * feature map, causal and alignment, eps, lengths, the recurrent state,
+ * threads, one or two invalid fields (LB_*); checked against
+ * test/linear_ref.c (O, state, dQ, dK, dV within its bounds, exact zeros),
+ * outputs and state untouched on error, inputs unchanged, bitwise equal
+ * with another thread count and workspace.
+ *
+ * Bit 5 calls a layout builder instead (fuzz_layout) with decoded sizes
+ * and parameters, valid or not, NULL: the status of a broken rule and
+ * nothing written, or the layout of test/layout_expect.c byte for byte.
+ *
+ * Inputs whose first byte has bits 1 to 5 clear decode as they did before
+ * those bits existed (the committed corpus and regressions have bits 3 to
+ * 5 clear: they decode as before the sparse, linear and layout kinds).
+ *
  * Decoding never fails: a short input reads as zeros, which is a small
  * valid problem (its backward included).  FUZZ_VERBOSE=1 prints each
- * decoded problem; FUZZ_STATS=1 counts where inputs ended.
+ * decoded problem; FUZZ_STATS=1 counts where inputs ended; FUZZ_TIME=1
+ * the time per kind.
  *
  * Library bugs it found are fixed; their reproducers are in regressions/
  * (the replay test runs them) and each has a row in test_errors.c or
