@@ -73,7 +73,8 @@
  * the input is sparse (an extra byte picks them): BAD_RESERVED
  * (reserved_flags), BAD_ENUM (block size, layout_per_head), BAD_PTR_NULL
  * and BAD_PTR_EXTRA (global_k, global_q, layout), and in the backward
- * BB_FWD, BB_PTR_NULL and BB_PTR_EXTRA.  NaN goes where no candidate set
+ * BB_FWD, BB_PTR_NULL and BB_PTR_EXTRA, in the MHA backward MB_PTR_NULL
+ * and MB_PTR_EXTRA.  NaN goes where no candidate set
  * reaches (ref_candidate), the references apply flags and layout.
  *
  * Bit 4 decodes a linear attention problem instead (fuzz_linear; bit 1:
@@ -132,7 +133,7 @@ enum { N_PLAN_ONLY, N_ERROR, N_CHECKED, N_MHA_PLAN_ONLY, N_MHA_ERROR, N_MHA_CHEC
        N_BWD_ERROR, N_BWD_CHECKED, N_TRAIN_ERROR, N_TRAIN_CHECKED, N_MBWD_ERROR,
        N_MBWD_CHECKED, N_DROP_CHECKED, N_DROP_BWD_CHECKED, N_DROP_MHA_CHECKED,
        N_DROP_MBWD_CHECKED, N_SPARSE_CHECKED, N_SPARSE_BWD_CHECKED, N_SPARSE_MHA_CHECKED,
-       N_LIN_PLAN_ONLY, N_LIN_ERROR, N_LIN_CHECKED, N_LIN_BWD_ERROR, N_LIN_BWD_CHECKED,
+       N_SPARSE_MBWD_CHECKED, N_LIN_PLAN_ONLY, N_LIN_ERROR, N_LIN_CHECKED, N_LIN_BWD_ERROR, N_LIN_BWD_CHECKED,
        N_LAYOUT_ERROR, N_LAYOUT_CHECKED, N_COUNT };
 static long counts[N_COUNT];
 static void print_counts(void)
@@ -141,13 +142,14 @@ static void print_counts(void)
             "MHA plan-only %ld, error %ld, checked %ld; SDPA backward error %ld, checked %ld; "
             "MHA train_forward error %ld, checked %ld; MHA backward error %ld, checked %ld; "
             "checked with dropout p > 0: SDPA %ld, SDPA backward %ld, MHA %ld, "
-            "MHA backward %ld; checked sparse: SDPA %ld, SDPA backward %ld, MHA %ld; "
+            "MHA backward %ld; checked sparse: SDPA %ld, SDPA backward %ld, MHA %ld, "
+            "MHA backward %ld; "
             "linear plan-only %ld, error %ld, checked %ld; linear backward error %ld, "
             "checked %ld; layout builders error %ld, checked %ld\n",
             counts[0], counts[1], counts[2], counts[3], counts[4], counts[5], counts[6],
             counts[7], counts[8], counts[9], counts[10], counts[11], counts[12], counts[13],
             counts[14], counts[15], counts[16], counts[17], counts[18], counts[19], counts[20],
-            counts[21], counts[22], counts[23], counts[24], counts[25]);
+            counts[21], counts[22], counts[23], counts[24], counts[25], counts[26]);
 }
 
 /* FUZZ_TIME=1: at exit, the inputs and seconds spent per kind (tuning). */
@@ -2320,6 +2322,7 @@ typedef struct mha_prob {
     const void *cx;          /* the context train_forward filled */
     size_t cx_bytes, cx_need;
     int t2;                  /* the other thread count */
+    int sparse;              /* SEL_SPARSE */
 } mha_prob;
 
 /* Invalid fields of attn_mha_backward (one or two per input). */
@@ -2510,6 +2513,12 @@ static void fuzz_mha_train(rd *r, const mha_prob *M, const attn_mha_plan *plan)
             break;
         }
         case MB_PTR_NULL: {
+            if (M->sparse && (u8(r) & 1)) {
+                const void **sp3[] = { (const void **)&a.global_k, (const void **)&a.global_q,
+                                       (const void **)&a.layout };
+                *sp3[pick(r, 3)] = NULL;
+                break;
+            }
             const void **p[] = { (const void **)&w.in_proj_weight, (const void **)&w.in_proj_bias,
                                  (const void **)&w.q_weight, (const void **)&w.k_weight,
                                  (const void **)&w.v_weight, (const void **)&w.q_bias,
@@ -2523,6 +2532,14 @@ static void fuzz_mha_train(rd *r, const mha_prob *M, const attn_mha_plan *plan)
             break;
         }
         case MB_PTR_EXTRA:
+            if (M->sparse && (u8(r) & 1)) {
+                switch (pick(r, 3)) {
+                case 0: if (!d->use_global_k) a.global_k = junk_u8; break;
+                case 1: if (!d->use_global_q) a.global_q = junk_u8; break;
+                default: if (!d->block_size) a.layout = junk_u8; break;
+                }
+                break;
+            }
             switch (pick(r, 8)) {
             case 0: if (!d->use_kv_lens) a.kv_lens = zero_lens; break;
             case 1: if (d->self_attention) a.value = junk_f; break;
@@ -2606,6 +2623,8 @@ static void fuzz_mha_train(rd *r, const mha_prob *M, const attn_mha_plan *plan)
         goto done;
     }
     counts[N_MBWD_CHECKED]++;
+    if (M->sparse)
+        counts[N_SPARSE_MBWD_CHECKED]++;
     if (d->dropout_p > 0.0)
         counts[N_DROP_MBWD_CHECKED]++;
 
@@ -3307,7 +3326,7 @@ static void fuzz_mha(rd *r, unsigned sel)
     }
     if (train) {
         const mha_prob M = { d, &w, &a, pool, pool_len, mpool, mlen, &ob, &ow, cx.ptr, cx.bytes,
-                             need_cx, t2 };
+                             need_cx, t2, sparse };
         fuzz_mha_train(r, &M, plan);
     }
 out:
