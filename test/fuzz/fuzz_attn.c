@@ -64,9 +64,39 @@
  * overwriting (bitwise the same) or accumulating onto decoded values
  * (exactly old + g).  Inputs, dY and the context never change.
  *
+ * Bit 3 of the first byte adds sparse attention to the SDPA or MHA desc
+ * (decode_sparse): global keys and queries (any nonzero enables), block
+ * size 0 or 16..256, layout_per_head; the flags (decoded density) and the
+ * layout (all visible, all hidden, random, hidden block rows, or from the
+ * builders; one style or one per head) in exact-size buffers; shapes of
+ * several blocks.  Invalid sparse fields ride on the existing kinds when
+ * the input is sparse (an extra byte picks them): BAD_RESERVED
+ * (reserved_flags), BAD_ENUM (block size, layout_per_head), BAD_PTR_NULL
+ * and BAD_PTR_EXTRA (global_k, global_q, layout), and in the backward
+ * BB_FWD, BB_PTR_NULL and BB_PTR_EXTRA, in the MHA backward MB_PTR_NULL
+ * and MB_PTR_EXTRA.  NaN goes where no candidate set
+ * reaches (ref_candidate), the references apply flags and layout.
+ *
+ * Bit 4 decodes a linear attention problem instead (fuzz_linear; bit 1:
+ * its backward): sizes incl. GQA and past a chunk of 64 rows, views,
+ * feature map, causal and alignment, eps, lengths, the recurrent state,
+ * threads, one or two invalid fields (LB_*); checked against
+ * test/linear_ref.c (O, state, dQ, dK, dV within its bounds, exact zeros),
+ * outputs and state untouched on error, inputs unchanged, bitwise equal
+ * with another thread count and workspace.
+ *
+ * Bit 5 calls a layout builder instead (fuzz_layout) with decoded sizes
+ * and parameters, valid or not, NULL: the status of a broken rule and
+ * nothing written, or the layout of test/layout_expect.c byte for byte.
+ *
+ * Inputs whose first byte has bits 1 to 5 clear decode as they did before
+ * those bits existed (the committed corpus and regressions have bits 3 to
+ * 5 clear: they decode as before the sparse, linear and layout kinds).
+ *
  * Decoding never fails: a short input reads as zeros, which is a small
  * valid problem (its backward included).  FUZZ_VERBOSE=1 prints each
- * decoded problem; FUZZ_STATS=1 counts where inputs ended.
+ * decoded problem; FUZZ_STATS=1 counts where inputs ended; FUZZ_TIME=1
+ * the time per kind.
  *
  * Library bugs it found are fixed; their reproducers are in regressions/
  * (the replay test runs them) and each has a row in test_errors.c or
@@ -78,12 +108,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <attn.h>
 
 #include "../mha_reference.h"
 #include "../bwd_check.h"
 #include "../reference.h"
+#include "../layout_expect.h"
+#include "../linear_ref.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -99,7 +132,9 @@ static int verbose;
 enum { N_PLAN_ONLY, N_ERROR, N_CHECKED, N_MHA_PLAN_ONLY, N_MHA_ERROR, N_MHA_CHECKED,
        N_BWD_ERROR, N_BWD_CHECKED, N_TRAIN_ERROR, N_TRAIN_CHECKED, N_MBWD_ERROR,
        N_MBWD_CHECKED, N_DROP_CHECKED, N_DROP_BWD_CHECKED, N_DROP_MHA_CHECKED,
-       N_DROP_MBWD_CHECKED, N_COUNT };
+       N_DROP_MBWD_CHECKED, N_SPARSE_CHECKED, N_SPARSE_BWD_CHECKED, N_SPARSE_MHA_CHECKED,
+       N_SPARSE_MBWD_CHECKED, N_LIN_PLAN_ONLY, N_LIN_ERROR, N_LIN_CHECKED, N_LIN_BWD_ERROR, N_LIN_BWD_CHECKED,
+       N_LAYOUT_ERROR, N_LAYOUT_CHECKED, N_COUNT };
 static long counts[N_COUNT];
 static void print_counts(void)
 {
@@ -107,10 +142,27 @@ static void print_counts(void)
             "MHA plan-only %ld, error %ld, checked %ld; SDPA backward error %ld, checked %ld; "
             "MHA train_forward error %ld, checked %ld; MHA backward error %ld, checked %ld; "
             "checked with dropout p > 0: SDPA %ld, SDPA backward %ld, MHA %ld, "
-            "MHA backward %ld\n",
+            "MHA backward %ld; checked sparse: SDPA %ld, SDPA backward %ld, MHA %ld, "
+            "MHA backward %ld; "
+            "linear plan-only %ld, error %ld, checked %ld; linear backward error %ld, "
+            "checked %ld; layout builders error %ld, checked %ld\n",
             counts[0], counts[1], counts[2], counts[3], counts[4], counts[5], counts[6],
             counts[7], counts[8], counts[9], counts[10], counts[11], counts[12], counts[13],
-            counts[14], counts[15]);
+            counts[14], counts[15], counts[16], counts[17], counts[18], counts[19], counts[20],
+            counts[21], counts[22], counts[23], counts[24], counts[25], counts[26]);
+}
+
+/* FUZZ_TIME=1: at exit, the inputs and seconds spent per kind (tuning). */
+static int timing;
+static double kind_sec[7];
+static long kind_runs[7];
+static void print_times(void)
+{
+    static const char *names[7] = { "SDPA", "SDPA sparse", "MHA", "MHA sparse", "linear",
+                                    "linear backward", "layout builders" };
+    for (int k = 0; k < 7; k++)
+        fprintf(stderr, "fuzz_attn: %-16s %8ld inputs %8.3f s %7.3f ms each\n", names[k],
+                kind_runs[k], kind_sec[k], kind_runs[k] ? 1e3 * kind_sec[k] / (double)kind_runs[k] : 0.0);
 }
 
 #define FAIL(...)                                                           \
@@ -346,12 +398,27 @@ static int reserved_nonzero(const int64_t *r, int n)
 
 static int mask_mode_ok(int m) { return m == ATTN_MASK_NONE || m == ATTN_MASK_KEEP_NONZERO || m == ATTN_MASK_DROP_NONZERO; }
 
+/* attn.h, "Sparse attention" and the desc's fields: reserved_flags zero,
+ * block_size 0 or a power of two from 16 to 256, layout_per_head 0 or 1
+ * and 0 without a layout; else ATTN_ERR_BAD_OPTION. */
+static int block_size_ok(int64_t bs)
+{
+    return bs == 0 || (bs >= 16 && bs <= 256 && (bs & (bs - 1)) == 0);
+}
+static int sparse_fields_ok(int reserved_flags, int layout_per_head, int64_t bs)
+{
+    return reserved_flags == 0 && block_size_ok(bs) &&
+           (layout_per_head == 0 || (layout_per_head == 1 && bs != 0));
+}
+
 static expect expect_sdpa_plan(const attn_sdpa_desc *d)
 {
     expect e = { 0, 0 };
     if (reserved_nonzero(d->reserved, (int)(sizeof d->reserved / sizeof d->reserved[0])) ||
         (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
         !mask_mode_ok(d->mask_mode) || !(d->dropout_p >= 0.0 && d->dropout_p <= 1.0))
+        e.must |= BIT(ATTN_ERR_BAD_OPTION);
+    if (!sparse_fields_ok(d->reserved_flags, d->layout_per_head, d->block_size))
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
     if (d->batch <= 0 || d->q_heads <= 0 || d->kv_heads <= 0 || d->q_len <= 0 ||
         d->kv_len <= 0 || d->qk_dim <= 0 || d->v_dim <= 0) {
@@ -531,6 +598,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     e = getenv("FUZZ_STATS");
     if (e && atoi(e) != 0)
         atexit(print_counts);
+    e = getenv("FUZZ_TIME");
+    timing = e && atoi(e) != 0;
+    if (timing)
+        atexit(print_times);
     return 0;
 }
 
@@ -606,7 +677,8 @@ static void wsp_make(wsp *w, unsigned choice, size_t need, int small, int misali
  * dropout fields (decode_dropout) into the SDPA or MHA desc; bit 2, for MHA,
  * runs the training calls (attn_mha_train_forward, then fuzz_mha_train).
  * Inputs with bits 1 and 2 clear decode as they did before those existed. */
-enum { SEL_MHA = 1, SEL_DROPOUT = 2, SEL_TRAIN = 4 };
+enum { SEL_MHA = 1, SEL_DROPOUT = 2, SEL_TRAIN = 4, SEL_SPARSE = 8, SEL_LINEAR = 16,
+       SEL_LAYOUT = 32 };
 
 /* dropout_p: 0 (with a seed and offset: the path without dropout, checked
  * bitwise by the rerun), -0, tiny (keeps everything), small, large, 1
@@ -653,6 +725,148 @@ static const char *drop_zero_reset(double p, uint64_t *seed, uint64_t *offset)
            "without)";
 }
 
+
+/* ------------------------------------------------------------- sparse */
+
+/* Bit 3 of the first byte (SEL_SPARSE) decodes the sparse fields of the
+ * SDPA or MHA desc (attn.h, "Sparse attention"): global keys and queries
+ * (enabled by 1, 2 or -1: any nonzero), a block size (0: no layout, 16 to
+ * 256) and layout_per_head, then what fills the flags and the layout. */
+typedef struct sparse_cfg {
+    int gk, gq, lph;
+    int64_t bs;
+    unsigned fill;
+} sparse_cfg;
+
+static void decode_sparse(rd *r, sparse_cfg *c)
+{
+    static const int64_t sizes[8] = { 0, 16, 16, 16, 32, 64, 128, 256 };
+    static const int on[4] = { 1, 1, 2, -1 };
+    const unsigned x = u8(r);
+    c->gk = (x & 1) ? on[x >> 6] : 0;
+    c->gq = (x & 2) ? on[(x >> 6) ^ 2] : 0;
+    c->bs = sizes[(x >> 2) & 7];
+    c->lph = c->bs != 0 && (x & 32);
+    c->fill = u8(r);
+    c->fill |= u8(r) << 8;
+}
+
+/* A planted invalid sparse field (BAD_RESERVED, BAD_ENUM and BB_FWD with
+ * sparse): reserved_flags nonzero, a block size that is no power of two in
+ * [16, 256], layout_per_head not 0 or 1, or 1 without a layout. */
+static void plant_sparse(rd *r, int reserved, int *rf, int *lph, int64_t *bs)
+{
+    static const int64_t bad_bs[12] = { 1, 8, 15, 17, 24, 48, 255, 257, 512, -16, INT64_MIN,
+                                        (int64_t)1 << 40 };
+    static const int bad_lph[3] = { 2, -1, INT_MAX };
+    if (reserved) {
+        *rf = (u8(r) & 1) ? 1 + (int)u8(r) : INT_MIN;
+        return;
+    }
+    switch (pick(r, 3)) {
+    case 0: *bs = bad_bs[pick(r, 12)]; break;
+    case 1: *lph = bad_lph[pick(r, 3)]; break;
+    default: *lph = 1; *bs = 0; break;
+    }
+}
+
+/* The flag arrays and the layout, exact sizes (ASan sees any read past
+ * them): global_k [B][m], global_q [B][n], layout [H|1][nb][mb]. */
+typedef struct sparse_buf {
+    uint8_t *gk, *gq, *lay;
+    int64_t nb, mb;
+} sparse_buf;
+
+static void layout_fill(uint8_t *L, int64_t nb, int64_t mb, unsigned style, prng *g)
+{
+    const size_t cnt = (size_t)(nb * mb);
+    switch (style) {
+    case 0: /* everything visible (any nonzero value) */
+        for (size_t i = 0; i < cnt; i++)
+            L[i] = (uint8_t)(1 + pr_next(g) % 255);
+        break;
+    case 1: memset(L, 0, cnt); break; /* everything hidden */
+    case 2:
+    case 7:
+        for (size_t i = 0; i < cnt; i++)
+            L[i] = pr_unit(g) < (style == 2 ? 0.5 : 0.25) ? (uint8_t)(1 + pr_next(g) % 255) : 0;
+        break;
+    case 3: /* mostly visible, whole block rows hidden */
+        for (int64_t I = 0; I < nb; I++) {
+            const int hide = pr_unit(g) < 0.4;
+            for (int64_t J = 0; J < mb; J++)
+                L[I * mb + J] = !hide && pr_unit(g) < 0.75;
+        }
+        break;
+    case 4: {
+        static const int64_t ws[4] = { 0, 1, 3, 5 };
+        const attn_status st = attn_layout_bigbird(L, nb, mb, ws[pr_next(g) % 4],
+                                                   (int64_t)(pr_next(g) % 3),
+                                                   (int64_t)(pr_next(g) % 3), pr_next(g));
+        if (st != ATTN_OK)
+            FAIL("attn_layout_bigbird: %s", st_name(st));
+        break;
+    }
+    case 5: {
+        const attn_status st = attn_layout_strided(L, nb, mb, 1 + (int64_t)(pr_next(g) % 3),
+                                                   (int)(pr_next(g) & 1));
+        if (st != ATTN_OK)
+            FAIL("attn_layout_strided: %s", st_name(st));
+        break;
+    }
+    default: {
+        const int64_t l = 1 + (int64_t)(pr_next(g) % 3);
+        const attn_status st = attn_layout_fixed(L, nb, mb, l, 1 + (int64_t)(pr_next(g) % (uint64_t)l),
+                                                 (int)(pr_next(g) & 1));
+        if (st != ATTN_OK)
+            FAIL("attn_layout_fixed: %s", st_name(st));
+        break;
+    }
+    }
+}
+
+static void sparse_make(sparse_buf *S, const sparse_cfg *c, prng *g, int64_t B, int64_t H,
+                        int64_t n, int64_t m)
+{
+    static const double dens[4] = { 0.0, 0.125, 0.5, 1.0 };
+    memset(S, 0, sizeof *S);
+    const unsigned f = c->fill;
+    if (c->gk) {
+        S->gk = xmalloc((size_t)(B * m));
+        for (int64_t i = 0; i < B * m; i++)
+            S->gk[i] = pr_unit(g) < dens[f & 3] ? (uint8_t)(1 + pr_next(g) % 255) : 0;
+    }
+    if (c->gq) {
+        S->gq = xmalloc((size_t)(B * n));
+        for (int64_t i = 0; i < B * n; i++)
+            S->gq[i] = pr_unit(g) < dens[(f >> 2) & 3] ? (uint8_t)(1 + pr_next(g) % 255) : 0;
+    }
+    if (c->bs) {
+        S->nb = (n + c->bs - 1) / c->bs;
+        S->mb = (m + c->bs - 1) / c->bs;
+        const int64_t hl = c->lph ? H : 1;
+        S->lay = xmalloc((size_t)(hl * S->nb * S->mb));
+        /* one style, or (bit 7) a style per head */
+        for (int64_t h = 0; h < hl; h++)
+            layout_fill(S->lay + h * S->nb * S->mb, S->nb, S->mb,
+                        (f & 0x80) ? (unsigned)(pr_next(g) % 8) : (f >> 4) & 7, g);
+    }
+}
+
+static void sparse_free(sparse_buf *S)
+{
+    free(S->gk);
+    free(S->gq);
+    free(S->lay);
+    memset(S, 0, sizeof *S);
+}
+
+static void print_sparse(int gk, int gq, int lph, int rf, int64_t bs)
+{
+    if (gk || gq || lph || rf || bs)
+        fprintf(stderr, " sparse=gk%d/gq%d/bs%lld/lph%d/rf%d", gk, gq, (long long)bs, lph, rf);
+}
+
 /* ------------------------------------------------------------------ SDPA */
 
 typedef struct sdpa_prob {
@@ -664,6 +878,8 @@ typedef struct sdpa_prob {
     uint8_t *mpool;  /* the mask */
     size_t mpool_len;
     obuf o, p, l;
+    int sparse;      /* SEL_SPARSE: the flags and layout below */
+    sparse_buf sb;
 } sdpa_prob;
 
 static void print_view(const char *name, const attn_view *v)
@@ -698,6 +914,8 @@ static void print_sdpa(const attn_sdpa_desc *d, const unsigned bad[2], int t2)
     if (d->dropout_p != 0.0 || d->dropout_seed || d->dropout_offset)
         fprintf(stderr, " dropout=%g/%llx/%llx", d->dropout_p,
                 (unsigned long long)d->dropout_seed, (unsigned long long)d->dropout_offset);
+    print_sparse(d->use_global_k, d->use_global_q, d->layout_per_head, d->reserved_flags,
+                 d->block_size);
     fprintf(stderr, " threads=%d/%d bad=%u,%u\n", d->threads, t2, bad[0], bad[1]);
 }
 
@@ -750,6 +968,8 @@ static expect expect_sdpa_exec(const attn_sdpa_desc *d, const attn_sdpa_args *a,
         { d->use_kv_lens, a->kv_lens },  { d->use_q_lens, a->q_lens },
         { d->mask_mode != ATTN_MASK_NONE, a->mask }, { d->use_bias, a->bias },
         { d->want_probs, a->probs },     { d->want_lse, a->lse },
+        { d->use_global_k != 0, a->global_k }, { d->use_global_q != 0, a->global_q },
+        { d->block_size != 0, a->layout },
     };
     expect_call(&e, f, sizeof f / sizeof f[0], d->batch, d->use_kv_lens ? a->kv_lens : NULL,
                 d->kv_len, d->use_q_lens ? a->q_lens : NULL, d->q_len, ws, ws_bytes, need);
@@ -858,7 +1078,18 @@ static void fuzz_sdpa(rd *r, unsigned sel)
     int64_t B = 1 + pick(r, 3), Hkv = 1 + pick(r, 2), g = 1 + pick(r, 3);
     int64_t n = 1 + pick(r, 6), m = 1 + pick(r, 9), dk = 1 + pick(r, 6), dv = 1 + pick(r, 6);
     unsigned shape = u8(r) % 16;
-    if (shape == 1) { /* past a key tile, and split keys for short queries */
+    const int sparse = !!(sel & SEL_SPARSE);
+    sparse_cfg sc = { 0, 0, 0, 0, 0 };
+    if (sparse)
+        decode_sparse(r, &sc);
+    if (sparse && shape == 0 && (sc.fill & 0x300) == 0x300) {
+        /* several blocks of 16 (the shapes below have them too) */
+        B = 1;
+        n = 1 + pick(r, 34);
+        m = 1 + pick(r, 40);
+        dk = 1 + pick(r, 3);
+        dv = 1 + pick(r, 3);
+    } else if (shape == 1) { /* past a key tile, and split keys for short queries */
         B = 1;
         n = 1 + pick(r, 2);
         m = 500 + pick(r, 250) * 3;
@@ -876,6 +1107,10 @@ static void fuzz_sdpa(rd *r, unsigned sel)
     d->kv_len = m;
     d->qk_dim = dk;
     d->v_dim = dv;
+    d->use_global_k = sc.gk;
+    d->use_global_q = sc.gq;
+    d->layout_per_head = sc.lph;
+    d->block_size = sc.bs;
     const int64_t Hq = d->q_heads;
 
     /* options */
@@ -961,6 +1196,10 @@ static void fuzz_sdpa(rd *r, unsigned sel)
         int64_t *sp = pick(r, 3) == 0 ? &vw->batch : (u8(r) & 1) ? &vw->head : &vw->seq;
         switch (bad[k]) {
         case BAD_RESERVED: {
+            if (sparse && (u8(r) & 1)) {
+                plant_sparse(r, 1, &d->reserved_flags, &d->layout_per_head, &d->block_size);
+                break;
+            }
             /* a reserved field, or a dropout probability outside [0, 1] */
             unsigned at = pick(r, (unsigned)(sizeof d->reserved / sizeof d->reserved[0]) + 1);
             int64_t val = (int64_t)u8(r) - 128;
@@ -973,7 +1212,9 @@ static void fuzz_sdpa(rd *r, unsigned sel)
             break;
         }
         case BAD_ENUM:
-            if (u8(r) & 1) d->align = (attn_align)(2 + (int)pick(r, 3) - (u8(r) & 1) * 5);
+            if (sparse && (u8(r) & 1))
+                plant_sparse(r, 0, &d->reserved_flags, &d->layout_per_head, &d->block_size);
+            else if (u8(r) & 1) d->align = (attn_align)(2 + (int)pick(r, 3) - (u8(r) & 1) * 5);
             else d->mask_mode = (attn_mask_mode)(3 + (int)pick(r, 200));
             break;
         case BAD_SIZE_NONPOS: {
@@ -1083,7 +1324,7 @@ static void fuzz_sdpa(rd *r, unsigned sel)
         for (int i = 0; i < 64; i++)
             dummy[i] = sentinel();
         const float in[64] = { 0 };
-        attn_sdpa_args a = { in, in, in, dummy, NULL, NULL, NULL, NULL, NULL, NULL };
+        attn_sdpa_args a = { .q = in, .k = in, .v = in, .o = dummy };
         attn_status st2 = attn_sdpa(d, &a);
         if (st2 != st)
             FAIL("attn_sdpa returned %s, plan_create %s", st_name(st2), st_name(st));
@@ -1130,7 +1371,26 @@ static void fuzz_sdpa(rd *r, unsigned sel)
     const double ninf = (vopt >> 4 & 1) ? 0.25 : 0.0;
     unsigned garbage = vopt >> 5;
 
-    /* what may be read: 1 = Q/K/V, 2 = bias */
+    /* the flags and the layout, as decoded (a planted invalid sparse field
+     * fails the plan: what is read follows the decoded ones) */
+    attn_sdpa_desc dn = *d;
+    attn_sdpa_args an;
+    memset(&an, 0, sizeof an);
+    if (sparse) {
+        prng gs = { u32(r) ^ 0x2545f4914f6cdd1dull };
+        sparse_make(&P.sb, &sc, &gs, B, Hq, n, m);
+        P.sparse = 1;
+        dn.use_global_k = sc.gk;
+        dn.use_global_q = sc.gq;
+        dn.layout_per_head = sc.lph;
+        dn.block_size = sc.bs;
+        an.global_k = P.sb.gk;
+        an.global_q = P.sb.gq;
+        an.layout = P.sb.lay;
+    }
+    /* what may be read: 1 = Q/K/V, 2 = bias; with sparse attention, the
+     * K and V rows of the candidate sets (attn.h: rows only in hidden
+     * blocks or outside every candidate set may hold NaN) */
     for (int64_t b = 0; b < B; b++) {
         const int64_t klen = d->use_kv_lens ? P.kv_lens[b] : m;
         const int64_t qlen = d->use_q_lens ? P.q_lens[b] : n;
@@ -1139,15 +1399,22 @@ static void fuzz_sdpa(rd *r, unsigned sel)
                 for (int64_t x = 0; x < dk; x++)
                     need[oq + (size_t)(b * d->q.batch + h * d->q.head + i * d->q.seq + x)] |= 1;
                 for (int64_t j = 0; j < klen; j++) {
-                    if (!ref_window_visible(d, klen, qlen, i, j))
+                    if (!ref_candidate(&dn, &an, b, h, i, j, klen, qlen))
                         continue;
                     if (d->use_bias)
                         need[ob + (size_t)(b * d->bias.batch + h * d->bias.head + i * d->bias.seq + j)] |= 2;
                     if (d->mask_mode)
                         mneed[om + (size_t)(b * d->mask.batch + h * d->mask.head + i * d->mask.seq + j)] = 1;
+                    if (sparse) {
+                        const int64_t hk = h / (Hq / Hkv);
+                        for (int64_t x = 0; x < dk; x++)
+                            need[okk + (size_t)(b * d->k.batch + hk * d->k.head + j * d->k.seq + x)] |= 1;
+                        for (int64_t x = 0; x < dv; x++)
+                            need[ov + (size_t)(b * d->v.batch + hk * d->v.head + j * d->v.seq + x)] |= 1;
+                    }
                 }
             }
-        for (int64_t hk = 0; hk < Hkv; hk++)
+        for (int64_t hk = 0; hk < Hkv && !sparse; hk++)
             for (int64_t j = 0; j < m; j++) {
                 if (!key_seen(d, klen, qlen, j))
                     continue;
@@ -1190,6 +1457,12 @@ static void fuzz_sdpa(rd *r, unsigned sel)
         a->kv_lens = P.kv_lens;
     if (d->use_q_lens)
         a->q_lens = P.q_lens;
+    if (d->use_global_k)
+        a->global_k = P.sb.gk;
+    if (d->use_global_q)
+        a->global_q = P.sb.gq;
+    if (d->block_size)
+        a->layout = P.sb.lay;
     obuf_make(&P.o, r, &d->o, szq, dv, eo);
     a->o = P.o.ptr;
     if (d->want_probs) {
@@ -1209,6 +1482,12 @@ static void fuzz_sdpa(rd *r, unsigned sel)
     for (int k = 0; k < 2; k++) {
         switch (bad[k]) {
         case BAD_PTR_NULL: {
+            if (sparse && (u8(r) & 1)) {
+                const void **sp3[] = { (const void **)&a->global_k, (const void **)&a->global_q,
+                                       (const void **)&a->layout };
+                *sp3[pick(r, 3)] = NULL;
+                break;
+            }
             const void **p[] = { (const void **)&a->q, (const void **)&a->k, (const void **)&a->v,
                                  (const void **)&a->o, (const void **)&a->kv_lens, (const void **)&a->q_lens,
                                  (const void **)&a->mask, (const void **)&a->bias,
@@ -1217,6 +1496,14 @@ static void fuzz_sdpa(rd *r, unsigned sel)
             break;
         }
         case BAD_PTR_EXTRA:
+            if (sparse && (u8(r) & 1)) {
+                switch (pick(r, 3)) {
+                case 0: if (!d->use_global_k) a->global_k = junk_u8; break;
+                case 1: if (!d->use_global_q) a->global_q = junk_u8; break;
+                default: if (!d->block_size) a->layout = junk_u8; break;
+                }
+                break;
+            }
             switch (pick(r, 6)) {
             /* only pointers of features the plan does not use */
             case 0: if (!d->use_kv_lens) a->kv_lens = zero_lens; break;
@@ -1308,6 +1595,8 @@ static void fuzz_sdpa(rd *r, unsigned sel)
     counts[N_CHECKED]++;
     if (d->dropout_p > 0.0)
         counts[N_DROP_CHECKED]++;
+    if (sparse)
+        counts[N_SPARSE_CHECKED]++;
     (void)ee;
     sdpa_check_results(&P);
 
@@ -1351,6 +1640,7 @@ out:
     obuf_free(&P.o);
     obuf_free(&P.p);
     obuf_free(&P.l);
+    sparse_free(&P.sb);
 }
 
 /* --------------------------------------------------------- SDPA backward */
@@ -1430,6 +1720,8 @@ static expect expect_bwd_exec(const attn_sdpa_bwd_desc *bd, const attn_sdpa_bwd_
         { f->use_kv_lens, a->kv_lens }, { f->use_q_lens, a->q_lens },
         { f->mask_mode != ATTN_MASK_NONE, a->mask }, { f->use_bias, a->bias },
         { bd->want_dbias, a->dbias },
+        { f->use_global_k != 0, a->global_k }, { f->use_global_q != 0, a->global_q },
+        { f->block_size != 0, a->layout },
     };
     expect_call(&e, u, sizeof u / sizeof u[0], f->batch, f->use_kv_lens ? a->kv_lens : NULL,
                 f->kv_len, f->use_q_lens ? a->q_lens : NULL, f->q_len, ws, ws_bytes, need);
@@ -1590,10 +1882,18 @@ static void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2)
             else *sp = (int64_t)1 << (52 + pick(r, 11));
             break;
         case BB_FWD:
+            if (P->sparse && (u8(r) & 1)) {
+                plant_sparse(r, pick(r, 2) == 0, &bd.fwd.reserved_flags,
+                             &bd.fwd.layout_per_head, &bd.fwd.block_size);
+                break;
+            }
             switch (pick(r, 4)) {
             case 0: bd.fwd.scale = (u8(r) & 1) ? INFINITY : -INFINITY; break;
             case 1: bd.fwd.threads = (u8(r) & 1) ? -1 : 1025; break;
-            case 2: bd.fwd.reserved[pick(r, 13)] = 1 + (int64_t)u8(r); break;
+            case 2:
+                bd.fwd.reserved[pick(r, (unsigned)(sizeof bd.fwd.reserved / sizeof bd.fwd.reserved[0]))] =
+                    1 + (int64_t)u8(r);
+                break;
             default: bd.fwd.dropout_p = (u8(r) & 1) ? NAN : -0.5; break;
             }
             break;
@@ -1644,6 +1944,9 @@ static void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2)
     a.dk = gk.ptr;
     a.dv = gv.ptr;
     a.dbias = bd.want_dbias ? gb.ptr : NULL;
+    a.global_k = P->a.global_k;
+    a.global_q = P->a.global_q;
+    a.layout = P->a.layout;
 
     /* execute-time invalid fields */
     int ws_small = 0, ws_mis = 0, null_top = 0;
@@ -1656,6 +1959,12 @@ static void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2)
     for (int k = 0; k < 2; k++) {
         switch (bad[k]) {
         case BB_PTR_NULL: {
+            if (P->sparse && (u8(r) & 1)) {
+                const void **sp3[] = { (const void **)&a.global_k, (const void **)&a.global_q,
+                                       (const void **)&a.layout };
+                *sp3[pick(r, 3)] = NULL;
+                break;
+            }
             const void **p[] = { (const void **)&a.q, (const void **)&a.k, (const void **)&a.v,
                                  (const void **)&a.o, (const void **)&a.d_o, (const void **)&a.lse,
                                  (const void **)&a.kv_lens, (const void **)&a.q_lens,
@@ -1666,6 +1975,14 @@ static void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2)
             break;
         }
         case BB_PTR_EXTRA:
+            if (P->sparse && (u8(r) & 1)) {
+                switch (pick(r, 3)) {
+                case 0: if (!bd.fwd.use_global_k) a.global_k = junk_u8; break;
+                case 1: if (!bd.fwd.use_global_q) a.global_q = junk_u8; break;
+                default: if (!bd.fwd.block_size) a.layout = junk_u8; break;
+                }
+                break;
+            }
             switch (pick(r, 5)) {
             case 0: if (!bd.fwd.use_kv_lens) a.kv_lens = zero_lens; break;
             case 1: if (!bd.fwd.use_q_lens) a.q_lens = zero_lens; break;
@@ -1794,6 +2111,8 @@ static void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2)
     counts[N_BWD_CHECKED]++;
     if (d->dropout_p > 0.0)
         counts[N_DROP_BWD_CHECKED]++;
+    if (P->sparse)
+        counts[N_SPARSE_BWD_CHECKED]++;
     {
         /* against the float64 reference (with dropout, that of the keep
          * mask of attn_dropout_keep_mask held fixed); sentinels outside */
@@ -1858,6 +2177,8 @@ static expect expect_mha_plan(const attn_mha_desc *d)
         !mask_mode_ok(d->mask_mode) || !mask_mode_ok(d->key_padding_mode) ||
         (d->weights != ATTN_WEIGHTS_NONE && d->weights != ATTN_WEIGHTS_PER_HEAD &&
          d->weights != ATTN_WEIGHTS_AVERAGED))
+        e.must |= BIT(ATTN_ERR_BAD_OPTION);
+    if (!sparse_fields_ok(d->reserved_flags, d->layout_per_head, d->block_size))
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
     if (d->embed_dim <= 0 || d->num_heads <= 0 || d->num_kv_heads < 0 || d->kdim < 0 ||
         d->vdim < 0 || d->batch <= 0 || d->q_len <= 0 || d->kv_len <= 0) {
@@ -1930,6 +2251,8 @@ static expect expect_mha_call(const attn_mha_desc *d, const attn_mha_weights *w,
         { d->mask_mode != ATTN_MASK_NONE, a->mask }, { d->use_bias, a->bias },
         { d->key_padding_mode != ATTN_MASK_NONE, a->key_padding_mask },
         { outputs && d->weights != ATTN_WEIGHTS_NONE, outputs ? a->weights : NULL },
+        { d->use_global_k != 0, a->global_k }, { d->use_global_q != 0, a->global_q },
+        { d->block_size != 0, a->layout },
     };
     expect_call(&e, f, sizeof f / sizeof f[0], d->batch, d->use_kv_lens ? a->kv_lens : NULL,
                 d->kv_len, d->use_q_lens ? a->q_lens : NULL, d->q_len, ws, ws_bytes, need);
@@ -1976,6 +2299,8 @@ static void print_mha(const attn_mha_desc *d, const unsigned bad[2], int t2, int
     if (d->dropout_p != 0.0 || d->dropout_seed || d->dropout_offset)
         fprintf(stderr, " dropout=%g/%llx/%llx", d->dropout_p,
                 (unsigned long long)d->dropout_seed, (unsigned long long)d->dropout_offset);
+    print_sparse(d->use_global_k, d->use_global_q, d->layout_per_head, d->reserved_flags,
+                 d->block_size);
     fprintf(stderr, " kpm=%d weights=%d threads=%d/%d bad=%u,%u%s\n", (int)d->key_padding_mode,
             (int)d->weights, d->threads, t2, bad[0], bad[1], train ? " train" : "");
 }
@@ -1997,6 +2322,7 @@ typedef struct mha_prob {
     const void *cx;          /* the context train_forward filled */
     size_t cx_bytes, cx_need;
     int t2;                  /* the other thread count */
+    int sparse;              /* SEL_SPARSE */
 } mha_prob;
 
 /* Invalid fields of attn_mha_backward (one or two per input). */
@@ -2187,6 +2513,12 @@ static void fuzz_mha_train(rd *r, const mha_prob *M, const attn_mha_plan *plan)
             break;
         }
         case MB_PTR_NULL: {
+            if (M->sparse && (u8(r) & 1)) {
+                const void **sp3[] = { (const void **)&a.global_k, (const void **)&a.global_q,
+                                       (const void **)&a.layout };
+                *sp3[pick(r, 3)] = NULL;
+                break;
+            }
             const void **p[] = { (const void **)&w.in_proj_weight, (const void **)&w.in_proj_bias,
                                  (const void **)&w.q_weight, (const void **)&w.k_weight,
                                  (const void **)&w.v_weight, (const void **)&w.q_bias,
@@ -2200,6 +2532,14 @@ static void fuzz_mha_train(rd *r, const mha_prob *M, const attn_mha_plan *plan)
             break;
         }
         case MB_PTR_EXTRA:
+            if (M->sparse && (u8(r) & 1)) {
+                switch (pick(r, 3)) {
+                case 0: if (!d->use_global_k) a.global_k = junk_u8; break;
+                case 1: if (!d->use_global_q) a.global_q = junk_u8; break;
+                default: if (!d->block_size) a.layout = junk_u8; break;
+                }
+                break;
+            }
             switch (pick(r, 8)) {
             case 0: if (!d->use_kv_lens) a.kv_lens = zero_lens; break;
             case 1: if (d->self_attention) a.value = junk_f; break;
@@ -2283,6 +2623,8 @@ static void fuzz_mha_train(rd *r, const mha_prob *M, const attn_mha_plan *plan)
         goto done;
     }
     counts[N_MBWD_CHECKED]++;
+    if (M->sparse)
+        counts[N_SPARSE_MBWD_CHECKED]++;
     if (d->dropout_p > 0.0)
         counts[N_DROP_MBWD_CHECKED]++;
 
@@ -2432,8 +2774,22 @@ static void fuzz_mha(rd *r, unsigned sel)
     d->kdim = cross_dims && (f & 16) ? 1 + pick(r, 7) : (f & 32) ? E : 0;
     d->vdim = cross_dims && (f & 64) ? 1 + pick(r, 7) : (f & 128) ? E : 0;
     const int64_t kdim = d->kdim ? d->kdim : E, vdim = d->vdim ? d->vdim : E;
-    const int64_t B = 1 + pick(r, 3), L = 1 + pick(r, 5);
-    const int64_t S = d->self_attention ? L : 1 + pick(r, 7);
+    int64_t B = 1 + pick(r, 3), L = 1 + pick(r, 5);
+    int64_t S = d->self_attention ? L : 1 + pick(r, 7);
+    const int sparse = !!(sel & SEL_SPARSE);
+    sparse_cfg sc = { 0, 0, 0, 0, 0 };
+    if (sparse) {
+        decode_sparse(r, &sc);
+        if ((sc.fill & 0x300) == 0x300) { /* several blocks of 16 */
+            B = 1;
+            L = 1 + pick(r, 24);
+            S = d->self_attention ? L : 1 + pick(r, 34);
+        }
+    }
+    d->use_global_k = sc.gk;
+    d->use_global_q = sc.gq;
+    d->layout_per_head = sc.lph;
+    d->block_size = sc.bs;
     d->batch = B;
     d->q_len = L;
     d->kv_len = S;
@@ -2492,10 +2848,18 @@ static void fuzz_mha(rd *r, unsigned sel)
         int64_t *strides[] = { &d->x_stride, &d->key_stride, &d->value_stride, &d->out_stride };
         switch (bad[k]) {
         case BAD_RESERVED:
+            if (sparse && (u8(r) & 1)) {
+                plant_sparse(r, 1, &d->reserved_flags, &d->layout_per_head, &d->block_size);
+                break;
+            }
             d->reserved[pick(r, (unsigned)(sizeof d->reserved / sizeof d->reserved[0]))] =
                 -1 - (int64_t)u8(r);
             break;
         case BAD_ENUM:
+            if (sparse && (u8(r) & 1)) {
+                plant_sparse(r, 0, &d->reserved_flags, &d->layout_per_head, &d->block_size);
+                break;
+            }
             switch (pick(r, 4)) {
             case 0: d->align = (attn_align)(2 + pick(r, 9)); break;
             case 1: d->mask_mode = (attn_mask_mode)(3 + pick(r, 9)); break;
@@ -2631,6 +2995,13 @@ static void fuzz_mha(rd *r, unsigned sel)
     uint8_t *mpool = xmalloc(mlen), *mneed = calloc(mlen + 1, 1);
     if (!mneed)
         abort();
+    /* the flags and the layout (a valid plan: as decoded) */
+    sparse_buf sb;
+    memset(&sb, 0, sizeof sb);
+    if (sparse) {
+        prng gs = { u32(r) ^ 0x2545f4914f6cdd1dull };
+        sparse_make(&sb, &sc, &gs, B, H, L, S);
+    }
     for (int64_t b = 0; b < B; b++) {
         const int64_t klen = d->use_kv_lens ? kv_lens[b] : S;
         const int64_t qlen = d->use_q_lens ? q_lens[b] : L;
@@ -2638,8 +3009,14 @@ static void fuzz_mha(rd *r, unsigned sel)
             for (int64_t i = 0; i < qlen; i++)
                 for (int64_t j = 0; j < klen; j++) {
                     int64_t diag = d->align == ATTN_ALIGN_BOTTOM_RIGHT ? i + klen - qlen : i;
-                    if ((d->window_left >= 0 && diag - j > d->window_left) ||
-                        (d->window_right >= 0 && j - diag > d->window_right))
+                    int vis = !((d->window_left >= 0 && diag - j > d->window_left) ||
+                                (d->window_right >= 0 && j - diag > d->window_right));
+                    /* attn.h, "Sparse attention" (global tokens, layout) */
+                    if ((sb.gk && sb.gk[b * S + j]) || (sb.gq && sb.gq[b * L + i]))
+                        vis = 1;
+                    if (vis && sb.lay)
+                        vis = sb.lay[((sc.lph ? h : 0) * sb.nb + i / sc.bs) * sb.mb + j / sc.bs] != 0;
+                    if (!vis)
                         continue;
                     if (d->use_bias)
                         need[bias_off + (size_t)(b * d->bias.batch + h * d->bias.head + i * d->bias.seq + j)] |= 2;
@@ -2714,6 +3091,9 @@ static void fuzz_mha(rd *r, unsigned sel)
         a.bias = pool + bias_off;
     if (d->key_padding_mode)
         a.key_padding_mask = kpm;
+    a.global_k = sb.gk;
+    a.global_q = sb.gq;
+    a.layout = sb.lay;
     obuf ob, ow;
     memset(&ow, 0, sizeof ow);
     {
@@ -2741,6 +3121,12 @@ static void fuzz_mha(rd *r, unsigned sel)
     for (int k = 0; k < 2; k++) {
         switch (bad[k]) {
         case BAD_PTR_NULL: {
+            if (sparse && (u8(r) & 1)) {
+                const void **sp3[] = { (const void **)&a.global_k, (const void **)&a.global_q,
+                                       (const void **)&a.layout };
+                *sp3[pick(r, 3)] = NULL;
+                break;
+            }
             const void **p[] = { (const void **)&w.in_proj_weight, (const void **)&w.in_proj_bias,
                                  (const void **)&w.q_weight, (const void **)&w.k_weight,
                                  (const void **)&w.v_weight, (const void **)&w.q_bias,
@@ -2754,6 +3140,14 @@ static void fuzz_mha(rd *r, unsigned sel)
             break;
         }
         case BAD_PTR_EXTRA:
+            if (sparse && (u8(r) & 1)) {
+                switch (pick(r, 3)) {
+                case 0: if (!d->use_global_k) a.global_k = junk_u8; break;
+                case 1: if (!d->use_global_q) a.global_q = junk_u8; break;
+                default: if (!d->block_size) a.layout = junk_u8; break;
+                }
+                break;
+            }
             switch (pick(r, 8)) {
             /* only pointers the plan does not use */
             case 0: if (!d->use_kv_lens) a.kv_lens = zero_lens; break;
@@ -2859,6 +3253,8 @@ static void fuzz_mha(rd *r, unsigned sel)
     counts[train ? N_TRAIN_CHECKED : N_MHA_CHECKED]++;
     if (d->dropout_p > 0.0)
         counts[N_DROP_MHA_CHECKED]++;
+    if (sparse)
+        counts[N_SPARSE_MHA_CHECKED]++;
     /* against the reference */
     {
         mref_out mo;
@@ -2930,7 +3326,7 @@ static void fuzz_mha(rd *r, unsigned sel)
     }
     if (train) {
         const mha_prob M = { d, &w, &a, pool, pool_len, mpool, mlen, &ob, &ow, cx.ptr, cx.bytes,
-                             need_cx, t2 };
+                             need_cx, t2, sparse };
         fuzz_mha_train(r, &M, plan);
     }
 out:
@@ -2942,18 +3338,939 @@ out:
     free(pool);
     free(mpool);
     free(kpm);
+    sparse_free(&sb);
     obuf_free(&ob);
     obuf_free(&ow);
+}
+
+
+/* ------------------------------------------------------- layout builders */
+
+/* Bit 5 of the first byte (SEL_LAYOUT): one call of attn_layout_bigbird,
+ * _strided or _fixed with decoded arguments (sizes 1..40, or 0, negative,
+ * huge; parameters in and out of their ranges; NULL).  The status must be
+ * one of the rules broken (attn.h: NULL_ARGUMENT, BAD_SIZE, TOO_LARGE,
+ * BAD_OPTION; nothing written on error: the buffer keeps its sentinel);
+ * a valid layout must equal the independent construction of
+ * test/layout_expect.c byte for byte. */
+static int64_t layout_dim(rd *r)
+{
+    static const int64_t special[8] = { 0, -1, INT64_MIN, INT64_MAX, (int64_t)1 << 32,
+                                        ((int64_t)1 << 31) + 1, (int64_t)1 << 62,
+                                        3037000500 };
+    const unsigned c = u8(r);
+    return (c & 0xe0) == 0xe0 ? special[c & 7] : 1 + (int64_t)(c % 40);
+}
+
+static void fuzz_layout(rd *r)
+{
+    static const int64_t wv[12] = { 0, 1, 3, 5, 7, 41, 1, 3, -1, 2, INT64_MIN, (int64_t)1 << 40 };
+    static const int64_t gv[8] = { 0, 1, 2, 3, 40, INT64_MAX, 0, -1 };
+    static const int64_t rv[10] = { 0, 1, 2, 3, 5, 100, INT64_MAX, 1, -1, INT64_MIN };
+    static const int64_t lv[10] = { 1, 2, 3, 4, 7, 50, INT64_MAX, 0, -1, INT64_MIN };
+    static const int cv[8] = { 0, 1, 0, 1, 0, 1, 2, -1 };
+    const unsigned fn = pick(r, 3);
+    const int64_t nb = layout_dim(r), mb = layout_dim(r);
+    const unsigned c = u8(r);
+    const int null = (c & 15) == 15;
+    int64_t p1 = 0, p2 = 0, p3 = 0;
+    int causal = 0;
+    const uint64_t seed = (uint64_t)u32(r) | (uint64_t)u8(r) << 32;
+    expect e = { 0, 0 };
+    if (fn == 0) {
+        p1 = wv[pick(r, 12)];
+        p2 = gv[pick(r, 8)];
+        p3 = rv[pick(r, 10)];
+        if (p1 < 0 || p2 < 0 || p3 < 0 || (p1 > 0 && p1 % 2 == 0))
+            e.must |= BIT(ATTN_ERR_BAD_OPTION);
+    } else {
+        p1 = lv[pick(r, 10)];
+        causal = cv[pick(r, 8)];
+        if (p1 < 1 || (causal != 0 && causal != 1))
+            e.must |= BIT(ATTN_ERR_BAD_OPTION);
+        if (fn == 2) {
+            static const int64_t cs[8] = { 1, 1, 2, 3, 0, -1, INT64_MAX, 2 };
+            const unsigned k = pick(r, 10);
+            p2 = k < 8 ? cs[k] : k == 8 ? p1 : p1 < INT64_MAX ? p1 + 1 : 0; /* c: 1..l, or not */
+            if (p2 < 1 || p2 > p1)
+                e.must |= BIT(ATTN_ERR_BAD_OPTION);
+        }
+    }
+    if (null)
+        e.must |= BIT(ATTN_ERR_NULL_ARGUMENT);
+    int64_t cells = 0;
+    if (nb <= 0 || mb <= 0) {
+        e.must |= BIT(ATTN_ERR_BAD_SIZE);
+    } else if (__builtin_mul_overflow(nb, mb, &cells)) {
+        e.must |= BIT(ATTN_ERR_TOO_LARGE);
+    } else if (nb > ((int64_t)1 << 32) || mb > ((int64_t)1 << 32) || cells > ((int64_t)1 << 40)) {
+        /* representable, but scratch per row (bigbird) may not be */
+        e.maybe |= BIT(ATTN_ERR_TOO_LARGE) | BIT(ATTN_ERR_OUT_OF_MEMORY);
+    }
+    if (verbose)
+        fprintf(stderr, "LAYOUT fn=%u nb=%lld mb=%lld p=%lld/%lld/%lld causal=%d seed=%llx null=%d\n",
+                fn, (long long)nb, (long long)mb, (long long)p1, (long long)p2, (long long)p3,
+                causal, (unsigned long long)seed, null);
+    /* a valid call writes nb x mb bytes: only for small layouts */
+    const int small = nb > 0 && mb > 0 && nb <= 64 && mb <= 64;
+    if (e.must == 0 && !small)
+        return;
+    const size_t cnt = small ? (size_t)(nb * mb) : 64;
+    uint8_t *buf = xmalloc(cnt), *want = xmalloc(cnt);
+    memset(buf, 0xEE, cnt);
+    uint8_t *L = null ? NULL : buf;
+    attn_status st = fn == 0   ? attn_layout_bigbird(L, nb, mb, p1, p2, p3, seed)
+                     : fn == 1 ? attn_layout_strided(L, nb, mb, p1, causal)
+                               : attn_layout_fixed(L, nb, mb, p1, p2, causal);
+    check_status(fn == 0 ? "attn_layout_bigbird" : fn == 1 ? "attn_layout_strided" : "attn_layout_fixed",
+                 st, e);
+    if (st != ATTN_OK) {
+        for (size_t i = 0; i < cnt; i++)
+            if (buf[i] != 0xEE)
+                FAIL("layout builder %u: %s, but byte %zu was written", fn, st_name(st), i);
+        counts[N_LAYOUT_ERROR]++;
+    } else {
+        /* the constructions loop over the band and the stride: the same
+         * layout with them cut to what the shape can hold */
+        const int64_t far = nb + mb + 1;
+        if (fn == 0) {
+            if (expect_bigbird(want, nb, mb, p1 > 2 * far + 1 ? 2 * far + 1 : p1, p2, p3, seed))
+                abort();
+        } else if (fn == 1) {
+            expect_strided(want, nb, mb, p1 > far ? far : p1, causal);
+        } else {
+            expect_fixed(want, nb, mb, p1, p2, causal);
+        }
+        for (size_t i = 0; i < cnt; i++)
+            if (buf[i] != want[i])
+                FAIL("layout builder %u (nb=%lld mb=%lld p=%lld/%lld/%lld causal=%d): block "
+                     "(%lld, %lld) is %u, the construction %u",
+                     fn, (long long)nb, (long long)mb, (long long)p1, (long long)p2,
+                     (long long)p3, causal, (long long)(i / (size_t)mb),
+                     (long long)(i % (size_t)mb), buf[i], want[i]);
+        counts[N_LAYOUT_CHECKED]++;
+    }
+    free(buf);
+    free(want);
+}
+
+/* ----------------------------------------------------------- linear */
+
+/* Bit 4 of the first byte (SEL_LINEAR): one linear attention problem
+ * (attn.h, "Linear attention"); bit 1 then runs the backward
+ * (attn_linear_bwd_*) instead of the forward.  Invalid fields (one or
+ * two, as the SDPA's): */
+enum {
+    LB_NONE = 0,
+    LB_RESERVED,     /* fwd reserved, or (backward) the bwd desc's */
+    LB_ENUM,         /* feature_map, align */
+    LB_EPS,          /* negative or infinite */
+    LB_SIZE_NONPOS,
+    LB_SIZE_HUGE,
+    LB_HEAD_RATIO,
+    LB_STRIDE_NEG,
+    LB_STRIDE_ZERO,
+    LB_STRIDE_SHORT,
+    LB_STRIDE_UNSET,
+    LB_OUT_OVERLAP,  /* O, or dQ / dK / dV, not nested */
+    LB_STRIDE_HUGE,
+    LB_THREADS,
+    LB_STATE,        /* backward: fwd.use_state set (forward: nothing) */
+    LB_PTR_NULL,
+    LB_PTR_EXTRA,
+    LB_LENGTH,
+    LB_WS_SMALL,
+    LB_WS_MISALIGNED,
+    LB_NULL_TOP,
+    LB_COUNT_
+};
+
+static expect expect_linear_plan(const attn_linear_desc *d, int with_o)
+{
+    expect e = { 0, 0 };
+    if (reserved_nonzero(d->reserved, (int)(sizeof d->reserved / sizeof d->reserved[0])) ||
+        (d->feature_map != ATTN_FEATURE_ELU1 && d->feature_map != ATTN_FEATURE_RELU &&
+         d->feature_map != ATTN_FEATURE_IDENTITY) ||
+        (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
+        d->eps < 0.0f || isinf(d->eps))
+        e.must |= BIT(ATTN_ERR_BAD_OPTION);
+    if (d->batch <= 0 || d->q_heads <= 0 || d->kv_heads <= 0 || d->q_len <= 0 ||
+        d->kv_len <= 0 || d->qk_dim <= 0 || d->v_dim <= 0) {
+        e.must |= BIT(ATTN_ERR_BAD_SIZE);
+        e.maybe = ~0u & ~1u;
+        return e;
+    }
+    if (d->q_len > INT32_MAX || d->kv_len > INT32_MAX || d->qk_dim > INT32_MAX ||
+        d->v_dim > INT32_MAX)
+        e.must |= BIT(ATTN_ERR_TOO_LARGE);
+    if (d->q_heads % d->kv_heads)
+        e.must |= BIT(ATTN_ERR_HEAD_RATIO);
+    const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
+                  m = d->kv_len;
+    expect_view(&e, &d->q, B, Hq, n, d->qk_dim, VK_INPUT);
+    expect_view(&e, &d->k, B, Hkv, m, d->qk_dim, VK_INPUT);
+    expect_view(&e, &d->v, B, Hkv, m, d->v_dim, VK_INPUT);
+    if (with_o)
+        expect_view(&e, &d->o, B, Hq, n, d->v_dim, VK_OUTPUT);
+    if (d->threads < 0 || d->threads > 1024)
+        e.must |= BIT(ATTN_ERR_BAD_THREADS);
+    return e;
+}
+
+static expect expect_linear_bwd_plan(const attn_linear_bwd_desc *bd)
+{
+    const attn_linear_desc *f = &bd->fwd;
+    expect e = expect_linear_plan(f, 0);
+    if (reserved_nonzero(bd->reserved, (int)(sizeof bd->reserved / sizeof bd->reserved[0])) ||
+        f->use_state)
+        e.must |= BIT(ATTN_ERR_BAD_OPTION);
+    if (e.maybe == (~0u & ~1u))
+        return e;
+    const int64_t B = f->batch, Hq = f->q_heads, Hkv = f->kv_heads, n = f->q_len,
+                  m = f->kv_len;
+    expect_view(&e, &bd->d_o, B, Hq, n, f->v_dim, VK_INPUT);
+    expect_view(&e, &bd->dq, B, Hq, n, f->qk_dim, VK_OUTPUT);
+    expect_view(&e, &bd->dk, B, Hkv, m, f->qk_dim, VK_OUTPUT);
+    expect_view(&e, &bd->dv, B, Hkv, m, f->v_dim, VK_OUTPUT);
+    return e;
+}
+
+static void print_linear(const attn_linear_desc *d, const unsigned bad[2], int t2, int bwd)
+{
+    fprintf(stderr, "LINEAR%s B=%lld Hq=%lld Hkv=%lld n=%lld m=%lld dk=%lld dv=%lld",
+            bwd ? " backward" : "", (long long)d->batch, (long long)d->q_heads,
+            (long long)d->kv_heads, (long long)d->q_len, (long long)d->kv_len,
+            (long long)d->qk_dim, (long long)d->v_dim);
+    print_view("q", &d->q);
+    print_view("k", &d->k);
+    print_view("v", &d->v);
+    print_view("o", &d->o);
+    fprintf(stderr, " fmap=%d causal=%d align=%d eps=%g lens=%d/%d state=%d threads=%d/%d "
+            "bad=%u,%u\n", (int)d->feature_map, d->causal, (int)d->align, (double)d->eps,
+            d->use_kv_lens, d->use_q_lens, d->use_state, d->threads, t2, bad[0], bad[1]);
+}
+
+/* A float view into dense double [B][H][S][D], with 0 where the library
+ * sees NaN (positions attn.h says are never read: the reference may read
+ * some of them, e.g. for the exact 0 of a key no query sees; reading one in
+ * the library shows as NaN in its results). */
+static double *to_dense(const float *base, const attn_view *v, int64_t B, int64_t H, int64_t S,
+                        int64_t D)
+{
+    double *x = xmalloc((size_t)(B * H * S * D) * sizeof(double));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t s = 0; s < S; s++)
+                for (int64_t e = 0; e < D; e++)
+                {
+                    const float f = base[b * v->batch + h * v->head + s * v->seq + e];
+                    x[((b * H + h) * S + s) * D + e] = isnan(f) ? 0.0 : (double)f;
+                }
+    return x;
+}
+
+/* A result within the reference's bound: tol 0 means exactly 0; a NaN or
+ * infinite reference (a zero denominator with eps = 0: "O follows the
+ * formula") must be matched. */
+static void lin_check(const char *name, const float *got, const double *ref, const double *tol,
+                      int64_t idx)
+{
+    const double g = (double)*got;
+    int ok;
+    if (isnan(ref[idx]))
+        ok = isnan(g);
+    else if (isinf(ref[idx]))
+        ok = g == ref[idx];
+    else if (tol[idx] == 0.0)
+        ok = g == 0.0;
+    else
+        ok = fabs(g - ref[idx]) <= tol[idx];
+    if (!ok)
+        FAIL("linear %s[%lld] = %.9g, reference %.9g, tol %.3g", name, (long long)idx, g,
+             ref[idx], tol[idx]);
+}
+
+static void lin_check_view(const char *name, const obuf *o, const attn_view *v, int64_t B,
+                           int64_t H, int64_t S, int64_t D, const double *ref, const double *tol)
+{
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t s = 0; s < S; s++)
+                for (int64_t e = 0; e < D; e++)
+                    lin_check(name, o->ptr + b * v->batch + h * v->head + s * v->seq + e, ref,
+                              tol, ((b * H + h) * S + s) * D + e);
+    obuf_outside(o, name);
+}
+
+static void fuzz_linear(rd *r, unsigned sel)
+{
+    const int bwd = !!(sel & SEL_DROPOUT);
+    unsigned bad[2] = { LB_NONE, LB_NONE };
+    unsigned bb = u8(r);
+    if (bb) {
+        bad[0] = 1 + (bb - 1) % (LB_COUNT_ - 1);
+        if (bb >= 128)
+            bad[1] = 1 + pick(r, LB_COUNT_ - 1);
+    }
+    int64_t B = 1 + pick(r, 3), Hkv = 1 + pick(r, 2), g = 1 + pick(r, 3);
+    int64_t n = 1 + pick(r, 8), m = 1 + pick(r, 10), dk = 1 + pick(r, 6), dv = 1 + pick(r, 6);
+    switch (u8(r) % 8) {
+    case 1: /* past a chunk of 64 rows */
+        B = 1;
+        Hkv = 1;
+        g = 1 + pick(r, 2);
+        n = 56 + pick(r, 24);
+        m = (u8(r) & 1) ? n : 56 + pick(r, 24);
+        dk = 1 + pick(r, 3);
+        dv = 1 + pick(r, 3);
+        break;
+    case 2: /* a few queries, many keys (decoding after a prompt) */
+        n = 1 + pick(r, 3);
+        m = 60 + pick(r, 20);
+        B = 1;
+        break;
+    case 3: /* self-attention shape */
+        m = n = 1 + pick(r, 20);
+        break;
+    default: break;
+    }
+    attn_linear_bwd_desc bd;
+    attn_linear_bwd_desc_init(&bd);
+    attn_linear_desc *d = &bd.fwd;
+    d->batch = B;
+    d->kv_heads = Hkv;
+    d->q_heads = Hkv * g;
+    d->q_len = n;
+    d->kv_len = m;
+    d->qk_dim = dk;
+    d->v_dim = dv;
+    const int64_t Hq = d->q_heads;
+    const unsigned opt = u8(r);
+    d->feature_map = (attn_feature_map)((opt & 3) == 3 ? 0 : opt & 3);
+    if ((opt & 3) == 3 && (u8(r) & 1))
+        d->feature_map = ATTN_FEATURE_ELU1; /* explicitly, vs the default */
+    d->causal = (opt >> 2) & 1 ? ((opt & 0x80) ? -7 : 1) : 0; /* any nonzero is causal */
+    d->align = (opt >> 3) & 1 ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
+    d->use_kv_lens = (opt >> 4) & 1;
+    d->use_q_lens = (opt >> 5) & 1;
+    d->use_state = !bwd && ((opt >> 6) & 1);
+    {
+        /* eps: NaN (1e-6), given, 0 (a zero denominator is inf or NaN:
+         * forward only, the backward of such a row is NaN anyway) */
+        static const float epss[10] = { NAN, NAN, 1e-6f, 0.5f, 1.0f, 1e-3f, 4.0f, 1e-30f,
+                                        0.0f, -0.0f };
+        const unsigned k = pick(r, 10);
+        d->eps = epss[k >= 8 && bwd ? 0 : k];
+    }
+    const unsigned tsel = u8(r);
+    d->threads = (tsel & 7) == 7 ? 0 : 1 + (int)(tsel % 4);
+    const int t2 = threads_other(d->threads, tsel >> 3);
+    int32_t kv_lens[8], q_lens[8];
+    for (int64_t b = 0; b < B; b++) {
+        kv_lens[b] = (int32_t)pick(r, (unsigned)(m + 1));
+        q_lens[b] = (int32_t)pick(r, (unsigned)(n + 1));
+    }
+    const int64_t szq[3] = { B, Hq, n }, szk[3] = { B, Hkv, m };
+    d->q = gen_view(r, szq, dk);
+    d->k = gen_view(r, szk, dk);
+    d->v = gen_view(r, szk, dv);
+    d->o = gen_view(r, szq, dv);
+    if (bwd) {
+        bd.d_o = gen_view(r, szq, dv);
+        bd.dq = gen_view(r, szq, dk);
+        bd.dk = gen_view(r, szk, dk);
+        bd.dv = gen_view(r, szk, dv);
+        /* fwd.o is not used by the backward: garbage (ignored) */
+        static const int64_t junk[4] = { ATTN_STRIDE_UNSET, -1, 0, INT64_MAX };
+        const unsigned j = u8(r);
+        if (j & 1)
+            d->o = (attn_view){ junk[(j >> 1) & 3], junk[(j >> 3) & 3], junk[(j >> 5) & 3] };
+    }
+
+    /* plan-time invalid fields */
+    int huge = 0;
+    for (int k = 0; k < 2; k++) {
+        attn_view *views[8] = { &d->q, &d->k, &d->v, bwd ? &bd.d_o : &d->o,
+                                bwd ? &bd.dq : &d->o, bwd ? &bd.dk : &d->q,
+                                bwd ? &bd.dv : &d->k, bwd ? &bd.dq : &d->v };
+        attn_view *vw = views[pick(r, 8)];
+        int64_t *sp = pick(r, 3) == 0 ? &vw->batch : (u8(r) & 1) ? &vw->head : &vw->seq;
+        switch (bad[k]) {
+        case LB_RESERVED: {
+            const int64_t val = (int64_t)u8(r) - 128;
+            if (bwd && (u8(r) & 1))
+                bd.reserved[pick(r, 16)] = val ? val : INT64_MIN;
+            else
+                d->reserved[pick(r, 16)] = val ? val : INT64_MIN;
+            break;
+        }
+        case LB_ENUM:
+            if (u8(r) & 1)
+                d->feature_map = (attn_feature_map)((u8(r) & 1) ? 3 + (int)pick(r, 100) : -1);
+            else
+                d->align = (attn_align)((u8(r) & 1) ? 2 + (int)pick(r, 3) : -1);
+            break;
+        case LB_EPS: {
+            static const float be[5] = { -1e-6f, -1.0f, INFINITY, -INFINITY, -1e-38f };
+            d->eps = be[pick(r, 5)];
+            break;
+        }
+        case LB_SIZE_NONPOS: {
+            int64_t *s[] = { &d->batch, &d->q_heads, &d->kv_heads, &d->q_len, &d->kv_len,
+                             &d->qk_dim, &d->v_dim };
+            *s[pick(r, 7)] = (u8(r) & 1) ? 0 : -(int64_t)1 - (int64_t)u8(r);
+            break;
+        }
+        case LB_SIZE_HUGE: {
+            int64_t *s[] = { &d->batch, &d->q_heads, &d->kv_heads, &d->q_len, &d->kv_len,
+                             &d->qk_dim, &d->v_dim };
+            const unsigned which = pick(r, 7);
+            *s[which] = huge_sizes[pick(r, 8)];
+            if (which == 2)
+                d->q_heads = d->kv_heads;
+            if (u8(r) & 1) { /* compact strides, wrapping as a caller's would */
+                const uint64_t hq = (uint64_t)d->q_heads, hk = (uint64_t)d->kv_heads;
+                const uint64_t nn = (uint64_t)d->q_len, mm = (uint64_t)d->kv_len;
+                const uint64_t ek = (uint64_t)d->qk_dim, ev = (uint64_t)d->v_dim;
+                d->q = (attn_view){ (int64_t)(hq * nn * ek & INT64_MAX), (int64_t)(nn * ek & INT64_MAX), (int64_t)ek };
+                d->k = (attn_view){ (int64_t)(hk * mm * ek & INT64_MAX), (int64_t)(mm * ek & INT64_MAX), (int64_t)ek };
+                d->v = (attn_view){ (int64_t)(hk * mm * ev & INT64_MAX), (int64_t)(mm * ev & INT64_MAX), (int64_t)ev };
+                d->o = (attn_view){ (int64_t)(hq * nn * ev & INT64_MAX), (int64_t)(nn * ev & INT64_MAX), (int64_t)ev };
+                if (bwd) {
+                    bd.d_o = bd.dv = d->o; /* dV's shape differs: whatever it says */
+                    bd.dq = d->q;
+                    bd.dk = d->k;
+                }
+            }
+            huge = 1;
+            break;
+        }
+        case LB_HEAD_RATIO: d->kv_heads = d->q_heads + 1 + pick(r, 3); break;
+        case LB_STRIDE_NEG: *sp = -1 - (int64_t)u8(r) * (int64_t)(u8(r) + 1); break;
+        case LB_STRIDE_ZERO: *sp = 0; break;
+        case LB_STRIDE_SHORT: vw->seq = vw->seq > 0 ? vw->seq - 1 - pick(r, 2) : 0; if (vw->seq < 0) vw->seq = 0; break;
+        case LB_STRIDE_UNSET: *sp = ATTN_STRIDE_UNSET; break;
+        case LB_OUT_OVERLAP: {
+            attn_view *ov = bwd ? (pick(r, 3) == 0 ? &bd.dq : (u8(r) & 1) ? &bd.dk : &bd.dv) : &d->o;
+            int64_t *s = pick(r, 2) ? &ov->head : &ov->batch;
+            *s = (int64_t)pick(r, 4) + (s == &ov->head ? 0 : 1);
+            if (u8(r) & 1) ov->seq = ov->head;
+            break;
+        }
+        case LB_STRIDE_HUGE:
+            if (u8(r) & 1) vw->seq = (int64_t)INT32_MAX + 1 + pick(r, 4);
+            else *sp = (int64_t)1 << (52 + pick(r, 11));
+            break;
+        case LB_THREADS: {
+            static const int tv[] = { -1, 1025, INT_MAX, INT_MIN };
+            d->threads = tv[pick(r, 4)];
+            break;
+        }
+        case LB_STATE: if (bwd) d->use_state = 1 + (int)pick(r, 3); break;
+        default: break;
+        }
+    }
+    expect pe = bwd ? expect_linear_bwd_plan(&bd) : expect_linear_plan(d, 1);
+    if (huge)
+        pe.maybe |= BIT(ATTN_ERR_TOO_LARGE) | BIT(ATTN_ERR_OUT_OF_MEMORY);
+    if (verbose)
+        print_linear(d, bad, t2, bwd);
+
+    int64_t eq = view_extent(&d->q, szq, dk), ek = view_extent(&d->k, szk, dk),
+            ev = view_extent(&d->v, szk, dv);
+    int64_t eo = bwd ? 0 : view_extent(&d->o, szq, dv);
+    int64_t edo = bwd ? view_extent(&bd.d_o, szq, dv) : 0, edq = bwd ? view_extent(&bd.dq, szq, dk) : 0,
+            edk = bwd ? view_extent(&bd.dk, szk, dk) : 0, edv = bwd ? view_extent(&bd.dv, szk, dv) : 0;
+    const int small = !huge && eq >= 0 && ek >= 0 && ev >= 0 && eo >= 0 && edo >= 0 &&
+                      edq >= 0 && edk >= 0 && edv >= 0 && d->batch == B && d->q_heads == Hq &&
+                      d->kv_heads == Hkv && d->q_len == n && d->kv_len == m &&
+                      d->qk_dim == dk && d->v_dim == dv;
+    if (!small) {
+        /* plan only (and the one-shot call on dummy buffers when invalid) */
+        attn_status st;
+        float dummy[64];
+        for (int i = 0; i < 64; i++)
+            dummy[i] = sentinel();
+        const float in[64] = { 0 };
+        if (bwd) {
+            attn_linear_bwd_plan *plan = NULL;
+            st = attn_linear_bwd_plan_create(&plan, &bd);
+            check_status("attn_linear_bwd_plan_create", st, pe);
+            if (st == ATTN_OK) {
+                size_t ws = 0;
+                if (attn_linear_bwd_workspace_size(plan, &ws) != ATTN_OK)
+                    FAIL("attn_linear_bwd_workspace_size failed");
+                attn_linear_bwd_plan_destroy(plan);
+            } else {
+                if (plan)
+                    FAIL("linear backward plan set on error");
+                attn_linear_bwd_args a = { .q = in, .k = in, .v = in, .d_o = in, .dq = dummy,
+                                           .dk = dummy, .dv = dummy };
+                const attn_status st2 = attn_linear_backward(&bd, &a);
+                if (st2 != st)
+                    FAIL("attn_linear_backward returned %s, plan_create %s", st_name(st2),
+                         st_name(st));
+            }
+        } else {
+            attn_linear_plan *plan = NULL;
+            st = attn_linear_plan_create(&plan, d);
+            check_status("attn_linear_plan_create", st, pe);
+            if (st == ATTN_OK) {
+                size_t ws = 0;
+                if (attn_linear_workspace_size(plan, &ws) != ATTN_OK)
+                    FAIL("attn_linear_workspace_size failed");
+                attn_linear_plan_destroy(plan);
+            } else {
+                if (plan)
+                    FAIL("linear plan set on error");
+                attn_linear_args a = { .q = in, .k = in, .v = in, .o = dummy,
+                                       .kv_lens = d->use_kv_lens ? kv_lens : NULL,
+                                       .q_lens = d->use_q_lens ? q_lens : NULL,
+                                       .state_s = d->use_state ? dummy : NULL,
+                                       .state_z = d->use_state ? dummy : NULL };
+                const attn_status st2 = attn_linear(d, &a);
+                if (st2 != st)
+                    FAIL("attn_linear returned %s, plan_create %s", st_name(st2), st_name(st));
+            }
+        }
+        for (int i = 0; i < 64; i++)
+            if (fbits(dummy[i]) != SENT)
+                FAIL("linear: an output was written on error");
+        counts[N_LIN_PLAN_ONLY]++;
+        return;
+    }
+
+    /* inputs: Q, K, V (and dO) in one pool, views may overlap */
+    size_t len = 0;
+    const size_t oq = place(r, &len, (size_t)eq, 1), okk = place(r, &len, (size_t)ek, 1),
+                 ov = place(r, &len, (size_t)ev, 1);
+    const size_t odo = bwd ? place(r, &len, (size_t)edo, 1) : 0;
+    const size_t pool_len = len;
+    float *pool = xmalloc(pool_len * sizeof(float));
+    uint8_t *need = calloc(pool_len + 1, 1);
+    if (!need)
+        abort();
+    const lref_shape shp = { B, Hq, Hkv, n, m, dk, dv, (int)d->feature_map, d->causal != 0,
+                             (int)d->align, isnan(d->eps) ? 1e-6 : (double)d->eps,
+                             d->use_kv_lens ? kv_lens : NULL, d->use_q_lens ? q_lens : NULL };
+    /* what is read (attn.h): Q rows i < q_lens[b]; K, V rows j < kv_lens[b]
+     * that some query sees, or all of them with the state; dO rows of
+     * the queries.  1 = Q, 2 = K, 4 = V, 8 = dO */
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t qlen = d->use_q_lens ? q_lens[b] : n;
+        const int64_t klen = d->use_kv_lens ? kv_lens[b] : m;
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < qlen; i++) {
+                for (int64_t x = 0; x < dk; x++)
+                    need[oq + (size_t)(b * d->q.batch + h * d->q.head + i * d->q.seq + x)] |= 1;
+                for (int64_t x = 0; bwd && x < dv; x++)
+                    need[odo + (size_t)(b * bd.d_o.batch + h * bd.d_o.head + i * bd.d_o.seq + x)] |= 8;
+            }
+        for (int64_t j = 0; j < klen; j++) {
+            int seen = d->use_state;
+            for (int64_t i = 0; i < qlen && !seen; i++)
+                seen = lref_visible(&shp, b, i, j);
+            for (int64_t hk = 0; seen && hk < Hkv; hk++) {
+                for (int64_t x = 0; x < dk; x++)
+                    need[okk + (size_t)(b * d->k.batch + hk * d->k.head + j * d->k.seq + x)] |= 2;
+                for (int64_t x = 0; x < dv; x++)
+                    need[ov + (size_t)(b * d->v.batch + hk * d->v.head + j * d->v.seq + x)] |= 4;
+            }
+        }
+    }
+    prng gv = { u32(r) };
+    const unsigned vopt = u8(r);
+    static const double mags[4] = { 1.0, 4.0, 0.25, 2.0 };
+    const double mag = mags[vopt & 3];
+    /* IDENTITY: the caller's features, positive (as test_linear's rows) */
+    const int positive = d->feature_map == ATTN_FEATURE_IDENTITY;
+    for (size_t i = 0; i < pool_len; i++) {
+        if (!need[i])
+            pool[i] = NAN;
+        else if (positive && (need[i] & 3) && !(need[i] & 12))
+            pool[i] = (float)(0.05 + pr_unit(&gv) * mag);
+        else
+            pool[i] = pr_val(&gv, mag);
+    }
+    free(need);
+    float *pool_copy = xmalloc(pool_len * sizeof(float));
+    memcpy(pool_copy, pool, pool_len * sizeof(float));
+    /* the state: dense, exact sizes; z > 0 (a sum of features) */
+    const size_t ns = (size_t)(B * Hkv * dk * dv), nz = (size_t)(B * Hkv * dk);
+    float *st_s = NULL, *st_z = NULL, *s0 = NULL, *z0 = NULL;
+    if (d->use_state) {
+        st_s = xmalloc(ns * sizeof(float));
+        st_z = xmalloc(nz * sizeof(float));
+        for (size_t i = 0; i < ns; i++)
+            st_s[i] = pr_val(&gv, mag * 3.0);
+        for (size_t i = 0; i < nz; i++)
+            st_z[i] = (float)(0.05 + pr_unit(&gv) * mag * 3.0);
+        s0 = xmalloc(ns * sizeof(float));
+        z0 = xmalloc(nz * sizeof(float));
+        memcpy(s0, st_s, ns * sizeof(float));
+        memcpy(z0, st_z, nz * sizeof(float));
+    }
+    obuf oo = { 0 }, gq = { 0 }, gk = { 0 }, gvb = { 0 };
+    if (bwd) {
+        obuf_make(&gq, r, &bd.dq, szq, dk, edq);
+        obuf_make(&gk, r, &bd.dk, szk, dk, edk);
+        obuf_make(&gvb, r, &bd.dv, szk, dv, edv);
+    } else {
+        obuf_make(&oo, r, &d->o, szq, dv, eo);
+    }
+    obuf *outs[3] = { bwd ? &gq : &oo, &gk, &gvb };
+    attn_linear_args a;
+    memset(&a, 0, sizeof a);
+    attn_linear_bwd_args ba;
+    memset(&ba, 0, sizeof ba);
+    if (bwd) {
+        ba.q = pool + oq;
+        ba.k = pool + okk;
+        ba.v = pool + ov;
+        ba.d_o = pool + odo;
+        ba.dq = gq.ptr;
+        ba.dk = gk.ptr;
+        ba.dv = gvb.ptr;
+        ba.kv_lens = d->use_kv_lens ? kv_lens : NULL;
+        ba.q_lens = d->use_q_lens ? q_lens : NULL;
+    } else {
+        a.q = pool + oq;
+        a.k = pool + okk;
+        a.v = pool + ov;
+        a.o = oo.ptr;
+        a.kv_lens = d->use_kv_lens ? kv_lens : NULL;
+        a.q_lens = d->use_q_lens ? q_lens : NULL;
+        a.state_s = st_s;
+        a.state_z = st_z;
+    }
+
+    /* exec-time invalid fields */
+    int ws_small = 0, ws_mis = 0, null_top = 0;
+    static const int32_t zero_lens[8];
+    static float junk_f[64];
+    int32_t kvl[8], ql[8];
+    memcpy(kvl, kv_lens, sizeof kvl);
+    memcpy(ql, q_lens, sizeof ql);
+    for (int k = 0; k < 2; k++) {
+        switch (bad[k]) {
+        case LB_PTR_NULL:
+            if (bwd) {
+                const void **p[] = { (const void **)&ba.q, (const void **)&ba.k,
+                                     (const void **)&ba.v, (const void **)&ba.d_o,
+                                     (const void **)&ba.dq, (const void **)&ba.dk,
+                                     (const void **)&ba.dv, (const void **)&ba.kv_lens,
+                                     (const void **)&ba.q_lens };
+                *p[pick(r, 9)] = NULL;
+            } else {
+                const void **p[] = { (const void **)&a.q, (const void **)&a.k,
+                                     (const void **)&a.v, (const void **)&a.o,
+                                     (const void **)&a.kv_lens, (const void **)&a.q_lens,
+                                     (const void **)&a.state_s, (const void **)&a.state_z };
+                *p[pick(r, 8)] = NULL;
+            }
+            break;
+        case LB_PTR_EXTRA:
+            switch (pick(r, 4)) {
+            case 0:
+                if (!d->use_kv_lens) { if (bwd) ba.kv_lens = zero_lens; else a.kv_lens = zero_lens; }
+                break;
+            case 1:
+                if (!d->use_q_lens) { if (bwd) ba.q_lens = zero_lens; else a.q_lens = zero_lens; }
+                break;
+            case 2: if (!bwd && !d->use_state) a.state_s = junk_f; break;
+            default: if (!bwd && !d->use_state) a.state_z = junk_f; break;
+            }
+            break;
+        case LB_LENGTH: {
+            const unsigned b = pick(r, (unsigned)B);
+            if (u8(r) & 1) {
+                kvl[b] = bad_length(r, m);
+                d->use_kv_lens = 1;
+                if (bwd) ba.kv_lens = kvl; else a.kv_lens = kvl;
+            } else {
+                ql[b] = bad_length(r, n);
+                d->use_q_lens = 1;
+                if (bwd) ba.q_lens = ql; else a.q_lens = ql;
+            }
+            break;
+        }
+        case LB_WS_SMALL: ws_small = 1; break;
+        case LB_WS_MISALIGNED: ws_mis = 1; break;
+        case LB_NULL_TOP: null_top = 1 + (int)pick(r, 6); break;
+        default: break;
+        }
+    }
+    pe = bwd ? expect_linear_bwd_plan(&bd) : expect_linear_plan(d, 1); /* lengths */
+    const unsigned wsel = u8(r);
+    const int oneshot = (wsel & 3) == 3 && !ws_small && !ws_mis;
+    for (int k = 0; k < 3; k++)
+        if (outs[k]->base)
+            obuf_clear(outs[k]);
+    attn_status st = ATTN_OK;
+    wsp w1 = { 0 };
+    if (null_top && pe.must == 0) {
+        if (bwd) {
+            attn_linear_bwd_plan *plan = NULL;
+            switch (null_top) {
+            case 1: st = attn_linear_bwd_plan_create(&plan, NULL); break;
+            case 2: st = attn_linear_bwd_plan_create(NULL, &bd); break;
+            case 3: st = attn_linear_backward(NULL, &ba); break;
+            case 4: st = attn_linear_backward(&bd, NULL); break;
+            default:
+                st = attn_linear_bwd_plan_create(&plan, &bd);
+                check_status("attn_linear_bwd_plan_create", st, pe);
+                st = null_top == 5 ? attn_linear_bwd_execute(NULL, &ba, NULL, 0)
+                   : (wsel & 4)    ? attn_linear_bwd_execute(plan, NULL, NULL, 0)
+                                   : attn_linear_bwd_workspace_size(plan, NULL);
+                attn_linear_bwd_plan_destroy(plan);
+                plan = NULL;
+                break;
+            }
+            if (plan)
+                FAIL("linear backward plan set on error");
+        } else {
+            attn_linear_plan *plan = NULL;
+            switch (null_top) {
+            case 1: st = attn_linear_plan_create(&plan, NULL); break;
+            case 2: st = attn_linear_plan_create(NULL, d); break;
+            case 3: st = attn_linear(NULL, &a); break;
+            case 4: st = attn_linear(d, NULL); break;
+            default:
+                st = attn_linear_plan_create(&plan, d);
+                check_status("attn_linear_plan_create", st, pe);
+                st = null_top == 5 ? attn_linear_execute(NULL, &a, NULL, 0)
+                   : (wsel & 4)    ? attn_linear_execute(plan, NULL, NULL, 0)
+                                   : attn_linear_workspace_size(plan, NULL);
+                attn_linear_plan_destroy(plan);
+                plan = NULL;
+                break;
+            }
+            if (plan)
+                FAIL("linear plan set on error");
+        }
+        if (st != ATTN_ERR_NULL_ARGUMENT)
+            FAIL("linear: NULL plan/desc/args/bytes: got %s", st_name(st));
+    } else if (bwd) {
+        if (oneshot) {
+            expect x = pe;
+            if (!pe.must) {
+                const ptr_use u[] = { { 1, ba.q }, { 1, ba.k }, { 1, ba.v }, { 1, ba.d_o },
+                                      { 1, ba.dq }, { 1, ba.dk }, { 1, ba.dv },
+                                      { d->use_kv_lens, ba.kv_lens }, { d->use_q_lens, ba.q_lens } };
+                expect_call(&x, u, 9, B, d->use_kv_lens ? ba.kv_lens : NULL, m,
+                            d->use_q_lens ? ba.q_lens : NULL, n, NULL, 0, 0);
+            }
+            st = attn_linear_backward(&bd, &ba);
+            check_status("attn_linear_backward", st, x);
+        } else {
+            attn_linear_bwd_plan *plan = NULL;
+            st = attn_linear_bwd_plan_create(&plan, &bd);
+            check_status("attn_linear_bwd_plan_create", st, pe);
+            if (st == ATTN_OK) {
+                size_t need_ws = 0;
+                if (attn_linear_bwd_workspace_size(plan, &need_ws) != ATTN_OK)
+                    FAIL("attn_linear_bwd_workspace_size failed");
+                wsp_make(&w1, wsel & 3, need_ws, ws_small, ws_mis);
+                expect x = { 0, 0 };
+                const ptr_use u[] = { { 1, ba.q }, { 1, ba.k }, { 1, ba.v }, { 1, ba.d_o },
+                                      { 1, ba.dq }, { 1, ba.dk }, { 1, ba.dv },
+                                      { d->use_kv_lens, ba.kv_lens }, { d->use_q_lens, ba.q_lens } };
+                expect_call(&x, u, 9, B, d->use_kv_lens ? ba.kv_lens : NULL, m,
+                            d->use_q_lens ? ba.q_lens : NULL, n, w1.ptr, w1.bytes, need_ws);
+                if (ws_small && need_ws == 0)
+                    x.must &= ~BIT(ATTN_ERR_WORKSPACE_TOO_SMALL);
+                st = attn_linear_bwd_execute(plan, &ba, w1.ptr, w1.bytes);
+                check_status("attn_linear_bwd_execute", st, x);
+                attn_linear_bwd_plan_destroy(plan);
+            } else if (plan) {
+                FAIL("linear backward plan set on error");
+            }
+        }
+    } else {
+        const ptr_use u[] = { { 1, a.q }, { 1, a.k }, { 1, a.v }, { 1, a.o },
+                              { d->use_kv_lens, a.kv_lens }, { d->use_q_lens, a.q_lens },
+                              { d->use_state, a.state_s }, { d->use_state, a.state_z } };
+        if (oneshot) {
+            expect x = pe;
+            if (!pe.must)
+                expect_call(&x, u, 8, B, d->use_kv_lens ? a.kv_lens : NULL, m,
+                            d->use_q_lens ? a.q_lens : NULL, n, NULL, 0, 0);
+            st = attn_linear(d, &a);
+            check_status("attn_linear", st, x);
+        } else {
+            attn_linear_plan *plan = NULL;
+            st = attn_linear_plan_create(&plan, d);
+            check_status("attn_linear_plan_create", st, pe);
+            if (st == ATTN_OK) {
+                size_t need_ws = 0;
+                if (attn_linear_workspace_size(plan, &need_ws) != ATTN_OK)
+                    FAIL("attn_linear_workspace_size failed");
+                wsp_make(&w1, wsel & 3, need_ws, ws_small, ws_mis);
+                expect x = { 0, 0 };
+                expect_call(&x, u, 8, B, d->use_kv_lens ? a.kv_lens : NULL, m,
+                            d->use_q_lens ? a.q_lens : NULL, n, w1.ptr, w1.bytes, need_ws);
+                if (ws_small && need_ws == 0)
+                    x.must &= ~BIT(ATTN_ERR_WORKSPACE_TOO_SMALL);
+                st = attn_linear_execute(plan, &a, w1.ptr, w1.bytes);
+                check_status("attn_linear_execute", st, x);
+                attn_linear_plan_destroy(plan);
+            } else if (plan) {
+                FAIL("linear plan set on error");
+            }
+        }
+    }
+    free(w1.raw);
+    if (memcmp(pool_copy, pool, pool_len * sizeof(float)))
+        FAIL("linear: an input was modified");
+    if (st != ATTN_OK) {
+        for (int k = 0; k < 3; k++)
+            if (outs[k]->base)
+                obuf_untouched(outs[k], k == 0 ? (bwd ? "dQ" : "O") : k == 1 ? "dK" : "dV",
+                               st_name(st));
+        if (st_s && (memcmp(st_s, s0, ns * sizeof(float)) || memcmp(st_z, z0, nz * sizeof(float))))
+            FAIL("linear: %s, but the state was written", st_name(st));
+        counts[bwd ? N_LIN_BWD_ERROR : N_LIN_ERROR]++;
+        goto out;
+    }
+    counts[bwd ? N_LIN_BWD_CHECKED : N_LIN_CHECKED]++;
+    {
+        /* against the float64 reference, with its bounds */
+        double *rq = to_dense(pool + oq, &d->q, B, Hq, n, dk);
+        double *rk = to_dense(pool + okk, &d->k, B, Hkv, m, dk);
+        double *rv = to_dense(pool + ov, &d->v, B, Hkv, m, dv);
+        if (bwd) {
+            double *rdo = to_dense(pool + odo, &bd.d_o, B, Hq, n, dv);
+            const size_t nq = (size_t)(B * Hq * n * dk), nk = (size_t)(B * Hkv * m * dk),
+                         nv = (size_t)(B * Hkv * m * dv);
+            double *x[6] = { xmalloc(nq * 8), xmalloc(nk * 8), xmalloc(nv * 8),
+                             xmalloc(nq * 8), xmalloc(nk * 8), xmalloc(nv * 8) };
+            if (lref_backward(&shp, rq, rk, rv, rdo, x[0], x[1], x[2], x[3], x[4], x[5]))
+                abort();
+            lin_check_view("dQ", &gq, &bd.dq, B, Hq, n, dk, x[0], x[3]);
+            lin_check_view("dK", &gk, &bd.dk, B, Hkv, m, dk, x[1], x[4]);
+            lin_check_view("dV", &gvb, &bd.dv, B, Hkv, m, dv, x[2], x[5]);
+            for (int k = 0; k < 6; k++)
+                free(x[k]);
+            free(rdo);
+        } else {
+            const size_t no = (size_t)(B * Hq * n * dv);
+            double *ro = xmalloc(no * 8), *rt = xmalloc(no * 8);
+            double *rs0 = NULL, *rz0 = NULL, *s1 = NULL, *z1 = NULL, *s1t = NULL, *z1t = NULL;
+            if (d->use_state) {
+                rs0 = xmalloc(ns * 8);
+                rz0 = xmalloc(nz * 8);
+                for (size_t i = 0; i < ns; i++)
+                    rs0[i] = (double)s0[i];
+                for (size_t i = 0; i < nz; i++)
+                    rz0[i] = (double)z0[i];
+                s1 = xmalloc(ns * 8);
+                z1 = xmalloc(nz * 8);
+                s1t = xmalloc(ns * 8);
+                z1t = xmalloc(nz * 8);
+            }
+            if (lref_forward(&shp, rq, rk, rv, rs0, rz0, ro, rt, s1, z1, s1t, z1t))
+                abort();
+            lin_check_view("O", &oo, &d->o, B, Hq, n, dv, ro, rt);
+            for (size_t i = 0; s1 && i < ns; i++)
+                lin_check("state S", st_s + i, s1, s1t, (int64_t)i);
+            for (size_t i = 0; z1 && i < nz; i++)
+                lin_check("state z", st_z + i, z1, z1t, (int64_t)i);
+            free(ro); free(rt); free(rs0); free(rz0); free(s1); free(z1); free(s1t); free(z1t);
+        }
+        free(rq);
+        free(rk);
+        free(rv);
+    }
+    /* again with another thread count and workspace (the state reset to
+     * its value before the call): bitwise equal */
+    {
+        float *snap[3], *ss = NULL, *sz = NULL;
+        for (int k = 0; k < 3; k++) {
+            snap[k] = obuf_snap(outs[k]);
+            if (outs[k]->base)
+                obuf_clear(outs[k]);
+        }
+        if (st_s) {
+            ss = xmalloc(ns * sizeof(float));
+            sz = xmalloc(nz * sizeof(float));
+            memcpy(ss, st_s, ns * sizeof(float));
+            memcpy(sz, st_z, nz * sizeof(float));
+            memcpy(st_s, s0, ns * sizeof(float));
+            memcpy(st_z, z0, nz * sizeof(float));
+        }
+        const int t1 = d->threads;
+        d->threads = t2;
+        size_t need_ws = 0;
+        wsp w2;
+        if (bwd) {
+            attn_linear_bwd_plan *plan = NULL;
+            if ((st = attn_linear_bwd_plan_create(&plan, &bd)) != ATTN_OK)
+                FAIL("linear backward plan with %d threads: %s", t2, st_name(st));
+            attn_linear_bwd_workspace_size(plan, &need_ws);
+            wsp_make(&w2, (wsel >> 3) % 3, need_ws, 0, 0);
+            if ((st = attn_linear_bwd_execute(plan, &ba, w2.ptr, w2.bytes)) != ATTN_OK)
+                FAIL("linear backward with %d threads: %s", t2, st_name(st));
+            attn_linear_bwd_plan_destroy(plan);
+        } else {
+            attn_linear_plan *plan = NULL;
+            if ((st = attn_linear_plan_create(&plan, d)) != ATTN_OK)
+                FAIL("linear plan with %d threads: %s", t2, st_name(st));
+            attn_linear_workspace_size(plan, &need_ws);
+            wsp_make(&w2, (wsel >> 3) % 3, need_ws, 0, 0);
+            if ((st = attn_linear_execute(plan, &a, w2.ptr, w2.bytes)) != ATTN_OK)
+                FAIL("linear execute with %d threads: %s", t2, st_name(st));
+            attn_linear_plan_destroy(plan);
+        }
+        free(w2.raw);
+        for (int k = 0; k < 3; k++) {
+            obuf_same(outs[k], snap[k], k == 0 ? (bwd ? "dQ" : "O") : k == 1 ? "dK" : "dV", t1,
+                      t2, " (linear)");
+            free(snap[k]);
+        }
+        if (ss && (memcmp(ss, st_s, ns * sizeof(float)) || memcmp(sz, st_z, nz * sizeof(float))))
+            FAIL("linear state differs bitwise between %d and %d threads", t1, t2);
+        free(ss);
+        free(sz);
+        d->threads = t1;
+    }
+    if (memcmp(pool_copy, pool, pool_len * sizeof(float)))
+        FAIL("linear: an input was modified");
+out:
+    free(pool);
+    free(pool_copy);
+    free(st_s);
+    free(st_z);
+    free(s0);
+    free(z0);
+    obuf_free(&oo);
+    obuf_free(&gq);
+    obuf_free(&gk);
+    obuf_free(&gvb);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     rd r = { data, size, 0 };
     const unsigned sel = u8(&r);
-    if (sel & SEL_MHA)
+    struct timespec t0;
+    if (timing)
+        timespec_get(&t0, TIME_UTC);
+    if (sel & SEL_LAYOUT)
+        fuzz_layout(&r);
+    else if (sel & SEL_LINEAR)
+        fuzz_linear(&r, sel);
+    else if (sel & SEL_MHA)
         fuzz_mha(&r, sel);
     else
         fuzz_sdpa(&r, sel);
+    if (timing) {
+        struct timespec t1;
+        timespec_get(&t1, TIME_UTC);
+        const int k = (sel & SEL_LAYOUT) ? 6 : (sel & SEL_LINEAR) ? 4 + !!(sel & SEL_DROPOUT)
+                    : 2 * (sel & SEL_MHA) + !!(sel & SEL_SPARSE);
+        kind_sec[k] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        kind_runs[k]++;
+    }
     return 0;
 }
 

@@ -7,6 +7,10 @@ An input is read byte by byte by fuzz_attn.c (missing bytes read as 0):
            (train_forward, backward) instead of execute
   byte 1   0 = a valid problem, else the first planted invalid field
            (1 + (b - 1) % 19, see the BAD_* enum); >= 128 plants a second
+           (bit 3: the sparse fields of the SDPA or MHA desc; bit 4: a
+           linear attention problem instead, bit 1 then its backward, byte
+           1 as above over the LB_* enum, 20 kinds; bit 5: one call of a
+           layout builder instead)
   then     sizes, options, layouts, values, workspace: random here.
 For each API and each invalid-field kind (and none) a few inputs with
 random tails, plus SDPA shapes past a key tile (split keys) and past a
@@ -23,7 +27,10 @@ sdpa-dropout-*, mha-dropout-weights and mha-train-* (other than the
 dropout with dBias and with probabilities, MHA dropout with weights, small
 and dropout training problems, accumulate = 1, a train_forward context
 error, the smallest input per planted backward field (MB_* in
-fuzz_attn.c, mha-train-bwd-badNN) and one with two.
+fuzz_attn.c, mha-train-bwd-badNN) and one with two.  The sparse, linear and layout seeds (sdpa-sparse-*,
+mha-sparse-*, mha-train-sparse-*, linear-*, linear-bwd-*, layout-*) are
+written here; some of them with the bytes that select the larger shapes
+(several blocks of 16, past a chunk of 64) set.
 
 usage: gen_seeds.py OUTDIR
 """
@@ -32,6 +39,7 @@ import random
 import sys
 
 BAD_KINDS = 19
+LINEAR_BAD_KINDS = 20
 
 
 def main():
@@ -66,6 +74,27 @@ def main():
         for k in range(2):
             tail = bytes(rng2.randrange(256) for _ in range(rng2.randrange(30, 90)))
             seeds["%s-bad00-%d" % (name, k)] = bytes([sel, 0]) + tail
+    # byte 0 bits 3 (sparse SDPA / MHA), 4 (linear attention; with bit 1
+    # its backward) and 5 (the layout builders), own generator again
+    rng3 = random.Random(20261125)
+    kinds = (
+        (8, "sdpa-sparse", (0, 0, 0, 0, 1, 2, 14, 15, 200)),
+        (10, "sdpa-sparse-dropout", (0, 0)),
+        (9, "mha-sparse", (0, 0, 0, 1, 2, 14)),
+        (13, "mha-train-sparse", (0, 0)),
+        (16, "linear", tuple(range(LINEAR_BAD_KINDS + 1)) + (0, 0, 200)),
+        (18, "linear-bwd", tuple(range(LINEAR_BAD_KINDS + 1)) + (0, 0, 200)),
+        (32, "layout", tuple(range(6))),
+    )
+    for sel, name, bads in kinds:
+        for k, bad in enumerate(bads):
+            tail = bytearray(rng3.randrange(256) for _ in range(rng3.randrange(30, 110)))
+            if name.startswith("linear") and k % 4 == 1:
+                tail[7] = 1  # the shape past a chunk of 64 rows
+            if name.startswith("sdpa") and k % 3 == 1:
+                tail[7] = 0   # SDPA shape 0 (byte 9) ...
+                tail[10] |= 3  # ... and (byte 12) several blocks of 16
+            seeds["%s-%02d" % (name, k)] = bytes([sel, bad]) + bytes(tail)
     for name, data in sorted(seeds.items()):
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
