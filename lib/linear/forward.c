@@ -152,18 +152,20 @@ attn_status attn_linear_plan_create(attn_linear_plan **plan, const attn_linear_d
         return st;
     const int64_t C = ATTN_LINEAR_CHUNK, dk = desc->qk_dim, dv = desc->v_dim;
     const int nthreads = attn_resolve_threads(desc->threads);
-    /* Per thread: phi(Q) and phi(K) chunks (C x dk each), the masked
-     * product (C x C), the state S (dk x dv) and z (dk), the denominators
-     * (C, double). */
+    /* Per thread: phi(Q) and phi(K) chunks (C x dk each), the block X
+     * ((C + dk) x (dv + C), see lwork), z (dk) and the denominators (C,
+     * double). */
     int ok = 1;
     const uint64_t fq = attn_size_align(attn_size_mul((uint64_t)C * sizeof(float),
                                                       (uint64_t)dk, &ok), &ok);
-    const uint64_t s = attn_size_align(
-        attn_size_mul(attn_size_mul((uint64_t)dk, (uint64_t)dv, &ok), sizeof(float), &ok), &ok);
+    const uint64_t x = attn_size_align(
+        attn_size_mul(attn_size_mul(attn_size_add((uint64_t)C, (uint64_t)dk, &ok),
+                                    attn_size_add((uint64_t)dv, (uint64_t)C, &ok), &ok),
+                      sizeof(float), &ok), &ok);
     const uint64_t z = attn_size_align(attn_size_mul((uint64_t)dk, sizeof(float), &ok), &ok);
-    const uint64_t fixed = (uint64_t)C * C * sizeof(float) + (uint64_t)C * sizeof(double);
+    const uint64_t fixed = (uint64_t)C * sizeof(double);
     const uint64_t thread = attn_size_add(
-        attn_size_add(attn_size_add(2 * fq, s, &ok), z, &ok), fixed, &ok);
+        attn_size_add(attn_size_add(2 * fq, x, &ok), z, &ok), fixed, &ok);
     const uint64_t total = attn_size_mul(thread, (uint64_t)nthreads, &ok);
     if (!ok)
         return ATTN_ERR_TOO_LARGE;
@@ -200,10 +202,25 @@ attn_status attn_linear_workspace_size(const attn_linear_plan *plan, size_t *byt
 
 /* --------------------------------------------------------------- execute */
 
+/* X, (C + dk) rows of ldx = dv + C floats, holds the chunk's work so that
+ * two GEMMs do it (instead of four of 64 x 64 x 64):
+ *
+ *   rows [0, C):      [ O~ (dv) | A (C) ]       O~ = phi(Q) S + A V, A the
+ *                                               masked scores phi(Q) phi(K)^T
+ *   rows [C, C + dk): [ S (dv)  | phi(K)^T (C) ]
+ *
+ *   phi(Q) [S | phi(K)^T]      -> [phi(Q) S | A]   (one GEMM, N = dv + kc)
+ *   [A; phi(K)^T] V_c  (+=)    -> [O~; S]          (one GEMM, M = C + dk)
+ *
+ * The second also moves the state past the chunk's keys; it takes the
+ * state rows only with the group's last head (after every head read S),
+ * and splits in two for a partial last chunk (rows < C). */
 typedef struct lwork {
     float *fq, *fk;   /* C x dk each */
-    float *a;         /* C x C */
-    float *s;         /* dk x dv */
+    float *x;         /* (C + dk) x ldx */
+    int64_t ldx;
+    float *s;         /* S: x + C ldx, leading dimension ldx */
+    float *kt;        /* phi(K)^T: s + dv */
     float *z;         /* dk */
     double *den;      /* C */
 } lwork;
@@ -220,7 +237,7 @@ static void state_add(const attn_linear_plan *p, const attn_linear_args *a, lwor
         const float *v = a->v + b * d->v.batch + hk * d->v.head + j * d->v.seq;
         attn_linear_phi(p->kern, d->feature_map, k, d->k.seq, kc, dk, w->fk, dk);
         attn_sgemm_tn((int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, v, (int)d->v.seq, 1.0f,
-                      w->s, (int)dv);
+                      w->s, (int)w->ldx);
         for (int64_t r = 0; r < kc; r++)
             for (int64_t x = 0; x < dk; x++)
                 w->z[x] += w->fk[r * dk + x];
@@ -241,13 +258,17 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
 
     float *st_s = d->use_state ? a->state_s + (b * d->kv_heads + hk) * dk * dv : NULL;
     float *st_z = d->use_state ? a->state_z + (b * d->kv_heads + hk) * dk : NULL;
-    if (st_s) {
-        memcpy(w->s, st_s, (size_t)(dk * dv) * sizeof(float));
-        memcpy(w->z, st_z, (size_t)dk * sizeof(float));
-    } else {
-        memset(w->s, 0, (size_t)(dk * dv) * sizeof(float));
-        memset(w->z, 0, (size_t)dk * sizeof(float));
+    for (int64_t x = 0; x < dk; x++) {
+        if (st_s)
+            memcpy(w->s + x * w->ldx, st_s + x * dv, (size_t)dv * sizeof(float));
+        else
+            memset(w->s + x * w->ldx, 0, (size_t)dv * sizeof(float));
     }
+    if (st_s)
+        memcpy(w->z, st_z, (size_t)dk * sizeof(float));
+    else
+        memset(w->z, 0, (size_t)dk * sizeof(float));
+    const int64_t ldx = w->ldx;
 
     int64_t pos = 0;   /* keys [0, pos) are in the state */
     for (int64_t i0 = 0; i0 < geo.qlen; i0 += C) {
@@ -259,36 +280,49 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
         const int64_t kc = kh - kl;
         const float *kk = a->k + b * d->k.batch + hk * d->k.head + kl * d->k.seq;
         const float *vv = a->v + b * d->v.batch + hk * d->v.head + kl * d->v.seq;
-        if (kc > 0)
+        if (kc > 0) {
             attn_linear_phi(p->kern, d->feature_map, kk, d->k.seq, kc, dk, w->fk, dk);
+            for (int64_t x = 0; x < dk; x++)
+                for (int64_t c = 0; c < kc; c++)
+                    w->kt[x * ldx + c] = w->fk[c * dk + x];
+        }
         for (int64_t hh = 0; hh < g; hh++) {
             const int64_t h = hk * g + hh;
             const float *q = a->q + b * d->q.batch + h * d->q.head + i0 * d->q.seq;
             float *o = a->o + b * d->o.batch + h * d->o.head + i0 * d->o.seq;
             attn_linear_phi(p->kern, d->feature_map, q, d->q.seq, rows, dk, w->fq, dk);
-            attn_sgemm(0, (int)rows, (int)dv, (int)dk, 1.0f, w->fq, (int)dk, w->s, (int)dv, 0.0f,
-                       o, (int)d->o.seq);
+            /* [phi(Q) S | A] */
+            attn_sgemm(0, (int)rows, (int)(dv + kc), (int)dk, 1.0f, w->fq, (int)dk, w->s,
+                       (int)ldx, 0.0f, w->x, (int)ldx);
             for (int64_t r = 0; r < rows; r++)
                 w->den[r] = lin_dot(w->fq + r * dk, w->z, dk);
             if (kc > 0) {
-                attn_sgemm(1, (int)rows, (int)kc, (int)dk, 1.0f, w->fq, (int)dk, w->fk, (int)dk,
-                           0.0f, w->a, (int)C);
-                lin_mask(w->a, C, rows, kc, shift);
+                float *am = w->x + dv;
+                lin_mask(am, ldx, rows, kc, shift);
                 for (int64_t r = 0; r < rows; r++)
-                    w->den[r] += lin_sum(w->a + r * C, kc);
-                attn_sgemm(0, (int)rows, (int)dv, (int)kc, 1.0f, w->a, (int)C, vv, (int)d->v.seq,
-                           1.0f, o, (int)d->o.seq);
+                    w->den[r] += lin_sum(am + r * ldx, kc);
+                const int last = hh == g - 1;
+                if (last && rows == C) {
+                    /* [O~; S] += [A; phi(K)^T] V_c */
+                    attn_sgemm(0, (int)(C + dk), (int)dv, (int)kc, 1.0f, am, (int)ldx, vv,
+                               (int)d->v.seq, 1.0f, w->x, (int)ldx);
+                } else {
+                    attn_sgemm(0, (int)rows, (int)dv, (int)kc, 1.0f, am, (int)ldx, vv,
+                               (int)d->v.seq, 1.0f, w->x, (int)ldx);
+                    if (last)
+                        attn_sgemm(0, (int)dk, (int)dv, (int)kc, 1.0f, w->kt, (int)ldx, vv,
+                                   (int)d->v.seq, 1.0f, w->s, (int)ldx);
+                }
             }
             for (int64_t r = 0; r < rows; r++) {
                 const float den = (float)(w->den[r] + (double)p->eps);
-                float *orow = o + r * d->o.seq;
+                const float *orow = w->x + r * ldx;
+                float *dst = o + r * d->o.seq;
                 for (int64_t x = 0; x < dv; x++)
-                    orow[x] = orow[x] / den;
+                    dst[x] = orow[x] / den;
             }
         }
         if (kc > 0) {
-            attn_sgemm_tn((int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, vv, (int)d->v.seq,
-                          1.0f, w->s, (int)dv);
             for (int64_t r = 0; r < kc; r++)
                 for (int64_t x = 0; x < dk; x++)
                     w->z[x] += w->fk[r * dk + x];
@@ -304,7 +338,8 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
     }
     if (st_s) {
         state_add(p, a, w, b, hk, pos, geo.kvlen);
-        memcpy(st_s, w->s, (size_t)(dk * dv) * sizeof(float));
+        for (int64_t x = 0; x < dk; x++)
+            memcpy(st_s + x * dv, w->s + x * ldx, (size_t)dv * sizeof(float));
         memcpy(st_z, w->z, (size_t)dk * sizeof(float));
     }
 }
@@ -323,17 +358,20 @@ static void body(void *arg, int tid)
     char *base = (char *)c->ws + (size_t)tid * p->ws_thread;
     const size_t fqb = ((size_t)(C * dk) * sizeof(float) + ATTN_ALIGNMENT - 1) /
                        ATTN_ALIGNMENT * ATTN_ALIGNMENT;
-    const size_t sb = ((size_t)(dk * dv) * sizeof(float) + ATTN_ALIGNMENT - 1) /
+    const int64_t ldx = dv + C;
+    const size_t xb = ((size_t)((C + dk) * ldx) * sizeof(float) + ATTN_ALIGNMENT - 1) /
                       ATTN_ALIGNMENT * ATTN_ALIGNMENT;
     const size_t zb = ((size_t)dk * sizeof(float) + ATTN_ALIGNMENT - 1) / ATTN_ALIGNMENT *
                       ATTN_ALIGNMENT;
     lwork w;
     w.fq = (float *)(void *)base;
     w.fk = (float *)(void *)(base + fqb);
-    w.s = (float *)(void *)(base + 2 * fqb);
-    w.z = (float *)(void *)(base + 2 * fqb + sb);
-    w.a = (float *)(void *)(base + 2 * fqb + sb + zb);
-    w.den = (double *)(void *)(w.a + C * C);
+    w.x = (float *)(void *)(base + 2 * fqb);
+    w.ldx = ldx;
+    w.s = w.x + C * ldx;
+    w.kt = w.s + dv;
+    w.z = (float *)(void *)(base + 2 * fqb + xb);
+    w.den = (double *)(void *)(base + 2 * fqb + xb + zb);
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
