@@ -178,6 +178,10 @@ attn_status attn_linear_plan_create(attn_linear_plan **plan, const attn_linear_d
     p->nthreads = nthreads;
     p->group = desc->q_heads / desc->kv_heads;
     p->nitems = desc->batch * desc->kv_heads;
+    p->o_fk = (size_t)fq;
+    p->o_x = (size_t)(2 * fq);
+    p->o_z = (size_t)(2 * fq + x);
+    p->o_den = (size_t)(2 * fq + x + z);
     p->ws_thread = (size_t)thread;
     p->ws_bytes = (size_t)total;
     p->kern = attn_kernels_select();
@@ -354,24 +358,18 @@ static void body(void *arg, int tid)
 {
     const lctx *c = arg;
     const attn_linear_plan *p = c->p;
-    const int64_t C = ATTN_LINEAR_CHUNK, dk = p->d.qk_dim, dv = p->d.v_dim;
+    const int64_t C = ATTN_LINEAR_CHUNK, dv = p->d.v_dim;
     char *base = (char *)c->ws + (size_t)tid * p->ws_thread;
-    const size_t fqb = ((size_t)(C * dk) * sizeof(float) + ATTN_ALIGNMENT - 1) /
-                       ATTN_ALIGNMENT * ATTN_ALIGNMENT;
     const int64_t ldx = dv + C;
-    const size_t xb = ((size_t)((C + dk) * ldx) * sizeof(float) + ATTN_ALIGNMENT - 1) /
-                      ATTN_ALIGNMENT * ATTN_ALIGNMENT;
-    const size_t zb = ((size_t)dk * sizeof(float) + ATTN_ALIGNMENT - 1) / ATTN_ALIGNMENT *
-                      ATTN_ALIGNMENT;
     lwork w;
     w.fq = (float *)(void *)base;
-    w.fk = (float *)(void *)(base + fqb);
-    w.x = (float *)(void *)(base + 2 * fqb);
+    w.fk = (float *)(void *)(base + p->o_fk);
+    w.x = (float *)(void *)(base + p->o_x);
     w.ldx = ldx;
     w.s = w.x + C * ldx;
     w.kt = w.s + dv;
-    w.z = (float *)(void *)(base + 2 * fqb + xb);
-    w.den = (double *)(void *)(base + 2 * fqb + xb + zb);
+    w.z = (float *)(void *)(base + p->o_z);
+    w.den = (double *)(void *)(base + p->o_den);
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif

@@ -21,6 +21,7 @@ struct attn_linear_plan {
     int nthreads;
     int64_t group;            /* Hq / Hkv */
     int64_t nitems;           /* B * Hkv */
+    size_t o_fk, o_x, o_z, o_den;  /* offsets in a thread's slice (phi(Q) at 0) */
     size_t ws_thread, ws_bytes;
     const attn_kernels *kern;  /* exp of the elu + 1 map */
     attn_blas_hooks blas;
