@@ -94,6 +94,9 @@ typedef enum attn_status {
                                     function */
     ATTN_ERR_WORKSPACE_ALIGNMENT,/* caller workspace not 64-byte aligned */
     ATTN_ERR_OUT_OF_MEMORY,      /* an allocation failed */
+    ATTN_ERR_BAD_BLOCK_TABLE,    /* a paged KV cache's block table names a
+                                    block outside [0, kv_num_blocks), or an
+                                    append would pass the table's end */
     ATTN_STATUS_COUNT_           /* not a status: the number of statuses */
 } attn_status;
 
@@ -182,6 +185,15 @@ typedef enum attn_align {
      * n otherwise (as FlashAttention's varlen interface). */
     ATTN_ALIGN_BOTTOM_RIGHT = 1
 } attn_align;
+
+/* How K and V are stored (Q, O and all arithmetic stay fp32).  See
+ * "Decoding and the KV cache" below. */
+typedef enum attn_dtype {
+    ATTN_DTYPE_F32 = 0,          /* float */
+    ATTN_DTYPE_F16 = 1,          /* IEEE 754 binary16, as uint16_t */
+    ATTN_DTYPE_BF16 = 2          /* bfloat16 (the upper half of a binary32),
+                                    as uint16_t */
+} attn_dtype;
 
 /* How the uint8 element mask is read.  Never a bare bool: PyTorch's SDPA
  * (True = take part) and nn.MultiheadAttention (True = masked out) disagree. */
@@ -305,8 +317,21 @@ typedef struct attn_sdpa_desc {
     int reserved_flags;          /* must be zero */
     int64_t block_size;
 
+    /* Storage of K and V (see "Decoding and the KV cache"): F32 (the
+     * default) reads args.k / args.v; F16 or BF16 reads args.k16 /
+     * args.v16, and the k / v views count uint16_t elements. */
+    attn_dtype k_type;
+    attn_dtype v_type;
+    /* Paged KV cache: kv_block_size 0 (the default) = K and V are the
+     * views above; > 0 = they live in pools of kv_num_blocks blocks of
+     * kv_block_size tokens, addressed through args.block_table
+     * [B][kv_max_blocks] (see "Decoding and the KV cache"). */
+    int64_t kv_block_size;
+    int64_t kv_num_blocks;
+    int64_t kv_max_blocks;
+
     /* Must be zero (attn_sdpa_desc_init does it). */
-    int64_t reserved[10];
+    int64_t reserved[6];
 } attn_sdpa_desc;
 
 /* Fill *desc with the defaults: all sizes 0, every view ATTN_STRIDE_UNSET,
@@ -332,6 +357,9 @@ typedef struct attn_sdpa_args {
     const uint8_t *global_q;  /* [B][n], row stride n, when use_global_q */
     const uint8_t *layout;    /* [Hq|1][ceil(n/bs)][ceil(m/bs)], when
                                  block_size != 0 */
+    const uint16_t *k16;      /* K, when k_type is F16 or BF16 (k NULL) */
+    const uint16_t *v16;      /* V, when v_type is F16 or BF16 (v NULL) */
+    const int32_t *block_table; /* [B][kv_max_blocks], when kv_block_size */
 } attn_sdpa_args;
 
 /* ------------------------------------------------------------------------ */
@@ -371,7 +399,7 @@ ATTN_API attn_status attn_sdpa_workspace_size(const attn_sdpa_plan *plan,
  * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (plan, args, q, k, v, o, or the
  * pointer of a feature the plan uses), ATTN_ERR_ARGUMENT_MISMATCH (a
  * pointer for a feature the plan does not use), ATTN_ERR_BAD_LENGTH,
- * ATTN_ERR_WORKSPACE_TOO_SMALL, ATTN_ERR_WORKSPACE_ALIGNMENT or
+ * ATTN_ERR_BAD_BLOCK_TABLE (paged KV cache), ATTN_ERR_WORKSPACE_TOO_SMALL, ATTN_ERR_WORKSPACE_ALIGNMENT or
  * ATTN_ERR_OUT_OF_MEMORY.  On error no output is written.
  */
 ATTN_API attn_status attn_sdpa_execute(const attn_sdpa_plan *plan,
@@ -497,6 +525,155 @@ ATTN_API attn_status attn_layout_strided(uint8_t *layout, int64_t nb, int64_t mb
  */
 ATTN_API attn_status attn_layout_fixed(uint8_t *layout, int64_t nb, int64_t mb, int64_t stride,
                                        int64_t c, int causal);
+
+/* ------------------------------------------------------------------------ */
+/* Decoding and the KV cache                                                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * LLM generation is a few queries per sequence (1 token, or up to 16 for a
+ * multi-token or speculative step, usually with bottom-right causal
+ * alignment) against a long, growing KV cache.  It is bound by the bytes of
+ * K and V read, so attn offers three things for it, all options of the same
+ * SDPA description (every other option still applies):
+ *
+ * - The decode path.  A plan with q_len <= 16 (and no sparse options) runs
+ *   attn's own streaming kernels instead of sgemm: each K and V row is
+ *   read from memory once per call for all the query rows of its GQA group
+ *   (the group's heads times q_len), converted from its storage type in
+ *   registers.  Few (batch, kv head) pairs are split over the keys, and the
+ *   parts are merged by logsumexp in a fixed order, so the result is still
+ *   bitwise the same for any thread count.  Chosen by the shape alone; the
+ *   environment variable ATTN_DECODE=0 turns it off (the sgemm path then
+ *   runs, equal within rounding).
+ *
+ * - Reduced-precision storage.  k_type and v_type: F32, F16 (IEEE binary16)
+ *   or BF16 (bfloat16), per tensor.  Q, O, the probabilities and every
+ *   operation stay fp32: a stored value is widened exactly and used as that
+ *   float.  F16/BF16 data are passed as args.k16 / args.v16 (uint16_t), with
+ *   args.k / args.v NULL, and the views' strides count uint16_t elements.
+ *   The decode path widens in registers (F16C or AVX-512F for F16, a shift
+ *   for BF16); the sgemm path widens a tile at a time into the workspace.
+ *
+ * - A paged KV cache (vLLM's layout).  With kv_block_size = bs > 0, K and V
+ *   live in pools of kv_num_blocks blocks of [Hkv][bs][d] and sequence b's
+ *   token j is row j % bs of block block_table[b * kv_max_blocks + j / bs]
+ *   (args.block_table, int32).  The k and v views then describe a pool:
+ *   their batch stride is the distance between blocks, the head and seq
+ *   strides those inside a block (attn_view_bhsd(Hkv, bs, d) for the
+ *   layout [num_blocks][Hkv][bs][d]); they are checked against
+ *   [kv_num_blocks][Hkv][bs][d].  kv_len (m) is the longest sequence the
+ *   table can hold, at most kv_max_blocks x bs; kv_lens (use_kv_lens) gives
+ *   each sequence's length.  Execute checks the table entries of the
+ *   blocks holding tokens [0, kv_lens[b]) (ATTN_ERR_BAD_BLOCK_TABLE when one
+ *   is outside [0, kv_num_blocks), nothing written) and reads no other
+ *   entry, and no block or row it does not need: unused blocks and rows past
+ *   kv_lens[b] may hold anything.  Paged results are bitwise those of the
+ *   same values stored contiguously.
+ *
+ * Limits: F16/BF16 storage and the paged cache are forward-only (the
+ * backward plan returns ATTN_ERR_BAD_OPTION for them) and do not combine
+ * with the sparse options (global tokens, layouts; ATTN_ERR_BAD_OPTION).
+ * Plan errors: an unknown k_type or v_type, kv_block_size < 0, or
+ * kv_num_blocks / kv_max_blocks nonzero without paging, are
+ * ATTN_ERR_BAD_OPTION; with paging, kv_num_blocks or kv_max_blocks <= 0,
+ * or m > kv_max_blocks x kv_block_size, are ATTN_ERR_BAD_SIZE, and
+ * kv_block_size, kv_num_blocks or kv_max_blocks past INT32_MAX
+ * ATTN_ERR_TOO_LARGE.
+ */
+
+/*
+ * Convert n values between fp32 and a 16-bit storage type (ATTN_DTYPE_F16
+ * or ATTN_DTYPE_BF16; F32 is ATTN_ERR_BAD_OPTION).
+ * attn_convert_to_f32 is exact.  attn_convert_from_f32 rounds to nearest,
+ * ties to even, with IEEE semantics: denormal inputs and results are kept
+ * (never flushed), values past the largest finite F16 become +-Inf, +-Inf
+ * stay +-Inf, and a NaN gives a quiet NaN of the same sign that keeps the
+ * top bits of its payload (as F16C's VCVTPS2PH does).  The best
+ * instructions the CPU has are used (F16C or AVX-512F for F16; AVX-512 BF16
+ * for BF16, with its flushed denormals redone exactly), capped by
+ * ATTN_SIMD like the other kernels; every level gives the same bits.
+ * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (src or dst NULL with n > 0),
+ * ATTN_ERR_BAD_SIZE (n < 0) or ATTN_ERR_BAD_OPTION.
+ */
+ATTN_API attn_status attn_convert_from_f32(attn_dtype type, const float *src, uint16_t *dst,
+                                           int64_t n);
+ATTN_API attn_status attn_convert_to_f32(attn_dtype type, const uint16_t *src, float *dst,
+                                         int64_t n);
+
+/* The new tokens of one attn_kv_append call. */
+typedef struct attn_kv_append_args {
+    void *k_cache;              /* K: float * (k_type F32) or uint16_t *;
+                                   the pool when the desc is paged */
+    void *v_cache;              /* V, likewise */
+    const int32_t *block_table; /* [B][kv_max_blocks] when paged, else NULL */
+    int32_t *kv_lens;           /* [B] in: tokens held by each sequence;
+                                   out: plus the tokens appended */
+    const int32_t *new_lens;    /* [B] tokens to append to each sequence, in
+                                   [0, t]; NULL = t for every sequence */
+    int64_t t;                  /* rows per (b, h) of k_new and v_new, >= 1 */
+    const float *k_new;         /* [B][Hkv][t][dk] with view k_new_view */
+    const float *v_new;         /* [B][Hkv][t][dv] with view v_new_view */
+    attn_view k_new_view;
+    attn_view v_new_view;
+} attn_kv_append_args;
+
+/*
+ * Append tokens to the KV cache described by desc: for every sequence b
+ * and kv head h, rows r < new_lens[b] of k_new and v_new become tokens
+ * kv_lens[b] + r of K and V (converted to k_type / v_type as
+ * attn_convert_from_f32 does), then kv_lens[b] grows by new_lens[b].  Only
+ * the fields of desc that describe K and V are read: batch, kv_heads,
+ * kv_len (each sequence's capacity), qk_dim, v_dim, the k and v views,
+ * k_type, v_type and the paging fields (checked as attn_sdpa_plan_create
+ * checks them); the rest may hold anything.  The cache may be contiguous
+ * (kv_block_size 0, block_table NULL) or paged (the blocks holding the new
+ * tokens must be in the table: their entries are checked, the others not
+ * read).  Everything is checked before anything is written.
+ * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT, ATTN_ERR_BAD_SIZE (a size <= 0,
+ * t < 1), ATTN_ERR_TOO_LARGE, ATTN_ERR_BAD_STRIDE, ATTN_ERR_STRIDES_UNSET,
+ * ATTN_ERR_BAD_OPTION, ATTN_ERR_ARGUMENT_MISMATCH (a block table without
+ * paging), ATTN_ERR_BAD_LENGTH (kv_lens[b] < 0, new_lens[b] outside
+ * [0, t], or kv_lens[b] + new_lens[b] > kv_len) or
+ * ATTN_ERR_BAD_BLOCK_TABLE.
+ */
+ATTN_API attn_status attn_kv_append(const attn_sdpa_desc *desc, const attn_kv_append_args *args);
+
+/*
+ * Merge attention computed over disjoint sets of keys (shards of a long
+ * cache, split over threads, processes or machines; FlashAttention's
+ * split-KV combine).  Part p gives, for each of `rows` rows, an output
+ * O_p (dim floats, already normalized over its keys, as attn_sdpa writes
+ * it) and its logsumexp lse_p (as attn_sdpa's want_lse writes it).  Then
+ *
+ *   lse = log sum_p exp(lse_p),    O = sum_p exp(lse_p - lse) O_p
+ *
+ * is exactly attention over the union of the keys (up to rounding).  Parts
+ * with lse_p = -INFINITY (no visible key) contribute nothing and their O_p
+ * is not read; a row where every part is -INFINITY gets O = 0 and
+ * lse = -INFINITY; a NaN lse_p makes the row's O and lse NaN.  The sums run
+ * in part order, so the result does not depend on anything else.
+ * Layout (element strides): O_p of row r at o_parts + p * o_part_stride +
+ * r * o_row_stride, lse_p at lse_parts + p * lse_part_stride + r *
+ * lse_row_stride, the result at o + r * o_out_stride and (lse_out may be
+ * NULL) lse_out + r * lse_out_stride; o and lse_out may not overlap the
+ * inputs.
+ * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT, ATTN_ERR_BAD_SIZE (parts, rows
+ * or dim <= 0), ATTN_ERR_BAD_STRIDE (a negative stride, o_out_stride <
+ * dim) or ATTN_ERR_TOO_LARGE (an extent past 2^63 - 1 or SIZE_MAX).
+ */
+typedef struct attn_merge_args {
+    int64_t parts, rows, dim;
+    const float *o_parts;
+    int64_t o_part_stride, o_row_stride;
+    const float *lse_parts;
+    int64_t lse_part_stride, lse_row_stride;
+    float *o;
+    int64_t o_out_stride;
+    float *lse_out;
+    int64_t lse_out_stride;
+} attn_merge_args;
+ATTN_API attn_status attn_merge_partials(const attn_merge_args *args);
 
 /* ------------------------------------------------------------------------ */
 /* SDPA backward                                                             */

@@ -84,7 +84,8 @@ static attn_status validate(const attn_sdpa_bwd_desc *d)
 {
     const attn_sdpa_desc *f = &d->fwd;
     if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]) ||
-        !f->want_lse || f->want_probs || (d->want_dbias && !f->use_bias))
+        !f->want_lse || f->want_probs || (d->want_dbias && !f->use_bias) ||
+        f->k_type != ATTN_DTYPE_F32 || f->v_type != ATTN_DTYPE_F32 || f->kv_block_size != 0)
         return ATTN_ERR_BAD_OPTION;
     attn_status st = attn_sdpa_validate(f);
     if (st != ATTN_OK)

@@ -87,6 +87,40 @@ attn_status attn_check_view(const attn_view *v, int64_t B, int64_t H, int64_t S,
     return ATTN_OK;
 }
 
+attn_status attn_kv_validate(const attn_sdpa_desc *d)
+{
+    if (!attn_dtype_valid(d->k_type) || !attn_dtype_valid(d->v_type))
+        return ATTN_ERR_BAD_OPTION;
+    const int64_t bs = d->kv_block_size;
+    if (bs < 0 || (bs == 0 && (d->kv_num_blocks != 0 || d->kv_max_blocks != 0)))
+        return ATTN_ERR_BAD_OPTION;
+    const int64_t B = d->batch, Hkv = d->kv_heads, m = d->kv_len, dk = d->qk_dim,
+                  dv = d->v_dim;
+    if (B <= 0 || Hkv <= 0 || m <= 0 || dk <= 0 || dv <= 0)
+        return ATTN_ERR_BAD_SIZE;
+    if (m > INT32_MAX || dk > INT32_MAX || dv > INT32_MAX)
+        return ATTN_ERR_TOO_LARGE;
+    attn_status st;
+    if (!bs) {
+        if ((st = attn_check_view(&d->k, B, Hkv, m, dk, 0)) != ATTN_OK) return st;
+        return attn_check_view(&d->v, B, Hkv, m, dv, 0);
+    }
+    if (d->kv_num_blocks <= 0 || d->kv_max_blocks <= 0)
+        return ATTN_ERR_BAD_SIZE;
+    if (bs > INT32_MAX || d->kv_num_blocks > INT32_MAX || d->kv_max_blocks > INT32_MAX)
+        return ATTN_ERR_TOO_LARGE;
+    if (m > d->kv_max_blocks * bs)
+        return ATTN_ERR_BAD_SIZE;
+    /* The block table is indexed b * kv_max_blocks + J. */
+    int ok = 1;
+    attn_size_mul(attn_size_mul((uint64_t)B, (uint64_t)d->kv_max_blocks, &ok), sizeof(int32_t),
+                  &ok);
+    if (!ok)
+        return ATTN_ERR_TOO_LARGE;
+    if ((st = attn_check_view(&d->k, d->kv_num_blocks, Hkv, bs, dk, 0)) != ATTN_OK) return st;
+    return attn_check_view(&d->v, d->kv_num_blocks, Hkv, bs, dv, 0);
+}
+
 attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
 {
     if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]))
@@ -101,6 +135,10 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
     attn_status sst = attn_sparse_validate(d->layout_per_head, d->reserved_flags, d->block_size);
     if (sst != ATTN_OK)
         return sst;
+
+    if ((d->k_type != ATTN_DTYPE_F32 || d->v_type != ATTN_DTYPE_F32 || d->kv_block_size) &&
+        attn_sdpa_is_sparse(d))
+        return ATTN_ERR_BAD_OPTION;
 
     const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
                   m = d->kv_len, dk = d->qk_dim, dv = d->v_dim;
@@ -120,8 +158,7 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
 
     attn_status st;
     if ((st = attn_check_view(&d->q, B, Hq, n, dk, 0)) != ATTN_OK) return st;
-    if ((st = attn_check_view(&d->k, B, Hkv, m, dk, 0)) != ATTN_OK) return st;
-    if ((st = attn_check_view(&d->v, B, Hkv, m, dv, 0)) != ATTN_OK) return st;
+    if ((st = attn_kv_validate(d)) != ATTN_OK) return st;
     if ((st = attn_check_view(&d->o, B, Hq, n, dv, VIEW_OUTPUT)) != ATTN_OK) return st;
     if (d->mask_mode != ATTN_MASK_NONE &&
         (st = attn_check_view(&d->mask, B, Hq, n, m, VIEW_BROADCAST)) != ATTN_OK) return st;

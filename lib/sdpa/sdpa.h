@@ -138,6 +138,20 @@ void attn_sparse_forward(const attn_sdpa_plan *p, const attn_sdpa_args *a, void 
 
 /* Plan-time checks shared by the forward and backward plans (plan.c). */
 attn_status attn_sdpa_validate(const attn_sdpa_desc *d);
+/* The K/V part of those checks (shapes, views, storage types, paging),
+ * shared with attn_kv_append. */
+attn_status attn_kv_validate(const attn_sdpa_desc *d);
+
+static inline int attn_dtype_valid(attn_dtype t)
+{
+    return t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16;
+}
+
+/* Bytes of one stored K or V element. */
+static inline int64_t attn_dtype_size(attn_dtype t)
+{
+    return t == ATTN_DTYPE_F32 ? 4 : 2;
+}
 /* How a view is used: mask and bias broadcast (0 strides), outputs must be
  * nested (attn.h, Tensor views), and the logsumexp is a vector, not a BLAS
  * matrix (no leading-dimension rule on its seq stride). */
