@@ -84,12 +84,14 @@ static attn_status validate(const attn_sdpa_bwd_desc *d)
 {
     const attn_sdpa_desc *f = &d->fwd;
     if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]) ||
-        !f->want_lse || f->want_probs || (d->want_dbias && !f->use_bias) ||
-        f->k_type != ATTN_DTYPE_F32 || f->v_type != ATTN_DTYPE_F32 || f->kv_block_size != 0)
+        !f->want_lse || f->want_probs || (d->want_dbias && !f->use_bias))
         return ATTN_ERR_BAD_OPTION;
     attn_status st = attn_sdpa_validate(f);
     if (st != ATTN_OK)
         return st;
+    /* forward-only: reduced-precision storage and the paged cache */
+    if (f->k_type != ATTN_DTYPE_F32 || f->v_type != ATTN_DTYPE_F32 || f->kv_block_size != 0)
+        return ATTN_ERR_BAD_OPTION;
     const int64_t B = f->batch, Hq = f->q_heads, Hkv = f->kv_heads, n = f->q_len,
                   m = f->kv_len, dk = f->qk_dim, dv = f->v_dim;
     if ((st = attn_check_view(&d->d_o, B, Hq, n, dv, 0)) != ATTN_OK ||
