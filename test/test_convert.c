@@ -49,6 +49,9 @@
 
 #if ATTN_HAVE_X86_KERNELS
 #include <xmmintrin.h>
+#if !ATTN_HAVE_CPU_SUPPORTS_F16C
+#include <cpuid.h>
+#endif
 #endif
 
 static int quick;
@@ -79,8 +82,13 @@ static int setup(void **state)
     ntables = 0;
     tables[ntables++] = &attn_cvt_scalar;
 #if ATTN_HAVE_X86_KERNELS
-    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                     __builtin_cpu_supports("f16c");
+#if ATTN_HAVE_CPU_SUPPORTS_F16C
+    const int f16c = __builtin_cpu_supports("f16c");
+#else
+    unsigned a, b, c, d;
+    const int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+#endif
+    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     if (avx2)
         tables[ntables++] = &attn_cvt_avx2;
     if (avx2 && __builtin_cpu_supports("avx512f")) {

@@ -344,14 +344,15 @@ static void run_case(const kcase *c)
             }
         }
         if (memcmp(f.kc, f.ke, f.kbytes) != 0 || memcmp(f.vc, f.ve, f.vbytes) != 0) {
-            for (size_t i = 0; i < f.kbytes && fails < 5; i++)
-                if (f.kc[i] != f.ke[i])
+            int shown = 0;
+            for (size_t i = 0; i < f.kbytes && shown < 5; i++)
+                if (f.kc[i] != f.ke[i] && ++shown)
                     printf("FAIL %s step %d: K byte %zu is 0x%02x, want 0x%02x\n", c->name, s,
-                           i, f.kc[i], f.ke[i]), fails++;
-            for (size_t i = 0; i < f.vbytes && fails < 10; i++)
-                if (f.vc[i] != f.ve[i])
+                           i, f.kc[i], f.ke[i]);
+            for (size_t i = 0; i < f.vbytes && shown < 10; i++)
+                if (f.vc[i] != f.ve[i] && ++shown)
                     printf("FAIL %s step %d: V byte %zu is 0x%02x, want 0x%02x\n", c->name, s,
-                           i, f.vc[i], f.ve[i]), fails++;
+                           i, f.vc[i], f.ve[i]);
             fails++;
         }
     }

@@ -110,6 +110,24 @@ const attn_cvt_kernels attn_cvt_scalar = {
     "scalar", f16_to_f32_c, bf16_to_f32_c, f32_to_f16_c, f32_to_bf16_c,
 };
 
+#if ATTN_HAVE_X86_KERNELS
+#if !ATTN_HAVE_CPU_SUPPORTS_F16C
+#include <cpuid.h>
+#endif
+/* F16C (VCVTPH2PS / VCVTPS2PH on xmm and ymm).  It uses the AVX register
+ * state, whose support by the OS __builtin_cpu_supports("avx2") already
+ * implies. */
+static int have_f16c(void)
+{
+#if ATTN_HAVE_CPU_SUPPORTS_F16C
+    return __builtin_cpu_supports("f16c");
+#else
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+#endif
+}
+#endif
+
 const attn_cvt_kernels *attn_cvt_select(void)
 {
     int cap = ATTN_SIMD_AVX512;
@@ -123,7 +141,7 @@ const attn_cvt_kernels *attn_cvt_select(void)
      * own VCVTPH2PS / VCVTPS2PH; check each extension the file was built
      * with, not only the headline one. */
     const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                     __builtin_cpu_supports("f16c");
+                     have_f16c();
     if (cap >= ATTN_SIMD_AVX512 && avx2 && __builtin_cpu_supports("avx512f")) {
 #if ATTN_HAVE_AVX512BF16
         if (__builtin_cpu_supports("avx512bf16"))
