@@ -585,7 +585,9 @@ ATTN_API attn_status attn_layout_fixed(uint8_t *layout, int64_t nb, int64_t mb, 
 /*
  * Convert n values between fp32 and a 16-bit storage type (ATTN_DTYPE_F16
  * or ATTN_DTYPE_BF16; F32 is ATTN_ERR_BAD_OPTION).
- * attn_convert_to_f32 is exact.  attn_convert_from_f32 rounds to nearest,
+ * attn_convert_to_f32 is exact (a NaN stays a NaN of the same sign and
+ * payload, with its quiet bit set as F16C sets it).  attn_convert_from_f32
+ * rounds to nearest,
  * ties to even, with IEEE semantics: denormal inputs and results are kept
  * (never flushed), values past the largest finite F16 become +-Inf, +-Inf
  * stay +-Inf, and a NaN gives a quiet NaN of the same sign that keeps the
