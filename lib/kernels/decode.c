@@ -23,10 +23,8 @@ static inline const void *row_at(int st, const void *base, int64_t r, int64_t ld
 }
 
 static void qk_c(int st, const float *q, int64_t ldq, int64_t R, const void *k, int64_t ldk,
-                 int64_t nk, int64_t d, float scale, float *s, int64_t lds,
-                 const attn_dec_pf *pf)
+                 int64_t nk, int64_t d, float scale, float *s, int64_t lds)
 {
-    (void)pf;
     for (int64_t c = 0; c < nk; c++) {
         const void *kc = row_at(st, k, c, ldk);
         for (int64_t r = 0; r < R; r++) {
@@ -40,9 +38,8 @@ static void qk_c(int st, const float *q, int64_t ldq, int64_t R, const void *k, 
 }
 
 static void pv_c(int st, const float *p, int64_t ldp, int64_t R, const void *v, int64_t ldv,
-                 int64_t nk, int64_t d, float *o, int64_t ldo, int acc, const attn_dec_pf *pf)
+                 int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
 {
-    (void)pf;
     for (int64_t r = 0; r < R; r++) {
         float *orow = o + r * ldo;
         if (!acc)

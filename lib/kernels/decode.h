@@ -17,28 +17,16 @@
 /* Storage types, as attn_dtype. */
 enum { ATTN_ST_F32 = 0, ATTN_ST_F16 = 1, ATTN_ST_BF16 = 2 };
 
-/* Rows of another stream to bring into the L2 while a kernel works, one
- * (or, in qk, four) per key it processes: the V rows of the same keys
- * during qk, the K rows of the next tile during pv, so that memory is read
- * all the time rather than in bursts (a software prefetch; no effect on
- * results).  n = 0: none. */
-typedef struct attn_dec_pf {
-    const char *row;        /* first row */
-    int64_t stride;         /* bytes between rows */
-    int64_t bytes;          /* bytes per row */
-    int64_t n;              /* rows */
-} attn_dec_pf;
-
 typedef struct attn_dec_kernels {
     const char *name;
     /* s[r * lds + c] = scale * sum_x q[r * ldq + x] * K_c[x] for rows r < R
      * and keys c < nk, K_c the row at k + c * ldk (elements of type st). */
     void (*qk)(int st, const float *q, int64_t ldq, int64_t R, const void *k, int64_t ldk,
-               int64_t nk, int64_t d, float scale, float *s, int64_t lds, const attn_dec_pf *pf);
+               int64_t nk, int64_t d, float scale, float *s, int64_t lds);
     /* o[r * ldo + x] = (acc ? o[r * ldo + x] : 0) + sum_c p[r * ldp + c] V_c[x],
      * the sum one fused multiply-add per key in key order. */
     void (*pv)(int st, const float *p, int64_t ldp, int64_t R, const void *v, int64_t ldv,
-               int64_t nk, int64_t d, float *o, int64_t ldo, int acc, const attn_dec_pf *pf);
+               int64_t nk, int64_t d, float *o, int64_t ldo, int acc);
     /* dst[x] = src[x] widened to float (exact) */
     void (*widen)(int st, const void *src, float *dst, int64_t n);
 } attn_dec_kernels;

@@ -42,10 +42,8 @@ static inline float hsum8(__m256 a)
 }
 
 static void qk_avx2(int st, const float *q, int64_t ldq, int64_t R, const void *k,
-                    int64_t ldk, int64_t nk, int64_t d, float scale, float *s, int64_t lds,
-                    const attn_dec_pf *pf)
+                    int64_t ldk, int64_t nk, int64_t d, float scale, float *s, int64_t lds)
 {
-    (void)pf;
     const int64_t d8 = d & ~(int64_t)7;
     for (int64_t c0 = 0; c0 < nk; c0 += 4) {
         const void *kr[4];
@@ -81,10 +79,8 @@ static void qk_avx2(int st, const float *q, int64_t ldq, int64_t R, const void *
 }
 
 static void pv_avx2(int st, const float *p, int64_t ldp, int64_t R, const void *v,
-                    int64_t ldv, int64_t nk, int64_t d, float *o, int64_t ldo, int acc,
-                    const attn_dec_pf *pf)
+                    int64_t ldv, int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
 {
-    (void)pf;
     const int64_t d8 = d & ~(int64_t)7;
     for (int64_t r0 = 0; r0 < R; r0 += 2) {
         const int rb = R - r0 >= 2 ? 2 : 1;

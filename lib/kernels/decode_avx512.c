@@ -49,21 +49,10 @@ INLINE const char *row_at(const int ST, const void *base, int64_t r, int64_t ld)
     return (const char *)base + r * ld * (ST == ATTN_ST_F32 ? 4 : 2);
 }
 
-INLINE void prefetch_row(const char *row, int64_t bytes, int hint_l2)
+INLINE void prefetch_row(const char *row, int64_t bytes)
 {
-    for (int64_t o = 0; o < bytes; o += 64) {
-        if (hint_l2)
-            _mm_prefetch(row + o, _MM_HINT_T1);
-        else
-            _mm_prefetch(row + o, _MM_HINT_T0);
-    }
-}
-
-/* Row r of the other stream (attn_dec_pf), into the L2. */
-INLINE void prefetch_other(const attn_dec_pf *pf, int64_t r)
-{
-    if (pf && r < pf->n)
-        prefetch_row(pf->row + r * pf->stride, pf->bytes, 1);
+    for (int64_t o = 0; o < bytes; o += 64)
+        _mm_prefetch(row + o, _MM_HINT_T0);
 }
 
 /* The 16 dot products of a 4 x 4 block (a[4 r + c]: row r, key c), each
@@ -89,8 +78,7 @@ INLINE __m512 reduce16(const __m512 a[16])
 /* Blocks of 4 keys x 4 rows; a short block repeats its last key or row
  * (computed again, not stored), so every score goes through the same code. */
 INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const void *k,
-                    int64_t ldk, int64_t nk, int64_t d, float scale, float *s, int64_t lds,
-                    const attn_dec_pf *pf)
+                    int64_t ldk, int64_t nk, int64_t d, float scale, float *s, int64_t lds)
 {
     const __m512 vs = _mm512_set1_ps(scale);
     const int64_t dfull = d & ~(int64_t)15, rowb = d * (ST == ATTN_ST_F32 ? 4 : 2);
@@ -101,8 +89,7 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
             kr[c] = row_at(ST, k, c0 + c < nk ? c0 + c : nk - 1, ldk);
         for (int c = 0; c < 4; c++) {
             if (c0 + PF_KEYS + c < nk)
-                prefetch_row(row_at(ST, k, c0 + PF_KEYS + c, ldk), rowb, 0);
-            prefetch_other(pf, c0 + c);
+                prefetch_row(row_at(ST, k, c0 + PF_KEYS + c, ldk), rowb);
         }
         for (int64_t r0 = 0; r0 < R; r0 += 4) {
             const float *qr[4];
@@ -145,7 +132,7 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
  * (masked); otherwise all NV chunks are whole. */
 INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, const float *p,
                      int64_t ldp, const void *v, int64_t ldv, int64_t nk, int64_t x0, int64_t d,
-                     float *o, int64_t ldo, int acc, const attn_dec_pf *pf)
+                     float *o, int64_t ldo, int acc)
 {
     const __mmask16 mt = tail ? lanes(d - x0 - 16 * (NV - 1)) : (__mmask16)0xffff;
     const int64_t esz = ST == ATTN_ST_F32 ? 4 : 2;
@@ -160,8 +147,7 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
     for (int64_t c = 0; c < nk; c++) {
         const char *vc = row_at(ST, v, c, ldv);
         if (c + PF_KEYS < nk)
-            prefetch_row(row_at(ST, v, c + PF_KEYS, ldv) + x0 * esz, span, 0);
-        prefetch_other(pf, c);
+            prefetch_row(row_at(ST, v, c + PF_KEYS, ldv) + x0 * esz, span);
         __m512 vv[8];
         for (int j = 0; j < NV; j++)
             vv[j] = tail && j == NV - 1 ? ld16m(ST, vc, x0 + 16 * j, mt)
@@ -182,31 +168,28 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
         }
 }
 
-/* Rows in blocks of RB over one column chunk; only the first block
- * prefetches the other stream. */
+/* Rows in blocks of RB over one column chunk. */
 #define PV_ROWS(RB, NV, TAIL)                                                                \
     do {                                                                                     \
         int64_t r = 0;                                                                       \
         for (; r + (RB) <= R; r += (RB))                                                     \
             pv_block(RB, NV, ST, TAIL, p + r * ldp, ldp, v, ldv, nk, x0, d, o + r * ldo, ldo, \
-                     acc, first && r == 0 ? pf : NULL);                                      \
+                     acc);                                                                   \
         for (; r < R; r++)                                                                   \
             pv_block(1, NV, ST, TAIL, p + r * ldp, ldp, v, ldv, nk, x0, d, o + r * ldo, ldo,  \
-                     acc, first && r == 0 ? pf : NULL);                                      \
+                     acc);                                                                   \
     } while (0)
 
 /* Columns in whole chunks of 128 (2 rows at a time: 16 accumulators and 8
  * row vectors in registers; a V row of 128 floats read whole), then of 64
  * (4 rows at a time), then the last partial chunk of 64. */
 INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const void *v,
-                    int64_t ldv, int64_t nk, int64_t d, float *o, int64_t ldo, int acc,
-                    const attn_dec_pf *pf)
+                    int64_t ldv, int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
 {
     int64_t x0 = 0;
-    int first = 1;
-    for (; x0 + 128 <= d; x0 += 128, first = 0)
+    for (; x0 + 128 <= d; x0 += 128)
         PV_ROWS(2, 8, 0);
-    for (; x0 + 64 <= d; x0 += 64, first = 0)
+    for (; x0 + 64 <= d; x0 += 64)
         PV_ROWS(4, 4, 0);
     if (x0 < d) {
         const int64_t left = d - x0;
@@ -218,27 +201,25 @@ INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const 
 }
 
 static void qk_avx512(int st, const float *q, int64_t ldq, int64_t R, const void *k,
-                      int64_t ldk, int64_t nk, int64_t d, float scale, float *s, int64_t lds,
-                      const attn_dec_pf *pf)
+                      int64_t ldk, int64_t nk, int64_t d, float scale, float *s, int64_t lds)
 {
     if (st == ATTN_ST_F16)
-        qk_impl(ATTN_ST_F16, q, ldq, R, k, ldk, nk, d, scale, s, lds, pf);
+        qk_impl(ATTN_ST_F16, q, ldq, R, k, ldk, nk, d, scale, s, lds);
     else if (st == ATTN_ST_BF16)
-        qk_impl(ATTN_ST_BF16, q, ldq, R, k, ldk, nk, d, scale, s, lds, pf);
+        qk_impl(ATTN_ST_BF16, q, ldq, R, k, ldk, nk, d, scale, s, lds);
     else
-        qk_impl(ATTN_ST_F32, q, ldq, R, k, ldk, nk, d, scale, s, lds, pf);
+        qk_impl(ATTN_ST_F32, q, ldq, R, k, ldk, nk, d, scale, s, lds);
 }
 
 static void pv_avx512(int st, const float *p, int64_t ldp, int64_t R, const void *v,
-                      int64_t ldv, int64_t nk, int64_t d, float *o, int64_t ldo, int acc,
-                      const attn_dec_pf *pf)
+                      int64_t ldv, int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
 {
     if (st == ATTN_ST_F16)
-        pv_impl(ATTN_ST_F16, p, ldp, R, v, ldv, nk, d, o, ldo, acc, pf);
+        pv_impl(ATTN_ST_F16, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
     else if (st == ATTN_ST_BF16)
-        pv_impl(ATTN_ST_BF16, p, ldp, R, v, ldv, nk, d, o, ldo, acc, pf);
+        pv_impl(ATTN_ST_BF16, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
     else
-        pv_impl(ATTN_ST_F32, p, ldp, R, v, ldv, nk, d, o, ldo, acc, pf);
+        pv_impl(ATTN_ST_F32, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
 }
 
 static void widen_avx512(int st, const void *src, float *dst, int64_t n)

@@ -108,8 +108,6 @@ static void kv_source(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t 
 typedef struct kvtile {
     kvsrc k, v;
     const float *kb, *vb;   /* rows [t, t + nt) as floats, ld dk / dv */
-    int64_t jend;           /* the item's last key + 1 (decode: the next
-                               tile's rows are prefetched below it) */
 } kvtile;
 
 /* Fill the buffers of a kv_copy tile. */
@@ -133,14 +131,10 @@ static void scores(const attn_sdpa_plan *p, const kvtile *kt, const float *q, in
 {
     const int64_t dk = p->d.qk_dim;
     if (p->decode) {
-        /* while K streams in, the V rows of the same keys follow (K and V
-         * share the block table, so their runs coincide) */
         for (int64_t j = j0; j < j0 + nk;) {
             const int64_t e = kv_run_end(&kt->k, j, j0 + nk);
-            const attn_dec_pf pf = { kv_row(&kt->v, j), kt->v.ld * kt->v.esz,
-                                     p->d.v_dim * kt->v.esz, e - j };
             p->dec->qk(kt->k.st, q, ldq, R, kv_row(&kt->k, j), kt->k.ld, e - j, dk, p->scale,
-                       s + (j - j0), lds, &pf);
+                       s + (j - j0), lds);
             j = e;
         }
         return;
@@ -157,22 +151,10 @@ static void values(const attn_sdpa_plan *p, const kvtile *kt, const float *s, in
 {
     const int64_t dv = p->d.v_dim;
     if (p->decode) {
-        /* while V streams in, the K rows of the next tile follow (the same
-         * offsets in it: with a block size dividing the tile, the same
-         * runs) */
         for (int64_t j = j0; j < j0 + nk;) {
             const int64_t e = kv_run_end(&kt->v, j, j0 + nk);
-            const int64_t jn = j + p->bk;
-            attn_dec_pf pf = { NULL, 0, 0, 0 };
-            if (jn < kt->jend) {
-                int64_t en = kv_run_end(&kt->k, jn, kt->jend);
-                pf.row = kv_row(&kt->k, jn);
-                pf.stride = kt->k.ld * kt->k.esz;
-                pf.bytes = p->d.qk_dim * kt->k.esz;
-                pf.n = en - jn < e - j ? en - jn : e - j;
-            }
             p->dec->pv(kt->v.st, s + (j - j0), lds, R, kv_row(&kt->v, j), kt->v.ld, e - j, dv, o,
-                       ldo, acc || j > j0, &pf);
+                       ldo, acc || j > j0);
             j = e;
         }
         return;
@@ -421,7 +403,6 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     kv_source(p, a, b, hk, 1, &kt.v);
     kt.kb = p->kv_copy ? w->kbuf : NULL;
     kt.vb = p->kv_copy ? w->vbuf : NULL;
-    kt.jend = jhi;
 
     /* Every segment meets every tile.  Its O rows are written with beta = 0
      * by the first tile when every row sees all of it; when the rows see the
