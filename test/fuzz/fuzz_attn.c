@@ -1252,6 +1252,7 @@ static const uint16_t nan16[3] = { 0, 0x7e00, 0x7fc0 }; /* quiet NaN of F16, BF1
 typedef struct kv_store {
     uint16_t *c16[2];
     float *w[2];
+    float *cf[2];         /* paged F32: the contiguous values, own copy */
     void *pool[2];
     int32_t *table;
     int64_t nbl[8];       /* blocks holding each sequence's tokens */
@@ -1262,6 +1263,7 @@ static void kv_store_free(kv_store *S)
     for (int t = 0; t < 2; t++) {
         free(S->c16[t]);
         free(S->w[t]);
+        free(S->cf[t]);
         free(S->pool[t]);
     }
     free(S->table);
@@ -1295,21 +1297,44 @@ static void kv_store_tensor(kv_store *S, int t, const kv_cfg *c, attn_dtype ty, 
                                           : c->garb == 3 ? (ty == ATTN_DTYPE_F16 ? 0x7c00 : 0x7f80)
                                                          : nan16[ty];
     }
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t J = 0; J < S->nbl[b]; J++) {
-            const int64_t blk = S->table[b * c->mb + J];
-            for (int64_t h = 0; h < Hkv; h++)
-                for (int64_t jj = 0; jj < c->bs && J * c->bs + jj < klens[b]; jj++) {
-                    const int64_t j = J * c->bs + jj;
-                    const int64_t so = b * cv->batch + h * cv->head + j * cv->seq;
-                    const int64_t po = blk * pv->batch + h * pv->head + jj * pv->seq;
-                    if (ty == ATTN_DTYPE_F32)
-                        memcpy((float *)S->pool[t] + po, src + so, (size_t)D * sizeof(float));
-                    else
-                        memcpy((uint16_t *)S->pool[t] + po, S->c16[t] + so,
-                               (size_t)D * sizeof(uint16_t));
-                }
-        }
+    /* The rows, those holding a NaN first: a pool view may overlap itself
+     * (a valid input view), and then the finite rows win.  Then the
+     * contiguous values are gathered back from the pool, so that the
+     * reference and the contiguous twin read what the paged call reads. */
+    if (ty == ATTN_DTYPE_F32) {
+        S->cf[t] = xmalloc((size_t)ext * sizeof(float));
+        memcpy(S->cf[t], src, (size_t)ext * sizeof(float));
+    }
+    for (int pass = 0; pass < 3; pass++)
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t J = 0; J < S->nbl[b]; J++) {
+                const int64_t blk = S->table[b * c->mb + J];
+                for (int64_t h = 0; h < Hkv; h++)
+                    for (int64_t jj = 0; jj < c->bs && J * c->bs + jj < klens[b]; jj++) {
+                        const int64_t j = J * c->bs + jj;
+                        const int64_t so = b * cv->batch + h * cv->head + j * cv->seq;
+                        const int64_t po = blk * pv->batch + h * pv->head + jj * pv->seq;
+                        void *prow = ty == ATTN_DTYPE_F32 ? (void *)((float *)S->pool[t] + po)
+                                                          : (void *)((uint16_t *)S->pool[t] + po);
+                        void *crow = ty == ATTN_DTYPE_F32 ? (void *)(S->cf[t] + so)
+                                                          : (void *)(S->c16[t] + so);
+                        const size_t bytes = (size_t)D * es;
+                        if (pass == 2) {
+                            memcpy(crow, prow, bytes);
+                            continue;
+                        }
+                        int has_nan = 0;
+                        for (int64_t x = 0; x < D; x++)
+                            if (isnan(ty == ATTN_DTYPE_F32 ? (double)S->cf[t][so + x]
+                                                           : (double)S->w[t][so + x]))
+                                has_nan = 1;
+                        if (has_nan == (pass == 0))
+                            memcpy(prow, crow, bytes);
+                    }
+            }
+    if (ty != ATTN_DTYPE_F32 &&
+        attn_convert_to_f32(ty, S->c16[t], S->w[t], ext) != ATTN_OK)
+        FAIL("attn_convert of the K/V values failed");
 }
 
 /* The block table: the blocks holding tokens [0, klens[b]) of every
@@ -2066,13 +2091,13 @@ static void fuzz_sdpa(rd *r, unsigned sel)
         counts[N_KV_CHECKED]++;
         /* the reference reads F32, contiguous: the stored values widened */
         kv_refd = *d;
-        kv_refd.k = kv.kcv;
-        kv_refd.v = kv.vcv;
+        kv_refd.k = *kvw; /* contiguous: the final views (a planted stride may */
+        kv_refd.v = *vvw; /* have changed them, validly, before the buffers)   */
         kv_refd.k_type = kv_refd.v_type = ATTN_DTYPE_F32;
         kv_refd.kv_block_size = kv_refd.kv_num_blocks = kv_refd.kv_max_blocks = 0;
         kv_refa = *a;
-        kv_refa.k = KS.w[0] ? KS.w[0] : P.pool + okk;
-        kv_refa.v = KS.w[1] ? KS.w[1] : P.pool + ov;
+        kv_refa.k = KS.w[0] ? KS.w[0] : KS.cf[0] ? KS.cf[0] : P.pool + okk;
+        kv_refa.v = KS.w[1] ? KS.w[1] : KS.cf[1] ? KS.cf[1] : P.pool + ov;
         kv_refa.k16 = kv_refa.v16 = NULL;
         kv_refa.block_table = NULL;
         P.refd = &kv_refd;
@@ -2121,8 +2146,8 @@ static void fuzz_sdpa(rd *r, unsigned sel)
             kv_cd.kv_block_size = kv_cd.kv_num_blocks = kv_cd.kv_max_blocks = 0;
             kv_ca = *a;
             kv_ca.block_table = NULL;
-            kv_ca.k = KS.c16[0] ? NULL : P.pool + okk;
-            kv_ca.v = KS.c16[1] ? NULL : P.pool + ov;
+            kv_ca.k = KS.c16[0] ? NULL : KS.cf[0];
+            kv_ca.v = KS.c16[1] ? NULL : KS.cf[1];
             kv_ca.k16 = KS.c16[0];
             kv_ca.v16 = KS.c16[1];
             st = kv_run(&P, &kv_cd, &kv_ca, 0);
@@ -4809,10 +4834,11 @@ enum {
 typedef unsigned __int128 u128;
 
 /* Elements spanned by (count - 1) * stride + tail, exact (no overflow for
- * int64 operands). */
+ * int64 operands; count - 1 formed unsigned: count may be INT64_MIN, when
+ * the size rule fails first and the span is not used). */
 static u128 merge_span(int64_t count, int64_t stride, u128 tail)
 {
-    return (u128)(uint64_t)(count - 1) * (u128)(uint64_t)stride + tail;
+    return (u128)((uint64_t)count - 1u) * (u128)(uint64_t)stride + tail;
 }
 
 static int merge_fits(u128 elems)
