@@ -95,10 +95,31 @@
  * invalid fields (GB_*); the exact status of attn.h's ordered rules,
  * nothing written on error, else a float64 merge written here.
  *
- * Inputs whose first byte has bits 1 to 5 clear decode as they did before
+ * Bit 6 (SEL_KV) adds K/V storage and the paged cache to an SDPA problem
+ * (decode_kv): k_type and v_type F32, F16 or BF16 each, and mostly a
+ * paged cache (block size 1, 2, 3 or 16; a pool with extra blocks in
+ * random order, decoded pool views, NaN, +Inf or random bits in unused
+ * blocks, rows past the lengths and gaps; garbage table entries past each
+ * sequence's last block: out of range, another sequence's block, random),
+ * with one planted invalid KV field of its own (KB_*: a needed table entry
+ * out of range, table NULL or unexpected, the K/V pointer of the storage
+ * type NULL or the other one given, an unknown type, paging fields, a
+ * sparse option with them, K/V views) besides byte 1's.  The reference
+ * reads the stored values widened (attn_convert_to_f32) from contiguous
+ * F32 buffers; a paged problem is rerun contiguously (bitwise equal), and
+ * one with q_len <= 16 with ATTN_DECODE=0 (the sgemm path, within the
+ * reference's bounds).  Bits 6 and 0 together call attn_kv_append instead
+ * (fuzz_kv_append): contiguous or paged caches of any storage types,
+ * lengths, new_lens or NULL, decoded views of the new rows, the desc's
+ * unread fields garbage, invalid fields (AB_*); the cache must become the
+ * model written here byte for byte, or stay untouched with kv_lens on
+ * error.  Bit 6 was cleared in every committed input before it got this
+ * meaning (the decoder ignored it).
+ *
+ * Inputs whose first byte has bits 1 to 6 clear decode as they did before
  * those bits existed (the committed corpus and regressions have bits 3 to
- * 5 clear: they decode as before the sparse, linear and layout kinds; none
- * has bits 4 and 5 both set, as the merge seeds do).
+ * 6 clear: they decode as before the sparse, linear, layout and KV kinds;
+ * none has bits 4 and 5 both set, as the merge seeds do).
  *
  * Decoding never fails: a short input reads as zeros, which is a small
  * valid problem (its backward included).  FUZZ_VERBOSE=1 prints each
@@ -142,7 +163,8 @@ enum { N_PLAN_ONLY, N_ERROR, N_CHECKED, N_MHA_PLAN_ONLY, N_MHA_ERROR, N_MHA_CHEC
        N_DROP_MBWD_CHECKED, N_SPARSE_CHECKED, N_SPARSE_BWD_CHECKED, N_SPARSE_MHA_CHECKED,
        N_SPARSE_MBWD_CHECKED, N_LIN_PLAN_ONLY, N_LIN_ERROR, N_LIN_CHECKED, N_LIN_BWD_ERROR, N_LIN_BWD_CHECKED,
        N_LAYOUT_ERROR, N_LAYOUT_CHECKED, N_MERGE_ERROR, N_MERGE_CHECKED, N_MERGE_SKIPPED,
-       N_COUNT };
+       N_KV_ERROR, N_KV_CHECKED, N_KV_PAGED_SAME, N_KV_NODECODE, N_APPEND_ERROR,
+       N_APPEND_CHECKED, N_COUNT };
 static long counts[N_COUNT];
 static void print_counts(void)
 {
@@ -160,17 +182,22 @@ static void print_counts(void)
             counts[14], counts[15], counts[16], counts[17], counts[18], counts[19], counts[20],
             counts[21], counts[22], counts[23], counts[24], counts[25], counts[26],
             counts[27], counts[28], counts[29]);
+    fprintf(stderr, "fuzz_attn: SDPA with K/V storage or paging: error %ld, checked %ld "
+            "(paged = contiguous %ld, ATTN_DECODE=0 %ld); attn_kv_append error %ld, "
+            "checked %ld\n", counts[N_KV_ERROR], counts[N_KV_CHECKED], counts[N_KV_PAGED_SAME],
+            counts[N_KV_NODECODE], counts[N_APPEND_ERROR], counts[N_APPEND_CHECKED]);
 }
 
 /* FUZZ_TIME=1: at exit, the inputs and seconds spent per kind (tuning). */
 static int timing;
-static double kind_sec[8];
-static long kind_runs[8];
+static double kind_sec[10];
+static long kind_runs[10];
 static void print_times(void)
 {
-    static const char *names[8] = { "SDPA", "SDPA sparse", "MHA", "MHA sparse", "linear",
-                                    "linear backward", "layout builders", "merge" };
-    for (int k = 0; k < 8; k++)
+    static const char *names[10] = { "SDPA", "SDPA sparse", "MHA", "MHA sparse", "linear",
+                                     "linear backward", "layout builders", "merge",
+                                     "SDPA K/V storage", "kv_append" };
+    for (int k = 0; k < 10; k++)
         fprintf(stderr, "fuzz_attn: %-16s %8ld inputs %8.3f s %7.3f ms each\n", names[k],
                 kind_runs[k], kind_sec[k], kind_runs[k] ? 1e3 * kind_sec[k] / (double)kind_runs[k] : 0.0);
 }
@@ -326,8 +353,18 @@ static int nested_ok(const int64_t sz[3], const int64_t st[3], int64_t D)
 
 /* The view rules of attn.h ("Tensor views" and the field comments) for a
  * view of [B][H][S][D] with unit dim stride. */
+static void expect_view_es(expect *e, const attn_view *v, int64_t B, int64_t H, int64_t S,
+                           int64_t D, int kind, int es16);
 static void expect_view(expect *e, const attn_view *v, int64_t B, int64_t H, int64_t S,
                         int64_t D, int kind)
+{
+    expect_view_es(e, v, B, H, S, D, kind, 0);
+}
+/* es16: a K or V view of F16/BF16 storage (uint16_t elements).  attn.h
+ * does not say whether its byte limit counts 2 or 4 bytes an element:
+ * extents between the two limits are tolerated either way. */
+static void expect_view_es(expect *e, const attn_view *v, int64_t B, int64_t H, int64_t S,
+                           int64_t D, int kind, int es16)
 {
     const int64_t st[3] = { v->batch, v->head, v->seq }, sz[3] = { B, H, S };
     int unset = 0, neg = 0;
@@ -378,7 +415,10 @@ static void expect_view(expect *e, const attn_view *v, int64_t B, int64_t H, int
         if (__builtin_mul_overflow((uint64_t)(sz[i] - 1), (uint64_t)st[i], &t) ||
             __builtin_add_overflow(ext, t, &ext))
             ovf = 1;
-    if (ovf || ext > (uint64_t)INT64_MAX / sizeof(float))
+    if (es16 && !ovf && ext > (uint64_t)INT64_MAX / sizeof(float) &&
+        ext <= (uint64_t)INT64_MAX / sizeof(uint16_t))
+        e->maybe |= BIT(ATTN_ERR_TOO_LARGE);
+    else if (ovf || ext > (uint64_t)INT64_MAX / sizeof(float))
         e->must |= BIT(ATTN_ERR_TOO_LARGE);
     else if (ext > ((uint64_t)1 << 58))
         e->maybe |= BIT(ATTN_ERR_TOO_LARGE);
@@ -421,6 +461,60 @@ static int sparse_fields_ok(int reserved_flags, int layout_per_head, int64_t bs)
            (layout_per_head == 0 || (layout_per_head == 1 && bs != 0));
 }
 
+/* attn.h, "Decoding and the KV cache": k_type and v_type F32, F16 or
+ * BF16; kv_block_size >= 0, and kv_num_blocks / kv_max_blocks zero without
+ * paging (else ATTN_ERR_BAD_OPTION); storage types and paging do not
+ * combine with the sparse options (ATTN_ERR_BAD_OPTION). */
+static int dtype_ok(int t)
+{
+    return t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16;
+}
+static int kv_plain(const attn_sdpa_desc *d)
+{
+    return d->k_type == ATTN_DTYPE_F32 && d->v_type == ATTN_DTYPE_F32 && d->kv_block_size == 0;
+}
+static void expect_kv_options(expect *e, const attn_sdpa_desc *d)
+{
+    if (!dtype_ok(d->k_type) || !dtype_ok(d->v_type))
+        e->must |= BIT(ATTN_ERR_BAD_OPTION);
+    if (d->kv_block_size < 0 ||
+        (d->kv_block_size == 0 && (d->kv_num_blocks != 0 || d->kv_max_blocks != 0)))
+        e->must |= BIT(ATTN_ERR_BAD_OPTION);
+}
+/* The paging sizes and the K and V views (batch, kv_heads, kv_len, qk_dim
+ * and v_dim known positive): with paging, kv_num_blocks or kv_max_blocks
+ * <= 0 or m > kv_max_blocks x kv_block_size are ATTN_ERR_BAD_SIZE, any of
+ * the three past INT32_MAX ATTN_ERR_TOO_LARGE, and the views are checked
+ * against [kv_num_blocks][Hkv][bs][d]; without, [B][Hkv][m][d]. */
+static void expect_kv_views(expect *e, const attn_sdpa_desc *d)
+{
+    const int64_t B = d->batch, Hkv = d->kv_heads, m = d->kv_len, bs = d->kv_block_size,
+                  nb = d->kv_num_blocks, mb = d->kv_max_blocks;
+    const int k16 = d->k_type != ATTN_DTYPE_F32, v16 = d->v_type != ATTN_DTYPE_F32;
+    if (bs <= 0) {
+        expect_view_es(e, &d->k, B, Hkv, m, d->qk_dim, VK_INPUT, k16);
+        expect_view_es(e, &d->v, B, Hkv, m, d->v_dim, VK_INPUT, v16);
+        return;
+    }
+    if (nb <= 0 || mb <= 0) {
+        e->must |= BIT(ATTN_ERR_BAD_SIZE);
+        e->maybe |= BIT(ATTN_ERR_TOO_LARGE) | BIT(ATTN_ERR_BAD_STRIDE) |
+                    BIT(ATTN_ERR_STRIDES_UNSET);
+        return;
+    }
+    if (bs > INT32_MAX || nb > INT32_MAX || mb > INT32_MAX) {
+        e->must |= BIT(ATTN_ERR_TOO_LARGE);
+        e->maybe |= BIT(ATTN_ERR_BAD_SIZE);
+    } else if (m > mb * bs) {
+        e->must |= BIT(ATTN_ERR_BAD_SIZE);
+    }
+    int64_t t;
+    if (__builtin_mul_overflow(B, mb, &t) || t > INT64_MAX / 4)
+        e->maybe |= BIT(ATTN_ERR_TOO_LARGE); /* the table's bytes: not in attn.h */
+    expect_view_es(e, &d->k, nb, Hkv, bs, d->qk_dim, VK_INPUT, k16);
+    expect_view_es(e, &d->v, nb, Hkv, bs, d->v_dim, VK_INPUT, v16);
+}
+
 static expect expect_sdpa_plan(const attn_sdpa_desc *d)
 {
     expect e = { 0, 0 };
@@ -429,6 +523,9 @@ static expect expect_sdpa_plan(const attn_sdpa_desc *d)
         !mask_mode_ok(d->mask_mode) || !(d->dropout_p >= 0.0 && d->dropout_p <= 1.0))
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
     if (!sparse_fields_ok(d->reserved_flags, d->layout_per_head, d->block_size))
+        e.must |= BIT(ATTN_ERR_BAD_OPTION);
+    expect_kv_options(&e, d);
+    if (!kv_plain(d) && (d->use_global_k || d->use_global_q || d->block_size != 0))
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
     if (d->batch <= 0 || d->q_heads <= 0 || d->kv_heads <= 0 || d->q_len <= 0 ||
         d->kv_len <= 0 || d->qk_dim <= 0 || d->v_dim <= 0) {
@@ -445,11 +542,9 @@ static expect expect_sdpa_plan(const attn_sdpa_desc *d)
     if (d->dropout_p > 0.0 &&
         (d->batch > ((int64_t)1 << 32) || d->q_heads > ((int64_t)1 << 32)))
         e.must |= BIT(ATTN_ERR_TOO_LARGE);
-    const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
-                  m = d->kv_len;
+    const int64_t B = d->batch, Hq = d->q_heads, n = d->q_len, m = d->kv_len;
     expect_view(&e, &d->q, B, Hq, n, d->qk_dim, VK_INPUT);
-    expect_view(&e, &d->k, B, Hkv, m, d->qk_dim, VK_INPUT);
-    expect_view(&e, &d->v, B, Hkv, m, d->v_dim, VK_INPUT);
+    expect_kv_views(&e, d);
     expect_view(&e, &d->o, B, Hq, n, d->v_dim, VK_OUTPUT);
     if (mask_mode_ok(d->mask_mode) && d->mask_mode != ATTN_MASK_NONE)
         expect_view(&e, &d->mask, B, Hq, n, m, VK_BCAST);
@@ -688,7 +783,11 @@ static void wsp_make(wsp *w, unsigned choice, size_t need, int small, int misali
  * runs the training calls (attn_mha_train_forward, then fuzz_mha_train).
  * Inputs with bits 1 and 2 clear decode as they did before those existed. */
 enum { SEL_MHA = 1, SEL_DROPOUT = 2, SEL_TRAIN = 4, SEL_SPARSE = 8, SEL_LINEAR = 16,
-       SEL_LAYOUT = 32 };
+       SEL_LAYOUT = 32, SEL_KV = 64 };
+/* Bit 6 (SEL_KV): an SDPA problem with K/V storage types and a paged
+ * cache (decode_kv); with bit 0, one attn_kv_append call (fuzz_kv_append).
+ * Bit 6 was cleared in every committed input first (the decoder ignored
+ * it), so they decode as before. */
 /* Bits 4 and 5 together: attn_merge_partials (fuzz_merge).  They decoded
  * as a layout builder call before; no committed input has both set. */
 #define SEL_MERGE (SEL_LINEAR | SEL_LAYOUT)
@@ -893,6 +992,10 @@ typedef struct sdpa_prob {
     obuf o, p, l;
     int sparse;      /* SEL_SPARSE: the flags and layout below */
     sparse_buf sb;
+    /* SEL_KV: what the float64 reference reads instead of d and a (F32,
+     * contiguous, the stored values widened); NULL: d and a */
+    const attn_sdpa_desc *refd;
+    const attn_sdpa_args *refa;
 } sdpa_prob;
 
 static void print_view(const char *name, const attn_view *v)
@@ -929,6 +1032,10 @@ static void print_sdpa(const attn_sdpa_desc *d, const unsigned bad[2], int t2)
                 (unsigned long long)d->dropout_seed, (unsigned long long)d->dropout_offset);
     print_sparse(d->use_global_k, d->use_global_q, d->layout_per_head, d->reserved_flags,
                  d->block_size);
+    if (!kv_plain(d) || d->kv_num_blocks || d->kv_max_blocks)
+        fprintf(stderr, " kv=k%d/v%d/bs%lld/nb%lld/mb%lld", (int)d->k_type, (int)d->v_type,
+                (long long)d->kv_block_size, (long long)d->kv_num_blocks,
+                (long long)d->kv_max_blocks);
     fprintf(stderr, " threads=%d/%d bad=%u,%u\n", d->threads, t2, bad[0], bad[1]);
 }
 
@@ -975,9 +1082,18 @@ static expect expect_sdpa_exec(const attn_sdpa_desc *d, const attn_sdpa_args *a,
                                const void *ws, size_t ws_bytes, size_t need)
 {
     expect e = { 0, 0 };
-    if (!a->q || !a->k || !a->v || !a->o)
+    /* K and V: args.k / args.v for F32, else args.k16 / args.v16 with the
+     * other pointer NULL */
+    const int k16 = d->k_type != ATTN_DTYPE_F32, v16 = d->v_type != ATTN_DTYPE_F32;
+    const void *kp = k16 ? (const void *)a->k16 : (const void *)a->k;
+    const void *vp = v16 ? (const void *)a->v16 : (const void *)a->v;
+    if (!a->q || !kp || !vp || !a->o)
         e.must |= BIT(ATTN_ERR_NULL_ARGUMENT);
+    if ((k16 ? (const void *)a->k : (const void *)a->k16) ||
+        (v16 ? (const void *)a->v : (const void *)a->v16))
+        e.must |= BIT(ATTN_ERR_ARGUMENT_MISMATCH);
     const ptr_use f[] = {
+        { d->kv_block_size > 0, a->block_table },
         { d->use_kv_lens, a->kv_lens },  { d->use_q_lens, a->q_lens },
         { d->mask_mode != ATTN_MASK_NONE, a->mask }, { d->use_bias, a->bias },
         { d->want_probs, a->probs },     { d->want_lse, a->lse },
@@ -986,15 +1102,34 @@ static expect expect_sdpa_exec(const attn_sdpa_desc *d, const attn_sdpa_args *a,
     };
     expect_call(&e, f, sizeof f / sizeof f[0], d->batch, d->use_kv_lens ? a->kv_lens : NULL,
                 d->kv_len, d->use_q_lens ? a->q_lens : NULL, d->q_len, ws, ws_bytes, need);
+    /* the table entries of the blocks holding tokens [0, kv_lens[b]) */
+    if (d->kv_block_size > 0 && a->block_table) {
+        const int64_t bs = d->kv_block_size;
+        for (int64_t b = 0; b < d->batch; b++) {
+            int64_t klen = d->kv_len;
+            if (d->use_kv_lens) {
+                if (!a->kv_lens || a->kv_lens[b] < 0 || a->kv_lens[b] > d->kv_len) {
+                    e.maybe |= BIT(ATTN_ERR_BAD_BLOCK_TABLE);
+                    continue;
+                }
+                klen = a->kv_lens[b];
+            }
+            for (int64_t J = 0; J < (klen + bs - 1) / bs; J++) {
+                const int32_t id = a->block_table[b * d->kv_max_blocks + J];
+                if (id < 0 || id >= d->kv_num_blocks)
+                    e.must |= BIT(ATTN_ERR_BAD_BLOCK_TABLE);
+            }
+        }
+    }
     return e;
 }
 
 static void sdpa_check_results(const sdpa_prob *P)
 {
-    const attn_sdpa_desc *d = &P->d;
+    const attn_sdpa_desc *d = P->refd ? P->refd : &P->d;
     const int64_t B = d->batch, Hq = d->q_heads, n = d->q_len, m = d->kv_len, dv = d->v_dim;
     ref_out ro;
-    if (ref_sdpa_alloc(d, &P->a, &ro))
+    if (ref_sdpa_alloc(d, P->refa ? P->refa : &P->a, &ro))
         abort();
     /* with dropout the reference's O and P are of P' = P keep / (1 - p) */
     const double drel = ref_dropout_rel(d);
@@ -1069,6 +1204,289 @@ static int threads_other(int t, unsigned c)
     if (t2 == t)
         t2 = t % 4 + 1;
     return t2;
+}
+
+
+/* ------------------------------------------------------------ KV cache */
+
+/* Invalid fields of a SEL_KV SDPA problem (its own byte, besides byte 1's
+ * BAD_*): a table entry of a needed block out of range, the table NULL
+ * when paged or given when not, the K/V pointer of the storage type NULL
+ * or the other one given, an unknown storage type, invalid paging fields,
+ * a sparse option with them, an invalid K/V (pool) view. */
+enum { KB_NONE, KB_TABLE_RANGE, KB_TABLE_NULL, KB_TABLE_EXTRA, KB_PTR_NULL, KB_PTR_EXTRA,
+       KB_TYPE, KB_PAGING, KB_SPARSE, KB_VIEW, KB_COUNT_ };
+
+typedef struct kv_cfg {
+    int on;               /* SEL_KV */
+    attn_dtype kt, vt;    /* storage of K and V */
+    int paged;
+    int64_t bs, nb, mb;   /* block size, pool blocks, table columns */
+    unsigned garb;        /* what unused pool rows and table entries hold */
+    unsigned bad;         /* KB_* */
+    attn_view kcv, vcv;   /* K and V stored contiguously ([B][Hkv][m][d]) */
+} kv_cfg;
+
+static void decode_kv(rd *r, kv_cfg *c, int64_t B, int64_t m)
+{
+    static const int64_t bss[4] = { 1, 2, 3, 16 };
+    const unsigned x = u8(r), y = u8(r), z = u8(r);
+    c->on = 1;
+    c->kt = (attn_dtype)(x % 3);
+    c->vt = (attn_dtype)(x / 3 % 3);
+    c->paged = (x / 9) % 4 != 0;
+    c->bs = bss[y & 3];
+    const int64_t per = (m + c->bs - 1) / c->bs; /* blocks of the longest sequence */
+    c->mb = per + (int64_t)((y >> 2) & 3);
+    c->nb = B * per + (int64_t)((y >> 4) & 3);
+    c->garb = y >> 6;
+    c->bad = z < 128 ? KB_NONE : 1 + (z - 128) % (KB_COUNT_ - 1);
+}
+
+static const uint16_t nan16[3] = { 0, 0x7e00, 0x7fc0 }; /* quiet NaN of F16, BF16 */
+
+/* The storage of K (t = 0) and V (t = 1): contiguous in the decoded type
+ * (c16: F16/BF16, with w its exact widening, what the reference reads;
+ * F32 stays in the float pool) and, paged, the pool (float or uint16_t,
+ * exactly its view's extent) with the table. */
+typedef struct kv_store {
+    uint16_t *c16[2];
+    float *w[2];
+    float *cf[2];         /* paged F32: the contiguous values, own copy */
+    void *pool[2];
+    int32_t *table;
+    int64_t nbl[8];       /* blocks holding each sequence's tokens */
+} kv_store;
+
+static void kv_store_free(kv_store *S)
+{
+    for (int t = 0; t < 2; t++) {
+        free(S->c16[t]);
+        free(S->w[t]);
+        free(S->cf[t]);
+        free(S->pool[t]);
+    }
+    free(S->table);
+    memset(S, 0, sizeof *S);
+}
+
+/* One tensor: src the float pool at the contiguous view's origin (ext
+ * elements), cv that view, pv the pool view of pext elements. */
+static void kv_store_tensor(kv_store *S, int t, const kv_cfg *c, attn_dtype ty, const float *src,
+                            int64_t ext, const attn_view *cv, const attn_view *pv, int64_t pext,
+                            int64_t B, int64_t Hkv, int64_t D, const int32_t *klens, prng *g)
+{
+    if (ty != ATTN_DTYPE_F32) {
+        S->c16[t] = xmalloc((size_t)ext * sizeof(uint16_t));
+        S->w[t] = xmalloc((size_t)ext * sizeof(float));
+        if (attn_convert_from_f32(ty, src, S->c16[t], ext) != ATTN_OK ||
+            attn_convert_to_f32(ty, S->c16[t], S->w[t], ext) != ATTN_OK)
+            FAIL("attn_convert of the K/V values failed");
+    }
+    if (!c->paged)
+        return;
+    const size_t es = ty == ATTN_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    S->pool[t] = xmalloc((size_t)pext * es);
+    /* unused blocks, rows past the lengths and gaps: NaN, +Inf or random */
+    for (int64_t i = 0; i < pext; i++) {
+        uint32_t bits = c->garb == 2 ? (uint32_t)pr_next(g) : c->garb == 3 ? 0x7f800000u : 0x7fc00000u;
+        if (ty == ATTN_DTYPE_F32)
+            memcpy((float *)S->pool[t] + i, &bits, 4);
+        else
+            ((uint16_t *)S->pool[t])[i] = c->garb == 2 ? (uint16_t)bits
+                                          : c->garb == 3 ? (ty == ATTN_DTYPE_F16 ? 0x7c00 : 0x7f80)
+                                                         : nan16[ty];
+    }
+    /* The rows, those holding a NaN first: a pool view may overlap itself
+     * (a valid input view), and then the finite rows win.  Then the
+     * contiguous values are gathered back from the pool, so that the
+     * reference and the contiguous twin read what the paged call reads. */
+    if (ty == ATTN_DTYPE_F32) {
+        S->cf[t] = xmalloc((size_t)ext * sizeof(float));
+        memcpy(S->cf[t], src, (size_t)ext * sizeof(float));
+    }
+    for (int pass = 0; pass < 3; pass++)
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t J = 0; J < S->nbl[b]; J++) {
+                const int64_t blk = S->table[b * c->mb + J];
+                for (int64_t h = 0; h < Hkv; h++)
+                    for (int64_t jj = 0; jj < c->bs && J * c->bs + jj < klens[b]; jj++) {
+                        const int64_t j = J * c->bs + jj;
+                        const int64_t so = b * cv->batch + h * cv->head + j * cv->seq;
+                        const int64_t po = blk * pv->batch + h * pv->head + jj * pv->seq;
+                        void *prow = ty == ATTN_DTYPE_F32 ? (void *)((float *)S->pool[t] + po)
+                                                          : (void *)((uint16_t *)S->pool[t] + po);
+                        void *crow = ty == ATTN_DTYPE_F32 ? (void *)(S->cf[t] + so)
+                                                          : (void *)(S->c16[t] + so);
+                        const size_t bytes = (size_t)D * es;
+                        if (pass == 2) {
+                            memcpy(crow, prow, bytes);
+                            continue;
+                        }
+                        int has_nan = 0;
+                        for (int64_t x = 0; x < D; x++)
+                            if (isnan(ty == ATTN_DTYPE_F32 ? (double)S->cf[t][so + x]
+                                                           : (double)S->w[t][so + x]))
+                                has_nan = 1;
+                        if (has_nan == (pass == 0))
+                            memcpy(prow, crow, bytes);
+                    }
+            }
+    if (ty != ATTN_DTYPE_F32 &&
+        attn_convert_to_f32(ty, S->c16[t], S->w[t], ext) != ATTN_OK)
+        FAIL("attn_convert of the K/V values failed");
+}
+
+/* The block table: the blocks holding tokens [0, klens[b]) of every
+ * sequence get distinct pool blocks in random order; entries past them
+ * hold garbage (out of range, another sequence's block, random). */
+static void kv_table(kv_store *S, const kv_cfg *c, int64_t B, const int32_t *klens, prng *g)
+{
+    int32_t *perm = xmalloc((size_t)c->nb * sizeof(int32_t));
+    for (int64_t i = 0; i < c->nb; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = c->nb - 1; i > 0; i--) {
+        const int64_t k = (int64_t)(pr_next(g) % (uint64_t)(i + 1));
+        const int32_t x = perm[i];
+        perm[i] = perm[k];
+        perm[k] = x;
+    }
+    S->table = xmalloc((size_t)(B * c->mb) * sizeof(int32_t));
+    int64_t used = 0;
+    for (int64_t b = 0; b < B; b++) {
+        S->nbl[b] = (klens[b] + c->bs - 1) / c->bs;
+        for (int64_t J = 0; J < c->mb; J++) {
+            int32_t id;
+            if (J < S->nbl[b]) {
+                id = perm[used++];
+            } else {
+                switch (pr_next(g) % 6) {
+                case 0: id = -1; break;
+                case 1: id = (int32_t)c->nb; break;
+                case 2: id = INT32_MAX; break;
+                case 3: id = INT32_MIN; break;
+                case 4: id = perm[pr_next(g) % (uint64_t)c->nb]; break;
+                default: id = (int32_t)pr_next(g); break;
+                }
+            }
+            S->table[b * c->mb + J] = id;
+        }
+    }
+    free(perm);
+}
+
+/* A planted KB_* field (after the buffers exist: they follow the decoded,
+ * valid configuration). */
+static void kv_plant(rd *r, const kv_cfg *c, kv_store *S, attn_sdpa_desc *d, attn_sdpa_args *a)
+{
+    static const int32_t junk_table[8];
+    static const uint16_t junk16[8];
+    static const float junkf[8];
+    switch (c->bad) {
+    case KB_TABLE_RANGE: {
+        if (!S->table)
+            break;
+        const int64_t b0 = pick(r, (unsigned)d->batch);
+        for (int64_t k = 0; k < d->batch; k++) {
+            const int64_t b = (b0 + k) % d->batch;
+            if (S->nbl[b] == 0)
+                continue;
+            static const int32_t bad_id[5] = { -1, 0, INT32_MAX, INT32_MIN, -2 };
+            const unsigned w = pick(r, 5);
+            S->table[b * c->mb + pick(r, (unsigned)S->nbl[b])] =
+                w == 1 ? (int32_t)c->nb + (int32_t)pick(r, 3) : bad_id[w];
+            break;
+        }
+        break;
+    }
+    case KB_TABLE_NULL: a->block_table = NULL; break;
+    case KB_TABLE_EXTRA: if (!a->block_table) a->block_table = junk_table; break;
+    case KB_PTR_NULL:
+        if (u8(r) & 1) {
+            if (d->k_type != ATTN_DTYPE_F32) a->k16 = NULL; else a->k = NULL;
+        } else {
+            if (d->v_type != ATTN_DTYPE_F32) a->v16 = NULL; else a->v = NULL;
+        }
+        break;
+    case KB_PTR_EXTRA:
+        if (u8(r) & 1) {
+            if (d->k_type != ATTN_DTYPE_F32) a->k = junkf; else a->k16 = junk16;
+        } else {
+            if (d->v_type != ATTN_DTYPE_F32) a->v = junkf; else a->v16 = junk16;
+        }
+        break;
+    case KB_TYPE: {
+        static const int bad_t[4] = { 3, 4, -1, 255 };
+        const int v = bad_t[pick(r, 4)];
+        if (u8(r) & 1) d->k_type = (attn_dtype)v; else d->v_type = (attn_dtype)v;
+        break;
+    }
+    case KB_PAGING: {
+        const unsigned w = pick(r, 6);
+        if (!c->paged) {
+            if (w < 2) d->kv_num_blocks = 1 + (int64_t)u8(r);
+            else if (w < 4) d->kv_max_blocks = (u8(r) & 1) ? -1 : 1 + (int64_t)u8(r);
+            else if (w == 4) d->kv_block_size = -1 - (int64_t)u8(r);
+            else d->kv_block_size = 1 + pick(r, 16); /* paged with no blocks */
+            break;
+        }
+        static const int64_t huge32[3] = { (int64_t)INT32_MAX + 1, (int64_t)1 << 40, INT64_MAX };
+        switch (w) {
+        case 0: d->kv_block_size = (u8(r) & 1) ? -1 : INT64_MIN; break;
+        case 1: d->kv_num_blocks = -(int64_t)pick(r, 3); break;
+        case 2: d->kv_max_blocks = -(int64_t)pick(r, 3); break;
+        case 3: d->kv_max_blocks = (d->kv_len - 1) / d->kv_block_size; /* m > mb x bs */
+                if (d->kv_max_blocks == 0) d->kv_max_blocks = -1;
+                break;
+        case 4: d->kv_num_blocks = huge32[pick(r, 3)]; break;
+        default:
+            if (u8(r) & 1) d->kv_max_blocks = huge32[pick(r, 3)];
+            else d->kv_block_size = huge32[pick(r, 3)];
+            break;
+        }
+        break;
+    }
+    case KB_SPARSE:
+        if (u8(r) & 1) d->use_global_k = 1; else d->block_size = 16;
+        break;
+    case KB_VIEW: {
+        attn_view *v = (u8(r) & 1) ? &d->k : &d->v;
+        switch (pick(r, 4)) {
+        case 0: v->seq = (v == &d->k ? d->qk_dim : d->v_dim) - 1; break;
+        case 1: v->batch = -1 - (int64_t)u8(r); break;
+        case 2: v->head = ATTN_STRIDE_UNSET; break;
+        default: v->seq = (int64_t)1 << 61; break;
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+/* Run desc/args into P's outputs (cleared first); ATTN_DECODE=0 when
+ * nodecode (read at plan time: the sgemm path). */
+static attn_status kv_run(sdpa_prob *P, const attn_sdpa_desc *d, const attn_sdpa_args *a,
+                          int nodecode)
+{
+    sdpa_clear(P);
+    const char *old = getenv("ATTN_DECODE");
+    char *saved = old ? strdup(old) : NULL;
+    if (nodecode)
+        setenv("ATTN_DECODE", "0", 1);
+    attn_sdpa_plan *plan = NULL;
+    attn_status st = attn_sdpa_plan_create(&plan, d);
+    if (nodecode) {
+        if (saved)
+            setenv("ATTN_DECODE", saved, 1);
+        else
+            unsetenv("ATTN_DECODE");
+    }
+    free(saved);
+    if (st != ATTN_OK)
+        return st;
+    st = attn_sdpa_execute(plan, a, NULL, 0);
+    attn_sdpa_plan_destroy(plan);
+    return st;
 }
 
 static void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2);
@@ -1156,12 +1574,19 @@ static void fuzz_sdpa(rd *r, unsigned sel)
             P.kv_lens[b] = (int32_t)m - (int32_t)pick(r, 8);
         P.q_lens[b] = (int32_t)pick(r, (unsigned)n + 1);
     }
+    kv_cfg kv;
+    memset(&kv, 0, sizeof kv);
+    if (sel & SEL_KV) {
+        decode_kv(r, &kv, B, m);
+        d->k_type = kv.kt;
+        d->v_type = kv.vt;
+    }
 
     /* views */
     const int64_t szq[3] = { B, Hq, n }, szk[3] = { B, Hkv, m }, szl[3] = { B, Hq, n };
     int packed = 0;
     unsigned lay = u8(r);
-    if ((lay & 7) == 7 && n == m && dk == dv) {
+    if ((lay & 7) == 7 && n == m && dk == dv && !kv.paged) {
         /* packed QKV [B][S][Hq + 2 Hkv][D] */
         packed = 1;
         const int64_t W = (Hq + 2 * Hkv) * dk + (lay >> 3) % 3;
@@ -1173,6 +1598,18 @@ static void fuzz_sdpa(rd *r, unsigned sel)
         d->v = gen_view(r, szk, dv);
     }
     d->o = gen_view(r, szq, dv);
+    /* SEL_KV: the contiguous views stay for the reference and the
+     * contiguous run; paged, d->k and d->v become views of the pools */
+    kv.kcv = d->k;
+    kv.vcv = d->v;
+    const int64_t szkp[3] = { kv.nb, Hkv, kv.bs };
+    if (kv.paged) {
+        d->k = gen_view(r, szkp, dk);
+        d->v = gen_view(r, szkp, dv);
+        d->kv_block_size = kv.bs;
+        d->kv_num_blocks = kv.nb;
+        d->kv_max_blocks = kv.mb;
+    }
     if (d->mask_mode || d->use_bias) {
         /* mask and bias share decoded strides half of the time */
         attn_view mv = gen_view(r, szq, m);
@@ -1307,8 +1744,8 @@ static void fuzz_sdpa(rd *r, unsigned sel)
 
 
     /* extents and buffers (only for small, computable problems) */
-    int64_t eq = view_extent(&d->q, szq, dk), ek = view_extent(&d->k, szk, dk),
-            ev = view_extent(&d->v, szk, dv), eo = view_extent(&d->o, szq, dv);
+    int64_t eq = view_extent(&d->q, szq, dk), ek = view_extent(&d->k, kv.paged ? szkp : szk, dk),
+            ev = view_extent(&d->v, kv.paged ? szkp : szk, dv), eo = view_extent(&d->o, szq, dv);
     int64_t em = d->mask_mode ? view_extent(&d->mask, szq, m) : 0;
     int64_t eb = d->use_bias ? view_extent(&d->bias, szq, m) : 0;
     int64_t ep = d->want_probs ? view_extent(&d->probs, szq, m) : 0;
@@ -1316,7 +1753,13 @@ static void fuzz_sdpa(rd *r, unsigned sel)
     const int small = !huge && eq >= 0 && ek >= 0 && ev >= 0 && eo >= 0 && em >= 0 && eb >= 0 &&
                       ep >= 0 && el >= 0 && d->batch == B && d->q_heads == Hq &&
                       d->kv_heads == Hkv && d->q_len == n && d->kv_len == m &&
-                      d->qk_dim == dk && d->v_dim == dv && mask_mode_ok(d->mask_mode);
+                      d->qk_dim == dk && d->v_dim == dv && mask_mode_ok(d->mask_mode) &&
+                      (!kv.paged || (view_extent(&kv.kcv, szk, dk) >= 0 &&
+                                     view_extent(&kv.vcv, szk, dv) >= 0));
+    /* the K and V views of the float pool: the contiguous ones when paged */
+    const attn_view *kvw = kv.paged ? &kv.kcv : &d->k, *vvw = kv.paged ? &kv.vcv : &d->v;
+    const int64_t ekc = kv.paged ? view_extent(kvw, szk, dk) : ek,
+                  evc = kv.paged ? view_extent(vvw, szk, dv) : ev;
 
     if (!small) {
         /* plan only (and the one-shot call on dummy buffers when invalid) */
@@ -1359,8 +1802,8 @@ static void fuzz_sdpa(rd *r, unsigned sel)
         ov = okk + (size_t)(Hkv * dk);
     } else {
         oq = place(r, &len, (size_t)eq, 1);
-        okk = place(r, &len, (size_t)ek, 1);
-        ov = place(r, &len, (size_t)ev, 1);
+        okk = place(r, &len, (size_t)ekc, 1);
+        ov = place(r, &len, (size_t)evc, 1);
     }
     if (d->use_bias)
         ob = place(r, &len, (size_t)eb, 1);
@@ -1421,9 +1864,9 @@ static void fuzz_sdpa(rd *r, unsigned sel)
                     if (sparse) {
                         const int64_t hk = h / (Hq / Hkv);
                         for (int64_t x = 0; x < dk; x++)
-                            need[okk + (size_t)(b * d->k.batch + hk * d->k.head + j * d->k.seq + x)] |= 1;
+                            need[okk + (size_t)(b * kvw->batch + hk * kvw->head + j * kvw->seq + x)] |= 1;
                         for (int64_t x = 0; x < dv; x++)
-                            need[ov + (size_t)(b * d->v.batch + hk * d->v.head + j * d->v.seq + x)] |= 1;
+                            need[ov + (size_t)(b * vvw->batch + hk * vvw->head + j * vvw->seq + x)] |= 1;
                     }
                 }
             }
@@ -1432,9 +1875,9 @@ static void fuzz_sdpa(rd *r, unsigned sel)
                 if (!key_seen(d, klen, qlen, j))
                     continue;
                 for (int64_t x = 0; x < dk; x++)
-                    need[okk + (size_t)(b * d->k.batch + hk * d->k.head + j * d->k.seq + x)] |= 1;
+                    need[okk + (size_t)(b * kvw->batch + hk * kvw->head + j * kvw->seq + x)] |= 1;
                 for (int64_t x = 0; x < dv; x++)
-                    need[ov + (size_t)(b * d->v.batch + hk * d->v.head + j * d->v.seq + x)] |= 1;
+                    need[ov + (size_t)(b * vvw->batch + hk * vvw->head + j * vvw->seq + x)] |= 1;
             }
     }
     for (size_t i = 0; i < P.pool_len; i++) {
@@ -1485,6 +1928,32 @@ static void fuzz_sdpa(rd *r, unsigned sel)
     if (d->want_lse) {
         obuf_make(&P.l, r, &d->lse, szl, 1, el);
         a->lse = P.l.ptr;
+    }
+
+    /* SEL_KV: K and V in their storage types, contiguous or paged */
+    kv_store KS;
+    memset(&KS, 0, sizeof KS);
+    attn_sdpa_desc kv_refd, kv_cd;
+    attn_sdpa_args kv_refa, kv_ca;
+    int32_t klens[8];
+    if (kv.on) {
+        prng gk = { u32(r) ^ 0x9e3779b97f4a7c15ull };
+        for (int64_t b = 0; b < B; b++)
+            klens[b] = d->use_kv_lens ? P.kv_lens[b] : (int32_t)m;
+        if (kv.paged)
+            kv_table(&KS, &kv, B, klens, &gk);
+        kv_store_tensor(&KS, 0, &kv, kv.kt, P.pool + okk, ekc, kvw, &d->k, ek, B, Hkv, dk, klens, &gk);
+        kv_store_tensor(&KS, 1, &kv, kv.vt, P.pool + ov, evc, vvw, &d->v, ev, B, Hkv, dv, klens, &gk);
+        if (kv.paged) {
+            a->k = kv.kt == ATTN_DTYPE_F32 ? (const float *)KS.pool[0] : NULL;
+            a->v = kv.vt == ATTN_DTYPE_F32 ? (const float *)KS.pool[1] : NULL;
+            a->k16 = kv.kt != ATTN_DTYPE_F32 ? (const uint16_t *)KS.pool[0] : NULL;
+            a->v16 = kv.vt != ATTN_DTYPE_F32 ? (const uint16_t *)KS.pool[1] : NULL;
+            a->block_table = KS.table;
+        } else {
+            if (KS.c16[0]) { a->k = NULL; a->k16 = KS.c16[0]; }
+            if (KS.c16[1]) { a->v = NULL; a->v16 = KS.c16[1]; }
+        }
     }
 
     /* exec-time invalid fields */
@@ -1539,7 +2008,12 @@ static void fuzz_sdpa(rd *r, unsigned sel)
         default: break;
         }
     }
-    if (verbose && (bad[0] >= BAD_PTR_NULL || bad[1] >= BAD_PTR_NULL))
+    if (kv.on && kv.bad) {
+        kv_plant(r, &kv, &KS, d, a);
+        if (verbose)
+            fprintf(stderr, "  kv bad=%u\n", kv.bad);
+    }
+    if (verbose && (bad[0] >= BAD_PTR_NULL || bad[1] >= BAD_PTR_NULL || kv.bad))
         print_sdpa(d, bad, t2);
     /* after BAD_LENGTH_ may have enabled lengths: the plan desc changed */
     pe = expect_sdpa_plan(d);
@@ -1603,6 +2077,8 @@ static void fuzz_sdpa(rd *r, unsigned sel)
     if (st != ATTN_OK) {
         sdpa_untouched(&P, st_name(st));
         counts[N_ERROR]++;
+        if (kv.on)
+            counts[N_KV_ERROR]++;
         goto out;
     }
     counts[N_CHECKED]++;
@@ -1611,6 +2087,22 @@ static void fuzz_sdpa(rd *r, unsigned sel)
     if (sparse)
         counts[N_SPARSE_CHECKED]++;
     (void)ee;
+    if (kv.on) {
+        counts[N_KV_CHECKED]++;
+        /* the reference reads F32, contiguous: the stored values widened */
+        kv_refd = *d;
+        kv_refd.k = *kvw; /* contiguous: the final views (a planted stride may */
+        kv_refd.v = *vvw; /* have changed them, validly, before the buffers)   */
+        kv_refd.k_type = kv_refd.v_type = ATTN_DTYPE_F32;
+        kv_refd.kv_block_size = kv_refd.kv_num_blocks = kv_refd.kv_max_blocks = 0;
+        kv_refa = *a;
+        kv_refa.k = KS.w[0] ? KS.w[0] : KS.cf[0] ? KS.cf[0] : P.pool + okk;
+        kv_refa.v = KS.w[1] ? KS.w[1] : KS.cf[1] ? KS.cf[1] : P.pool + ov;
+        kv_refa.k16 = kv_refa.v16 = NULL;
+        kv_refa.block_table = NULL;
+        P.refd = &kv_refd;
+        P.refa = &kv_refa;
+    }
     sdpa_check_results(&P);
 
     /* again with another thread count and workspace: bitwise equal */
@@ -1644,7 +2136,50 @@ static void fuzz_sdpa(rd *r, unsigned sel)
         d->dropout_seed = seed1;
         d->dropout_offset = off1;
     }
-    fuzz_sdpa_bwd(r, &P, t2);
+    if (kv.on) {
+        float *so = obuf_snap(&P.o), *sp = obuf_snap(&P.p), *sl = obuf_snap(&P.l);
+        if (kv.paged) {
+            /* the same values stored contiguously: bitwise the same */
+            kv_cd = *d;
+            kv_cd.k = kv.kcv;
+            kv_cd.v = kv.vcv;
+            kv_cd.kv_block_size = kv_cd.kv_num_blocks = kv_cd.kv_max_blocks = 0;
+            kv_ca = *a;
+            kv_ca.block_table = NULL;
+            kv_ca.k = KS.c16[0] ? NULL : KS.cf[0];
+            kv_ca.v = KS.c16[1] ? NULL : KS.cf[1];
+            kv_ca.k16 = KS.c16[0];
+            kv_ca.v16 = KS.c16[1];
+            st = kv_run(&P, &kv_cd, &kv_ca, 0);
+            if (st != ATTN_OK)
+                FAIL("the contiguous twin of a paged problem: %s", st_name(st));
+            obuf_same(&P.o, so, "O", d->threads, d->threads, " (paged vs contiguous)");
+            obuf_same(&P.p, sp, "P", d->threads, d->threads, " (paged vs contiguous)");
+            obuf_same(&P.l, sl, "lse", d->threads, d->threads, " (paged vs contiguous)");
+            counts[N_KV_PAGED_SAME]++;
+        }
+        if (d->q_len <= 16) {
+            /* the sgemm path (ATTN_DECODE=0): the reference's bounds too */
+            st = kv_run(&P, d, a, 1);
+            if (st != ATTN_OK)
+                FAIL("ATTN_DECODE=0: %s", st_name(st));
+            sdpa_check_results(&P);
+            counts[N_KV_NODECODE]++;
+        }
+        if (memcmp(inputs_copy, P.pool, P.pool_len * sizeof(float)))
+            FAIL("an input was modified");
+        /* the first run's outputs back (the backward reads O) */
+        memcpy(P.o.base, so, P.o.count * sizeof(float));
+        if (sp)
+            memcpy(P.p.base, sp, P.p.count * sizeof(float));
+        if (sl)
+            memcpy(P.l.base, sl, P.l.count * sizeof(float));
+        free(so);
+        free(sp);
+        free(sl);
+    }
+    if (kv_plain(d))
+        fuzz_sdpa_bwd(r, &P, t2);
 out:
     free(inputs_copy);
     free(mask_copy);
@@ -1654,6 +2189,7 @@ out:
     obuf_free(&P.p);
     obuf_free(&P.l);
     sparse_free(&P.sb);
+    kv_store_free(&KS);
 }
 
 /* --------------------------------------------------------- SDPA backward */
@@ -4298,10 +4834,11 @@ enum {
 typedef unsigned __int128 u128;
 
 /* Elements spanned by (count - 1) * stride + tail, exact (no overflow for
- * int64 operands). */
+ * int64 operands; count - 1 formed unsigned: count may be INT64_MIN, when
+ * the size rule fails first and the span is not used). */
 static u128 merge_span(int64_t count, int64_t stride, u128 tail)
 {
-    return (u128)(uint64_t)(count - 1) * (u128)(uint64_t)stride + tail;
+    return (u128)((uint64_t)count - 1u) * (u128)(uint64_t)stride + tail;
 }
 
 static int merge_fits(u128 elems)
@@ -4724,6 +5261,405 @@ static void fuzz_merge(rd *r)
     free(lin_copy);
 }
 
+/* ------------------------------------------------------- attn_kv_append */
+
+/* Bits 6 and 0 of the first byte: one attn_kv_append call.  After the
+ * kind byte: the planted fields (AB_*; >= 128 plants a second), sizes,
+ * storage types and paging, lengths, the new rows' views and values, the
+ * desc's unread fields.  The expected cache is written here: the initial
+ * bytes, then every new row converted with attn_convert_from_f32 (F32:
+ * copied) at its token's place (through the table when paged). */
+enum { AB_NONE, AB_NULL_TOP, AB_PTR_NULL, AB_TABLE, AB_T, AB_LENGTH, AB_TABLE_RANGE, AB_TYPE,
+       AB_PAGING, AB_NEW_VIEW, AB_CACHE_VIEW, AB_SIZE, AB_COUNT_ };
+
+static expect expect_append(const attn_sdpa_desc *d, const attn_kv_append_args *a)
+{
+    expect e = { 0, 0 };
+    expect_kv_options(&e, d);
+    if (d->batch <= 0 || d->kv_heads <= 0 || d->kv_len <= 0 || d->qk_dim <= 0 || d->v_dim <= 0) {
+        e.must |= BIT(ATTN_ERR_BAD_SIZE);
+        e.maybe = ~0u & ~1u;
+        return e;
+    }
+    if (d->kv_len > INT32_MAX || d->qk_dim > INT32_MAX || d->v_dim > INT32_MAX)
+        e.must |= BIT(ATTN_ERR_TOO_LARGE);
+    expect_kv_views(&e, d);
+    const int paged = d->kv_block_size > 0;
+    if (!a->k_cache || !a->v_cache || !a->kv_lens || !a->k_new || !a->v_new ||
+        (paged && !a->block_table))
+        e.must |= BIT(ATTN_ERR_NULL_ARGUMENT);
+    if (!paged && a->block_table)
+        e.must |= BIT(ATTN_ERR_ARGUMENT_MISMATCH);
+    if (a->t < 1) {
+        e.must |= BIT(ATTN_ERR_BAD_SIZE);
+        /* the new rows' views and new_lens in [0, t] cannot be judged */
+        e.maybe |= BIT(ATTN_ERR_BAD_STRIDE) | BIT(ATTN_ERR_STRIDES_UNSET) |
+                   BIT(ATTN_ERR_TOO_LARGE) | BIT(ATTN_ERR_BAD_LENGTH) |
+                   BIT(ATTN_ERR_BAD_BLOCK_TABLE);
+        return e;
+    }
+    if (a->t > INT32_MAX)
+        e.maybe |= BIT(ATTN_ERR_TOO_LARGE);
+    expect_view(&e, &a->k_new_view, d->batch, d->kv_heads, a->t, d->qk_dim, VK_INPUT);
+    expect_view(&e, &a->v_new_view, d->batch, d->kv_heads, a->t, d->v_dim, VK_INPUT);
+    if (!a->kv_lens || d->batch > 8) {
+        e.maybe |= BIT(ATTN_ERR_BAD_LENGTH) | BIT(ATTN_ERR_BAD_BLOCK_TABLE);
+        return e;
+    }
+    int lens_ok = 1;
+    for (int64_t b = 0; b < d->batch; b++) {
+        const int64_t len = a->kv_lens[b], nl = a->new_lens ? a->new_lens[b] : a->t;
+        if (len < 0 || nl < 0 || nl > a->t || len + nl > d->kv_len) {
+            e.must |= BIT(ATTN_ERR_BAD_LENGTH);
+            lens_ok = 0;
+        }
+    }
+    if (paged && a->block_table && !lens_ok)
+        e.maybe |= BIT(ATTN_ERR_BAD_BLOCK_TABLE);
+    if (paged && a->block_table && lens_ok && d->kv_max_blocks > 0) {
+        const int64_t bs = d->kv_block_size;
+        for (int64_t b = 0; b < d->batch; b++) {
+            const int64_t len = a->kv_lens[b], nl = a->new_lens ? a->new_lens[b] : a->t;
+            for (int64_t j = len; j < len + nl; j++) {
+                const int32_t id = a->block_table[b * d->kv_max_blocks + j / bs];
+                if (id < 0 || id >= d->kv_num_blocks)
+                    e.must |= BIT(ATTN_ERR_BAD_BLOCK_TABLE);
+            }
+        }
+    }
+    return e;
+}
+
+/* Store n floats as type ty (the model of one appended row). */
+static void put_row(attn_dtype ty, void *dst, const float *src, int64_t n)
+{
+    if (ty == ATTN_DTYPE_F32)
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    else if (attn_convert_from_f32(ty, src, dst, n) != ATTN_OK)
+        FAIL("attn_convert_from_f32 failed");
+}
+
+static void fuzz_kv_append(rd *r)
+{
+    unsigned bad[2] = { AB_NONE, AB_NONE };
+    const unsigned bb = u8(r);
+    if (bb) {
+        bad[0] = 1 + (bb - 1) % (AB_COUNT_ - 1);
+        if (bb >= 128)
+            bad[1] = 1 + pick(r, AB_COUNT_ - 1);
+    }
+    static const int64_t bss[4] = { 1, 2, 3, 16 };
+    const int64_t B = 1 + pick(r, 3), Hkv = 1 + pick(r, 2), dk = 1 + pick(r, 6),
+                  dv = 1 + pick(r, 6), m = 1 + pick(r, 24), t = 1 + pick(r, 5);
+    const unsigned x = u8(r), y = u8(r);
+    const attn_dtype kt = (attn_dtype)(x % 3), vt = (attn_dtype)(x / 3 % 3);
+    const int paged = (x / 9) % 4 != 0;
+    const int64_t bs = bss[y & 3], per = (m + bs - 1) / bs;
+    const int64_t mb = per + (int64_t)((y >> 2) & 3), nb = B * per + (int64_t)((y >> 4) & 3);
+
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d);
+    d.batch = B;
+    d.kv_heads = Hkv;
+    d.kv_len = m;
+    d.qk_dim = dk;
+    d.v_dim = dv;
+    d.k_type = kt;
+    d.v_type = vt;
+    const int64_t szc[3] = { paged ? nb : B, Hkv, paged ? bs : m }, szn[3] = { B, Hkv, t };
+    d.k = gen_view(r, szc, dk);
+    d.v = gen_view(r, szc, dv);
+    if (paged) {
+        d.kv_block_size = bs;
+        d.kv_num_blocks = nb;
+        d.kv_max_blocks = mb;
+    }
+    if (y & 0x40) {
+        /* the fields attn_kv_append does not read: anything */
+        d.q_heads = -3;
+        d.q_len = 0;
+        d.scale = INFINITY;
+        d.threads = -1;
+        d.mask_mode = (attn_mask_mode)77;
+        d.use_global_k = 1;
+        d.block_size = 5;
+        d.dropout_p = NAN;
+        d.reserved[0] = 1;
+        d.o = (attn_view){ -1, -1, -1 };
+    }
+
+    /* lengths: each sequence holds len tokens, gets nl more */
+    int32_t kv_lens[8], new_lens[8];
+    const int use_new = !!(y & 0x80);
+    for (int64_t b = 0; b < B; b++) {
+        kv_lens[b] = (int32_t)pick(r, (unsigned)m + 1);
+        const int64_t room = m - kv_lens[b];
+        if (!use_new && room < t)
+            kv_lens[b] = (int32_t)(m > t ? m - t - (int64_t)pick(r, (unsigned)(m - t + 1)) : 0);
+        const int64_t room2 = m - kv_lens[b];
+        new_lens[b] = (int32_t)pick(r, (unsigned)((room2 < t ? room2 : t) + 1));
+    }
+    int ok_t = 1; /* every sequence has room for t rows when new_lens is NULL */
+    for (int64_t b = 0; b < B; b++)
+        if (kv_lens[b] + t > m)
+            ok_t = 0;
+    const int32_t *nlp = use_new || !ok_t ? new_lens : NULL;
+
+    attn_kv_append_args a;
+    memset(&a, 0, sizeof a);
+    a.t = t;
+    a.k_new_view = gen_view(r, szn, dk);
+    a.v_new_view = gen_view(r, szn, dv);
+    a.kv_lens = kv_lens;
+    a.new_lens = nlp;
+
+    /* buffers: the caches (exact extents), the table, the new rows */
+    const int64_t eck = view_extent(&d.k, szc, dk), ecv = view_extent(&d.v, szc, dv);
+    const int64_t enk = view_extent(&a.k_new_view, szn, dk), env = view_extent(&a.v_new_view, szn, dv);
+    if (eck < 0 || ecv < 0 || enk < 0 || env < 0)
+        return; /* (cannot happen: small sizes) */
+    const size_t esk = kt == ATTN_DTYPE_F32 ? 4 : 2, esv = vt == ATTN_DTYPE_F32 ? 4 : 2;
+    const size_t ck_bytes = (size_t)eck * esk, cv_bytes = (size_t)ecv * esv;
+    uint8_t *kc = xmalloc(ck_bytes), *vc = xmalloc(cv_bytes);
+    prng g = { u32(r) };
+    for (size_t i = 0; i < ck_bytes; i++)
+        kc[i] = (uint8_t)pr_next(&g);
+    for (size_t i = 0; i < cv_bytes; i++)
+        vc[i] = (uint8_t)pr_next(&g);
+    int32_t *table = NULL;
+    if (paged) {
+        /* distinct blocks in random order for every block a sequence's
+         * tokens [0, len + nl) reach, garbage past them */
+        int32_t *perm = xmalloc((size_t)nb * sizeof(int32_t));
+        for (int64_t i = 0; i < nb; i++)
+            perm[i] = (int32_t)i;
+        for (int64_t i = nb - 1; i > 0; i--) {
+            const int64_t k = (int64_t)(pr_next(&g) % (uint64_t)(i + 1));
+            const int32_t tmp = perm[i];
+            perm[i] = perm[k];
+            perm[k] = tmp;
+        }
+        table = xmalloc((size_t)(B * mb) * sizeof(int32_t));
+        int64_t used = 0;
+        for (int64_t b = 0; b < B; b++) {
+            const int64_t end = kv_lens[b] + (nlp ? nlp[b] : t);
+            for (int64_t J = 0; J < mb; J++) {
+                const uint64_t z = pr_next(&g);
+                table[b * mb + J] = J < (end + bs - 1) / bs ? perm[used++]
+                                    : (z & 3) == 0 ? -1 : (z & 3) == 1 ? (int32_t)nb
+                                    : (z & 3) == 2 ? perm[(z >> 8) % (uint64_t)nb]
+                                    : (int32_t)(z >> 32);
+            }
+        }
+        free(perm);
+    }
+    /* the new rows: values of decoded magnitude (past F16's range, F16
+     * and F32 denormals), some Inf and NaN; NaN in gaps and unread rows */
+    static const double mags[4] = { 1.0, 1e5, 1e-6, 1e-40 };
+    const unsigned vo = u8(r);
+    const double mag = mags[vo & 3];
+    const int specials = !!(vo & 4);
+    float *kn = xmalloc((size_t)enk * sizeof(float)), *vn = xmalloc((size_t)env * sizeof(float));
+    for (int64_t i = 0; i < enk; i++)
+        kn[i] = NAN;
+    for (int64_t i = 0; i < env; i++)
+        vn[i] = NAN;
+    for (int tn = 0; tn < 2; tn++) {
+        float *buf = tn ? vn : kn;
+        const attn_view *nv = tn ? &a.v_new_view : &a.k_new_view;
+        const int64_t D = tn ? dv : dk;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < Hkv; h++)
+                for (int64_t rr = 0; rr < (nlp ? nlp[b] : t); rr++)
+                    for (int64_t c = 0; c < D; c++) {
+                        float v = pr_val(&g, mag);
+                        if (specials) {
+                            const uint64_t z = pr_next(&g) % 16;
+                            v = z == 0 ? INFINITY : z == 1 ? -NAN : z == 2 ? 65520.0f : z == 3 ? -0.0f : v;
+                        }
+                        buf[b * nv->batch + h * nv->head + rr * nv->seq + c] = v;
+                    }
+    }
+    a.k_cache = kc;
+    a.v_cache = vc;
+    a.block_table = table;
+    a.k_new = kn;
+    a.v_new = vn;
+
+    /* the model: expected caches and lengths (from the valid arguments) */
+    uint8_t *ek = xmalloc(ck_bytes), *ev = xmalloc(cv_bytes);
+    memcpy(ek, kc, ck_bytes);
+    memcpy(ev, vc, cv_bytes);
+    int32_t want_lens[8];
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t nl = nlp ? nlp[b] : t;
+        want_lens[b] = kv_lens[b] + (int32_t)nl;
+        for (int tn = 0; tn < 2; tn++) {
+            const attn_view *cv = tn ? &d.v : &d.k, *nv = tn ? &a.v_new_view : &a.k_new_view;
+            const attn_dtype ty = tn ? vt : kt;
+            const size_t es = tn ? esv : esk;
+            uint8_t *cache = tn ? ev : ek;
+            const float *src = tn ? vn : kn;
+            const int64_t D = tn ? dv : dk;
+            for (int64_t h = 0; h < Hkv; h++)
+                for (int64_t rr = 0; rr < nl; rr++) {
+                    const int64_t j = kv_lens[b] + rr;
+                    const int64_t off = paged ? table[b * mb + j / bs] * cv->batch + h * cv->head +
+                                                    (j % bs) * cv->seq
+                                              : b * cv->batch + h * cv->head + j * cv->seq;
+                    put_row(ty, cache + (size_t)off * es,
+                            src + b * nv->batch + h * nv->head + rr * nv->seq, D);
+                }
+        }
+    }
+
+    /* planted invalid fields */
+    int null_top = 0;
+    static const int32_t junk_table[4];
+    for (int k = 0; k < 2; k++) {
+        switch (bad[k]) {
+        case AB_NULL_TOP: null_top = 1 + (int)pick(r, 2); break;
+        case AB_PTR_NULL: {
+            void **p[5] = { &a.k_cache, &a.v_cache, (void **)&a.kv_lens, (void **)&a.k_new,
+                            (void **)&a.v_new };
+            *p[pick(r, 5)] = NULL;
+            break;
+        }
+        case AB_TABLE:
+            if (paged) a.block_table = NULL;
+            else a.block_table = junk_table;
+            break;
+        case AB_T: a.t = (u8(r) & 1) ? 0 : -1 - (int64_t)u8(r); break;
+        case AB_LENGTH: {
+            const unsigned b = pick(r, (unsigned)B);
+            switch (pick(r, 4)) {
+            case 0: kv_lens[b] = (u8(r) & 1) ? -1 : INT32_MIN; break;
+            case 1: kv_lens[b] = (int32_t)m - new_lens[b] + 1 + (int32_t)pick(r, 3);
+                    a.new_lens = new_lens; break;
+            case 2: new_lens[b] = -1; a.new_lens = new_lens; break;
+            default: new_lens[b] = (int32_t)t + 1 + (int32_t)pick(r, 3); a.new_lens = new_lens; break;
+            }
+            break;
+        }
+        case AB_TABLE_RANGE:
+            if (paged) {
+                const int64_t b = pick(r, (unsigned)B);
+                const int64_t nl = a.new_lens ? a.new_lens[b] : t;
+                if (nl > 0 && nl <= t && kv_lens[b] >= 0 && kv_lens[b] + nl <= m) {
+                    const int64_t j = kv_lens[b] + pick(r, (unsigned)nl);
+                    static const int32_t bid[4] = { -1, INT32_MIN, INT32_MAX, 0 };
+                    const unsigned w = pick(r, 4);
+                    table[b * mb + j / bs] = w == 3 ? (int32_t)nb : bid[w];
+                }
+            }
+            break;
+        case AB_TYPE: {
+            static const int bt[3] = { 3, -1, 100 };
+            if (u8(r) & 1) d.k_type = (attn_dtype)bt[pick(r, 3)];
+            else d.v_type = (attn_dtype)bt[pick(r, 3)];
+            break;
+        }
+        case AB_PAGING:
+            switch (pick(r, 5)) {
+            case 0: d.kv_block_size = -1; break;
+            case 1: if (paged) d.kv_num_blocks = 0; else d.kv_num_blocks = 1 + pick(r, 4); break;
+            case 2: if (paged) d.kv_max_blocks = -1; else d.kv_max_blocks = 1; break;
+            case 3: if (paged) d.kv_max_blocks = (m - 1) / bs ? (m - 1) / bs : -1;
+                    else d.kv_block_size = 4; /* paged with no blocks */
+                    break;
+            default: if (paged) d.kv_num_blocks = (int64_t)INT32_MAX + 1; else d.kv_max_blocks = 3; break;
+            }
+            break;
+        case AB_NEW_VIEW: {
+            attn_view *v = (u8(r) & 1) ? &a.k_new_view : &a.v_new_view;
+            switch (pick(r, 4)) {
+            case 0: v->seq = (v == &a.k_new_view ? dk : dv) - 1; break;
+            case 1: v->head = -1; break;
+            case 2: v->batch = ATTN_STRIDE_UNSET; break;
+            default: v->seq = 0; if (t == 1) v->seq = -5; break;
+            }
+            break;
+        }
+        case AB_CACHE_VIEW: {
+            attn_view *v = (u8(r) & 1) ? &d.k : &d.v;
+            switch (pick(r, 3)) {
+            case 0: v->seq = (v == &d.k ? dk : dv) - 1; break;
+            case 1: v->batch = -7; break;
+            default: v->head = ATTN_STRIDE_UNSET; break;
+            }
+            break;
+        }
+        case AB_SIZE: {
+            int64_t *s[5] = { &d.batch, &d.kv_heads, &d.kv_len, &d.qk_dim, &d.v_dim };
+            const unsigned w = pick(r, 5);
+            *s[w] = (u8(r) & 1) ? 0 : w >= 2 ? (int64_t)INT32_MAX + 1 : -2;
+            break;
+        }
+        default: break;
+        }
+    }
+    if (verbose)
+        fprintf(stderr, "KV_APPEND B=%lld Hkv=%lld m=%lld dk=%lld dv=%lld t=%lld kt=%d vt=%d "
+                "paged=%d bs=%lld nb=%lld mb=%lld new_lens=%d junk=%d bad=%u,%u null_top=%d\n",
+                (long long)d.batch, (long long)d.kv_heads, (long long)d.kv_len,
+                (long long)d.qk_dim, (long long)d.v_dim, (long long)a.t, (int)d.k_type,
+                (int)d.v_type, paged, (long long)d.kv_block_size, (long long)d.kv_num_blocks,
+                (long long)d.kv_max_blocks, a.new_lens != NULL, !!(y & 0x40), bad[0], bad[1],
+                null_top);
+
+    int32_t lens_in[8];
+    memcpy(lens_in, kv_lens, sizeof lens_in);
+    uint8_t *kc0 = xmalloc(ck_bytes), *vc0 = xmalloc(cv_bytes);
+    memcpy(kc0, kc, ck_bytes);
+    memcpy(vc0, vc, cv_bytes);
+    float *kn0 = xmalloc((size_t)enk * sizeof(float)), *vn0 = xmalloc((size_t)env * sizeof(float));
+    memcpy(kn0, kn, (size_t)enk * sizeof(float));
+    memcpy(vn0, vn, (size_t)env * sizeof(float));
+
+    attn_status st;
+    expect e;
+    if (null_top) {
+        st = null_top == 1 ? attn_kv_append(NULL, &a) : attn_kv_append(&d, NULL);
+        e = (expect){ BIT(ATTN_ERR_NULL_ARGUMENT), 0 };
+    } else {
+        e = expect_append(&d, &a);
+        st = attn_kv_append(&d, &a);
+    }
+    check_status("attn_kv_append", st, e);
+    if (memcmp(kn0, kn, (size_t)enk * sizeof(float)) || memcmp(vn0, vn, (size_t)env * sizeof(float)))
+        FAIL("attn_kv_append changed k_new or v_new");
+    if (st != ATTN_OK) {
+        if (memcmp(kc0, kc, ck_bytes) || memcmp(vc0, vc, cv_bytes))
+            FAIL("attn_kv_append: %s, but the cache was written", st_name(st));
+        if (memcmp(lens_in, kv_lens, sizeof lens_in))
+            FAIL("attn_kv_append: %s, but kv_lens changed", st_name(st));
+        counts[N_APPEND_ERROR]++;
+    } else {
+        for (size_t i = 0; i < ck_bytes; i++)
+            if (kc[i] != ek[i])
+                FAIL("attn_kv_append: K cache byte %zu is 0x%02x, expected 0x%02x", i, kc[i], ek[i]);
+        for (size_t i = 0; i < cv_bytes; i++)
+            if (vc[i] != ev[i])
+                FAIL("attn_kv_append: V cache byte %zu is 0x%02x, expected 0x%02x", i, vc[i], ev[i]);
+        for (int64_t b = 0; b < B; b++)
+            if (kv_lens[b] != want_lens[b])
+                FAIL("attn_kv_append: kv_lens[%lld] = %d, expected %d", (long long)b,
+                     kv_lens[b], want_lens[b]);
+        counts[N_APPEND_CHECKED]++;
+    }
+    free(kc);
+    free(vc);
+    free(kc0);
+    free(vc0);
+    free(ek);
+    free(ev);
+    free(kn);
+    free(vn);
+    free(kn0);
+    free(vn0);
+    free(table);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     rd r = { data, size, 0 };
@@ -4737,6 +5673,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_layout(&r);
     else if (sel & SEL_LINEAR)
         fuzz_linear(&r, sel);
+    else if ((sel & (SEL_KV | SEL_MHA)) == (SEL_KV | SEL_MHA))
+        fuzz_kv_append(&r);
     else if (sel & SEL_MHA)
         fuzz_mha(&r, sel);
     else
@@ -4746,6 +5684,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         timespec_get(&t1, TIME_UTC);
         const int k = (sel & SEL_MERGE) == SEL_MERGE ? 7 : (sel & SEL_LAYOUT) ? 6
                     : (sel & SEL_LINEAR) ? 4 + !!(sel & SEL_DROPOUT)
+                    : (sel & SEL_KV) ? 8 + (sel & SEL_MHA)
                     : 2 * (sel & SEL_MHA) + !!(sel & SEL_SPARSE);
         kind_sec[k] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
         kind_runs[k]++;

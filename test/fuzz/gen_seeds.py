@@ -11,7 +11,8 @@ An input is read byte by byte by fuzz_attn.c (missing bytes read as 0):
            linear attention problem instead, bit 1 then its backward, byte
            1 as above over the LB_* enum, 20 kinds; bit 5: one call of a
            layout builder instead; bits 4 and 5 together: one call of
-           attn_merge_partials)
+           attn_merge_partials; bit 6: K/V storage types and the paged
+           cache in the SDPA problem, with bit 0 one attn_kv_append call)
   then     sizes, options, layouts, values, workspace: random here.
 For each API and each invalid-field kind (and none) a few inputs with
 random tails, plus SDPA shapes past a key tile (split keys) and past a
@@ -31,7 +32,12 @@ error, the smallest input per planted backward field (MB_* in
 fuzz_attn.c, mha-train-bwd-badNN) and one with two.  The sparse, linear and layout seeds (sdpa-sparse-*,
 mha-sparse-*, mha-train-sparse-*, linear-*, linear-bwd-*, layout-*) and the merge seeds
 (merge-*: byte 0 with bits 4 and 5 set) are written here; some of them with the bytes that select the larger shapes
-(several blocks of 16, past a chunk of 64) set.
+(several blocks of 16, past a chunk of 64) set.  So are the KV seeds:
+sdpa-kv-* (byte 0 bit 6: F16/BF16/F32 K and V, contiguous and paged with
+each block size, past a key tile and with many queries, and one per KB_*
+invalid field) and kv-append-* (bits 6 and 0: attn_kv_append, valid
+contiguous and paged, junk in the unread desc fields, a table entry out of
+range, two invalid fields).
 
 usage: gen_seeds.py OUTDIR
 """
@@ -108,6 +114,46 @@ def main():
             tail[3] = k        # every O layout kind among the valid seeds
             tail[4] = 5 - k    # and lse layout kind
         seeds["merge-%02d" % k] = bytes([48, bad]) + bytes(tail)
+    # bit 6: SDPA with K/V storage types and a paged cache; with bit 0,
+    # attn_kv_append (own generator again).  SDPA: opt (byte 10, after a
+    # shape's own size bytes) without
+    # bits 0 and 2 (no scale or window bytes), so that the KV bytes (x:
+    # k_type + 3 v_type + 9 paging, 0 = contiguous; y: block size index,
+    # extra table columns, extra pool blocks, garbage kind; z: >= 128 plants
+    # KB_* kind z - 127) follow the mask, threads and the lengths (two bytes
+    # a sequence, three past 255 keys) at a fixed place.
+    rng5 = random.Random(20261127)
+    kv_sdpa = (
+        # (x, y, z, shape, B)
+        (1 + 1 * 3 + 9, 3, 0, 0, 2),              # F16 K, F16 V, paged, bs 16
+        (2 + 0 * 3 + 18, 0x90, 0, 0, 3),          # BF16 K, F32 V, bs 1, random garbage
+        (0 + 2 * 3 + 27, 0xe6, 0, 0, 2),          # F32 K, BF16 V, bs 3, +Inf garbage
+        (1 + 2 * 3, 0, 0, 0, 2),                  # F16 K, BF16 V, contiguous
+        (1 + 1 * 3 + 9, 0x51, 0, 1, 1),           # F16, paged bs 2, past a key tile
+        (2 + 2 * 3 + 9, 0x23, 0, 2, 1),           # BF16, paged bs 16, many queries
+    ) + tuple((1 + 2 * 3 + 9 * (kind != 3), 0x15 + kind, 127 + kind, 0, 2)
+              for kind in range(1, 10))           # every KB_* kind
+    for k, (x, y, z, shape, nb) in enumerate(kv_sdpa):
+        b = bytearray(rng5.randrange(256) for _ in range(rng5.randrange(70, 110)))
+        b[0], b[1] = 64, 0
+        b[2] = nb - 1          # B (shapes 1 and 2 make it 1)
+        b[9] = shape
+        opt = 10 + (0, 4, 2)[shape]  # the shapes' own size bytes first
+        b[opt] &= ~5 & 0xff
+        if shape:
+            nb = 1
+        at = opt + 3 + (3 if shape == 1 else 2) * nb
+        b[at], b[at + 1], b[at + 2] = x, y, z
+        seeds["sdpa-kv-%02d" % k] = bytes(b)
+    # attn_kv_append: byte 1 the AB_* field (>= 128 two), then B, Hkv, dk,
+    # dv, capacity, t, x (types and paging, as above), y (bits 0-5 as
+    # above, bit 6 junk in the unread desc fields, bit 7 new_lens)
+    kv_app = ((0, 1 + 2 * 3, 0x80), (0, 2 + 1 * 3 + 9, 0xc1), (0, 1 + 9, 0x54),
+              (6, 2 + 2 * 3 + 18, 0x82), (200, 1 + 1 * 3 + 9, 0x43))
+    for k, (bad, x, y) in enumerate(kv_app):
+        b = bytearray(rng5.randrange(256) for _ in range(rng5.randrange(40, 80)))
+        b[0], b[1], b[8], b[9] = 65, bad, x, y
+        seeds["kv-append-%02d" % k] = bytes(b)
     for name, data in sorted(seeds.items()):
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
