@@ -4,13 +4,17 @@
  * measured in the same run with the same thread count.
  *
  *   attn-bench [--case S1 ...] [--threads N ...] [--runs R] [--quick] [--json]
- *              [--no-naive]
+ *              [--no-naive] [--bw-mib M] [--kv-mib M]
  *
  * Cases S1-S9 and T1, T1d, T2 run by default; S2n and S3n (S2 and S3
  * without their causal mask) only when named.  S6 is the whole multi-head
  * attention layer; T1 (S1's shape; T1d with dropout 0.1) and T2 (S2's,
  * causal) time the forward with logsumexp and the backward, T3 the layer's
  * training forward and backward (S6's shape).
+ *
+ * The decode cases (S5's decode row, D1-D3: decode.c) run only when named,
+ * --case D naming them all.  Every run measures, next to the sgemm rate,
+ * the machine's streaming read bandwidth at each thread count.
  *
  * Each (case, threads, impl) runs in a child process, so its peak RSS is its
  * own.  FLOPs count the attention core, 4*B*Hq*n*m*d; the useful count
