@@ -585,7 +585,9 @@ ATTN_API attn_status attn_layout_fixed(uint8_t *layout, int64_t nb, int64_t mb, 
 /*
  * Convert n values between fp32 and a 16-bit storage type (ATTN_DTYPE_F16
  * or ATTN_DTYPE_BF16; F32 is ATTN_ERR_BAD_OPTION).
- * attn_convert_to_f32 is exact.  attn_convert_from_f32 rounds to nearest,
+ * attn_convert_to_f32 is exact (a NaN stays a NaN of the same sign and
+ * payload, with its quiet bit set as F16C sets it).  attn_convert_from_f32
+ * rounds to nearest,
  * ties to even, with IEEE semantics: denormal inputs and results are kept
  * (never flushed), values past the largest finite F16 become +-Inf, +-Inf
  * stay +-Inf, and a NaN gives a quiet NaN of the same sign that keeps the
@@ -650,17 +652,29 @@ ATTN_API attn_status attn_kv_append(const attn_sdpa_desc *desc, const attn_kv_ap
  *
  * is exactly attention over the union of the keys (up to rounding).  Parts
  * with lse_p = -INFINITY (no visible key) contribute nothing and their O_p
- * is not read; a row where every part is -INFINITY gets O = 0 and
- * lse = -INFINITY; a NaN lse_p makes the row's O and lse NaN.  The sums run
- * in part order, so the result does not depend on anything else.
+ * is not read (it may hold NaN); a row where every part is -INFINITY gets
+ * O = 0 and lse = -INFINITY; a NaN or +INFINITY lse_p (attn_sdpa never
+ * writes +INFINITY; it would leave every weight undefined) makes the row's
+ * O and lse NaN.  Otherwise, with mx = max_p lse_p, the weights
+ * w_p = exp(lse_p - mx), their sum s, lse = mx + log(s) and
+ * O = sum_p (w_p / s) O_p are computed in double, in part order, and
+ * rounded to float once; so the result depends on the inputs only, adds
+ * about one float rounding to the partials' own error, and with parts = 1
+ * and a finite lse_p is O_p and lse_p bit for bit.  It runs on the calling
+ * thread.
  * Layout (element strides): O_p of row r at o_parts + p * o_part_stride +
  * r * o_row_stride, lse_p at lse_parts + p * lse_part_stride + r *
  * lse_row_stride, the result at o + r * o_out_stride and (lse_out may be
- * NULL) lse_out + r * lse_out_stride; o and lse_out may not overlap the
- * inputs.
- * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT, ATTN_ERR_BAD_SIZE (parts, rows
- * or dim <= 0), ATTN_ERR_BAD_STRIDE (a negative stride, o_out_stride <
- * dim) or ATTN_ERR_TOO_LARGE (an extent past 2^63 - 1 or SIZE_MAX).
+ * NULL; lse_out_stride is then not read) lse_out + r * lse_out_stride.
+ * Input strides may be 0 (inputs may overlap); o and lse_out may not
+ * overlap the inputs or each other (not checked).
+ * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (args, o_parts, lse_parts or o),
+ * ATTN_ERR_BAD_SIZE (parts, rows or dim <= 0), ATTN_ERR_BAD_STRIDE (a
+ * negative stride, o_out_stride < dim, or lse_out_stride 0 with rows > 1)
+ * or ATTN_ERR_TOO_LARGE (the extent of a buffer, e.g. (parts - 1) *
+ * o_part_stride + (rows - 1) * o_row_stride + dim elements, or its byte
+ * count past 2^63 - 1 or SIZE_MAX), checked in this order; on error
+ * nothing is written.
  */
 typedef struct attn_merge_args {
     int64_t parts, rows, dim;

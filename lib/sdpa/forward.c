@@ -34,6 +34,8 @@ typedef struct work {
     float *mrow;     /* running max per virtual row (head, query) */
     float *lrow;     /* running sum */
     float *corr;     /* rescale of O for the current tile */
+    float *kbuf;     /* kv_copy: the tile's K and V as floats */
+    float *vbuf;
 } work;
 
 /* Where a work item accumulates its O rows: the user's O, or its chunk's
@@ -50,6 +52,118 @@ typedef struct dest {
 typedef struct partials {
     float *o, *m, *l;
 } partials;
+
+/* Where the K (or V) rows of one (batch, kv head) are: row j at base +
+ * j * ld elements, or with a paged cache at base + (table[j / bs] * bstride
+ * + (j % bs) * ld) elements; elements of st (esz bytes). */
+typedef struct kvsrc {
+    const char *base;
+    int st;
+    int64_t esz, ld;
+    const int32_t *table;
+    int64_t bs, bstride;
+} kvsrc;
+
+static inline const void *kv_row(const kvsrc *s, int64_t j)
+{
+    if (s->table)
+        return s->base + ((int64_t)s->table[j / s->bs] * s->bstride + (j % s->bs) * s->ld) * s->esz;
+    return s->base + j * s->ld * s->esz;
+}
+
+/* The end of the run of rows from j that lie at one stride (a block of a
+ * paged cache), at most end. */
+static inline int64_t kv_run_end(const kvsrc *s, int64_t j, int64_t end)
+{
+    if (!s->table)
+        return end;
+    const int64_t e = (j / s->bs + 1) * s->bs;
+    return e < end ? e : end;
+}
+
+static void kv_source(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t hk,
+                      int is_v, kvsrc *s)
+{
+    const attn_sdpa_desc *d = &p->d;
+    const attn_view *vw = is_v ? &d->v : &d->k;
+    s->st = (int)(is_v ? d->v_type : d->k_type);
+    s->esz = attn_dtype_size((attn_dtype)s->st);
+    const char *ptr = s->st == ATTN_DTYPE_F32 ? (const char *)(is_v ? a->v : a->k)
+                                              : (const char *)(is_v ? a->v16 : a->k16);
+    s->ld = vw->seq;
+    if (d->kv_block_size) {
+        s->base = ptr + hk * vw->head * s->esz;
+        s->table = a->block_table + b * d->kv_max_blocks;
+        s->bs = d->kv_block_size;
+        s->bstride = vw->batch;
+    } else {
+        s->base = ptr + (b * vw->batch + hk * vw->head) * s->esz;
+        s->table = NULL;
+        s->bs = s->bstride = 0;
+    }
+}
+
+/* The K and V of a work item's current tile [t, t + nt): read in place
+ * (kb, vb NULL) or widened into the thread's buffers (kv_copy). */
+typedef struct kvtile {
+    kvsrc k, v;
+    const float *kb, *vb;   /* rows [t, t + nt) as floats, ld dk / dv */
+} kvtile;
+
+/* Fill the buffers of a kv_copy tile. */
+static void kv_fill(const attn_sdpa_plan *p, const kvsrc *s, float *buf, int64_t width,
+                    int64_t t, int64_t nt)
+{
+    for (int64_t j = t; j < t + nt; j++) {
+        const void *row = kv_row(s, j);
+        if (s->st == ATTN_DTYPE_F32)
+            memcpy(buf + (j - t) * width, row, (size_t)width * sizeof(float));
+        else
+            p->dec->widen(s->st, row, buf + (j - t) * width, width);
+    }
+}
+
+/* s[r][c] = scale q_r . K_(j0 + c) for rows r < R and c < nk: sgemm on K in
+ * place or on the tile's buffer (tile row j0 - t), or the decode kernels
+ * over the runs of the cache. */
+static void scores(const attn_sdpa_plan *p, const kvtile *kt, const float *q, int64_t ldq,
+                   int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds)
+{
+    const int64_t dk = p->d.qk_dim;
+    if (p->decode) {
+        for (int64_t j = j0; j < j0 + nk;) {
+            const int64_t e = kv_run_end(&kt->k, j, j0 + nk);
+            p->dec->qk(kt->k.st, q, ldq, R, kv_row(&kt->k, j), kt->k.ld, e - j, dk, p->scale,
+                       s + (j - j0), lds);
+            j = e;
+        }
+        return;
+    }
+    const float *k = kt->kb ? kt->kb + (j0 - t) * dk : (const float *)kv_row(&kt->k, j0);
+    const int64_t ldk = kt->kb ? dk : kt->k.ld;
+    attn_sgemm(1, (int)R, (int)nk, (int)dk, p->scale, q, (int)ldq, k, (int)ldk, 0.0f, s,
+               (int)lds);
+}
+
+/* o[r] = (acc ? o[r] : 0) + sum_c s[r][c] V_(j0 + c), likewise. */
+static void values(const attn_sdpa_plan *p, const kvtile *kt, const float *s, int64_t lds,
+                   int64_t R, int64_t t, int64_t j0, int64_t nk, float *o, int64_t ldo, int acc)
+{
+    const int64_t dv = p->d.v_dim;
+    if (p->decode) {
+        for (int64_t j = j0; j < j0 + nk;) {
+            const int64_t e = kv_run_end(&kt->v, j, j0 + nk);
+            p->dec->pv(kt->v.st, s + (j - j0), lds, R, kv_row(&kt->v, j), kt->v.ld, e - j, dv, o,
+                       ldo, acc || j > j0);
+            j = e;
+        }
+        return;
+    }
+    const float *v = kt->vb ? kt->vb + (j0 - t) * dv : (const float *)kv_row(&kt->v, j0);
+    const int64_t ldv = kt->vb ? dv : kt->v.ld;
+    attn_sgemm(0, (int)R, (int)dv, (int)nk, 1.0f, s, (int)lds, v, (int)ldv, acc ? 1.0f : 0.0f,
+               o, (int)ldo);
+}
 
 static int64_t q_len_of(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b)
 {
@@ -132,7 +246,7 @@ typedef struct segment {
 static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                      const segment *sg, int64_t r0, int64_t r1, int64_t cs, int64_t ce,
                      int64_t b, int64_t h0, int64_t i0, int64_t rows, int64_t t,
-                     const float *k, const float *v, int fresh)
+                     const kvtile *kt, int fresh)
 {
     const attn_sdpa_desc *d = &p->d;
     const attn_kernels *kern = p->kern;
@@ -140,9 +254,8 @@ static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     const int drop = d->mask_mode == ATTN_MASK_DROP_NONZERO;
     float *s = w->s;
 
-    attn_sgemm(1, (int)(r1 - r0), (int)(ce - cs), (int)d->qk_dim, p->scale,
-               sg->q + r0 * sg->ldq, (int)sg->ldq, k + (t + cs) * d->k.seq, (int)d->k.seq,
-               0.0f, s + r0 * bk + cs, (int)bk);
+    scores(p, kt, sg->q + r0 * sg->ldq, sg->ldq, r1 - r0, t, t + cs, ce - cs, s + r0 * bk + cs,
+           bk);
 
     int64_t vr = sg->v0 + r0, r = vr % rows, h = h0 + vr / rows;
     for (int64_t lr = r0; lr < r1; lr++, vr++, r++) {
@@ -194,9 +307,8 @@ static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
         for (int64_t lr = r0; lr < r1; lr++)
             if (w->corr[sg->v0 + lr] != 1.0f)
                 kern->scale(sg->o + lr * sg->ldo, d->v_dim, w->corr[sg->v0 + lr]);
-    attn_sgemm(0, (int)(r1 - r0), (int)d->v_dim, (int)(ce - cs), 1.0f, s + r0 * bk + cs, (int)bk,
-               v + (t + cs) * d->v.seq, (int)d->v.seq, fresh ? 0.0f : 1.0f,
-               sg->o + r0 * sg->ldo, (int)sg->ldo);
+    values(p, kt, s + r0 * bk + cs, bk, r1 - r0, t, t + cs, ce - cs, sg->o + r0 * sg->ldo,
+           sg->ldo, !fresh);
 }
 
 /* Tile columns [cs, ce) the local rows [r0, r1) see; empty when cs >= ce. */
@@ -286,14 +398,21 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     const int64_t nseg = stacked ? 1 : g;
     segment sg[1];
     const float *qb_base = a->q + b * d->q.batch + i0 * d->q.seq;
-    const float *k = a->k + b * d->k.batch + hk * d->k.head;
-    const float *v = a->v + b * d->v.batch + hk * d->v.head;
+    kvtile kt;
+    kv_source(p, a, b, hk, 0, &kt.k);
+    kv_source(p, a, b, hk, 1, &kt.v);
+    kt.kb = p->kv_copy ? w->kbuf : NULL;
+    kt.vb = p->kv_copy ? w->vbuf : NULL;
 
     /* Every segment meets every tile.  Its O rows are written with beta = 0
      * by the first tile when every row sees all of it; when the rows see the
      * first tile unevenly (some may skip it) they are zeroed first. */
     for (int64_t t = jlo; t < jhi; t += p->bk) {
         const int64_t nt = jhi - t < p->bk ? jhi - t : p->bk;
+        if (p->kv_copy) {
+            kv_fill(p, &kt.k, w->kbuf, d->qk_dim, t, nt);
+            kv_fill(p, &kt.v, w->vbuf, dv, t, nt);
+        }
         for (int64_t si = 0; si < nseg; si++) {
             const int first = t == jlo;
             const int64_t h = h0 + (stacked ? 0 : si);
@@ -307,7 +426,7 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
             int even;
             rows_span(w, sg, 0, sg->nrows, rows, t, nt, &cs, &ce, &even);
             if (even) {
-                run_rows(p, a, w, sg, 0, sg->nrows, 0, nt, b, h0, i0, rows, t, k, v, first);
+                run_rows(p, a, w, sg, 0, sg->nrows, 0, nt, b, h0, i0, rows, t, &kt, first);
                 continue;
             }
             if (first)
@@ -317,7 +436,7 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                 int64_t r1 = r0 + ATTN_SUB_Q < sg->nrows ? r0 + ATTN_SUB_Q : sg->nrows;
                 rows_span(w, sg, r0, r1, rows, t, nt, &cs, &ce, &even);
                 if (cs < ce)
-                    run_rows(p, a, w, sg, r0, r1, cs, ce, b, h0, i0, rows, t, k, v, 0);
+                    run_rows(p, a, w, sg, r0, r1, cs, ce, b, h0, i0, rows, t, &kt, 0);
             }
         }
     }
@@ -400,9 +519,12 @@ static void merge_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, const p
 static attn_status check_args(const attn_sdpa_plan *p, const attn_sdpa_args *a)
 {
     const attn_sdpa_desc *d = &p->d;
-    if (!a->q || !a->k || !a->v || !a->o)
+    if (!a->q || !a->o)
         return ATTN_ERR_NULL_ARGUMENT;
     const attn_pointer_use opt[] = {
+        { d->k_type == ATTN_DTYPE_F32, a->k }, { d->v_type == ATTN_DTYPE_F32, a->v },
+        { d->k_type != ATTN_DTYPE_F32, a->k16 }, { d->v_type != ATTN_DTYPE_F32, a->v16 },
+        { d->kv_block_size != 0, a->block_table },
         { d->use_kv_lens, a->kv_lens }, { d->use_q_lens, a->q_lens },
         { d->mask_mode != ATTN_MASK_NONE, a->mask }, { d->use_bias, a->bias },
         { d->want_probs, a->probs }, { d->want_lse, a->lse },
@@ -412,7 +534,18 @@ static attn_status check_args(const attn_sdpa_plan *p, const attn_sdpa_args *a)
     attn_status st = attn_check_pointers(opt, sizeof opt / sizeof opt[0]);
     if (st != ATTN_OK)
         return st;
-    return attn_check_lengths(d->batch, a->kv_lens, d->kv_len, a->q_lens, d->q_len);
+    if ((st = attn_check_lengths(d->batch, a->kv_lens, d->kv_len, a->q_lens, d->q_len)) != ATTN_OK)
+        return st;
+    /* Paged: the entries of every block holding a token of the sequence. */
+    if (d->kv_block_size)
+        for (int64_t b = 0; b < d->batch; b++) {
+            const int64_t len = kv_len_of(p, a, b);
+            const int32_t *row = a->block_table + b * d->kv_max_blocks;
+            for (int64_t J = 0; J * d->kv_block_size < len; J++)
+                if (row[J] < 0 || row[J] >= d->kv_num_blocks)
+                    return ATTN_ERR_BAD_BLOCK_TABLE;
+        }
+    return ATTN_OK;
 }
 
 typedef struct execute_ctx {
@@ -440,6 +573,8 @@ static void execute_body(void *arg, int tid)
     w.mrow = (float *)(void *)(base + p->ws_state);
     w.lrow = w.mrow + p->vrows;
     w.corr = w.lrow + p->vrows;
+    w.kbuf = (float *)(void *)(base + p->ws_kbuf);
+    w.vbuf = (float *)(void *)(base + p->ws_vbuf);
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif

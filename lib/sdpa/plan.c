@@ -262,8 +262,15 @@ static attn_status plan_dense(attn_sdpa_plan *p)
     const int64_t g = desc->q_heads / desc->kv_heads;
     int ok = 1;
     p->group = g;
+    /* The decode path: few queries, decided by the shape (ATTN_DECODE=0
+     * turns it off, for comparisons). */
+    const char *env = getenv("ATTN_DECODE");
+    p->decode = n <= ATTN_DECODE_MAX_Q && !(env && !strcmp(env, "0"));
+    p->kv_copy = !p->decode && (desc->k_type != ATTN_DTYPE_F32 ||
+                                desc->v_type != ATTN_DTYPE_F32 || desc->kv_block_size != 0);
+    const int64_t tile_k = p->decode ? ATTN_DECODE_TILE : ATTN_TILE_K;
     p->bq = n < ATTN_BLOCK_Q ? n : ATTN_BLOCK_Q;
-    p->bk = m < ATTN_TILE_K ? m : ATTN_TILE_K;
+    p->bk = m < tile_k ? m : tile_k;
     p->nqblocks = (n + p->bq - 1) / p->bq;
     p->vrows = (int64_t)attn_size_mul((uint64_t)g, (uint64_t)p->bq, &ok);
     const int64_t base = (int64_t)attn_size_mul(
@@ -316,7 +323,15 @@ static attn_status plan_dense(attn_sdpa_plan *p)
     const uint64_t ranges = attn_size_align((uint64_t)p->bq * 2 * sizeof(int64_t), &ok);
     const uint64_t state = attn_size_align(
         attn_size_mul((uint64_t)p->vrows, 3 * sizeof(float), &ok), &ok);
-    const uint64_t thread = attn_size_add(attn_size_add(tile, ranges, &ok), state, &ok);
+    const uint64_t kbuf = p->kv_copy
+        ? attn_size_align(attn_size_mul((uint64_t)p->bk * sizeof(float), (uint64_t)desc->qk_dim,
+                                        &ok), &ok) : 0;
+    const uint64_t vbuf = p->kv_copy
+        ? attn_size_align(attn_size_mul((uint64_t)p->bk * sizeof(float), (uint64_t)dv, &ok),
+                          &ok) : 0;
+    const uint64_t thread = attn_size_add(
+        attn_size_add(attn_size_add(attn_size_add(tile, ranges, &ok), state, &ok), kbuf, &ok),
+        vbuf, &ok);
     const uint64_t part = p->nchunks > 1
         ? attn_size_align(attn_size_mul(row_bytes, (uint64_t)p->nchunks, &ok), &ok) : 0;
     const uint64_t total = attn_size_add(attn_size_mul(thread, (uint64_t)p->nthreads, &ok),
@@ -325,6 +340,8 @@ static attn_status plan_dense(attn_sdpa_plan *p)
         return ATTN_ERR_TOO_LARGE;
     p->ws_ranges = (size_t)tile;
     p->ws_state = (size_t)(tile + ranges);
+    p->ws_kbuf = (size_t)(tile + ranges + state);
+    p->ws_vbuf = (size_t)(tile + ranges + state + kbuf);
     p->ws_thread = (size_t)thread;
     p->ws_part = (size_t)part;
     p->ws_bytes = (size_t)total;
@@ -360,6 +377,7 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
         return st;
     }
     p->kern = attn_kernels_select();
+    p->dec = attn_dec_select();
     attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;

@@ -4,6 +4,7 @@
 
 #include "core/core.h"
 #include "kernels/kernels.h"
+#include "kernels/decode.h"
 
 /* Blocking.  Fixed by the shape only (never by the thread count), which is
  * what makes results bitwise identical for any number of threads. */
@@ -16,6 +17,8 @@
                                 are this many work items */
 #define ATTN_SPLIT_MIN_KEYS 512
 #define ATTN_SPLIT_MAX_BYTES ((size_t)16 << 20)
+#define ATTN_DECODE_MAX_Q 16 /* most queries of a plan on the decode path */
+#define ATTN_DECODE_TILE 256 /* keys per score tile on the decode path */
 
 /* Dropout (dropout.c): attn_dropout (kernels.h) from (p, seed, offset);
  * the rows go through the plan's kernel table (dropout_row,
@@ -131,6 +134,14 @@ struct attn_sdpa_plan {
     int gather;
     size_t ws_gather;
     size_t ws_order;          /* offset of the shared item order */
+    /* Decode and K/V storage (forward.c).  decode: the streaming kernels
+     * of dec run the products instead of sgemm.  kv_copy: the sgemm path
+     * with F16/BF16 or paged K/V widens (gathers) each tile into the
+     * thread's slice first: bk x dk floats at ws_kbuf, bk x dv at ws_vbuf. */
+    int decode;
+    int kv_copy;
+    size_t ws_kbuf, ws_vbuf;
+    const attn_dec_kernels *dec;
 };
 
 /* The sparse forward (sparse.c): execute's work for a sparse plan. */

@@ -1,0 +1,81 @@
+/* The decode kernels' portable C table, and the run-time choice. */
+#include "attn_config.h"
+#include "kernels/decode.h"
+#include "kernels/kernels.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline float load_st(int st, const void *base, int64_t i)
+{
+    if (st == ATTN_ST_F16)
+        return attn_widen_f16(((const uint16_t *)base)[i]);
+    if (st == ATTN_ST_BF16)
+        return attn_widen_bf16(((const uint16_t *)base)[i]);
+    return ((const float *)base)[i];
+}
+
+static inline const void *row_at(int st, const void *base, int64_t r, int64_t ld)
+{
+    return st == ATTN_ST_F32 ? (const void *)((const float *)base + r * ld)
+                             : (const void *)((const uint16_t *)base + r * ld);
+}
+
+static void qk_c(int st, const float *q, int64_t ldq, int64_t R, const void *k, int64_t ldk,
+                 int64_t nk, int64_t d, float scale, float *s, int64_t lds)
+{
+    for (int64_t c = 0; c < nk; c++) {
+        const void *kc = row_at(st, k, c, ldk);
+        for (int64_t r = 0; r < R; r++) {
+            const float *qr = q + r * ldq;
+            float acc = 0.0f;
+            for (int64_t x = 0; x < d; x++)
+                acc = fmaf(qr[x], load_st(st, kc, x), acc);
+            s[r * lds + c] = scale * acc;
+        }
+    }
+}
+
+static void pv_c(int st, const float *p, int64_t ldp, int64_t R, const void *v, int64_t ldv,
+                 int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
+{
+    for (int64_t r = 0; r < R; r++) {
+        float *orow = o + r * ldo;
+        if (!acc)
+            memset(orow, 0, (size_t)d * sizeof(float));
+        for (int64_t c = 0; c < nk; c++) {
+            const float w = p[r * ldp + c];
+            const void *vc = row_at(st, v, c, ldv);
+            for (int64_t x = 0; x < d; x++)
+                orow[x] = fmaf(w, load_st(st, vc, x), orow[x]);
+        }
+    }
+}
+
+static void widen_c(int st, const void *src, float *dst, int64_t n)
+{
+    for (int64_t x = 0; x < n; x++)
+        dst[x] = load_st(st, src, x);
+}
+
+const attn_dec_kernels attn_dec_scalar = { "scalar", qk_c, pv_c, widen_c };
+
+const attn_dec_kernels *attn_dec_select(void)
+{
+    int cap = ATTN_SIMD_AVX512;
+    const char *env = getenv("ATTN_SIMD");
+    if (env) {
+        if (!strcmp(env, "scalar")) cap = ATTN_SIMD_SCALAR;
+        else if (!strcmp(env, "avx2")) cap = ATTN_SIMD_AVX2;
+    }
+#if ATTN_HAVE_X86_KERNELS
+    if (cap >= ATTN_SIMD_AVX512 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        return &attn_dec_avx512;
+    if (cap >= ATTN_SIMD_AVX2 && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        return &attn_dec_avx2;
+#endif
+    (void)cap;
+    return &attn_dec_scalar;
+}

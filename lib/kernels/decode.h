@@ -1,0 +1,72 @@
+/* Streaming kernels of the decode path (sdpa/forward.c with few query rows):
+ * the score and value products of a handful of query rows against K and V
+ * rows read once from memory and widened from their storage type in
+ * registers.  One table per instruction set, chosen at run time like
+ * attn_kernels (capped by ATTN_SIMD).
+ *
+ * Every score is one dot product computed the same way whatever its
+ * neighbours (which keys and rows share a register block), and every output
+ * element one chain of fused multiply-adds in key order, so results do not
+ * depend on how the keys are cut into runs (pages of a paged cache, tiles,
+ * split-K chunks): paged and contiguous caches give the same bits. */
+#ifndef ATTN_DECODE_KERNELS_H
+#define ATTN_DECODE_KERNELS_H
+
+#include <stdint.h>
+
+/* Storage types, as attn_dtype. */
+enum { ATTN_ST_F32 = 0, ATTN_ST_F16 = 1, ATTN_ST_BF16 = 2 };
+
+typedef struct attn_dec_kernels {
+    const char *name;
+    /* s[r * lds + c] = scale * sum_x q[r * ldq + x] * K_c[x] for rows r < R
+     * and keys c < nk, K_c the row at k + c * ldk (elements of type st). */
+    void (*qk)(int st, const float *q, int64_t ldq, int64_t R, const void *k, int64_t ldk,
+               int64_t nk, int64_t d, float scale, float *s, int64_t lds);
+    /* o[r * ldo + x] = (acc ? o[r * ldo + x] : 0) + sum_c p[r * ldp + c] V_c[x],
+     * the sum one fused multiply-add per key in key order. */
+    void (*pv)(int st, const float *p, int64_t ldp, int64_t R, const void *v, int64_t ldv,
+               int64_t nk, int64_t d, float *o, int64_t ldo, int acc);
+    /* dst[x] = src[x] widened to float (exact) */
+    void (*widen)(int st, const void *src, float *dst, int64_t n);
+} attn_dec_kernels;
+
+extern const attn_dec_kernels attn_dec_scalar;
+#if ATTN_HAVE_X86_KERNELS
+extern const attn_dec_kernels attn_dec_avx2;
+extern const attn_dec_kernels attn_dec_avx512;
+#endif
+
+const attn_dec_kernels *attn_dec_select(void);
+
+/* Exact widening of one stored value (the scalar table's, shared). */
+static inline float attn_widen_f16(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ffu, bits;
+    if (e == 0x1f) {
+        bits = sign | 0x7f800000u | (m << 13);
+    } else if (e != 0) {
+        bits = sign | ((e + 112) << 23) | (m << 13);
+    } else if (m == 0) {
+        bits = sign;
+    } else {
+        /* denormal: normalize */
+        e = 113;
+        while (!(m & 0x400u)) {
+            m <<= 1;
+            e--;
+        }
+        bits = sign | (e << 23) | ((m & 0x3ffu) << 13);
+    }
+    union { uint32_t u; float f; } c = { bits };
+    return c.f;
+}
+
+static inline float attn_widen_bf16(uint16_t h)
+{
+    union { uint32_t u; float f; } c = { (uint32_t)h << 16 };
+    return c.f;
+}
+
+#endif

@@ -1,0 +1,130 @@
+/* AVX2 decode kernels (this file alone is built with -mavx2 -mfma -mf16c).
+ * Every dot product is one 8-lane accumulator reduced by the same tree,
+ * then the columns past the last multiple of 8 added in order; every
+ * output element one chain of fused multiply-adds in key order. */
+#include "attn_config.h"
+#include "kernels/decode.h"
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+static inline __m256 load8(int st, const void *base, int64_t x)
+{
+    if (st == ATTN_ST_F32)
+        return _mm256_loadu_ps((const float *)base + x);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)base + x));
+    if (st == ATTN_ST_F16)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static inline float load1(int st, const void *base, int64_t x)
+{
+    if (st == ATTN_ST_F16)
+        return attn_widen_f16(((const uint16_t *)base)[x]);
+    if (st == ATTN_ST_BF16)
+        return attn_widen_bf16(((const uint16_t *)base)[x]);
+    return ((const float *)base)[x];
+}
+
+static inline const void *row_at(int st, const void *base, int64_t r, int64_t ld)
+{
+    return st == ATTN_ST_F32 ? (const void *)((const float *)base + r * ld)
+                             : (const void *)((const uint16_t *)base + r * ld);
+}
+
+static inline float hsum8(__m256 a)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static void qk_avx2(int st, const float *q, int64_t ldq, int64_t R, const void *k,
+                    int64_t ldk, int64_t nk, int64_t d, float scale, float *s, int64_t lds)
+{
+    const int64_t d8 = d & ~(int64_t)7;
+    for (int64_t c0 = 0; c0 < nk; c0 += 4) {
+        const void *kr[4];
+        for (int c = 0; c < 4; c++)
+            kr[c] = row_at(st, k, c0 + c < nk ? c0 + c : nk - 1, ldk);
+        for (int64_t r0 = 0; r0 < R; r0 += 2) {
+            const float *qr[2];
+            for (int r = 0; r < 2; r++)
+                qr[r] = q + (r0 + r < R ? r0 + r : R - 1) * ldq;
+            __m256 a[2][4];
+            for (int r = 0; r < 2; r++)
+                for (int c = 0; c < 4; c++)
+                    a[r][c] = _mm256_setzero_ps();
+            for (int64_t x = 0; x < d8; x += 8) {
+                __m256 kv[4];
+                for (int c = 0; c < 4; c++)
+                    kv[c] = load8(st, kr[c], x);
+                for (int r = 0; r < 2; r++) {
+                    const __m256 qv = _mm256_loadu_ps(qr[r] + x);
+                    for (int c = 0; c < 4; c++)
+                        a[r][c] = _mm256_fmadd_ps(qv, kv[c], a[r][c]);
+                }
+            }
+            for (int r = 0; r < 2 && r0 + r < R; r++)
+                for (int c = 0; c < 4 && c0 + c < nk; c++) {
+                    float t = hsum8(a[r][c]);
+                    for (int64_t x = d8; x < d; x++)
+                        t = fmaf(qr[r][x], load1(st, kr[c], x), t);
+                    s[(r0 + r) * lds + c0 + c] = scale * t;
+                }
+        }
+    }
+}
+
+static void pv_avx2(int st, const float *p, int64_t ldp, int64_t R, const void *v,
+                    int64_t ldv, int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
+{
+    const int64_t d8 = d & ~(int64_t)7;
+    for (int64_t r0 = 0; r0 < R; r0 += 2) {
+        const int rb = R - r0 >= 2 ? 2 : 1;
+        for (int64_t x0 = 0; x0 < d8; x0 += 32) {
+            const int nv = d8 - x0 >= 32 ? 4 : (int)((d8 - x0) / 8);
+            __m256 a[2][4];
+            for (int r = 0; r < rb; r++)
+                for (int j = 0; j < nv; j++)
+                    a[r][j] = acc ? _mm256_loadu_ps(o + (r0 + r) * ldo + x0 + 8 * j)
+                                  : _mm256_setzero_ps();
+            for (int64_t c = 0; c < nk; c++) {
+                const void *vc = row_at(st, v, c, ldv);
+                __m256 vv[4];
+                for (int j = 0; j < nv; j++)
+                    vv[j] = load8(st, vc, x0 + 8 * j);
+                for (int r = 0; r < rb; r++) {
+                    const __m256 w = _mm256_set1_ps(p[(r0 + r) * ldp + c]);
+                    for (int j = 0; j < nv; j++)
+                        a[r][j] = _mm256_fmadd_ps(w, vv[j], a[r][j]);
+                }
+            }
+            for (int r = 0; r < rb; r++)
+                for (int j = 0; j < nv; j++)
+                    _mm256_storeu_ps(o + (r0 + r) * ldo + x0 + 8 * j, a[r][j]);
+        }
+        for (int r = 0; r < rb; r++) {
+            float *orow = o + (r0 + r) * ldo;
+            for (int64_t x = d8; x < d; x++) {
+                float t = acc ? orow[x] : 0.0f;
+                for (int64_t c = 0; c < nk; c++)
+                    t = fmaf(p[(r0 + r) * ldp + c], load1(st, row_at(st, v, c, ldv), x), t);
+                orow[x] = t;
+            }
+        }
+    }
+}
+
+static void widen_avx2(int st, const void *src, float *dst, int64_t n)
+{
+    int64_t x = 0;
+    for (; x + 8 <= n; x += 8)
+        _mm256_storeu_ps(dst + x, load8(st, src, x));
+    for (; x < n; x++)
+        dst[x] = load1(st, src, x);
+}
+
+const attn_dec_kernels attn_dec_avx2 = { "avx2", qk_avx2, pv_avx2, widen_avx2 };
