@@ -59,73 +59,6 @@ static const drow drows[] = {
 enum { IMPL_ATTN, IMPL_SGEMM, IMPL_SCALAR, NIMPL };
 static const char *const impl_name[NIMPL] = { "attn", "sgemm", "scalar" };
 
-/* ---- storage conversion ---------------------------------------------- */
-
-/* fp32 -> F16 / BF16, round to nearest even (the values here are in
- * [-1, 1]: no overflow; NaN and Inf kept for completeness). */
-static uint16_t f16_from_f32(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u)
-        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0));
-    if (ax >= 0x477ff000u)   /* 65520 and up round to Inf */
-        return (uint16_t)(sign | 0x7c00u);
-    if (ax < 0x38800000u) {  /* below 2^-14: a denormal F16 (exact scaling, then RNE) */
-        float a;
-        memcpy(&a, &ax, 4);
-        return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f));
-    }
-    const uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u) - 0x38000000u;
-    return (uint16_t)(sign | (r >> 13));
-}
-
-static float f32_from_f16(uint16_t h)
-{
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0) {
-        const float f = ldexpf((float)m, -24);
-        return sign ? -f : f;
-    }
-    const uint32_t x = sign | (e == 31 ? 0x7f800000u : (e + 112u) << 23) | (m << 13);
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-static uint16_t bf16_from_f32(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((x >> 16) | 0x40u);
-    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
-static float f32_from_bf16(uint16_t h)
-{
-    const uint32_t x = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-/* The stored 16-bit values of n floats, and those values widened back. */
-static attn_status to16(attn_dtype t, const float *src, uint16_t *dst, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = t == ATTN_DTYPE_F16 ? f16_from_f32(src[i]) : bf16_from_f32(src[i]);
-    return ATTN_OK;
-}
-
-static attn_status from16(attn_dtype t, const uint16_t *src, float *dst, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = t == ATTN_DTYPE_F16 ? f32_from_f16(src[i]) : f32_from_bf16(src[i]);
-    return ATTN_OK;
-}
-
 /* ---- sizes ------------------------------------------------------------- */
 
 static int64_t kv_len_of(const bench_case *c, int64_t b)
@@ -340,13 +273,15 @@ static void run_decode_row(const djob *j, result *res)
         v16 = malloc(nkv * 2);
         if (!k16 || !v16)
             return fail(res, "out of memory", ATTN_OK);
-        attn_status st = to16(type, kr, k16, (int64_t)nkv);
+        /* the stored values, and those values widened back: what the
+         * float64 reference reads */
+        attn_status st = attn_convert_from_f32(type, kr, k16, (int64_t)nkv);
         if (st == ATTN_OK)
-            st = to16(type, vr, v16, (int64_t)nkv);
+            st = attn_convert_from_f32(type, vr, v16, (int64_t)nkv);
         if (st == ATTN_OK)
-            st = from16(type, k16, kr, (int64_t)nkv);
+            st = attn_convert_to_f32(type, k16, kr, (int64_t)nkv);
         if (st == ATTN_OK)
-            st = from16(type, v16, vr, (int64_t)nkv);
+            st = attn_convert_to_f32(type, v16, vr, (int64_t)nkv);
         if (st != ATTN_OK)
             return fail(res, "convert", st);
     }
