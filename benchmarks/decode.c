@@ -274,14 +274,20 @@ static void run_decode_row(const djob *j, result *res)
         if (!k16 || !v16)
             return fail(res, "out of memory", ATTN_OK);
         /* the stored values, and those values widened back: what the
-         * float64 reference reads */
-        attn_status st = attn_convert_from_f32(type, kr, k16, (int64_t)nkv);
-        if (st == ATTN_OK)
-            st = attn_convert_from_f32(type, vr, v16, (int64_t)nkv);
-        if (st == ATTN_OK)
-            st = attn_convert_to_f32(type, k16, kr, (int64_t)nkv);
-        if (st == ATTN_OK)
-            st = attn_convert_to_f32(type, v16, vr, (int64_t)nkv);
+         * float64 reference reads (rows < kv_len only: the rest is never
+         * read, so never touched) */
+        attn_status st = ATTN_OK;
+        for (int64_t bh = 0; bh < B * Hkv && st == ATTN_OK; bh++) {
+            const size_t off = (size_t)(bh * m * d);
+            const int64_t cnt = kvl[bh / Hkv] * d;
+            st = attn_convert_from_f32(type, kr + off, k16 + off, cnt);
+            if (st == ATTN_OK)
+                st = attn_convert_from_f32(type, vr + off, v16 + off, cnt);
+            if (st == ATTN_OK)
+                st = attn_convert_to_f32(type, k16 + off, kr + off, cnt);
+            if (st == ATTN_OK)
+                st = attn_convert_to_f32(type, v16 + off, vr + off, cnt);
+        }
         if (st != ATTN_OK)
             return fail(res, "convert", st);
     }
