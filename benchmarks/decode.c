@@ -6,7 +6,10 @@
  *       ratios need no other case)
  *   D2  B 8, Hq 32, Hkv 8, n 1, kv lengths 512, 1024, ..., 4096, F16: a
  *       paged cache (block 16, the block table a random permutation of the
- *       pool's blocks) and the same values in a contiguous cache
+ *       pool's blocks) and the same values in a contiguous cache; a third,
+ *       diagnostic row (attn only) has the pool's blocks in order, which
+ *       tells the cost of the random placement (TLB misses, prefetchers
+ *       stopping at 4 KiB pages) from that of paging itself
  *   D3  4 queries, bottom-right causal (window_right 0), m 4096, F32 and F16
  *
  * Decoding is bound by the K/V bytes read, so each case is timed with its
@@ -42,7 +45,8 @@ enum {
 typedef struct drow {
     const char *case_id, *label;
     attn_dtype type;
-    int paged;
+    int paged;   /* 1: the block table a random permutation; 2: in order
+                    (a diagnostic row: attn only, no target) */
 } drow;
 
 static const drow drows[] = {
@@ -52,6 +56,7 @@ static const drow drows[] = {
     { "D1", "bf16", ATTN_DTYPE_BF16, 0 },
     { "D2", "f16-paged", ATTN_DTYPE_F16, 1 },
     { "D2", "f16-contig", ATTN_DTYPE_F16, 0 },
+    { "D2", "f16-pg-ord", ATTN_DTYPE_F16, 2 },
     { "D3", "f32", ATTN_DTYPE_F32, 0 },
     { "D3", "f16", ATTN_DTYPE_F16, 0 },
 };
@@ -353,7 +358,7 @@ static void run_decode_row(const djob *j, result *res)
             return fail(res, "out of memory", ATTN_OK);
         for (int64_t i = 0; i < nblocks; i++)
             perm[i] = (int32_t)i;
-        for (int64_t i = nblocks - 1; i > 0; i--) {
+        for (int64_t i = row->paged == 2 ? 0 : nblocks - 1; i > 0; i--) {
             const int64_t r = (int64_t)((frand() * 0.5f + 0.5f) * (float)(i + 1)) % (i + 1);
             const int32_t tmp = perm[i];
             perm[i] = perm[r];
@@ -514,6 +519,8 @@ void run_decode_case(const bench_case *c, int nthreads, const bench_env *env)
         for (int impl = 0; impl < NIMPL; impl++) {
             if (impl == IMPL_SCALAR && (!env->do_naive || strcmp(c->id, "S5")))
                 continue;
+            if (impl != IMPL_ATTN && row->paged == 2)
+                continue;
             djob j = { c, row, impl, nthreads, env->runs, env->kv_target_bytes };
             result r;
             in_child(djob_fn, &j, &r);
@@ -598,8 +605,19 @@ void decode_print_ratios(int nthreads, const bench_env *env)
             any = 1;
         }
     }
+    /* the diagnostic: the same pool with the blocks in order, to tell the
+     * cost of the random placement (TLB, prefetch) from that of paging */
+    const kept *po = find("D2", "f16-pg-ord", IMPL_ATTN), *pc = find("D2", "f16-contig", IMPL_ATTN);
+    if (po && pc && po->ms > 0) {
+        if (env->json)
+            printf("{\"kind\":\"decode\",\"ratio\":\"D2 paged in order/contiguous speed\","
+                   "\"threads\":%d,\"value\":%.4f}\n", nthreads, pc->ms / po->ms);
+        else
+            printf("  %-42s %6.2f   (diagnostic: blocks in order)\n",
+                   "D2 paged in order/contiguous speed", pc->ms / po->ms);
+    }
     for (int i = 0; i < ndone; i++) {
-        if (done[i].impl != IMPL_ATTN)
+        if (done[i].impl != IMPL_ATTN || !strcmp(done[i].label, "f16-pg-ord"))
             continue;
         char what[64];
         snprintf(what, sizeof what, "%s %s fraction of read bandwidth", done[i].case_id,
