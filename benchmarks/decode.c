@@ -280,10 +280,11 @@ static void run_decode_row(const djob *j, result *res)
     const size_t es = elsize(type);
     const int R = copies_of(c, row, j->target);
 
-    /* The environment before anything of attn's reads it: the sgemm path
-     * for IMPL_SGEMM, the default (decode path where the shape allows)
-     * otherwise.  Each row runs in its own child, and its plan is made
-     * after this. */
+    /* ATTN_DECODE is read by attn_sdpa_plan_create (lib/sdpa/plan.c: the
+     * plan keeps its choice), so it is set before the plan is made: "0" =
+     * the sgemm path for IMPL_SGEMM, unset = the default (the decode path
+     * where the shape allows) otherwise.  Each row runs in its own process,
+     * so nothing else sees it. */
     if (j->impl == IMPL_SGEMM)
         setenv("ATTN_DECODE", "0", 1);
     else
