@@ -26,7 +26,7 @@
 //
 // As in attn-bench, K/V come from memory: R copies of the cache (R x 32 MiB
 // >= --kv-mib, default 4 x L3 from getconf, at least 256 MiB), a different
-// copy each call.  ms is the median of 10 x --runs calls of session.run
+// copy each call, after a warm-up pass over all copies.  ms is the median of 10 x --runs calls of session.run
 // (await included: its overhead is tens of microseconds); GB/s counts the
 // same K/V bytes as attn-bench (4096 x 8 x 256 x 4 bytes).  max_err: the
 // output of the last call against a float64 computation in JS on a few heads.
@@ -274,7 +274,9 @@ async function runCase(id, threads, mode) {
 
     const calls = 10 * opt.runs, times = [];
     let last = null;
-    for (let call = -2, r = 0; call < calls; call++, r = (r + 1) % R) {
+    // warm-up: one pass over every copy (as attn-bench: the first read of a
+    // copy after it was written is slower), then the timed calls
+    for (let call = -Math.max(2, R), r = 0; call < calls; call++, r = (r + 1) % R) {
         const feeds = { ...feedsBase, past_key: copies[r].pk, past_value: copies[r].pv };
         const fetches = mode === 'ort-shared'
             ? { output: out, present_key: copies[r].pk, present_value: copies[r].pv }
