@@ -26,10 +26,12 @@
 //
 // As in attn-bench, K/V come from memory: R copies of the cache (R x 32 MiB
 // >= --kv-mib, default 4 x L3 from getconf, at least 256 MiB), a different
-// copy each call, after a warm-up pass over all copies.  ms is the median of 10 x --runs calls of session.run
-// (await included: its overhead is tens of microseconds); GB/s counts the
-// same K/V bytes as attn-bench (4096 x 8 x 256 x 4 bytes).  max_err: the
-// output of the last call against a float64 computation in JS on a few heads.
+// copy each call, after a warm-up pass over all copies.  ms is the median
+// of 10 x --runs calls of session.run (await included: its overhead is
+// tens of microseconds); GB/s counts the same K/V bytes as attn-bench
+// (4096 x 8 x 256 x 4 bytes).  max_err: the output of the last call
+// against a float64 computation in JS on a few heads.
+// ORT_DEBUG_TIMES=1 prints every call's time to stderr.
 
 import { createRequire } from 'node:module';
 import { execSync } from 'node:child_process';
