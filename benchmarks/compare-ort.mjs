@@ -27,14 +27,22 @@
 // As in attn-bench, K/V come from memory: R copies of the cache (R x 32 MiB
 // >= --kv-mib, default 4 x L3 from getconf, at least 256 MiB), a different
 // copy each call, after a warm-up pass over all copies.  ms is the median
-// of 10 x --runs calls of session.run (await included: its overhead is
-// tens of microseconds); GB/s counts the same K/V bytes as attn-bench
-// (4096 x 8 x 256 x 4 bytes).  max_err: the output of the last call
-// against a float64 computation in JS on a few heads.
+// of 10 x --runs calls of session.run, await included ("ms"), and of
+// ORT's own time for the same calls ("run ms", the model_run events of
+// ORT's profiler: the node binding's overhead left out, which on this VM
+// was about 90 ms on many calls (not investigated: perhaps page faults of
+// fresh buffers; onnxruntime-node runs session.run synchronously in a
+// setImmediate).  "run ms" is the figure to compare with attn-bench.
+// GB/s counts the same K/V bytes as attn-bench (4096 x 8 x 256 x 4
+// bytes).  max_err: the output of the last call against a float64
+// computation in JS on a few heads.
 // ORT_DEBUG_TIMES=1 prints every call's time to stderr.
 
 import { createRequire } from 'node:module';
 import { execSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const require = createRequire(import.meta.url);
 let ort;
@@ -231,12 +239,18 @@ async function runCase(id, threads, mode) {
     const past = mode === 'ort-shared' ? m : m - n;
     const kvBytes = B * m * Hkv * 2 * d * 4;
     const R = Math.max(2, Math.ceil(kvTarget / kvBytes));
+    // ORT's own profile gives each run's time inside ORT (model_run): the
+    // await around session.run measured here adds the node binding's
+    // overhead, which on this machine was about 90 ms on some calls
+    const profDir = mkdtempSync(join(tmpdir(), 'compare-ort-'));
     const session = await ort.InferenceSession.create(gqaModel(c, past), {
         intraOpNumThreads: threads,
         interOpNumThreads: 1,
         executionMode: 'sequential',
         graphOptimizationLevel: 'all',
         logSeverityLevel: 3,   // errors only (its shape inference warns about present's length)
+        enableProfiling: true,
+        profileFilePrefix: join(profDir, 'prof'),
     });
 
     // the logical cache [Hkv][m][d]; the new tokens are its last n rows
@@ -291,10 +305,25 @@ async function runCase(id, threads, mode) {
     }
     const o = last.output.data;
     const err = maxErr(c, q, K, V, o, [0, 11, 21, 31]);
+    session.endProfiling?.();
     await session.release?.();
-    const ms = median(times);
+    // the model_run events of the timed calls (the last `calls` ones)
+    let runs = [];
+    try {
+        for (const f of readdirSync(profDir)) {
+            const ev = JSON.parse(readFileSync(join(profDir, f), 'utf8'));
+            runs = runs.concat(ev.filter((e) => e.cat === 'Session' && e.name === 'model_run')
+                                 .map((e) => e.dur / 1000));
+        }
+    } catch { runs = []; }
+    rmSync(profDir, { recursive: true, force: true });
+    runs = runs.slice(-calls);
+    const ms = median(times), inner = runs.length === calls ? median(runs) : null;
     return { case: id, threads, impl: mode, ms_median: ms, ms_min: Math.min(...times),
-             ms_max: Math.max(...times), kv_bytes: kvBytes, gbs: kvBytes / (ms * 1e6),
+             ms_max: Math.max(...times), ort_run_ms_median: inner,
+             ort_run_ms_min: inner === null ? null : Math.min(...runs),
+             kv_bytes: kvBytes, gbs: kvBytes / (ms * 1e6),
+             gbs_ort_run: inner === null ? null : kvBytes / (inner * 1e6),
              copies: R, max_err: err, ort_version: ort.env.versions?.common ?? '' };
 }
 
@@ -303,7 +332,8 @@ if (!opt.json)
                 `com.microsoft opset 1; L3 ${(l3 / MiB).toFixed(1)} MiB; K/V copies >= ` +
                 `${(kvTarget / MiB).toFixed(0)} MiB per case; ${10 * opt.runs} timed calls`);
 if (!opt.json)
-    console.log('case thr impl          ms(med)   ms(min)   ms(max)    GB/s copies   max_err');
+    console.log('case thr impl          ms(med)   ms(min)   ms(max)    GB/s  run ms(med)  run GB/s ' +
+                'copies   max_err');
 for (const t of opt.threads)
     for (const id of opt.cases)
         for (const mode of ['ort-shared', 'ort-copy']) {
@@ -325,5 +355,7 @@ for (const t of opt.threads)
                 console.log(`${id.padEnd(4)} ${String(t).padStart(3)} ${mode.padEnd(11)} ` +
                             `${r.ms_median.toFixed(3).padStart(9)} ${r.ms_min.toFixed(3).padStart(9)} ` +
                             `${r.ms_max.toFixed(3).padStart(9)} ${r.gbs.toFixed(1).padStart(7)} ` +
+                            `${(r.ort_run_ms_median === null ? '-' : r.ort_run_ms_median.toFixed(3)).padStart(12)} ` +
+                            `${(r.gbs_ort_run === null ? '-' : r.gbs_ort_run.toFixed(1)).padStart(9)} ` +
                             `${String(r.copies).padStart(6)} ${r.max_err.toExponential(2).padStart(9)}`);
         }
