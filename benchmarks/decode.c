@@ -346,7 +346,9 @@ static void run_decode_row(const djob *j, result *res)
     const char *vsrc = type == ATTN_DTYPE_F32 ? (const char *)vr : (const char *)v16;
 
     /* The paged layout: each sequence's logical blocks get the pool's
-     * blocks in the order of a random permutation. */
+     * blocks in the order of a random permutation (paged == 2: in order).
+     * The values are the same in every row of the case: they are drawn
+     * before the permutation. */
     const int64_t maxb = m / BLOCK;
     int64_t nblocks = 0;
     int32_t *table = NULL;
