@@ -658,10 +658,11 @@ ATTN_API attn_status attn_kv_append(const attn_sdpa_desc *desc, const attn_kv_ap
  * O and lse NaN.  Otherwise, with mx = max_p lse_p, the weights
  * w_p = exp(lse_p - mx), their sum s, lse = mx + log(s) and
  * O = sum_p (w_p / s) O_p are computed in double, in part order, and
- * rounded to float once; so the result depends on the inputs only, adds
- * about one float rounding to the partials' own error, and with parts = 1
- * and a finite lse_p is O_p and lse_p bit for bit.  It runs on the calling
- * thread.
+ * rounded to float once; so the result depends on the inputs only (and
+ * on the C library's exp and log, whose last double bit may differ between
+ * libraries), adds about one float rounding to the partials' own error,
+ * and with parts = 1 and a finite lse_p is O_p and lse_p bit for bit.  It
+ * runs on the calling thread.
  * Layout (element strides): O_p of row r at o_parts + p * o_part_stride +
  * r * o_row_stride, lse_p at lse_parts + p * lse_part_stride + r *
  * lse_row_stride, the result at o + r * o_out_stride and (lse_out may be

@@ -117,7 +117,7 @@ const attn_cvt_kernels attn_cvt_scalar = {
 /* F16C (VCVTPH2PS / VCVTPS2PH on xmm and ymm).  It uses the AVX register
  * state, whose support by the OS __builtin_cpu_supports("avx2") already
  * implies. */
-static int have_f16c(void)
+int attn_cpu_has_f16c(void)
 {
 #if ATTN_HAVE_CPU_SUPPORTS_F16C
     return __builtin_cpu_supports("f16c");
@@ -141,7 +141,7 @@ const attn_cvt_kernels *attn_cvt_select(void)
      * own VCVTPH2PS / VCVTPS2PH; check each extension the file was built
      * with, not only the headline one. */
     const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                     have_f16c();
+                     attn_cpu_has_f16c();
     if (cap >= ATTN_SIMD_AVX512 && avx2 && __builtin_cpu_supports("avx512f")) {
 #if ATTN_HAVE_AVX512BF16
         if (__builtin_cpu_supports("avx512bf16"))

@@ -27,6 +27,10 @@ typedef struct attn_cvt_kernels {
 
 /* The best table for this CPU, capped by ATTN_SIMD like attn_kernels_select. */
 const attn_cvt_kernels *attn_cvt_select(void);
+#if ATTN_HAVE_X86_KERNELS
+/* Whether the CPU has F16C (also used by the decode kernels' choice). */
+int attn_cpu_has_f16c(void);
+#endif
 
 /* Exact scalar conversions (the reference of the tables; also usable inline). */
 float attn_f16_to_f32(uint16_t h);

@@ -2,6 +2,7 @@
 #include "attn_config.h"
 #include "kernels/decode.h"
 #include "kernels/kernels.h"
+#include "kernels/convert.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,10 +71,11 @@ const attn_dec_kernels *attn_dec_select(void)
     }
 #if ATTN_HAVE_X86_KERNELS
     if (cap >= ATTN_SIMD_AVX512 && __builtin_cpu_supports("avx512f") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        attn_cpu_has_f16c())
         return &attn_dec_avx512;
     if (cap >= ATTN_SIMD_AVX2 && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        __builtin_cpu_supports("fma") && attn_cpu_has_f16c())
         return &attn_dec_avx2;
 #endif
     (void)cap;

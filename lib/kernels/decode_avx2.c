@@ -8,7 +8,16 @@
 #include <math.h>
 #include <string.h>
 
-static inline __m256 load8(int st, const void *base, int64_t x)
+#define INLINE static inline __attribute__((always_inline))
+#define PF_KEYS 16  /* rows prefetched ahead, as in the AVX-512 kernels */
+
+INLINE void prefetch_row(const void *row, int64_t bytes)
+{
+    for (int64_t o = 0; o < bytes; o += 64)
+        _mm_prefetch((const char *)row + o, _MM_HINT_T0);
+}
+
+INLINE __m256 load8(const int st, const void *base, int64_t x)
 {
     if (st == ATTN_ST_F32)
         return _mm256_loadu_ps((const float *)base + x);
@@ -18,7 +27,7 @@ static inline __m256 load8(int st, const void *base, int64_t x)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-static inline float load1(int st, const void *base, int64_t x)
+INLINE float load1(const int st, const void *base, int64_t x)
 {
     if (st == ATTN_ST_F16)
         return attn_widen_f16(((const uint16_t *)base)[x]);
@@ -27,7 +36,7 @@ static inline float load1(int st, const void *base, int64_t x)
     return ((const float *)base)[x];
 }
 
-static inline const void *row_at(int st, const void *base, int64_t r, int64_t ld)
+INLINE const void *row_at(const int st, const void *base, int64_t r, int64_t ld)
 {
     return st == ATTN_ST_F32 ? (const void *)((const float *)base + r * ld)
                              : (const void *)((const uint16_t *)base + r * ld);
@@ -41,7 +50,7 @@ static inline float hsum8(__m256 a)
     return _mm_cvtss_f32(s);
 }
 
-static void qk_avx2(int st, const float *q, int64_t ldq, int64_t R, const void *k,
+INLINE void qk_impl(const int st, const float *q, int64_t ldq, int64_t R, const void *k,
                     int64_t ldk, int64_t nk, int64_t d, float scale, float *s, int64_t lds)
 {
     const int64_t d8 = d & ~(int64_t)7;
@@ -49,6 +58,9 @@ static void qk_avx2(int st, const float *q, int64_t ldq, int64_t R, const void *
         const void *kr[4];
         for (int c = 0; c < 4; c++)
             kr[c] = row_at(st, k, c0 + c < nk ? c0 + c : nk - 1, ldk);
+        for (int c = 0; c < 4; c++)
+            if (c0 + PF_KEYS + c < nk)
+                prefetch_row(row_at(st, k, c0 + PF_KEYS + c, ldk), d * (st == ATTN_ST_F32 ? 4 : 2));
         for (int64_t r0 = 0; r0 < R; r0 += 2) {
             const float *qr[2];
             for (int r = 0; r < 2; r++)
@@ -78,7 +90,7 @@ static void qk_avx2(int st, const float *q, int64_t ldq, int64_t R, const void *
     }
 }
 
-static void pv_avx2(int st, const float *p, int64_t ldp, int64_t R, const void *v,
+INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const void *v,
                     int64_t ldv, int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
 {
     const int64_t d8 = d & ~(int64_t)7;
@@ -93,6 +105,10 @@ static void pv_avx2(int st, const float *p, int64_t ldp, int64_t R, const void *
                                   : _mm256_setzero_ps();
             for (int64_t c = 0; c < nk; c++) {
                 const void *vc = row_at(st, v, c, ldv);
+                if (c + PF_KEYS < nk)
+                    prefetch_row((const char *)row_at(st, v, c + PF_KEYS, ldv) +
+                                     x0 * (st == ATTN_ST_F32 ? 4 : 2),
+                                 nv * 8 * (st == ATTN_ST_F32 ? 4 : 2));
                 __m256 vv[4];
                 for (int j = 0; j < nv; j++)
                     vv[j] = load8(st, vc, x0 + 8 * j);
@@ -116,6 +132,30 @@ static void pv_avx2(int st, const float *p, int64_t ldp, int64_t R, const void *
             }
         }
     }
+}
+
+/* Instantiated per storage type: a run-time type test inside the key
+ * loops costs the streaming kernels much of their speed. */
+static void qk_avx2(int st, const float *q, int64_t ldq, int64_t R, const void *k, int64_t ldk,
+                    int64_t nk, int64_t d, float scale, float *s, int64_t lds)
+{
+    if (st == ATTN_ST_F16)
+        qk_impl(ATTN_ST_F16, q, ldq, R, k, ldk, nk, d, scale, s, lds);
+    else if (st == ATTN_ST_BF16)
+        qk_impl(ATTN_ST_BF16, q, ldq, R, k, ldk, nk, d, scale, s, lds);
+    else
+        qk_impl(ATTN_ST_F32, q, ldq, R, k, ldk, nk, d, scale, s, lds);
+}
+
+static void pv_avx2(int st, const float *p, int64_t ldp, int64_t R, const void *v, int64_t ldv,
+                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
+{
+    if (st == ATTN_ST_F16)
+        pv_impl(ATTN_ST_F16, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
+    else if (st == ATTN_ST_BF16)
+        pv_impl(ATTN_ST_BF16, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
+    else
+        pv_impl(ATTN_ST_F32, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
 }
 
 static void widen_avx2(int st, const void *src, float *dst, int64_t n)

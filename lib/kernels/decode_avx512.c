@@ -1,49 +1,65 @@
 /* AVX-512 decode kernels (this file alone is built with -mavx512f
  * -mavx512bw -mavx512vl -mfma).  F16 is widened by VCVTPH2PS, BF16 by a
- * shift; tails are masked loads. */
+ * shift.  Each kernel is instantiated per storage type and keeps its
+ * full 16-lane chunks unmasked (a masked chunk only at the end of a row):
+ * a storage test or a mask reload inside the key loop cost the streaming
+ * kernels two thirds of their speed (docs/DESIGN.md). */
 #include "attn_config.h"
 #include "kernels/decode.h"
 #include <immintrin.h>
 #include <string.h>
 
-static inline __mmask16 lanes(int64_t r)
+#define INLINE static inline __attribute__((always_inline))
+
+/* Keys ahead whose rows are prefetched: a cache row is one page or less,
+ * and the hardware prefetchers alone streamed the rows at about half the
+ * speed (docs/DESIGN.md). */
+#define PF_KEYS 16
+
+INLINE __mmask16 lanes(int64_t r)
 {
     return r >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << r) - 1u);
 }
 
-/* 16 stored values (the first `m` lanes) as floats; the others 0. */
-static inline __m512 load16(int st, const void *base, int64_t x, __mmask16 m)
+INLINE __m512 widen16(const int ST, __m256i h)
 {
-    if (st == ATTN_ST_F32)
-        return _mm512_maskz_loadu_ps(m, (const float *)base + x);
-    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)base + x);
-    if (st == ATTN_ST_F16)
+    if (ST == ATTN_ST_F16)
         return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-static inline const void *row_at(int st, const void *base, int64_t r, int64_t ld)
+/* 16 stored values from element x of a row, as floats. */
+INLINE __m512 ld16(const int ST, const void *base, int64_t x)
 {
-    return st == ATTN_ST_F32 ? (const void *)((const float *)base + r * ld)
-                             : (const void *)((const uint16_t *)base + r * ld);
+    if (ST == ATTN_ST_F32)
+        return _mm512_loadu_ps((const float *)base + x);
+    return widen16(ST, _mm256_loadu_si256((const __m256i *)((const uint16_t *)base + x)));
 }
 
-/* Keys ahead that are prefetched: a cache row is one 4 KiB page or less,
- * where the hardware prefetchers stop, and measured streaming from memory
- * went from about 5 to GB/s with it (see docs/DESIGN.md). */
-#define PF_KEYS 16
+/* The same for the lanes of m only (the others 0). */
+INLINE __m512 ld16m(const int ST, const void *base, int64_t x, __mmask16 m)
+{
+    if (ST == ATTN_ST_F32)
+        return _mm512_maskz_loadu_ps(m, (const float *)base + x);
+    return widen16(ST, _mm256_maskz_loadu_epi16(m, (const uint16_t *)base + x));
+}
 
-static inline void prefetch_row(const void *row, int64_t bytes)
+INLINE const char *row_at(const int ST, const void *base, int64_t r, int64_t ld)
+{
+    return (const char *)base + r * ld * (ST == ATTN_ST_F32 ? 4 : 2);
+}
+
+INLINE void prefetch_row(const char *row, int64_t bytes)
 {
     for (int64_t o = 0; o < bytes; o += 64)
-        _mm_prefetch((const char *)row + o, _MM_HINT_T0);
+        _mm_prefetch(row + o, _MM_HINT_T0);
 }
 
 /* The 16 dot products of a 4 x 4 block (a[4 r + c]: row r, key c), each
  * summed by the same tree: lane i + lane i + 8, then i + 4, i + 2, i + 1,
  * whatever its place in the block.  Returns them with dot (r, c) in lane
  * 4 c + r. */
-static inline __m512 reduce16(const __m512 a[16])
+INLINE __m512 reduce16(const __m512 a[16])
 {
     __m512 s[8], t[4], w[2];
     for (int k = 0; k < 8; k++)
@@ -61,17 +77,20 @@ static inline __m512 reduce16(const __m512 a[16])
 
 /* Blocks of 4 keys x 4 rows; a short block repeats its last key or row
  * (computed again, not stored), so every score goes through the same code. */
-static void qk_avx512(int st, const float *q, int64_t ldq, int64_t R, const void *k,
-                      int64_t ldk, int64_t nk, int64_t d, float scale, float *s, int64_t lds)
+INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const void *k,
+                    int64_t ldk, int64_t nk, int64_t d, float scale, float *s, int64_t lds)
 {
     const __m512 vs = _mm512_set1_ps(scale);
+    const int64_t dfull = d & ~(int64_t)15, rowb = d * (ST == ATTN_ST_F32 ? 4 : 2);
+    const __mmask16 mt = lanes(d - dfull);
     for (int64_t c0 = 0; c0 < nk; c0 += 4) {
-        const void *kr[4];
+        const char *kr[4];
         for (int c = 0; c < 4; c++)
-            kr[c] = row_at(st, k, c0 + c < nk ? c0 + c : nk - 1, ldk);
-        for (int c = 0; c < 4; c++)
+            kr[c] = row_at(ST, k, c0 + c < nk ? c0 + c : nk - 1, ldk);
+        for (int c = 0; c < 4; c++) {
             if (c0 + PF_KEYS + c < nk)
-                prefetch_row(row_at(st, k, c0 + PF_KEYS + c, ldk), d * (st == ATTN_ST_F32 ? 4 : 2));
+                prefetch_row(row_at(ST, k, c0 + PF_KEYS + c, ldk), rowb);
+        }
         for (int64_t r0 = 0; r0 < R; r0 += 4) {
             const float *qr[4];
             for (int r = 0; r < 4; r++)
@@ -79,16 +98,25 @@ static void qk_avx512(int st, const float *q, int64_t ldq, int64_t R, const void
             __m512 a[16];
             for (int i = 0; i < 16; i++)
                 a[i] = _mm512_setzero_ps();
-            for (int64_t x = 0; x < d; x += 16) {
-                const __mmask16 m = lanes(d - x);
-                __m512 kv[4], qv[4];
+            for (int64_t x = 0; x < dfull; x += 16) {
+                __m512 kv[4];
                 for (int c = 0; c < 4; c++)
-                    kv[c] = load16(st, kr[c], x, m);
-                for (int r = 0; r < 4; r++)
-                    qv[r] = _mm512_maskz_loadu_ps(m, qr[r] + x);
-                for (int r = 0; r < 4; r++)
+                    kv[c] = ld16(ST, kr[c], x);
+                for (int r = 0; r < 4; r++) {
+                    const __m512 qv = _mm512_loadu_ps(qr[r] + x);
                     for (int c = 0; c < 4; c++)
-                        a[4 * r + c] = _mm512_fmadd_ps(qv[r], kv[c], a[4 * r + c]);
+                        a[4 * r + c] = _mm512_fmadd_ps(qv, kv[c], a[4 * r + c]);
+                }
+            }
+            if (dfull < d) {
+                __m512 kv[4];
+                for (int c = 0; c < 4; c++)
+                    kv[c] = ld16m(ST, kr[c], dfull, mt);
+                for (int r = 0; r < 4; r++) {
+                    const __m512 qv = _mm512_maskz_loadu_ps(mt, qr[r] + dfull);
+                    for (int c = 0; c < 4; c++)
+                        a[4 * r + c] = _mm512_fmadd_ps(qv, kv[c], a[4 * r + c]);
+                }
             }
             float out[16];
             _mm512_storeu_ps(out, _mm512_mul_ps(reduce16(a), vs));
@@ -99,56 +127,109 @@ static void qk_avx512(int st, const float *q, int64_t ldq, int64_t R, const void
     }
 }
 
-/* RB rows x 64 columns of O in registers, over every key in order. */
-static inline __attribute__((always_inline)) void
-pv_block(const int RB, int st, const float *p, int64_t ldp, const void *v, int64_t ldv,
-         int64_t nk, int64_t x0, int64_t d, float *o, int64_t ldo, int acc)
+/* RB rows x 16 NV columns [x0, x0 + 16 NV) of O in registers, over every
+ * key in order.  tail: the last chunk holds only the columns below d
+ * (masked); otherwise all NV chunks are whole. */
+INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, const float *p,
+                     int64_t ldp, const void *v, int64_t ldv, int64_t nk, int64_t x0, int64_t d,
+                     float *o, int64_t ldo, int acc)
 {
-    __mmask16 m[4];
-    for (int j = 0; j < 4; j++)
-        m[j] = x0 + 16 * j < d ? lanes(d - x0 - 16 * j) : 0;
-    __m512 a[4][4];
+    const __mmask16 mt = tail ? lanes(d - x0 - 16 * (NV - 1)) : (__mmask16)0xffff;
+    const int64_t esz = ST == ATTN_ST_F32 ? 4 : 2;
+    const int64_t span = (d - x0 < 16 * NV ? d - x0 : 16 * NV) * esz;
+    __m512 a[4][8];
     for (int r = 0; r < RB; r++)
-        for (int j = 0; j < 4; j++)
-            a[r][j] = acc ? _mm512_maskz_loadu_ps(m[j], o + r * ldo + x0 + 16 * j)
-                          : _mm512_setzero_ps();
-    const int64_t esz = st == ATTN_ST_F32 ? 4 : 2;
-    const int64_t span = (d - x0 < 64 ? d - x0 : 64) * esz;
+        for (int j = 0; j < NV; j++) {
+            float *oj = o + r * ldo + x0 + 16 * j;
+            a[r][j] = !acc ? _mm512_setzero_ps()
+                    : tail && j == NV - 1 ? _mm512_maskz_loadu_ps(mt, oj) : _mm512_loadu_ps(oj);
+        }
     for (int64_t c = 0; c < nk; c++) {
-        const void *vc = row_at(st, v, c, ldv);
+        const char *vc = row_at(ST, v, c, ldv);
         if (c + PF_KEYS < nk)
-            prefetch_row((const char *)row_at(st, v, c + PF_KEYS, ldv) + x0 * esz, span);
-        __m512 vv[4];
-        for (int j = 0; j < 4; j++)
-            vv[j] = load16(st, vc, x0 + 16 * j, m[j]);
+            prefetch_row(row_at(ST, v, c + PF_KEYS, ldv) + x0 * esz, span);
+        __m512 vv[8];
+        for (int j = 0; j < NV; j++)
+            vv[j] = tail && j == NV - 1 ? ld16m(ST, vc, x0 + 16 * j, mt)
+                                        : ld16(ST, vc, x0 + 16 * j);
         for (int r = 0; r < RB; r++) {
             const __m512 w = _mm512_set1_ps(p[r * ldp + c]);
-            for (int j = 0; j < 4; j++)
+            for (int j = 0; j < NV; j++)
                 a[r][j] = _mm512_fmadd_ps(w, vv[j], a[r][j]);
         }
     }
     for (int r = 0; r < RB; r++)
-        for (int j = 0; j < 4; j++)
-            _mm512_mask_storeu_ps(o + r * ldo + x0 + 16 * j, m[j], a[r][j]);
+        for (int j = 0; j < NV; j++) {
+            float *oj = o + r * ldo + x0 + 16 * j;
+            if (tail && j == NV - 1)
+                _mm512_mask_storeu_ps(oj, mt, a[r][j]);
+            else
+                _mm512_storeu_ps(oj, a[r][j]);
+        }
+}
+
+/* Rows in blocks of RB over one column chunk. */
+#define PV_ROWS(RB, NV, TAIL)                                                                \
+    do {                                                                                     \
+        int64_t r = 0;                                                                       \
+        for (; r + (RB) <= R; r += (RB))                                                     \
+            pv_block(RB, NV, ST, TAIL, p + r * ldp, ldp, v, ldv, nk, x0, d, o + r * ldo, ldo, \
+                     acc);                                                                   \
+        for (; r < R; r++)                                                                   \
+            pv_block(1, NV, ST, TAIL, p + r * ldp, ldp, v, ldv, nk, x0, d, o + r * ldo, ldo,  \
+                     acc);                                                                   \
+    } while (0)
+
+/* Columns in whole chunks of 128 (2 rows at a time: 16 accumulators and 8
+ * row vectors in registers; a V row of 128 floats read whole), then of 64
+ * (4 rows at a time), then the last partial chunk of 64. */
+INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const void *v,
+                    int64_t ldv, int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
+{
+    int64_t x0 = 0;
+    for (; x0 + 128 <= d; x0 += 128)
+        PV_ROWS(2, 8, 0);
+    for (; x0 + 64 <= d; x0 += 64)
+        PV_ROWS(4, 4, 0);
+    if (x0 < d) {
+        const int64_t left = d - x0;
+        if (left > 48) PV_ROWS(4, 4, 1);
+        else if (left > 32) PV_ROWS(4, 3, 1);
+        else if (left > 16) PV_ROWS(4, 2, 1);
+        else PV_ROWS(4, 1, 1);
+    }
+}
+
+static void qk_avx512(int st, const float *q, int64_t ldq, int64_t R, const void *k,
+                      int64_t ldk, int64_t nk, int64_t d, float scale, float *s, int64_t lds)
+{
+    if (st == ATTN_ST_F16)
+        qk_impl(ATTN_ST_F16, q, ldq, R, k, ldk, nk, d, scale, s, lds);
+    else if (st == ATTN_ST_BF16)
+        qk_impl(ATTN_ST_BF16, q, ldq, R, k, ldk, nk, d, scale, s, lds);
+    else
+        qk_impl(ATTN_ST_F32, q, ldq, R, k, ldk, nk, d, scale, s, lds);
 }
 
 static void pv_avx512(int st, const float *p, int64_t ldp, int64_t R, const void *v,
                       int64_t ldv, int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
 {
-    for (int64_t x0 = 0; x0 < d; x0 += 64) {
-        int64_t r = 0;
-        for (; r + 4 <= R; r += 4)
-            pv_block(4, st, p + r * ldp, ldp, v, ldv, nk, x0, d, o + r * ldo, ldo, acc);
-        for (; r < R; r++)
-            pv_block(1, st, p + r * ldp, ldp, v, ldv, nk, x0, d, o + r * ldo, ldo, acc);
-    }
+    if (st == ATTN_ST_F16)
+        pv_impl(ATTN_ST_F16, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
+    else if (st == ATTN_ST_BF16)
+        pv_impl(ATTN_ST_BF16, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
+    else
+        pv_impl(ATTN_ST_F32, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
 }
 
 static void widen_avx512(int st, const void *src, float *dst, int64_t n)
 {
     for (int64_t x = 0; x < n; x += 16) {
         const __mmask16 m = lanes(n - x);
-        _mm512_mask_storeu_ps(dst + x, m, load16(st, src, x, m));
+        __m512 y = st == ATTN_ST_F16    ? ld16m(ATTN_ST_F16, src, x, m)
+                 : st == ATTN_ST_BF16 ? ld16m(ATTN_ST_BF16, src, x, m)
+                                      : ld16m(ATTN_ST_F32, src, x, m);
+        _mm512_mask_storeu_ps(dst + x, m, y);
     }
 }
 

@@ -10,7 +10,8 @@ An input is read byte by byte by fuzz_attn.c (missing bytes read as 0):
            (bit 3: the sparse fields of the SDPA or MHA desc; bit 4: a
            linear attention problem instead, bit 1 then its backward, byte
            1 as above over the LB_* enum, 20 kinds; bit 5: one call of a
-           layout builder instead)
+           layout builder instead; bits 4 and 5 together: one call of
+           attn_merge_partials)
   then     sizes, options, layouts, values, workspace: random here.
 For each API and each invalid-field kind (and none) a few inputs with
 random tails, plus SDPA shapes past a key tile (split keys) and past a
@@ -28,8 +29,8 @@ dropout with dBias and with probabilities, MHA dropout with weights, small
 and dropout training problems, accumulate = 1, a train_forward context
 error, the smallest input per planted backward field (MB_* in
 fuzz_attn.c, mha-train-bwd-badNN) and one with two.  The sparse, linear and layout seeds (sdpa-sparse-*,
-mha-sparse-*, mha-train-sparse-*, linear-*, linear-bwd-*, layout-*) are
-written here; some of them with the bytes that select the larger shapes
+mha-sparse-*, mha-train-sparse-*, linear-*, linear-bwd-*, layout-*) and the merge seeds
+(merge-*: byte 0 with bits 4 and 5 set) are written here; some of them with the bytes that select the larger shapes
 (several blocks of 16, past a chunk of 64) set.
 
 usage: gen_seeds.py OUTDIR
@@ -95,6 +96,18 @@ def main():
                 tail[7] = 0   # SDPA shape 0 (byte 9) ...
                 tail[10] |= 3  # ... and (byte 12) several blocks of 16
             seeds["%s-%02d" % (name, k)] = bytes([sel, bad]) + bytes(tail)
+    # bits 4 and 5 together: attn_merge_partials (own generator again);
+    # after the kind byte: the planted field (GB_* in fuzz_attn.c, 9
+    # kinds; >= 128 plants a second), parts, rows, dim, the O and lse
+    # layouts, the output, the values' magnitudes and special rates
+    rng4 = random.Random(20261126)
+    for k, bad in enumerate((0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 200)):
+        tail = bytearray(rng4.randrange(256) for _ in range(rng4.randrange(16, 40)))
+        if k < 6:
+            tail[2] = 250 if k == 1 else tail[2]   # dim past 256 (dim byte 240 + 10)
+            tail[3] = k        # every O layout kind among the valid seeds
+            tail[4] = 5 - k    # and lse layout kind
+        seeds["merge-%02d" % k] = bytes([48, bad]) + bytes(tail)
     for name, data in sorted(seeds.items()):
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
