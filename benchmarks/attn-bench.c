@@ -4,13 +4,17 @@
  * measured in the same run with the same thread count.
  *
  *   attn-bench [--case S1 ...] [--threads N ...] [--runs R] [--quick] [--json]
- *              [--no-naive]
+ *              [--no-naive] [--bw-mib M] [--kv-mib M]
  *
  * Cases S1-S9 and T1, T1d, T2 run by default; S2n and S3n (S2 and S3
  * without their causal mask) only when named.  S6 is the whole multi-head
  * attention layer; T1 (S1's shape; T1d with dropout 0.1) and T2 (S2's,
  * causal) time the forward with logsumexp and the backward, T3 the layer's
  * training forward and backward (S6's shape).
+ *
+ * The decode cases (S5's decode row, D1-D3: decode.c) run only when named,
+ * --case D naming them all.  Every run measures, next to the sgemm rate,
+ * the machine's streaming read bandwidth at each thread count.
  *
  * Each (case, threads, impl) runs in a child process, so its peak RSS is its
  * own.  FLOPs count the attention core, 4*B*Hq*n*m*d; the useful count
@@ -63,6 +67,14 @@ static const bench_case cases[] = {
     { "X1-64k", "longformer", 1, 8, 8, 65536, 65536, 64, 0, 0, 0, 1, 0, 0.0, K_GLOBAL },
     { "X2-4k", "bigbird", 1, 8, 8, 4096, 4096, 64, 0, 0, 0, 1, 0, 0.0, K_BIGBIRD },
     { "X2-16k", "bigbird", 1, 8, 8, 16384, 16384, 64, 0, 0, 0, 1, 0, 0.0, K_BIGBIRD },
+    /* decoding (only when named; --case D names all four): one or a few
+     * queries against a KV cache far larger than the L3, F32/F16/BF16
+     * storage, paged and contiguous (decode.c).  The S5 entry here is the
+     * decode table's S5 row; the dense S5 above stays in the default run. */
+    { "S5", "decode-f32", 1, 32, 8, 1, 4096, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
+    { "D1", "decode-f16/bf16", 1, 32, 8, 1, 4096, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
+    { "D2", "decode-paged", 8, 32, 8, 1, 4096, 128, 0, 1, 0, 1, 0, 0.0, K_DECODE },
+    { "D3", "decode-4q-causal", 1, 32, 8, 4, 4096, 128, 1, 0, 0, 1, 0, 0.0, K_DECODE },
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
@@ -777,8 +789,91 @@ static double sgemm_rate(int nthreads)
     return best;
 }
 
+/* The last-level cache's size: sysconf, else /sys, else 0. */
+static size_t l3_size(void)
+{
+    long v = -1;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    if (v > 0)
+        return (size_t)v;
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    if (!f)
+        return 0;
+    unsigned long x = 0;
+    char unit = 0;
+    int got = fscanf(f, "%lu%c", &x, &unit);
+    fclose(f);
+    if (got < 1)
+        return 0;
+    return (size_t)x * (unit == 'K' ? 1024u : unit == 'M' ? 1048576u : 1u);
+}
+
+/* Streaming read bandwidth: every thread sums its own contiguous part of a
+ * buffer far larger than the L3 (32 float accumulators, which the compiler
+ * keeps in vector registers without reassociating anything). */
+typedef struct bw_ctx {
+    const float *buf;
+    size_t count;     /* floats, a multiple of 32 * parts */
+    int parts;
+    float *sums;      /* one per part, so the sums are not optimized away */
+} bw_ctx;
+
+static void bw_body(void *arg, int tid)
+{
+    const bw_ctx *x = arg;
+    (void)tid;
+#if ATTN_HAVE_OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (int part = 0; part < x->parts; part++) {
+        const size_t per = x->count / (size_t)x->parts;
+        const float *p = x->buf + per * (size_t)part;
+        float acc[32] = { 0 };
+        for (size_t i = 0; i < per; i += 32)
+            for (int k = 0; k < 32; k++)
+                acc[k] += p[i + k];
+        float s = 0;
+        for (int k = 0; k < 32; k++)
+            s += acc[k];
+        x->sums[part] = s;
+    }
+}
+
+/* GB/s (1e9 bytes) of the best of a few passes over `bytes`. */
+static double read_bandwidth(int nthreads, size_t bytes)
+{
+    const size_t unit = 32 * sizeof(float) * (size_t)nthreads;
+    bytes = bytes / unit * unit;
+    float *buf = aligned_alloc(64, bytes), sums[64];
+    if (!buf || nthreads > 64)
+        return 0;
+    /* written, so that every page is really there (an untouched page reads
+     * as the shared zero page, from the cache) */
+    for (size_t i = 0; i < bytes / sizeof(float); i++)
+        buf[i] = (float)(i & 7);
+    attn_blas_hooks hooks;
+    attn_blas_hooks_resolve(&hooks);
+    const bw_ctx ctx = { buf, bytes / sizeof(float), nthreads, sums };
+    double best = 0;
+    for (int pass = 0; pass < 4; pass++) {
+        const double t0 = now_ms();
+        attn_parallel(&hooks, nthreads, nthreads, bw_body, (void *)&ctx);
+        const double gbs = (double)bytes / ((now_ms() - t0) * 1e6);
+        if (pass > 0 && gbs > best)   /* the first pass warms the threads and TLB */
+            best = gbs;
+    }
+    volatile float sink = 0;
+    for (int t = 0; t < nthreads; t++)
+        sink += sums[t];
+    (void)sink;
+    free(buf);
+    return best;
+}
+
 /* fork, run fn in the child, return its result through a pipe. */
-static int in_child(void (*fn)(void *, result *), void *ctx, result *res)
+int in_child(void (*fn)(void *, result *), void *ctx, result *res)
 {
     int fd[2];
     memset(res, 0, sizeof *res);
@@ -819,11 +914,22 @@ static void rate_fn(void *ctx, result *r)
     r->ms_median = sgemm_rate(*(int *)ctx);
     r->ok = 1;
 }
+typedef struct bw_job { int threads; size_t bytes; } bw_job;
+static void bw_fn(void *ctx, result *r)
+{
+    const bw_job *j = ctx;
+    r->ms_median = read_bandwidth(j->threads, j->bytes);
+    r->ok = r->ms_median > 0;
+}
 
 static void usage(void)
 {
     fprintf(stderr, "usage: attn-bench [--case S1 ...] [--threads N ...] [--runs R] [--quick] "
-                    "[--json] [--no-naive]\n");
+                    "[--json] [--no-naive] [--bw-mib M] [--kv-mib M]\n"
+                    "  --case D names the decode cases S5, D1, D2, D3 (only run when named)\n"
+                    "  --bw-mib: buffer of the read-bandwidth measurement (default 16 x L3,\n"
+                    "            at least 1 GiB and at most 2 GiB)\n"
+                    "  --kv-mib: K/V copies of each decode case (default 4 x L3, at least 256)\n");
     exit(2);
 }
 
@@ -831,6 +937,7 @@ int main(int argc, char **argv)
 {
     const char *want[NCASES];
     int nwant = 0, threads[8], nthreads = 0, runs = 10, json = 0, do_naive = 1, quick = 0;
+    long bw_mib = 0, kv_mib = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--case") && i + 1 < argc && nwant < NCASES) want[nwant++] = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc && nthreads < 8) threads[nthreads++] = atoi(argv[++i]);
@@ -838,6 +945,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--no-naive")) do_naive = 0;
         else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--bw-mib") && i + 1 < argc) bw_mib = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--kv-mib") && i + 1 < argc) kv_mib = atol(argv[++i]);
         else usage();
     }
     if (runs < 1)
@@ -863,26 +972,67 @@ int main(int argc, char **argv)
         printf("OPENBLAS_CORETYPE=%s  runs=%d (after 2 warm-up)\n", ct ? ct : "(unset)", runs);
     }
 
+    /* which cases run: by default every case not marked extra; --case ID
+     * names one (L1 names every L1-*, D every decode case) */
+    int selected[NCASES], any_dense = 0, any_decode = 0;
+    for (int ci = 0; ci < NCASES; ci++) {
+        const bench_case *c = &cases[ci];
+        int sel = !nwant && !c->extra;
+        for (int w = 0; w < nwant; w++) {
+            const size_t wl = strlen(want[w]);
+            sel |= !strcmp(want[w], c->id) || (!strncmp(want[w], c->id, wl) && c->id[wl] == '-') ||
+                   (c->kind == K_DECODE && !strcmp(want[w], "D"));
+        }
+        selected[ci] = sel;
+        any_dense |= sel && c->kind != K_DECODE;
+        any_decode |= sel && c->kind == K_DECODE;
+    }
+
+    /* The read bandwidth's buffer: 16 x L3, at least 1 GiB, at most 2 GiB
+     * (the machine is shared; --bw-mib sets it); the decode cases' K/V
+     * copies: 4 x L3, at least 256 MiB (--kv-mib sets it). */
+    const size_t l3 = l3_size(), MiB = (size_t)1 << 20;
+    size_t bw_bytes = 16 * l3;
+    if (bw_bytes < 1024 * MiB)
+        bw_bytes = 1024 * MiB;
+    if (bw_bytes > 2048 * MiB)
+        bw_bytes = 2048 * MiB;
+    if (bw_mib > 0)
+        bw_bytes = (size_t)bw_mib * MiB;
+    size_t kv_bytes = 4 * l3 > 256 * MiB ? 4 * l3 : 256 * MiB;
+    if (kv_mib > 0)
+        kv_bytes = (size_t)kv_mib * MiB;
+    if (!json)
+        printf("L3 %.1f MiB (%s); read bandwidth over %.0f MiB%s\n", l3 / (double)MiB,
+               l3 ? "sysconf or /sys" : "unknown", bw_bytes / (double)MiB,
+               any_decode ? "" : "; no decode case named");
+    if (!json && any_decode)
+        printf("decode cases: K/V copies of at least %.0f MiB per case, a different copy each "
+               "call\n", kv_bytes / (double)MiB);
+
     for (int t = 0; t < nthreads; t++) {
         int nt = threads[t];
         result rr;
         in_child(rate_fn, &nt, &rr);
         double rate = rr.ms_median;
+        bw_job bj = { nt, bw_bytes };
+        in_child(bw_fn, &bj, &rr);
+        const double read_gbs = rr.ok ? rr.ms_median : 0.0;
         if (!json)
-            printf("\n-- %d thread%s: sgemm 1024^3 per thread, same BLAS: %.1f GFLOP/s\n", nt,
-                   nt > 1 ? "s" : "", rate);
-        if (!json)
+            printf("\n-- %d thread%s: sgemm 1024^3 per thread, same BLAS: %.1f GFLOP/s | "
+                   "read bandwidth: %.1f GB/s\n", nt, nt > 1 ? "s" : "", rate, read_gbs);
+        else
+            printf("{\"machine\":1,\"threads\":%d,\"sgemm_gflops\":%.2f,\"read_gbs\":%.2f,"
+                   "\"read_buffer_bytes\":%zu,\"l3_bytes\":%zu,"
+                   "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
+                   nt, rate, read_gbs, bw_bytes, l3, bi.loaded, bi.kernel, bi.simd);
+        if (!json && any_dense)
             printf("%-4s %-12s %-5s %9s %9s %9s %8s %8s %6s %11s %9s %9s %7s\n", "case", "name",
                    "impl", "ms(med)", "ms(min)", "ms(max)", "GF/s", "GF/s_u", "%sgemm",
                    "workspace", "RSS MiB", "max_err", "speedup");
         for (int ci = 0; ci < NCASES; ci++) {
             const bench_case *c = &cases[ci];
-            int sel = !nwant && !c->extra;
-            for (int w = 0; w < nwant; w++) {
-                const size_t wl = strlen(want[w]);
-                sel |= !strcmp(want[w], c->id) || (!strncmp(want[w], c->id, wl) && c->id[wl] == '-');
-            }
-            if (!sel)
+            if (!selected[ci] || c->kind == K_DECODE)
                 continue;
             double full = 4.0 * c->B * c->Hq * c->n * c->m * c->d + proj_flops(c);
             double useful = c->kind == K_DENSE ? useful_flops(c) : long_useful_flops(c, 0);
@@ -923,11 +1073,11 @@ int main(int argc, char **argv)
                                    "\"impl\":\"%s\",\"part\":\"%s\",\"ms_median\":%.4f,"
                                    "\"gflops_useful\":%.2f,\"sgemm_gflops\":%.2f,"
                                    "\"frac_sgemm\":%.4f,\"workspace_bytes\":%zu,"
-                                   "\"peak_rss_bytes\":%ld,\"max_err\":%s,"
+                                   "\"peak_rss_bytes\":%ld,\"max_err\":%s,\"read_gbs\":%.2f,"
                                    "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
                                    c->id, c->name, nt, iname, part[k], ms[k], gfu, rate,
                                    rate > 0 ? gfu / rate : 0, r.workspace, r.peak_rss_kb * 1024,
-                                   err, bi.loaded, bi.kernel, bi.simd);
+                                   err, read_gbs, bi.loaded, bi.kernel, bi.simd);
                             continue;
                         }
                         char sp[24] = "";
@@ -956,10 +1106,10 @@ int main(int argc, char **argv)
                            "\"ms_median\":%.4f,\"ms_min\":%.4f,\"ms_max\":%.4f,\"gflops\":%.2f,"
                            "\"gflops_useful\":%.2f,\"sgemm_gflops\":%.2f,\"frac_sgemm\":%.4f,"
                            "\"workspace_bytes\":%zu,\"peak_rss_bytes\":%ld,\"max_err\":%s,"
-                           "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
+                           "\"read_gbs\":%.2f,\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
                            c->id, c->name, nt, iname, r.ms_median, r.ms_min, r.ms_max, gf, gfu, rate,
                            rate > 0 ? gfu / rate : 0, r.workspace, r.peak_rss_kb * 1024, err,
-                           bi.loaded, bi.kernel, bi.simd);
+                           read_gbs, bi.loaded, bi.kernel, bi.simd);
                 } else {
                     char sp[16] = "";
                     if (impl == 1 && attn_ms > 0)
@@ -972,8 +1122,19 @@ int main(int argc, char **argv)
                 fflush(stdout);
             }
         }
+        if (any_decode) {
+            const bench_env env = { json, do_naive, runs, rate, read_gbs, l3, kv_bytes,
+                                    bi.loaded, bi.kernel, bi.simd };
+            decode_print_header(&env);
+            for (int ci = 0; ci < NCASES; ci++)
+                if (selected[ci] && cases[ci].kind == K_DECODE)
+                    run_decode_case(&cases[ci], nt, &env);
+            decode_print_ratios(nt, &env);
+        }
     }
-    if (!json) {
+    if (!json && any_decode)
+        decode_print_notes();
+    if (!json && any_dense) {
         printf("\nT cases (training): fwd is the forward with logsumexp, bwd the backward (dQ, dK, "
                "dV), counted as 2.5x the forward's useful FLOPs (T3: plus 2x the projections'); "
                "f+b/fwd is the ratio of their times; max_err: |attn - naive| over dQ, dK, dV (T1, T2; "

@@ -63,7 +63,11 @@ def run_attn_bench(bench, cases, threads, runs, naive):
     if not naive:
         cmd.append("--no-naive")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    # attn-bench also prints a line per thread count with the machine's
+    # rates, and (when the decode cases are named) decode rows and ratios:
+    # only the case rows of the tables here
+    return [r for r in rows if "case" in r and r.get("kind") != "decode"]
 
 
 def torch_sdpa(torch):

@@ -1,0 +1,664 @@
+/*
+ * attn-bench's decode cases (only when named; --case D names them all):
+ *
+ *   S5  B 1, Hq 32, Hkv 8, n 1, m 4096, d 128, F32 K/V
+ *   D1  S5's shape with K/V stored F16, and BF16 (and an F32 row, so the
+ *       ratios need no other case)
+ *   D2  B 8, Hq 32, Hkv 8, n 1, kv lengths 512, 1024, ..., 4096, F16: a
+ *       paged cache (block 16, the block table a random permutation of the
+ *       pool's blocks) and the same values in a contiguous cache; a third,
+ *       diagnostic row (attn only) has the pool's blocks in order, which
+ *       tells the cost of the random placement (TLB misses, prefetchers
+ *       stopping at 4 KiB pages) from that of paging itself
+ *   D3  4 queries, bottom-right causal (window_right 0), m 4096, F32 and F16
+ *
+ * Decoding is bound by the K/V bytes read, so each case is timed with its
+ * K/V memory larger than the L3: R copies of the cache, R x the bytes a
+ * call reads >= the target (4 x L3, at least 256 MiB; --kv-mib), and every
+ * call reads the next copy, round-robin.  Per row: attn (the decode path),
+ * attn with ATTN_DECODE=0 (the sgemm path) and, for S5, a plain scalar C
+ * loop.  GB/s counts the K/V bytes a call must read: per sequence
+ * kv_len x Hkv x (dk + dv) x element size.  max_err is against float64 on
+ * a few heads of every sequence, computed from the same rounded F16/BF16
+ * values.
+ */
+#include "attn_config.h"
+#include "attn.h"
+#include "blas/blas.h"   /* attn_blas_hooks for attn_parallel */
+#include "core/core.h"   /* attn_parallel: the region attn runs its work in */
+#include "bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+enum {
+    BLOCK = 16,          /* D2's kv_block_size */
+    SAMPLE_HEADS = 4,    /* query heads per sequence checked against float64 */
+    CALLS_PER_RUN = 10,  /* timed calls = CALLS_PER_RUN x --runs */
+    MAX_ROWS = 64,
+};
+
+typedef struct drow {
+    const char *case_id, *label;
+    attn_dtype type;
+    int paged;   /* 1: the block table a random permutation; 2: in order
+                    (a diagnostic row: attn only, no target) */
+} drow;
+
+static const drow drows[] = {
+    { "S5", "f32", ATTN_DTYPE_F32, 0 },
+    { "D1", "f32", ATTN_DTYPE_F32, 0 },
+    { "D1", "f16", ATTN_DTYPE_F16, 0 },
+    { "D1", "bf16", ATTN_DTYPE_BF16, 0 },
+    { "D2", "f16-paged", ATTN_DTYPE_F16, 1 },
+    { "D2", "f16-contig", ATTN_DTYPE_F16, 0 },
+    { "D2", "f16-pg-ord", ATTN_DTYPE_F16, 2 },
+    { "D3", "f32", ATTN_DTYPE_F32, 0 },
+    { "D3", "f16", ATTN_DTYPE_F16, 0 },
+};
+#define NDROWS (int)(sizeof drows / sizeof drows[0])
+
+enum { IMPL_ATTN, IMPL_SGEMM, IMPL_SCALAR, NIMPL };
+static const char *const impl_name[NIMPL] = { "attn", "sgemm", "scalar" };
+
+/* ---- sizes ------------------------------------------------------------- */
+
+static int64_t kv_len_of(const bench_case *c, int64_t b)
+{
+    return c->padded ? (b + 1) * (c->m / c->B) : c->m;   /* D2: 512, 1024, ..., 4096 */
+}
+
+static size_t elsize(attn_dtype t)
+{
+    return t == ATTN_DTYPE_F32 ? 4 : 2;
+}
+
+/* K/V bytes one call must read. */
+static double kv_bytes_read(const bench_case *c, const drow *r)
+{
+    double rows = 0;
+    for (int64_t b = 0; b < c->B; b++)
+        rows += (double)kv_len_of(c, b);
+    return rows * (double)c->Hkv * 2.0 * (double)c->d * (double)elsize(r->type);
+}
+
+/* Copies of the cache: R x the bytes read >= the target, R >= 2. */
+static int copies_of(const bench_case *c, const drow *r, size_t target)
+{
+    const double per = kv_bytes_read(c, r);
+    int R = (int)ceil((double)target / per);
+    return R < 2 ? 2 : R;
+}
+
+/* Large buffers whose pages are made present by prefault() over the
+ * ranges that will be written: touching them page by page costs about
+ * 3 ms per MiB in faults on the VMs this runs on, which made the setup of
+ * a row with 2 GiB of copies take seconds.  Ordinary 4 KiB pages, as the
+ * read bandwidth's buffer (no MADV_HUGEPAGE): only the setup changes, not
+ * what the timed calls see.  Zero-filled; never freed (the row's process
+ * exits).  A range never prefaulted nor written (the rows of a contiguous
+ * cache past a sequence's length) stays absent. */
+static void *big_alloc(size_t bytes)
+{
+    void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void prefault(void *p, size_t bytes)
+{
+#ifdef MADV_POPULATE_WRITE
+    const uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095, e = (uintptr_t)p + bytes;
+    if (bytes)
+        (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);   /* else faults on touch */
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
+/* ---- the plain scalar loop (S5's third comparison) ---------------------- */
+
+typedef struct scalar_ctx {
+    const bench_case *c;
+    const float *q, *k, *v;
+    float *o;
+    float *scores;   /* [threads][m] */
+} scalar_ctx;
+
+static void scalar_body(void *arg, int tid)
+{
+    const scalar_ctx *x = arg;
+    const bench_case *c = x->c;
+    const int64_t n = c->n, m = c->m, d = c->d, g = c->Hq / c->Hkv;
+    const float scale = 1.0f / sqrtf((float)d);
+    float *s = x->scores + (size_t)tid * (size_t)m;
+#if ATTN_HAVE_OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+    for (int64_t bh = 0; bh < c->B * c->Hq; bh++) {
+        const int64_t b = bh / c->Hq, h = bh % c->Hq, hk = h / g, len = kv_len_of(c, b);
+        const float *kb = x->k + (b * c->Hkv + hk) * m * d;
+        const float *vb = x->v + (b * c->Hkv + hk) * m * d;
+        for (int64_t i = 0; i < n; i++) {
+            const float *qi = x->q + ((b * c->Hq + h) * n + i) * d;
+            float *oi = x->o + ((b * c->Hq + h) * n + i) * d;
+            const int64_t lim = c->causal ? len - n + i + 1 : len;
+            float mx = -INFINITY;
+            for (int64_t j = 0; j < lim; j++) {
+                float dot = 0;
+                for (int64_t t = 0; t < d; t++)
+                    dot += qi[t] * kb[j * d + t];
+                s[j] = dot * scale;
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            float sum = 0;
+            for (int64_t t = 0; t < d; t++)
+                oi[t] = 0;
+            for (int64_t j = 0; j < lim; j++) {
+                const float p = expf(s[j] - mx);
+                sum += p;
+                for (int64_t t = 0; t < d; t++)
+                    oi[t] += p * vb[j * d + t];
+            }
+            for (int64_t t = 0; t < d; t++)
+                oi[t] = sum > 0 ? oi[t] / sum : 0.0f;
+        }
+    }
+}
+
+/* ---- one row in the child ----------------------------------------------- */
+
+typedef struct djob {
+    const bench_case *c;
+    const drow *row;
+    int impl, threads, runs;
+    size_t target;
+} djob;
+
+static void fail(result *res, const char *what, attn_status st)
+{
+    if (st != ATTN_OK)
+        snprintf(res->error, sizeof res->error, "%s: %s", what, attn_status_str(st));
+    else
+        snprintf(res->error, sizeof res->error, "%s", what);
+}
+
+/* Largest |o - float64| over SAMPLE_HEADS query heads of every sequence,
+ * all query rows; kr, vr: the stored values as floats, [B][Hkv][m][d]. */
+static double sampled_error(const bench_case *c, const float *q, const float *kr, const float *vr,
+                            const float *o)
+{
+    const int64_t n = c->n, m = c->m, d = c->d, g = c->Hq / c->Hkv;
+    double *s = malloc(sizeof(double) * (size_t)m), *acc = malloc(sizeof(double) * (size_t)d);
+    double err = 0;
+    if (!s || !acc) {
+        free(s);
+        free(acc);
+        return NAN;
+    }
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t hs = 0; hs < SAMPLE_HEADS; hs++) {
+            const int64_t h = hs * (c->Hq - 1) / (SAMPLE_HEADS - 1), hk = h / g;
+            const int64_t len = kv_len_of(c, b);
+            const float *kb = kr + (b * c->Hkv + hk) * m * d, *vb = vr + (b * c->Hkv + hk) * m * d;
+            for (int64_t i = 0; i < n; i++) {
+                const float *qi = q + ((b * c->Hq + h) * n + i) * d;
+                const int64_t lim = c->causal ? len - n + i + 1 : len;
+                double mx = -INFINITY, den = 0;
+                for (int64_t j = 0; j < lim; j++) {
+                    double dot = 0;
+                    for (int64_t t = 0; t < d; t++)
+                        dot += (double)qi[t] * kb[j * d + t];
+                    s[j] = dot / sqrt((double)d);
+                    mx = s[j] > mx ? s[j] : mx;
+                }
+                memset(acc, 0, sizeof(double) * (size_t)d);
+                for (int64_t j = 0; j < lim; j++) {
+                    const double w = exp(s[j] - mx);
+                    den += w;
+                    for (int64_t t = 0; t < d; t++)
+                        acc[t] += w * vb[j * d + t];
+                }
+                const float *oi = o + ((b * c->Hq + h) * n + i) * d;
+                for (int64_t t = 0; t < d; t++) {
+                    const double e = fabs((double)oi[t] - (den > 0 ? acc[t] / den : 0.0));
+                    if (!(e <= err))
+                        err = e;
+                }
+            }
+        }
+    free(s);
+    free(acc);
+    return err;
+}
+
+/* Copies r0 .. r1 - 1 of the cache: the rows < kv_len of the logical
+ * [B][Hkv][m][d] source (only those are written: the rest of a contiguous
+ * copy is never touched, so never resident). */
+static void copies_fill(const bench_case *c, const drow *row, char *kc, char *vc, const char *ksrc,
+                        const char *vsrc, const int32_t *kvl, const int32_t *table,
+                        size_t copy_bytes, int r0, int r1)
+{
+    const int64_t B = c->B, Hkv = c->Hkv, m = c->m, d = c->d, maxb = m / BLOCK;
+    const size_t es = elsize(row->type);
+    for (int r = r0; r < r1; r++) {
+        if (row->paged) {
+            prefault(kc + (size_t)r * copy_bytes, copy_bytes);
+            prefault(vc + (size_t)r * copy_bytes, copy_bytes);
+        } else {
+            for (int64_t bh = 0; bh < B * Hkv; bh++) {
+                const size_t off = (size_t)r * copy_bytes + (size_t)(bh * m * d) * es;
+                prefault(kc + off, (size_t)(kvl[bh / Hkv] * d) * es);
+                prefault(vc + off, (size_t)(kvl[bh / Hkv] * d) * es);
+            }
+        }
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < Hkv; h++)
+                for (int64_t j0 = 0; j0 < kvl[b]; j0 += row->paged ? BLOCK : kvl[b]) {
+                    const int64_t rows = row->paged && kvl[b] - j0 > BLOCK ? BLOCK : kvl[b] - j0;
+                    const size_t src = (size_t)(((b * Hkv + h) * m + j0) * d) * es;
+                    const size_t dst = (size_t)r * copy_bytes +
+                        (row->paged ? (size_t)((table[b * maxb + j0 / BLOCK] * Hkv + h) * BLOCK * d)
+                                    : (size_t)(((b * Hkv + h) * m + j0) * d)) * es;
+                    memcpy(kc + dst, ksrc + src, (size_t)(rows * d) * es);
+                    memcpy(vc + dst, vsrc + src, (size_t)(rows * d) * es);
+                }
+    }
+}
+
+static void run_decode_row(const djob *j, result *res)
+{
+    const bench_case *c = j->c;
+    const drow *row = j->row;
+    const int64_t B = c->B, Hq = c->Hq, Hkv = c->Hkv, n = c->n, m = c->m, d = c->d;
+    const attn_dtype type = row->type;
+    const size_t es = elsize(type);
+    const int R = copies_of(c, row, j->target);
+
+    /* ATTN_DECODE is read by attn_sdpa_plan_create (lib/sdpa/plan.c: the
+     * plan keeps its choice), so it is set before the plan is made: "0" =
+     * the sgemm path for IMPL_SGEMM, unset = the default (the decode path
+     * where the shape allows) otherwise.  Each row runs in its own process,
+     * so nothing else sees it. */
+    if (j->impl == IMPL_SGEMM)
+        setenv("ATTN_DECODE", "0", 1);
+    else
+        unsetenv("ATTN_DECODE");
+    if (j->impl == IMPL_SCALAR && (type != ATTN_DTYPE_F32 || row->paged)) {
+        res->skipped = 1;
+        return fail(res, "the scalar loop reads F32 contiguous only", ATTN_OK);
+    }
+
+    /* Q, O; K and V in the logical layout [B][Hkv][m][d] (rows < kv_len
+     * filled), as floats (kr, vr: the values the cache holds, widened) and
+     * as stored (k16, v16 for F16/BF16). */
+    const size_t nq = (size_t)(B * Hq * n * d), nkv = (size_t)(B * Hkv * m * d);
+    float *q = alloc_fill(nq, 1), *o = alloc_fill(nq, 0);
+    float *kr = big_alloc(nkv * sizeof(float)), *vr = big_alloc(nkv * sizeof(float));
+    uint16_t *k16 = NULL, *v16 = NULL;
+    int32_t *kvl = malloc(sizeof(int32_t) * (size_t)B);
+    double *t = malloc(sizeof(double) * (size_t)(j->runs * CALLS_PER_RUN));
+    if (!q || !o || !kr || !vr || !kvl || !t)
+        return fail(res, "out of memory", ATTN_OK);
+    for (int64_t b = 0; b < B; b++) {
+        kvl[b] = (int32_t)kv_len_of(c, b);
+        for (int64_t h = 0; h < Hkv; h++) {
+            prefault(kr + ((b * Hkv + h) * m) * d, sizeof(float) * (size_t)(kvl[b] * d));
+            prefault(vr + ((b * Hkv + h) * m) * d, sizeof(float) * (size_t)(kvl[b] * d));
+        }
+        for (int64_t h = 0; h < Hkv; h++)
+            for (int64_t x = 0; x < kvl[b] * d; x++) {
+                kr[((b * Hkv + h) * m) * d + x] = frand();
+                vr[((b * Hkv + h) * m) * d + x] = frand();
+            }
+    }
+    if (type != ATTN_DTYPE_F32) {
+        k16 = big_alloc(nkv * 2);
+        v16 = big_alloc(nkv * 2);
+        if (!k16 || !v16)
+            return fail(res, "out of memory", ATTN_OK);
+        /* the stored values, and those values widened back: what the
+         * float64 reference reads (rows < kv_len only: the rest is never
+         * read, so never touched) */
+        attn_status st = ATTN_OK;
+        for (int64_t bh = 0; bh < B * Hkv && st == ATTN_OK; bh++) {
+            const size_t off = (size_t)(bh * m * d);
+            const int64_t cnt = kvl[bh / Hkv] * d;
+            prefault(k16 + off, (size_t)cnt * 2);
+            prefault(v16 + off, (size_t)cnt * 2);
+            st = attn_convert_from_f32(type, kr + off, k16 + off, cnt);
+            if (st == ATTN_OK)
+                st = attn_convert_from_f32(type, vr + off, v16 + off, cnt);
+            if (st == ATTN_OK)
+                st = attn_convert_to_f32(type, k16 + off, kr + off, cnt);
+            if (st == ATTN_OK)
+                st = attn_convert_to_f32(type, v16 + off, vr + off, cnt);
+        }
+        if (st != ATTN_OK)
+            return fail(res, "convert", st);
+    }
+    const char *ksrc = type == ATTN_DTYPE_F32 ? (const char *)kr : (const char *)k16;
+    const char *vsrc = type == ATTN_DTYPE_F32 ? (const char *)vr : (const char *)v16;
+
+    /* The paged layout: each sequence's logical blocks get the pool's
+     * blocks in the order of a random permutation (paged == 2: in order).
+     * The values are the same in every row of the case: they are drawn
+     * before the permutation. */
+    const int64_t maxb = m / BLOCK;
+    int64_t nblocks = 0;
+    int32_t *table = NULL;
+    if (row->paged) {
+        for (int64_t b = 0; b < B; b++)
+            nblocks += (kvl[b] + BLOCK - 1) / BLOCK;
+        table = calloc((size_t)(B * maxb), sizeof(int32_t));
+        int32_t *perm = malloc(sizeof(int32_t) * (size_t)nblocks);
+        if (!table || !perm)
+            return fail(res, "out of memory", ATTN_OK);
+        for (int64_t i = 0; i < nblocks; i++)
+            perm[i] = (int32_t)i;
+        for (int64_t i = row->paged == 2 ? 0 : nblocks - 1; i > 0; i--) {
+            const int64_t r = (int64_t)((frand() * 0.5f + 0.5f) * (float)(i + 1)) % (i + 1);
+            const int32_t tmp = perm[i];
+            perm[i] = perm[r];
+            perm[r] = tmp;
+        }
+        int64_t next = 0;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t lb = 0; lb < (kvl[b] + BLOCK - 1) / BLOCK; lb++)
+                table[b * maxb + lb] = perm[next++];
+        free(perm);
+    }
+
+    /* R copies of the cache (only the rows a call reads are written: the
+     * rest of a contiguous copy is never touched, so never resident) */
+    const size_t copy_elems = row->paged ? (size_t)(nblocks * Hkv * BLOCK * d) : nkv;
+    const size_t copy_bytes = (copy_elems * es + 4095) / 4096 * 4096;
+    char *kc = big_alloc(copy_bytes * (size_t)R), *vc = big_alloc(copy_bytes * (size_t)R);
+    if (!kc || !vc)
+        return fail(res, "out of memory (K/V copies)", ATTN_OK);
+    copies_fill(c, row, kc, vc, ksrc, vsrc, kvl, table, copy_bytes, 0, 1);
+
+    attn_sdpa_desc desc;
+    attn_sdpa_desc_init(&desc);
+    desc.batch = B; desc.q_heads = Hq; desc.kv_heads = Hkv;
+    desc.q_len = n; desc.kv_len = m; desc.qk_dim = d; desc.v_dim = d;
+    desc.q = desc.o = attn_view_bhsd(Hq, n, d);
+    desc.k = desc.v = row->paged ? attn_view_bhsd(Hkv, BLOCK, d) : attn_view_bhsd(Hkv, m, d);
+    desc.k_type = desc.v_type = type;
+    if (row->paged) {
+        desc.kv_block_size = BLOCK;
+        desc.kv_num_blocks = nblocks;
+        desc.kv_max_blocks = maxb;
+    }
+    if (c->causal) {
+        desc.align = ATTN_ALIGN_BOTTOM_RIGHT;
+        desc.window_right = 0;
+    }
+    desc.use_kv_lens = c->padded;
+    desc.threads = j->threads;
+    attn_sdpa_args args = { .q = q, .o = o, .kv_lens = c->padded ? kvl : NULL,
+                            .block_table = table };
+
+    attn_sdpa_plan *plan = NULL;
+    void *ws = NULL;
+    float *scores = NULL;
+    attn_blas_hooks hooks;
+    attn_blas_hooks_resolve(&hooks);
+    if (j->impl == IMPL_SCALAR) {
+        res->workspace = (size_t)j->threads * (size_t)m * sizeof(float);
+        if (!(scores = alloc_fill((size_t)j->threads * (size_t)m, 0)))
+            return fail(res, "out of memory", ATTN_OK);
+    } else {
+        attn_status st = attn_sdpa_plan_create(&plan, &desc);
+        if (st != ATTN_OK)
+            return fail(res, "plan", st);
+        attn_sdpa_workspace_size(plan, &res->workspace);
+        if (!(ws = aligned_alloc(64, (res->workspace + 63) / 64 * 64 + 64)))
+            return fail(res, "out of memory", ATTN_OK);
+    }
+
+    /* one call on copy 0 first: a row that fails does so before the
+     * other copies are made */
+    if (j->impl != IMPL_SCALAR) {
+        if (type == ATTN_DTYPE_F32) {
+            args.k = (const float *)kc;
+            args.v = (const float *)vc;
+        } else {
+            args.k16 = (const uint16_t *)kc;
+            args.v16 = (const uint16_t *)vc;
+        }
+        attn_status st = attn_sdpa_execute(plan, &args, ws, res->workspace);
+        if (st != ATTN_OK)
+            return fail(res, "execute", st);
+    }
+    copies_fill(c, row, kc, vc, ksrc, vsrc, kvl, table, copy_bytes, 1, R);
+
+    /* warm-up: one pass over every copy (the first read of a page after
+     * the copies were written is slower here), then the timed calls */
+    const int calls = j->runs * CALLS_PER_RUN, warm = R > 2 ? R : 2;
+    int r = 0;
+    for (int call = -warm; call < calls; call++, r = (r + 1) % R) {
+        const char *kp = kc + (size_t)r * copy_bytes, *vp = vc + (size_t)r * copy_bytes;
+        attn_status st = ATTN_OK;
+        const double t0 = now_ms();
+        if (j->impl == IMPL_SCALAR) {
+            const scalar_ctx ctx = { c, q, (const float *)kp, (const float *)vp, o, scores };
+            attn_parallel(&hooks, j->threads, B * Hq, scalar_body, (void *)&ctx);
+        } else {
+            if (type == ATTN_DTYPE_F32) {
+                args.k = (const float *)kp;
+                args.v = (const float *)vp;
+            } else {
+                args.k16 = (const uint16_t *)kp;
+                args.v16 = (const uint16_t *)vp;
+            }
+            st = attn_sdpa_execute(plan, &args, ws, res->workspace);
+        }
+        const double t1 = now_ms();
+        if (st != ATTN_OK)
+            return fail(res, "execute", st);
+        if (call >= 0)
+            t[call] = t1 - t0;
+    }
+    res->ms_median = median_sorted(t, calls);   /* sorts t */
+    res->ms_min = t[0];
+    res->ms_max = t[calls - 1];
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    res->peak_rss_kb = ru.ru_maxrss;
+    res->max_err = sampled_error(c, q, kr, vr, o);
+    res->ok = 1;
+    attn_sdpa_plan_destroy(plan);
+}
+
+static void djob_fn(void *ctx, result *res)
+{
+    run_decode_row(ctx, res);
+}
+
+/* ---- the parent: tables and ratios -------------------------------------- */
+
+typedef struct kept {
+    const char *case_id, *label;
+    int impl;
+    double ms, gbs, frac;
+} kept;
+static kept done[MAX_ROWS * NIMPL];
+static int ndone;
+
+static const kept *find(const char *case_id, const char *label, int impl)
+{
+    for (int i = 0; i < ndone; i++)
+        if (!strcmp(done[i].case_id, case_id) && !strcmp(done[i].label, label) &&
+            done[i].impl == impl)
+            return &done[i];
+    return NULL;
+}
+
+void decode_print_header(const bench_env *env)
+{
+    ndone = 0;
+    if (env->json)
+        return;
+    printf("\ndecode (K/V far larger than the L3; read bandwidth this thread count: %.1f GB/s)\n",
+           env->read_gbs);
+    printf("%-4s %-10s %-6s %9s %9s %9s %8s %7s %6s %6s %10s %9s %9s %8s\n", "case", "row", "impl",
+           "ms(med)", "ms(min)", "ms(max)", "KV MiB", "GB/s", "%bw", "copies", "workspace",
+           "RSS MiB", "max_err", "vs attn");
+}
+
+void run_decode_case(const bench_case *c, int nthreads, const bench_env *env)
+{
+    for (int ri = 0; ri < NDROWS; ri++) {
+        const drow *row = &drows[ri];
+        if (strcmp(row->case_id, c->id))
+            continue;
+        const double bytes = kv_bytes_read(c, row);
+        const int R = copies_of(c, row, env->kv_target_bytes);
+        double attn_ms = 0;
+        for (int impl = 0; impl < NIMPL; impl++) {
+            if (impl == IMPL_SCALAR && (!env->do_naive || strcmp(c->id, "S5")))
+                continue;
+            if (impl != IMPL_ATTN && row->paged == 2)
+                continue;
+            djob j = { c, row, impl, nthreads, env->runs, env->kv_target_bytes };
+            result r;
+            in_child(djob_fn, &j, &r);
+            if (!r.ok) {
+                if (env->json)
+                    printf("{\"kind\":\"decode\",\"case\":\"%s\",\"row\":\"%s\",\"threads\":%d,"
+                           "\"impl\":\"%s\",\"ok\":false,\"skipped\":%s,\"error\":\"%s\"}\n",
+                           c->id, row->label, nthreads, impl_name[impl],
+                           r.skipped ? "true" : "false", r.error);
+                else
+                    printf("%-4s %-10s %-6s %s: %s\n", c->id, row->label, impl_name[impl],
+                           r.skipped ? "skipped" : "FAILED", r.error);
+                fflush(stdout);
+                continue;
+            }
+            const double gbs = bytes / (r.ms_median * 1e6);
+            const double frac = env->read_gbs > 0 ? gbs / env->read_gbs : 0;
+            if (impl == IMPL_ATTN)
+                attn_ms = r.ms_median;
+            if (ndone < (int)(sizeof done / sizeof done[0]))
+                done[ndone++] = (kept){ c->id, row->label, impl, r.ms_median, gbs, frac };
+            char err[32] = "null";
+            if (r.max_err == r.max_err)
+                snprintf(err, sizeof err, "%.3g", r.max_err);
+            if (env->json) {
+                printf("{\"kind\":\"decode\",\"case\":\"%s\",\"name\":\"%s\",\"row\":\"%s\","
+                       "\"threads\":%d,\"impl\":\"%s\",\"ok\":true,\"ms_median\":%.4f,"
+                       "\"ms_min\":%.4f,\"ms_max\":%.4f,\"kv_bytes\":%.0f,\"gbs\":%.3f,"
+                       "\"read_gbs\":%.2f,\"frac_bw\":%.4f,\"copies\":%d,\"workspace_bytes\":%zu,"
+                       "\"peak_rss_bytes\":%ld,\"max_err\":%s,\"sgemm_gflops\":%.2f,"
+                       "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
+                       c->id, c->name, row->label, nthreads, impl_name[impl], r.ms_median,
+                       r.ms_min, r.ms_max, bytes, gbs, env->read_gbs, frac, R, r.workspace,
+                       r.peak_rss_kb * 1024, err, env->sgemm_gflops, env->blas, env->kernel,
+                       env->simd);
+            } else {
+                char vs[16] = "";
+                if (impl != IMPL_ATTN && attn_ms > 0)
+                    snprintf(vs, sizeof vs, "%.2fx", r.ms_median / attn_ms);
+                printf("%-4s %-10s %-6s %9.3f %9.3f %9.3f %8.1f %7.1f %5.0f%% %6d %10zu %9.1f "
+                       "%9.2g %8s\n",
+                       c->id, row->label, impl_name[impl], r.ms_median, r.ms_min, r.ms_max,
+                       bytes / 1048576.0, gbs, 100.0 * frac, R, r.workspace,
+                       r.peak_rss_kb / 1024.0, r.max_err, vs);
+            }
+            fflush(stdout);
+        }
+    }
+}
+
+static void ratio(const bench_env *env, int nthreads, const char *what, double value,
+                  double target, int higher_better)
+{
+    const int met = higher_better ? value >= target : value <= target;
+    if (env->json)
+        printf("{\"kind\":\"decode\",\"ratio\":\"%s\",\"threads\":%d,\"value\":%.4f,"
+               "\"target\":%.2f,\"met\":%s}\n", what, nthreads, value, target,
+               met ? "true" : "false");
+    else
+        printf("  %-42s %6.2f   (target >= %.2f: %s)\n", what, value, target, met ? "met" : "NOT met");
+}
+
+void decode_print_ratios(int nthreads, const bench_env *env)
+{
+    if (!env->json)
+        printf("decode ratios, %d thread%s (attn rows; speed = the other row's ms / this row's ms):\n",
+               nthreads, nthreads > 1 ? "s" : "");
+    int any = 0;
+    static const struct { const char *c, *num, *den, *what; double target; } speed[] = {
+        { "D1", "f16", "f32", "D1 F16/F32 speed", 1.7 },
+        { "D1", "bf16", "f32", "D1 BF16/F32 speed", 1.7 },
+        { "D3", "f16", "f32", "D3 F16/F32 speed", 1.7 },
+        { "D2", "f16-paged", "f16-contig", "D2 paged/contiguous speed", 0.9 },
+    };
+    for (size_t i = 0; i < sizeof speed / sizeof speed[0]; i++) {
+        const kept *a = find(speed[i].c, speed[i].num, IMPL_ATTN);
+        const kept *b = find(speed[i].c, speed[i].den, IMPL_ATTN);
+        if (!b && !strcmp(speed[i].c, "D1"))   /* S5 is D1's F32 row too */
+            b = find("S5", "f32", IMPL_ATTN);
+        if (a && b && a->ms > 0) {
+            ratio(env, nthreads, speed[i].what, b->ms / a->ms, speed[i].target, 1);
+            any = 1;
+        }
+    }
+    /* the diagnostic: the same pool with the blocks in order, to tell the
+     * cost of the random placement (TLB, prefetch) from that of paging */
+    const kept *po = find("D2", "f16-pg-ord", IMPL_ATTN), *pc = find("D2", "f16-contig", IMPL_ATTN);
+    if (po && pc && po->ms > 0) {
+        if (env->json)
+            printf("{\"kind\":\"decode\",\"ratio\":\"D2 paged in order/contiguous speed\","
+                   "\"threads\":%d,\"value\":%.4f}\n", nthreads, pc->ms / po->ms);
+        else
+            printf("  %-42s %6.2f   (diagnostic: blocks in order)\n",
+                   "D2 paged in order/contiguous speed", pc->ms / po->ms);
+    }
+    for (int i = 0; i < ndone; i++) {
+        if (done[i].impl != IMPL_ATTN || !strcmp(done[i].label, "f16-pg-ord"))
+            continue;
+        char what[64];
+        snprintf(what, sizeof what, "%s %s fraction of read bandwidth", done[i].case_id,
+                 done[i].label);
+        ratio(env, nthreads, what, done[i].frac, 0.8, 1);
+        any = 1;
+    }
+    for (int i = 0; i < ndone; i++) {
+        const kept *s = &done[i], *a = find(s->case_id, s->label, IMPL_ATTN);
+        if (s->impl == IMPL_ATTN || !a || a->ms <= 0)
+            continue;
+        if (env->json)
+            printf("{\"kind\":\"decode\",\"ratio\":\"%s %s %s/attn ms\",\"threads\":%d,"
+                   "\"value\":%.4f}\n", s->case_id, s->label, impl_name[s->impl], nthreads,
+                   s->ms / a->ms);
+        else {
+            char what[64];
+            snprintf(what, sizeof what, "%s %s %s / attn ms", s->case_id, s->label,
+                     s->impl == IMPL_SGEMM ? "sgemm path" : "scalar loop");
+            printf("  %-42s %6.2f\n", what, s->ms / a->ms);
+        }
+        any = 1;
+    }
+    if (!any && !env->json)
+        printf("  (no attn row succeeded)\n");
+    fflush(stdout);
+}
+
+void decode_print_notes(void)
+{
+    printf("\nDecode cases (S5, D1-D3, only when named; --case D names all): attn is the decode "
+           "path (ATTN_DECODE unset), sgemm the same call with ATTN_DECODE=0 (its own plan, in its "
+           "own process), scalar a plain C loop (S5 only); each call reads the next of `copies` "
+           "copies of the cache, round-robin, so K/V come from memory; KV MiB and GB/s count the "
+           "K/V bytes a call must read (kv_len x Hkv x (dk + dv) x element size per sequence); "
+           "%%bw is GB/s over the streaming read bandwidth measured at the same thread count; "
+           "%d timed calls per --runs, after a warm-up pass over every copy; max_err against float64 on %d query heads of every "
+           "sequence from the same stored (rounded) values.\n", CALLS_PER_RUN, SAMPLE_HEADS);
+}
