@@ -10,9 +10,9 @@
 static inline float load_st(int st, const void *base, int64_t i)
 {
     if (st == ATTN_ST_F16)
-        return attn_widen_f16(((const uint16_t *)base)[i]);
+        return attn_f16_to_f32(((const uint16_t *)base)[i]);
     if (st == ATTN_ST_BF16)
-        return attn_widen_bf16(((const uint16_t *)base)[i]);
+        return attn_bf16_to_f32(((const uint16_t *)base)[i]);
     return ((const float *)base)[i];
 }
 

@@ -39,34 +39,4 @@ extern const attn_dec_kernels attn_dec_avx512;
 
 const attn_dec_kernels *attn_dec_select(void);
 
-/* Exact widening of one stored value (the scalar table's, shared). */
-static inline float attn_widen_f16(uint16_t h)
-{
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ffu, bits;
-    if (e == 0x1f) {
-        bits = sign | 0x7f800000u | (m << 13);
-    } else if (e != 0) {
-        bits = sign | ((e + 112) << 23) | (m << 13);
-    } else if (m == 0) {
-        bits = sign;
-    } else {
-        /* denormal: normalize */
-        e = 113;
-        while (!(m & 0x400u)) {
-            m <<= 1;
-            e--;
-        }
-        bits = sign | (e << 23) | ((m & 0x3ffu) << 13);
-    }
-    union { uint32_t u; float f; } c = { bits };
-    return c.f;
-}
-
-static inline float attn_widen_bf16(uint16_t h)
-{
-    union { uint32_t u; float f; } c = { (uint32_t)h << 16 };
-    return c.f;
-}
-
 #endif

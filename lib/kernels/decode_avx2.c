@@ -4,6 +4,7 @@
  * output element one chain of fused multiply-adds in key order. */
 #include "attn_config.h"
 #include "kernels/decode.h"
+#include "kernels/convert.h"
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -30,9 +31,9 @@ INLINE __m256 load8(const int st, const void *base, int64_t x)
 INLINE float load1(const int st, const void *base, int64_t x)
 {
     if (st == ATTN_ST_F16)
-        return attn_widen_f16(((const uint16_t *)base)[x]);
+        return attn_f16_to_f32(((const uint16_t *)base)[x]);
     if (st == ATTN_ST_BF16)
-        return attn_widen_bf16(((const uint16_t *)base)[x]);
+        return attn_bf16_to_f32(((const uint16_t *)base)[x]);
     return ((const float *)base)[x];
 }
 
