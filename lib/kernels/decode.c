@@ -53,13 +53,7 @@ static void pv_c(int st, const float *p, int64_t ldp, int64_t R, const void *v, 
     }
 }
 
-static void widen_c(int st, const void *src, float *dst, int64_t n)
-{
-    for (int64_t x = 0; x < n; x++)
-        dst[x] = load_st(st, src, x);
-}
-
-const attn_dec_kernels attn_dec_scalar = { "scalar", qk_c, pv_c, widen_c };
+const attn_dec_kernels attn_dec_scalar = { "scalar", qk_c, pv_c };
 
 const attn_dec_kernels *attn_dec_select(void)
 {

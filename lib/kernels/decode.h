@@ -27,8 +27,6 @@ typedef struct attn_dec_kernels {
      * the sum one fused multiply-add per key in key order. */
     void (*pv)(int st, const float *p, int64_t ldp, int64_t R, const void *v, int64_t ldv,
                int64_t nk, int64_t d, float *o, int64_t ldo, int acc);
-    /* dst[x] = src[x] widened to float (exact) */
-    void (*widen)(int st, const void *src, float *dst, int64_t n);
 } attn_dec_kernels;
 
 extern const attn_dec_kernels attn_dec_scalar;

@@ -159,13 +159,4 @@ static void pv_avx2(int st, const float *p, int64_t ldp, int64_t R, const void *
         pv_impl(ATTN_ST_F32, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
 }
 
-static void widen_avx2(int st, const void *src, float *dst, int64_t n)
-{
-    int64_t x = 0;
-    for (; x + 8 <= n; x += 8)
-        _mm256_storeu_ps(dst + x, load8(st, src, x));
-    for (; x < n; x++)
-        dst[x] = load1(st, src, x);
-}
-
-const attn_dec_kernels attn_dec_avx2 = { "avx2", qk_avx2, pv_avx2, widen_avx2 };
+const attn_dec_kernels attn_dec_avx2 = { "avx2", qk_avx2, pv_avx2 };

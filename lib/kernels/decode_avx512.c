@@ -222,15 +222,4 @@ static void pv_avx512(int st, const float *p, int64_t ldp, int64_t R, const void
         pv_impl(ATTN_ST_F32, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
 }
 
-static void widen_avx512(int st, const void *src, float *dst, int64_t n)
-{
-    for (int64_t x = 0; x < n; x += 16) {
-        const __mmask16 m = lanes(n - x);
-        __m512 y = st == ATTN_ST_F16    ? ld16m(ATTN_ST_F16, src, x, m)
-                 : st == ATTN_ST_BF16 ? ld16m(ATTN_ST_BF16, src, x, m)
-                                      : ld16m(ATTN_ST_F32, src, x, m);
-        _mm512_mask_storeu_ps(dst + x, m, y);
-    }
-}
-
-const attn_dec_kernels attn_dec_avx512 = { "avx512", qk_avx512, pv_avx512, widen_avx512 };
+const attn_dec_kernels attn_dec_avx512 = { "avx512", qk_avx512, pv_avx512 };

@@ -118,8 +118,10 @@ static void kv_fill(const attn_sdpa_plan *p, const kvsrc *s, float *buf, int64_t
         const void *row = kv_row(s, j);
         if (s->st == ATTN_DTYPE_F32)
             memcpy(buf + (j - t) * width, row, (size_t)width * sizeof(float));
+        else if (s->st == ATTN_DTYPE_F16)
+            p->cvt->f16_to_f32(row, buf + (j - t) * width, width);
         else
-            p->dec->widen(s->st, row, buf + (j - t) * width, width);
+            p->cvt->bf16_to_f32(row, buf + (j - t) * width, width);
     }
 }
 

@@ -378,6 +378,7 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
     }
     p->kern = attn_kernels_select();
     p->dec = attn_dec_select();
+    p->cvt = attn_cvt_select();
     attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;

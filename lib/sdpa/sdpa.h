@@ -5,6 +5,7 @@
 #include "core/core.h"
 #include "kernels/kernels.h"
 #include "kernels/decode.h"
+#include "kernels/convert.h"
 
 /* Blocking.  Fixed by the shape only (never by the thread count), which is
  * what makes results bitwise identical for any number of threads. */
@@ -142,6 +143,7 @@ struct attn_sdpa_plan {
     int kv_copy;
     size_t ws_kbuf, ws_vbuf;
     const attn_dec_kernels *dec;
+    const attn_cvt_kernels *cvt;  /* kv_copy: widening F16/BF16 tiles */
 };
 
 /* The sparse forward (sparse.c): execute's work for a sparse plan. */
