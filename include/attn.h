@@ -569,7 +569,9 @@ ATTN_API attn_status attn_layout_fixed(uint8_t *layout, int64_t nb, int64_t mb, 
  *   is outside [0, kv_num_blocks), nothing written) and reads no other
  *   entry, and no block or row it does not need: unused blocks and rows past
  *   kv_lens[b] may hold anything.  Paged results are bitwise those of the
- *   same values stored contiguously.
+ *   same values stored contiguously (on the sgemm path this needs a BLAS
+ *   whose sums do not depend on leading dimension or alignment: OpenBLAS,
+ *   BLIS and the reference BLAS; with MKL they agree within rounding).
  *
  * Limits: F16/BF16 storage and the paged cache are forward-only (the
  * backward plan returns ATTN_ERR_BAD_OPTION for them) and do not combine

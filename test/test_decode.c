@@ -13,7 +13,9 @@
  *   threads    decode with threads 1, 2, 3, 4: the same bits;
  *   storage    K and/or V stored F16 or BF16 (each combination) give the
  *              bits of F32 storage, on both paths: widening is exact and
- *              the arithmetic is the same;
+ *              the arithmetic is the same (with MKL, whose sgemm kernels
+ *              depend on leading dimension and alignment, the sgemm path
+ *              is held to the float64 reference instead of bits);
  *   paged      the same values in a paged pool (block sizes 1, 3, 16, 64;
  *              [blocks][H][bs][d] and [blocks][bs][H][d]; blocks in random
  *              order; NaN in every unused block and row, and garbage table
@@ -319,8 +321,11 @@ static void test_decode_table(void **state)
     tstats_init(&sd, "decode path");
     tstats_init(&sg, "sgemm path (ATTN_DECODE=0)");
     long bad = 0;
-    int forms_checked = 0;
+    int forms_checked = 0, forms_ref = 0;
     const int quick = tquick();
+    attn_blas_info info;
+    attn_blas_query(&info);
+    const int blas_is_mkl = !strcmp(info.loaded, "mkl") || !strcmp(info.backend, "mkl");
     static const int types[3] = { ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16 };
     static const int64_t blocks[4] = { 1, 3, 16, 64 };
     for (int i = 0; i < nrows; i++) {
@@ -373,7 +378,21 @@ static void test_decode_table(void **state)
                     tsnap s;
                     attn_status st = run_form(&t, &f, dec, 1 + (bi & 1), &s, 7 + (uint64_t)bi);
                     forms_checked++;
-                    if (st != ATTN_OK || !tsnap_equal(&s, &base[dec])) {
+                    /* MKL picks its sgemm kernels by leading dimension and
+                     * alignment, so the widened or gathered tiles need not
+                     * give the bits of the user's own arrays: there the
+                     * sgemm path is held to the reference instead */
+                    const int bitwise = dec || !blas_is_mkl;
+                    forms_ref += !bitwise;
+                    if (!bitwise && st == ATTN_OK) {
+                        long e = tinst_check(&t, &sg);
+                        if (e) {
+                            print_message("FAIL %s: sgemm path (MKL), K %d V %d block %lld: "
+                                          "%ld elements off the reference\n",
+                                          rows[i].what, f.kt, f.vt, (long long)f.bs, e);
+                            bad++;
+                        }
+                    } else if (st != ATTN_OK || !tsnap_equal(&s, &base[dec])) {
                         print_message("FAIL %s: %s path, K %d V %d block %lld%s: %s\n",
                                       rows[i].what, dec ? "decode" : "sgemm", f.kt, f.vt,
                                       (long long)f.bs, f.bshd_pool ? " (bshd pool)" : "",
@@ -389,7 +408,8 @@ static void test_decode_table(void **state)
     }
     tstats_print(&sd);
     tstats_print(&sg);
-    print_message("  %d cases, %d storage/paging forms compared bitwise\n", nrows, forms_checked);
+    print_message("  %d cases, %d storage/paging forms compared bitwise, %d to the reference\n",
+                  nrows, forms_checked - forms_ref, forms_ref);
     assert_int_equal(bad, 0);
 }
 
