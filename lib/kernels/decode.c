@@ -16,17 +16,11 @@ static inline float load_st(int st, const void *base, int64_t i)
     return ((const float *)base)[i];
 }
 
-static inline const void *row_at(int st, const void *base, int64_t r, int64_t ld)
-{
-    return st == ATTN_ST_F32 ? (const void *)((const float *)base + r * ld)
-                             : (const void *)((const uint16_t *)base + r * ld);
-}
-
-static void qk_c(int st, const float *q, int64_t ldq, int64_t R, const void *k, int64_t ldk,
+static void qk_c(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
                  int64_t nk, int64_t d, float scale, float *s, int64_t lds)
 {
     for (int64_t c = 0; c < nk; c++) {
-        const void *kc = row_at(st, k, c, ldk);
+        const void *kc = k[c];
         for (int64_t r = 0; r < R; r++) {
             const float *qr = q + r * ldq;
             float acc = 0.0f;
@@ -37,7 +31,7 @@ static void qk_c(int st, const float *q, int64_t ldq, int64_t R, const void *k, 
     }
 }
 
-static void pv_c(int st, const float *p, int64_t ldp, int64_t R, const void *v, int64_t ldv,
+static void pv_c(int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
                  int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
 {
     for (int64_t r = 0; r < R; r++) {
@@ -46,7 +40,7 @@ static void pv_c(int st, const float *p, int64_t ldp, int64_t R, const void *v, 
             memset(orow, 0, (size_t)d * sizeof(float));
         for (int64_t c = 0; c < nk; c++) {
             const float w = p[r * ldp + c];
-            const void *vc = row_at(st, v, c, ldv);
+            const void *vc = v[c];
             for (int64_t x = 0; x < d; x++)
                 orow[x] = fmaf(w, load_st(st, vc, x), orow[x]);
         }

@@ -20,12 +20,15 @@ enum { ATTN_ST_F32 = 0, ATTN_ST_F16 = 1, ATTN_ST_BF16 = 2 };
 typedef struct attn_dec_kernels {
     const char *name;
     /* s[r * lds + c] = scale * sum_x q[r * ldq + x] * K_c[x] for rows r < R
-     * and keys c < nk, K_c the row at k + c * ldk (elements of type st). */
-    void (*qk)(int st, const float *q, int64_t ldq, int64_t R, const void *k, int64_t ldk,
+     * and keys c < nk, K_c the row at k[c] (elements of type st).  Rows are
+     * given by address, so a paged cache is one call like a contiguous one
+     * and the kernels prefetch across its blocks. */
+    void (*qk)(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
                int64_t nk, int64_t d, float scale, float *s, int64_t lds);
     /* o[r * ldo + x] = (acc ? o[r * ldo + x] : 0) + sum_c p[r * ldp + c] V_c[x],
-     * the sum one fused multiply-add per key in key order. */
-    void (*pv)(int st, const float *p, int64_t ldp, int64_t R, const void *v, int64_t ldv,
+     * V_c the row at v[c], the sum one fused multiply-add per key in key
+     * order. */
+    void (*pv)(int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
                int64_t nk, int64_t d, float *o, int64_t ldo, int acc);
 } attn_dec_kernels;
 

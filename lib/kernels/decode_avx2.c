@@ -37,12 +37,6 @@ INLINE float load1(const int st, const void *base, int64_t x)
     return ((const float *)base)[x];
 }
 
-INLINE const void *row_at(const int st, const void *base, int64_t r, int64_t ld)
-{
-    return st == ATTN_ST_F32 ? (const void *)((const float *)base + r * ld)
-                             : (const void *)((const uint16_t *)base + r * ld);
-}
-
 static inline float hsum8(__m256 a)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -51,17 +45,17 @@ static inline float hsum8(__m256 a)
     return _mm_cvtss_f32(s);
 }
 
-INLINE void qk_impl(const int st, const float *q, int64_t ldq, int64_t R, const void *k,
-                    int64_t ldk, int64_t nk, int64_t d, float scale, float *s, int64_t lds)
+INLINE void qk_impl(const int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
+                    int64_t nk, int64_t d, float scale, float *s, int64_t lds)
 {
     const int64_t d8 = d & ~(int64_t)7;
     for (int64_t c0 = 0; c0 < nk; c0 += 4) {
         const void *kr[4];
         for (int c = 0; c < 4; c++)
-            kr[c] = row_at(st, k, c0 + c < nk ? c0 + c : nk - 1, ldk);
+            kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
         for (int c = 0; c < 4; c++)
             if (c0 + PF_KEYS + c < nk)
-                prefetch_row(row_at(st, k, c0 + PF_KEYS + c, ldk), d * (st == ATTN_ST_F32 ? 4 : 2));
+                prefetch_row(k[c0 + PF_KEYS + c], d * (st == ATTN_ST_F32 ? 4 : 2));
         for (int64_t r0 = 0; r0 < R; r0 += 2) {
             const float *qr[2];
             for (int r = 0; r < 2; r++)
@@ -91,8 +85,8 @@ INLINE void qk_impl(const int st, const float *q, int64_t ldq, int64_t R, const 
     }
 }
 
-INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const void *v,
-                    int64_t ldv, int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
+INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
+                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
 {
     const int64_t d8 = d & ~(int64_t)7;
     for (int64_t r0 = 0; r0 < R; r0 += 2) {
@@ -105,9 +99,9 @@ INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const 
                     a[r][j] = acc ? _mm256_loadu_ps(o + (r0 + r) * ldo + x0 + 8 * j)
                                   : _mm256_setzero_ps();
             for (int64_t c = 0; c < nk; c++) {
-                const void *vc = row_at(st, v, c, ldv);
+                const void *vc = v[c];
                 if (c + PF_KEYS < nk)
-                    prefetch_row((const char *)row_at(st, v, c + PF_KEYS, ldv) +
+                    prefetch_row((const char *)v[c + PF_KEYS] +
                                      x0 * (st == ATTN_ST_F32 ? 4 : 2),
                                  nv * 8 * (st == ATTN_ST_F32 ? 4 : 2));
                 __m256 vv[4];
@@ -128,7 +122,7 @@ INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const 
             for (int64_t x = d8; x < d; x++) {
                 float t = acc ? orow[x] : 0.0f;
                 for (int64_t c = 0; c < nk; c++)
-                    t = fmaf(p[(r0 + r) * ldp + c], load1(st, row_at(st, v, c, ldv), x), t);
+                    t = fmaf(p[(r0 + r) * ldp + c], load1(st, v[c], x), t);
                 orow[x] = t;
             }
         }
@@ -137,26 +131,26 @@ INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const 
 
 /* Instantiated per storage type: a run-time type test inside the key
  * loops costs the streaming kernels much of their speed. */
-static void qk_avx2(int st, const float *q, int64_t ldq, int64_t R, const void *k, int64_t ldk,
+static void qk_avx2(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
                     int64_t nk, int64_t d, float scale, float *s, int64_t lds)
 {
     if (st == ATTN_ST_F16)
-        qk_impl(ATTN_ST_F16, q, ldq, R, k, ldk, nk, d, scale, s, lds);
+        qk_impl(ATTN_ST_F16, q, ldq, R, k, nk, d, scale, s, lds);
     else if (st == ATTN_ST_BF16)
-        qk_impl(ATTN_ST_BF16, q, ldq, R, k, ldk, nk, d, scale, s, lds);
+        qk_impl(ATTN_ST_BF16, q, ldq, R, k, nk, d, scale, s, lds);
     else
-        qk_impl(ATTN_ST_F32, q, ldq, R, k, ldk, nk, d, scale, s, lds);
+        qk_impl(ATTN_ST_F32, q, ldq, R, k, nk, d, scale, s, lds);
 }
 
-static void pv_avx2(int st, const float *p, int64_t ldp, int64_t R, const void *v, int64_t ldv,
+static void pv_avx2(int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
                     int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
 {
     if (st == ATTN_ST_F16)
-        pv_impl(ATTN_ST_F16, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
+        pv_impl(ATTN_ST_F16, p, ldp, R, v, nk, d, o, ldo, acc);
     else if (st == ATTN_ST_BF16)
-        pv_impl(ATTN_ST_BF16, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
+        pv_impl(ATTN_ST_BF16, p, ldp, R, v, nk, d, o, ldo, acc);
     else
-        pv_impl(ATTN_ST_F32, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
+        pv_impl(ATTN_ST_F32, p, ldp, R, v, nk, d, o, ldo, acc);
 }
 
 const attn_dec_kernels attn_dec_avx2 = { "avx2", qk_avx2, pv_avx2 };

@@ -44,11 +44,6 @@ INLINE __m512 ld16m(const int ST, const void *base, int64_t x, __mmask16 m)
     return widen16(ST, _mm256_maskz_loadu_epi16(m, (const uint16_t *)base + x));
 }
 
-INLINE const char *row_at(const int ST, const void *base, int64_t r, int64_t ld)
-{
-    return (const char *)base + r * ld * (ST == ATTN_ST_F32 ? 4 : 2);
-}
-
 INLINE void prefetch_row(const char *row, int64_t bytes)
 {
     for (int64_t o = 0; o < bytes; o += 64)
@@ -77,19 +72,19 @@ INLINE __m512 reduce16(const __m512 a[16])
 
 /* Blocks of 4 keys x 4 rows; a short block repeats its last key or row
  * (computed again, not stored), so every score goes through the same code. */
-INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const void *k,
-                    int64_t ldk, int64_t nk, int64_t d, float scale, float *s, int64_t lds)
+INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const void *const *k,
+                    int64_t nk, int64_t d, float scale, float *s, int64_t lds)
 {
     const __m512 vs = _mm512_set1_ps(scale);
     const int64_t dfull = d & ~(int64_t)15, rowb = d * (ST == ATTN_ST_F32 ? 4 : 2);
     const __mmask16 mt = lanes(d - dfull);
     for (int64_t c0 = 0; c0 < nk; c0 += 4) {
-        const char *kr[4];
+        const void *kr[4];
         for (int c = 0; c < 4; c++)
-            kr[c] = row_at(ST, k, c0 + c < nk ? c0 + c : nk - 1, ldk);
+            kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
         for (int c = 0; c < 4; c++) {
             if (c0 + PF_KEYS + c < nk)
-                prefetch_row(row_at(ST, k, c0 + PF_KEYS + c, ldk), rowb);
+                prefetch_row((const char *)k[c0 + PF_KEYS + c], rowb);
         }
         for (int64_t r0 = 0; r0 < R; r0 += 4) {
             const float *qr[4];
@@ -131,7 +126,7 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
  * key in order.  tail: the last chunk holds only the columns below d
  * (masked); otherwise all NV chunks are whole. */
 INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, const float *p,
-                     int64_t ldp, const void *v, int64_t ldv, int64_t nk, int64_t x0, int64_t d,
+                     int64_t ldp, const void *const *v, int64_t nk, int64_t x0, int64_t d,
                      float *o, int64_t ldo, int acc)
 {
     const __mmask16 mt = tail ? lanes(d - x0 - 16 * (NV - 1)) : (__mmask16)0xffff;
@@ -145,9 +140,9 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
                     : tail && j == NV - 1 ? _mm512_maskz_loadu_ps(mt, oj) : _mm512_loadu_ps(oj);
         }
     for (int64_t c = 0; c < nk; c++) {
-        const char *vc = row_at(ST, v, c, ldv);
+        const void *vc = v[c];
         if (c + PF_KEYS < nk)
-            prefetch_row(row_at(ST, v, c + PF_KEYS, ldv) + x0 * esz, span);
+            prefetch_row((const char *)v[c + PF_KEYS] + x0 * esz, span);
         __m512 vv[8];
         for (int j = 0; j < NV; j++)
             vv[j] = tail && j == NV - 1 ? ld16m(ST, vc, x0 + 16 * j, mt)
@@ -173,18 +168,18 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
     do {                                                                                     \
         int64_t r = 0;                                                                       \
         for (; r + (RB) <= R; r += (RB))                                                     \
-            pv_block(RB, NV, ST, TAIL, p + r * ldp, ldp, v, ldv, nk, x0, d, o + r * ldo, ldo, \
+            pv_block(RB, NV, ST, TAIL, p + r * ldp, ldp, v, nk, x0, d, o + r * ldo, ldo, \
                      acc);                                                                   \
         for (; r < R; r++)                                                                   \
-            pv_block(1, NV, ST, TAIL, p + r * ldp, ldp, v, ldv, nk, x0, d, o + r * ldo, ldo,  \
+            pv_block(1, NV, ST, TAIL, p + r * ldp, ldp, v, nk, x0, d, o + r * ldo, ldo,  \
                      acc);                                                                   \
     } while (0)
 
 /* Columns in whole chunks of 128 (2 rows at a time: 16 accumulators and 8
  * row vectors in registers; a V row of 128 floats read whole), then of 64
  * (4 rows at a time), then the last partial chunk of 64. */
-INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const void *v,
-                    int64_t ldv, int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
+INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const void *const *v,
+                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
 {
     int64_t x0 = 0;
     for (; x0 + 128 <= d; x0 += 128)
@@ -200,26 +195,26 @@ INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const 
     }
 }
 
-static void qk_avx512(int st, const float *q, int64_t ldq, int64_t R, const void *k,
-                      int64_t ldk, int64_t nk, int64_t d, float scale, float *s, int64_t lds)
+static void qk_avx512(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
+                      int64_t nk, int64_t d, float scale, float *s, int64_t lds)
 {
     if (st == ATTN_ST_F16)
-        qk_impl(ATTN_ST_F16, q, ldq, R, k, ldk, nk, d, scale, s, lds);
+        qk_impl(ATTN_ST_F16, q, ldq, R, k, nk, d, scale, s, lds);
     else if (st == ATTN_ST_BF16)
-        qk_impl(ATTN_ST_BF16, q, ldq, R, k, ldk, nk, d, scale, s, lds);
+        qk_impl(ATTN_ST_BF16, q, ldq, R, k, nk, d, scale, s, lds);
     else
-        qk_impl(ATTN_ST_F32, q, ldq, R, k, ldk, nk, d, scale, s, lds);
+        qk_impl(ATTN_ST_F32, q, ldq, R, k, nk, d, scale, s, lds);
 }
 
-static void pv_avx512(int st, const float *p, int64_t ldp, int64_t R, const void *v,
-                      int64_t ldv, int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
+static void pv_avx512(int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
+                      int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
 {
     if (st == ATTN_ST_F16)
-        pv_impl(ATTN_ST_F16, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
+        pv_impl(ATTN_ST_F16, p, ldp, R, v, nk, d, o, ldo, acc);
     else if (st == ATTN_ST_BF16)
-        pv_impl(ATTN_ST_BF16, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
+        pv_impl(ATTN_ST_BF16, p, ldp, R, v, nk, d, o, ldo, acc);
     else
-        pv_impl(ATTN_ST_F32, p, ldp, R, v, ldv, nk, d, o, ldo, acc);
+        pv_impl(ATTN_ST_F32, p, ldp, R, v, nk, d, o, ldo, acc);
 }
 
 const attn_dec_kernels attn_dec_avx512 = { "avx512", qk_avx512, pv_avx512 };

@@ -71,14 +71,23 @@ static inline const void *kv_row(const kvsrc *s, int64_t j)
     return s->base + j * s->ld * s->esz;
 }
 
-/* The end of the run of rows from j that lie at one stride (a block of a
- * paged cache), at most end. */
-static inline int64_t kv_run_end(const kvsrc *s, int64_t j, int64_t end)
+/* The addresses of rows [j0, j0 + nk), for the decode kernels. */
+static void kv_rows(const kvsrc *s, int64_t j0, int64_t nk, const void **rows)
 {
-    if (!s->table)
-        return end;
-    const int64_t e = (j / s->bs + 1) * s->bs;
-    return e < end ? e : end;
+    const int64_t step = s->ld * s->esz;
+    if (!s->table) {
+        const char *r = s->base + j0 * step;
+        for (int64_t c = 0; c < nk; c++, r += step)
+            rows[c] = r;
+        return;
+    }
+    for (int64_t c = 0; c < nk;) {
+        const int64_t j = j0 + c, in = j % s->bs;
+        const int64_t run = s->bs - in < nk - c ? s->bs - in : nk - c;
+        const char *r = s->base + ((int64_t)s->table[j / s->bs] * s->bstride + in * s->ld) * s->esz;
+        for (int64_t e = c + run; c < e; c++, r += step)
+            rows[c] = r;
+    }
 }
 
 static void kv_source(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t hk,
@@ -127,18 +136,15 @@ static void kv_fill(const attn_sdpa_plan *p, const kvsrc *s, float *buf, int64_t
 
 /* s[r][c] = scale q_r . K_(j0 + c) for rows r < R and c < nk: sgemm on K in
  * place or on the tile's buffer (tile row j0 - t), or the decode kernels
- * over the runs of the cache. */
+ * over the rows' addresses. */
 static void scores(const attn_sdpa_plan *p, const kvtile *kt, const float *q, int64_t ldq,
                    int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds)
 {
     const int64_t dk = p->d.qk_dim;
     if (p->decode) {
-        for (int64_t j = j0; j < j0 + nk;) {
-            const int64_t e = kv_run_end(&kt->k, j, j0 + nk);
-            p->dec->qk(kt->k.st, q, ldq, R, kv_row(&kt->k, j), kt->k.ld, e - j, dk, p->scale,
-                       s + (j - j0), lds);
-            j = e;
-        }
+        const void *rows[ATTN_DECODE_TILE];
+        kv_rows(&kt->k, j0, nk, rows);
+        p->dec->qk(kt->k.st, q, ldq, R, rows, nk, dk, p->scale, s, lds);
         return;
     }
     const float *k = kt->kb ? kt->kb + (j0 - t) * dk : (const float *)kv_row(&kt->k, j0);
@@ -153,12 +159,9 @@ static void values(const attn_sdpa_plan *p, const kvtile *kt, const float *s, in
 {
     const int64_t dv = p->d.v_dim;
     if (p->decode) {
-        for (int64_t j = j0; j < j0 + nk;) {
-            const int64_t e = kv_run_end(&kt->v, j, j0 + nk);
-            p->dec->pv(kt->v.st, s + (j - j0), lds, R, kv_row(&kt->v, j), kt->v.ld, e - j, dv, o,
-                       ldo, acc || j > j0);
-            j = e;
-        }
+        const void *rows[ATTN_DECODE_TILE];
+        kv_rows(&kt->v, j0, nk, rows);
+        p->dec->pv(kt->v.st, s, lds, R, rows, nk, dv, o, ldo, acc);
         return;
     }
     const float *v = kt->vb ? kt->vb + (j0 - t) * dv : (const float *)kv_row(&kt->v, j0);
