@@ -75,6 +75,15 @@ static const bench_case cases[] = {
     { "D1", "decode-f16/bf16", 1, 32, 8, 1, 4096, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
     { "D2", "decode-paged", 8, 32, 8, 1, 4096, 128, 0, 1, 0, 1, 0, 0.0, K_DECODE },
     { "D3", "decode-4q-causal", 1, 32, 8, 4, 4096, 128, 1, 0, 0, 1, 0, 0.0, K_DECODE },
+    /* S5 over cache lengths, F32 and F16 (only when named: --case DL; the
+     * data of docs/bench-decode.svg, benchmarks/plot-decode.py) */
+    { "DL-512", "decode-len", 1, 32, 8, 1, 512, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
+    { "DL-1k", "decode-len", 1, 32, 8, 1, 1024, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
+    { "DL-2k", "decode-len", 1, 32, 8, 1, 2048, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
+    { "DL-4k", "decode-len", 1, 32, 8, 1, 4096, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
+    { "DL-8k", "decode-len", 1, 32, 8, 1, 8192, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
+    { "DL-16k", "decode-len", 1, 32, 8, 1, 16384, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
+    { "DL-32k", "decode-len", 1, 32, 8, 1, 32768, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
@@ -811,14 +820,58 @@ static size_t l3_size(void)
 }
 
 /* Streaming read bandwidth: every thread sums its own contiguous part of a
- * buffer far larger than the L3 (32 float accumulators, which the compiler
- * keeps in vector registers without reassociating anything). */
+ * buffer far larger than the L3, with the widest loads the CPU has (an
+ * AVX-512 or AVX2 loop chosen at run time, 4 independent accumulators; a
+ * plain loop of 32 float accumulators otherwise), so that the figure is the
+ * memory's limit and not that of the loop reading it. */
 typedef struct bw_ctx {
     const float *buf;
-    size_t count;     /* floats, a multiple of 32 * parts */
+    size_t count;     /* floats, a multiple of 64 * parts */
     int parts;
+    int isa;          /* 2 AVX-512, 1 AVX2, 0 plain C */
     float *sums;      /* one per part, so the sums are not optimized away */
 } bw_ctx;
+
+#if ATTN_HAVE_X86_KERNELS
+#include <immintrin.h>
+__attribute__((target("avx512f"))) static float bw_sum_avx512(const float *p, size_t n)
+{
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < n; i += 64) {
+        a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
+        a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+        a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
+        a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+__attribute__((target("avx2"))) static float bw_sum_avx2(const float *p, size_t n)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < n; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+        a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+    }
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+#endif
+
+static float bw_sum_c(const float *p, size_t n)
+{
+    float acc[32] = { 0 };
+    for (size_t i = 0; i < n; i += 32)
+        for (int k = 0; k < 32; k++)
+            acc[k] += p[i + k];
+    float s = 0;
+    for (int k = 0; k < 32; k++)
+        s += acc[k];
+    return s;
+}
 
 static void bw_body(void *arg, int tid)
 {
@@ -830,21 +883,21 @@ static void bw_body(void *arg, int tid)
     for (int part = 0; part < x->parts; part++) {
         const size_t per = x->count / (size_t)x->parts;
         const float *p = x->buf + per * (size_t)part;
-        float acc[32] = { 0 };
-        for (size_t i = 0; i < per; i += 32)
-            for (int k = 0; k < 32; k++)
-                acc[k] += p[i + k];
-        float s = 0;
-        for (int k = 0; k < 32; k++)
-            s += acc[k];
-        x->sums[part] = s;
+#if ATTN_HAVE_X86_KERNELS
+        if (x->isa == 2)
+            x->sums[part] = bw_sum_avx512(p, per);
+        else if (x->isa == 1)
+            x->sums[part] = bw_sum_avx2(p, per);
+        else
+#endif
+            x->sums[part] = bw_sum_c(p, per);
     }
 }
 
 /* GB/s (1e9 bytes) of the best of a few passes over `bytes`. */
 static double read_bandwidth(int nthreads, size_t bytes)
 {
-    const size_t unit = 32 * sizeof(float) * (size_t)nthreads;
+    const size_t unit = 64 * sizeof(float) * (size_t)nthreads;
     bytes = bytes / unit * unit;
     float *buf = aligned_alloc(64, bytes), sums[64];
     if (!buf || nthreads > 64)
@@ -855,7 +908,11 @@ static double read_bandwidth(int nthreads, size_t bytes)
         buf[i] = (float)(i & 7);
     attn_blas_hooks hooks;
     attn_blas_hooks_resolve(&hooks);
-    const bw_ctx ctx = { buf, bytes / sizeof(float), nthreads, sums };
+    int isa = 0;
+#if ATTN_HAVE_X86_KERNELS
+    isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+#endif
+    const bw_ctx ctx = { buf, bytes / sizeof(float), nthreads, isa, sums };
     double best = 0;
     for (int pass = 0; pass < 4; pass++) {
         const double t0 = now_ms();
@@ -926,7 +983,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: attn-bench [--case S1 ...] [--threads N ...] [--runs R] [--quick] "
                     "[--json] [--no-naive] [--bw-mib M] [--kv-mib M]\n"
-                    "  --case D names the decode cases S5, D1, D2, D3 (only run when named)\n"
+                    "  --case D names the decode cases S5, D1, D2, D3 (only run when named);\n"
+                    "            --case DL the decode sweep over cache lengths (S5, 512 ... 32k)\n"
                     "  --bw-mib: buffer of the read-bandwidth measurement (default 16 x L3,\n"
                     "            at least 1 GiB and at most 2 GiB)\n"
                     "  --kv-mib: K/V copies of each decode case (default 4 x L3, at least 256)\n");
@@ -973,7 +1031,8 @@ int main(int argc, char **argv)
     }
 
     /* which cases run: by default every case not marked extra; --case ID
-     * names one (L1 names every L1-*, D every decode case) */
+     * names one (L1 names every L1-*, D the decode cases S5, D1-D3, DL
+     * every DL-*) */
     int selected[NCASES], any_dense = 0, any_decode = 0;
     for (int ci = 0; ci < NCASES; ci++) {
         const bench_case *c = &cases[ci];
@@ -981,7 +1040,7 @@ int main(int argc, char **argv)
         for (int w = 0; w < nwant; w++) {
             const size_t wl = strlen(want[w]);
             sel |= !strcmp(want[w], c->id) || (!strncmp(want[w], c->id, wl) && c->id[wl] == '-') ||
-                   (c->kind == K_DECODE && !strcmp(want[w], "D"));
+                   (c->kind == K_DECODE && !strcmp(want[w], "D") && strncmp(c->id, "DL", 2));
         }
         selected[ci] = sel;
         any_dense |= sel && c->kind != K_DECODE;

@@ -11,6 +11,8 @@
  *       tells the cost of the random placement (TLB misses, prefetchers
  *       stopping at 4 KiB pages) from that of paging itself
  *   D3  4 queries, bottom-right causal (window_right 0), m 4096, F32 and F16
+ *   DL  S5 at cache lengths 512 ... 32k, F32 and F16 (--case DL only: the
+ *       plot of GB/s against cache length, benchmarks/plot-decode.py)
  *
  * Decoding is bound by the K/V bytes read, so each case is timed with its
  * K/V memory larger than the L3: R copies of the cache, R x the bytes a
@@ -59,6 +61,8 @@ static const drow drows[] = {
     { "D2", "f16-pg-ord", ATTN_DTYPE_F16, 2 },
     { "D3", "f32", ATTN_DTYPE_F32, 0 },
     { "D3", "f16", ATTN_DTYPE_F16, 0 },
+    { "DL", "f32", ATTN_DTYPE_F32, 0 },
+    { "DL", "f16", ATTN_DTYPE_F16, 0 },
 };
 #define NDROWS (int)(sizeof drows / sizeof drows[0])
 
@@ -516,7 +520,8 @@ void run_decode_case(const bench_case *c, int nthreads, const bench_env *env)
 {
     for (int ri = 0; ri < NDROWS; ri++) {
         const drow *row = &drows[ri];
-        if (strcmp(row->case_id, c->id))
+        if (strcmp(row->case_id, c->id) &&
+            !(!strcmp(row->case_id, "DL") && !strncmp(c->id, "DL-", 3)))
             continue;
         const double bytes = kv_bytes_read(c, row);
         const int R = copies_of(c, row, env->kv_target_bytes);
@@ -622,7 +627,8 @@ void decode_print_ratios(int nthreads, const bench_env *env)
                    "D2 paged in order/contiguous speed", pc->ms / po->ms);
     }
     for (int i = 0; i < ndone; i++) {
-        if (done[i].impl != IMPL_ATTN || !strcmp(done[i].label, "f16-pg-ord"))
+        if (done[i].impl != IMPL_ATTN || !strcmp(done[i].label, "f16-pg-ord") ||
+            !strncmp(done[i].case_id, "DL", 2))   /* the sweep: a plot, no targets */
             continue;
         char what[64];
         snprintf(what, sizeof what, "%s %s fraction of read bandwidth", done[i].case_id,
@@ -632,7 +638,7 @@ void decode_print_ratios(int nthreads, const bench_env *env)
     }
     for (int i = 0; i < ndone; i++) {
         const kept *s = &done[i], *a = find(s->case_id, s->label, IMPL_ATTN);
-        if (s->impl == IMPL_ATTN || !a || a->ms <= 0)
+        if (s->impl == IMPL_ATTN || !a || a->ms <= 0 || !strncmp(s->case_id, "DL", 2))
             continue;
         if (env->json)
             printf("{\"kind\":\"decode\",\"ratio\":\"%s %s %s/attn ms\",\"threads\":%d,"
