@@ -894,6 +894,84 @@ static void bw_body(void *arg, int tid)
     }
 }
 
+/* The FMA peak: every thread runs independent chains of fused
+ * multiply-adds on registers (12 vectors, more than the FMA latency x the
+ * FMA ports), the widest the CPU has; GFLOP/s of the best of a few passes. */
+#if ATTN_HAVE_X86_KERNELS
+__attribute__((target("avx512f"))) static float fma_loop_avx512(long iters)
+{
+    __m512 a[12], x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+    for (int k = 0; k < 12; k++)
+        a[k] = _mm512_set1_ps((float)k);
+    for (long i = 0; i < iters; i++)
+        for (int k = 0; k < 12; k++)
+            a[k] = _mm512_fmadd_ps(a[k], x, y);
+    for (int k = 1; k < 12; k++)
+        a[0] = _mm512_add_ps(a[0], a[k]);
+    return _mm512_reduce_add_ps(a[0]);
+}
+
+__attribute__((target("avx2,fma"))) static float fma_loop_avx2(long iters)
+{
+    __m256 a[12], x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+    for (int k = 0; k < 12; k++)
+        a[k] = _mm256_set1_ps((float)k);
+    for (long i = 0; i < iters; i++)
+        for (int k = 0; k < 12; k++)
+            a[k] = _mm256_fmadd_ps(a[k], x, y);
+    for (int k = 1; k < 12; k++)
+        a[0] = _mm256_add_ps(a[0], a[k]);
+    float t[8];
+    _mm256_storeu_ps(t, a[0]);
+    return t[0] + t[7];
+}
+#endif
+
+typedef struct fma_ctx {
+    long iters;
+    int isa;       /* lanes per FMA: 16, 8, or 0 when neither kernel runs */
+    float *sums;
+} fma_ctx;
+
+static void fma_body(void *arg, int tid)
+{
+    const fma_ctx *x = arg;
+#if ATTN_HAVE_X86_KERNELS
+    x->sums[tid] = x->isa == 16 ? fma_loop_avx512(x->iters) : fma_loop_avx2(x->iters);
+#else
+    (void)x;
+    (void)tid;
+#endif
+}
+
+static double fma_peak(int nthreads)
+{
+    int lanes = 0;
+#if ATTN_HAVE_X86_KERNELS
+    lanes = __builtin_cpu_supports("avx512f") ? 16
+          : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 8 : 0;
+#endif
+    float sums[64];
+    if (!lanes || nthreads > 64)
+        return 0;
+    attn_blas_hooks hooks;
+    attn_blas_hooks_resolve(&hooks);
+    const fma_ctx ctx = { 20L * 1000 * 1000, lanes, sums };
+    double best = 0;
+    for (int pass = 0; pass < 4; pass++) {
+        const double t0 = now_ms();
+        attn_parallel(&hooks, nthreads, nthreads, fma_body, (void *)&ctx);
+        const double gf = 2.0 * 12 * lanes * (double)ctx.iters * nthreads / ((now_ms() - t0) * 1e6);
+        if (gf > best)
+            best = gf;
+    }
+    volatile float sink = 0;
+    for (int t = 0; t < nthreads; t++)
+        sink += sums[t];
+    (void)sink;
+    return best;
+}
+
 /* GB/s (1e9 bytes) of the best of a few passes over `bytes`. */
 static double read_bandwidth(int nthreads, size_t bytes)
 {
@@ -970,6 +1048,11 @@ static void rate_fn(void *ctx, result *r)
 {
     r->ms_median = sgemm_rate(*(int *)ctx);
     r->ok = 1;
+}
+static void fma_fn(void *ctx, result *r)
+{
+    r->ms_median = fma_peak(*(int *)ctx);
+    r->ok = r->ms_median > 0;
 }
 typedef struct bw_job { int threads; size_t bytes; } bw_job;
 static void bw_fn(void *ctx, result *r)
@@ -1077,14 +1160,22 @@ int main(int argc, char **argv)
         bw_job bj = { nt, bw_bytes };
         in_child(bw_fn, &bj, &rr);
         const double read_gbs = rr.ok ? rr.ms_median : 0.0;
-        if (!json)
+        double fma_gflops = 0;
+        if (any_decode) {
+            in_child(fma_fn, &nt, &rr);
+            fma_gflops = rr.ok ? rr.ms_median : 0.0;
+        }
+        if (!json) {
             printf("\n-- %d thread%s: sgemm 1024^3 per thread, same BLAS: %.1f GFLOP/s | "
-                   "read bandwidth: %.1f GB/s\n", nt, nt > 1 ? "s" : "", rate, read_gbs);
-        else
+                   "read bandwidth: %.1f GB/s", nt, nt > 1 ? "s" : "", rate, read_gbs);
+            if (any_decode)
+                printf(" | FMA peak: %.1f GFLOP/s", fma_gflops);
+            printf("\n");
+        } else
             printf("{\"machine\":1,\"threads\":%d,\"sgemm_gflops\":%.2f,\"read_gbs\":%.2f,"
-                   "\"read_buffer_bytes\":%zu,\"l3_bytes\":%zu,"
+                   "\"fma_gflops\":%.2f,\"read_buffer_bytes\":%zu,\"l3_bytes\":%zu,"
                    "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
-                   nt, rate, read_gbs, bw_bytes, l3, bi.loaded, bi.kernel, bi.simd);
+                   nt, rate, read_gbs, fma_gflops, bw_bytes, l3, bi.loaded, bi.kernel, bi.simd);
         if (!json && any_dense)
             printf("%-4s %-12s %-5s %9s %9s %9s %8s %8s %6s %11s %9s %9s %7s\n", "case", "name",
                    "impl", "ms(med)", "ms(min)", "ms(max)", "GF/s", "GF/s_u", "%sgemm",
@@ -1182,8 +1273,8 @@ int main(int argc, char **argv)
             }
         }
         if (any_decode) {
-            const bench_env env = { json, do_naive, runs, rate, read_gbs, l3, kv_bytes,
-                                    bi.loaded, bi.kernel, bi.simd };
+            const bench_env env = { json, do_naive, runs, rate, read_gbs, fma_gflops, l3,
+                                    kv_bytes, bi.loaded, bi.kernel, bi.simd };
             decode_print_header(&env);
             for (int ci = 0; ci < NCASES; ci++)
                 if (selected[ci] && cases[ci].kind == K_DECODE)

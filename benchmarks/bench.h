@@ -55,6 +55,7 @@ typedef struct bench_env {
     int runs;
     double sgemm_gflops;       /* at this thread count */
     double read_gbs;           /* streaming read bandwidth at this thread count */
+    double fma_gflops;         /* FMA peak (registers only) at this thread count */
     size_t l3_bytes;           /* as read from sysconf or /sys (0: unknown) */
     size_t kv_target_bytes;    /* K/V copies per decode case: at least this much */
     const char *blas, *kernel, *simd;

@@ -90,6 +90,22 @@ static double kv_bytes_read(const bench_case *c, const drow *r)
     return rows * (double)c->Hkv * 2.0 * (double)c->d * (double)elsize(r->type);
 }
 
+/* Floating-point operations one call must do: per query row and visible
+ * key, a dk-long dot product and a dv-long multiply-add (2 flops per fused
+ * multiply-add); bottom-right causal rows see m - n + i + 1 keys. */
+static double flops_of(const bench_case *c)
+{
+    double f = 0;
+    for (int64_t b = 0; b < c->B; b++) {
+        const int64_t m = kv_len_of(c, b);
+        for (int64_t i = 0; i < c->n; i++) {
+            const int64_t vis = c->causal ? m - c->n + i + 1 : m;
+            f += (double)(vis > 0 ? vis : 0);
+        }
+    }
+    return f * (double)c->Hq * 2.0 * 2.0 * (double)c->d;
+}
+
 /* Copies of the cache: R x the bytes read >= the target, R >= 2. */
 static int copies_of(const bench_case *c, const drow *r, size_t target)
 {
@@ -490,7 +506,7 @@ static void djob_fn(void *ctx, result *res)
 typedef struct kept {
     const char *case_id, *label;
     int impl;
-    double ms, gbs, frac;
+    double ms, gbs, frac, roof;
 } kept;
 static kept done[MAX_ROWS * NIMPL];
 static int ndone;
@@ -511,9 +527,9 @@ void decode_print_header(const bench_env *env)
         return;
     printf("\ndecode (K/V far larger than the L3; read bandwidth this thread count: %.1f GB/s)\n",
            env->read_gbs);
-    printf("%-4s %-10s %-6s %9s %9s %9s %8s %7s %6s %6s %10s %9s %9s %8s\n", "case", "row", "impl",
-           "ms(med)", "ms(min)", "ms(max)", "KV MiB", "GB/s", "%bw", "copies", "workspace",
-           "RSS MiB", "max_err", "vs attn");
+    printf("%-6s %-10s %-6s %9s %9s %9s %8s %7s %6s %6s %6s %10s %9s %9s %8s\n", "case", "row",
+           "impl", "ms(med)", "ms(min)", "ms(max)", "KV MiB", "GB/s", "%bw", "%roof", "copies",
+           "workspace", "RSS MiB", "max_err", "vs attn");
 }
 
 void run_decode_case(const bench_case *c, int nthreads, const bench_env *env)
@@ -541,17 +557,22 @@ void run_decode_case(const bench_case *c, int nthreads, const bench_env *env)
                            c->id, row->label, nthreads, impl_name[impl],
                            r.skipped ? "true" : "false", r.error);
                 else
-                    printf("%-4s %-10s %-6s %s: %s\n", c->id, row->label, impl_name[impl],
+                    printf("%-6s %-10s %-6s %s: %s\n", c->id, row->label, impl_name[impl],
                            r.skipped ? "skipped" : "FAILED", r.error);
                 fflush(stdout);
                 continue;
             }
             const double gbs = bytes / (r.ms_median * 1e6);
             const double frac = env->read_gbs > 0 ? gbs / env->read_gbs : 0;
+            /* the roofline: the longer of reading the K/V bytes at the
+             * measured bandwidth and doing the flops at the FMA peak */
+            const double t_read = env->read_gbs > 0 ? bytes / (env->read_gbs * 1e6) : 0;
+            const double t_fma = env->fma_gflops > 0 ? flops_of(c) / (env->fma_gflops * 1e6) : 0;
+            const double roof = (t_read > t_fma ? t_read : t_fma) / r.ms_median;
             if (impl == IMPL_ATTN)
                 attn_ms = r.ms_median;
             if (ndone < (int)(sizeof done / sizeof done[0]))
-                done[ndone++] = (kept){ c->id, row->label, impl, r.ms_median, gbs, frac };
+                done[ndone++] = (kept){ c->id, row->label, impl, r.ms_median, gbs, frac, roof };
             char err[32] = "null";
             if (r.max_err == r.max_err)
                 snprintf(err, sizeof err, "%.3g", r.max_err);
@@ -559,21 +580,23 @@ void run_decode_case(const bench_case *c, int nthreads, const bench_env *env)
                 printf("{\"kind\":\"decode\",\"case\":\"%s\",\"name\":\"%s\",\"row\":\"%s\","
                        "\"threads\":%d,\"impl\":\"%s\",\"ok\":true,\"ms_median\":%.4f,"
                        "\"ms_min\":%.4f,\"ms_max\":%.4f,\"kv_bytes\":%.0f,\"gbs\":%.3f,"
-                       "\"read_gbs\":%.2f,\"frac_bw\":%.4f,\"copies\":%d,\"workspace_bytes\":%zu,"
+                       "\"read_gbs\":%.2f,\"frac_bw\":%.4f,\"flops\":%.0f,\"frac_roofline\":%.4f,"
+                       "\"copies\":%d,\"workspace_bytes\":%zu,"
                        "\"peak_rss_bytes\":%ld,\"max_err\":%s,\"sgemm_gflops\":%.2f,"
                        "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
                        c->id, c->name, row->label, nthreads, impl_name[impl], r.ms_median,
-                       r.ms_min, r.ms_max, bytes, gbs, env->read_gbs, frac, R, r.workspace,
+                       r.ms_min, r.ms_max, bytes, gbs, env->read_gbs, frac, flops_of(c), roof, R,
+                       r.workspace,
                        r.peak_rss_kb * 1024, err, env->sgemm_gflops, env->blas, env->kernel,
                        env->simd);
             } else {
                 char vs[16] = "";
                 if (impl != IMPL_ATTN && attn_ms > 0)
                     snprintf(vs, sizeof vs, "%.2fx", r.ms_median / attn_ms);
-                printf("%-4s %-10s %-6s %9.3f %9.3f %9.3f %8.1f %7.1f %5.0f%% %6d %10zu %9.1f "
-                       "%9.2g %8s\n",
+                printf("%-6s %-10s %-6s %9.3f %9.3f %9.3f %8.1f %7.1f %5.0f%% %5.0f%% %6d %10zu "
+                       "%9.1f %9.2g %8s\n",
                        c->id, row->label, impl_name[impl], r.ms_median, r.ms_min, r.ms_max,
-                       bytes / 1048576.0, gbs, 100.0 * frac, R, r.workspace,
+                       bytes / 1048576.0, gbs, 100.0 * frac, 100.0 * roof, R, r.workspace,
                        r.peak_rss_kb / 1024.0, r.max_err, vs);
             }
             fflush(stdout);
@@ -637,6 +660,22 @@ void decode_print_ratios(int nthreads, const bench_env *env)
         any = 1;
     }
     for (int i = 0; i < ndone; i++) {
+        if (done[i].impl != IMPL_ATTN || !strcmp(done[i].label, "f16-pg-ord") ||
+            !strncmp(done[i].case_id, "DL", 2))
+            continue;
+        if (env->json)
+            printf("{\"kind\":\"decode\",\"ratio\":\"%s %s fraction of the roofline\","
+                   "\"threads\":%d,\"value\":%.4f}\n", done[i].case_id, done[i].label, nthreads,
+                   done[i].roof);
+        else {
+            char what[64];
+            snprintf(what, sizeof what, "%s %s fraction of the roofline", done[i].case_id,
+                     done[i].label);
+            printf("  %-42s %6.2f   (diagnostic: max(read, FMA) time / time)\n", what,
+                   done[i].roof);
+        }
+    }
+    for (int i = 0; i < ndone; i++) {
         const kept *s = &done[i], *a = find(s->case_id, s->label, IMPL_ATTN);
         if (s->impl == IMPL_ATTN || !a || a->ms <= 0 || !strncmp(s->case_id, "DL", 2))
             continue;
@@ -665,6 +704,11 @@ void decode_print_notes(void)
            "copies of the cache, round-robin, so K/V come from memory; KV MiB and GB/s count the "
            "K/V bytes a call must read (kv_len x Hkv x (dk + dv) x element size per sequence); "
            "%%bw is GB/s over the streaming read bandwidth measured at the same thread count; "
+           "%%roof is the roofline time over the time, the roofline time being the longer of "
+           "reading the K/V bytes at that bandwidth and doing the call's flops (4 x query rows x "
+           "visible keys x d x Hq) at the FMA peak measured at the same thread count (decoding "
+           "with many query rows per K/V row, D3 and F16 at 1 thread, is bound by the FMAs, not "
+           "by memory); DL (--case DL) is S5 over cache lengths, the data of the plot; "
            "%d timed calls per --runs, after a warm-up pass over every copy; max_err against float64 on %d query heads of every "
            "sequence from the same stored (rounded) values.\n", CALLS_PER_RUN, SAMPLE_HEADS);
 }
