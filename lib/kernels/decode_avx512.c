@@ -127,7 +127,7 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
  * (masked); otherwise all NV chunks are whole. */
 INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, const float *p,
                      int64_t ldp, const void *const *v, int64_t nk, int64_t x0, int64_t d,
-                     float *o, int64_t ldo, int acc)
+                     float *o, int64_t ldo, int acc, int pf)
 {
     const __mmask16 mt = tail ? lanes(d - x0 - 16 * (NV - 1)) : (__mmask16)0xffff;
     const int64_t esz = ST == ATTN_ST_F32 ? 4 : 2;
@@ -141,7 +141,7 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
         }
     for (int64_t c = 0; c < nk; c++) {
         const void *vc = v[c];
-        if (c + PF_KEYS < nk)
+        if (pf && c + PF_KEYS < nk)
             prefetch_row((const char *)v[c + PF_KEYS] + x0 * esz, span);
         __m512 vv[8];
         for (int j = 0; j < NV; j++)
@@ -163,16 +163,18 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
         }
 }
 
-/* Rows in blocks of RB over one column chunk. */
+/* Rows in blocks of RB over one column chunk.  Only the first block
+ * prefetches: the later ones find the chunk's V rows in L1 or L2, and their
+ * prefetches would only take load slots from the FMAs. */
 #define PV_ROWS(RB, NV, TAIL)                                                                \
     do {                                                                                     \
         int64_t r = 0;                                                                       \
         for (; r + (RB) <= R; r += (RB))                                                     \
-            pv_block(RB, NV, ST, TAIL, p + r * ldp, ldp, v, nk, x0, d, o + r * ldo, ldo, \
-                     acc);                                                                   \
+            pv_block(RB, NV, ST, TAIL, p + r * ldp, ldp, v, nk, x0, d, o + r * ldo, ldo,     \
+                     acc, r == 0);                                                           \
         for (; r < R; r++)                                                                   \
-            pv_block(1, NV, ST, TAIL, p + r * ldp, ldp, v, nk, x0, d, o + r * ldo, ldo,  \
-                     acc);                                                                   \
+            pv_block(1, NV, ST, TAIL, p + r * ldp, ldp, v, nk, x0, d, o + r * ldo, ldo, acc, \
+                     r == 0);                                                                \
     } while (0)
 
 /* Columns in whole chunks of 128 (2 rows at a time: 16 accumulators and 8
