@@ -83,8 +83,10 @@ def as_view(a, shape, dtype, allow_zero=False, min_seq=None):
     a = np.broadcast_to(a, shape)
     v = view_of(a, allow_zero, min_seq)
     if v is None:
-        a = np.ascontiguousarray(a)
-        v = view_of(a, allow_zero, min_seq)
+        # A fresh C-contiguous, aligned array (ascontiguousarray would keep
+        # an unaligned one).
+        a = np.array(a, order="C", copy=True)
+        v = contiguous_view(a.shape)
     return a, v
 
 
