@@ -190,6 +190,17 @@ CASES = [
     ("Fortran float64 (converted)", case_strided("fortran")),
     ("broadcast batch", case_strided("broadcast-batch")),
     ("unaligned (copied)", case_strided("unaligned")),
+    # More than 16 queries: attn's sgemm path (16 or fewer take the decode
+    # kernels), over several key and query tiles.
+    ("sgemm path 40 x 150", case_plain((2, 2, 40, 16), (2, 2, 150, 16), (2, 2, 150, 8))),
+    ("sgemm path, float mask", case_mask("float", (2, 3, 33, 70), L=33, S=70)),
+    ("sgemm path, bool mask (L, S)", case_mask("bool", (33, 70), L=33, S=70)),
+    ("sgemm path, causal bottom-right, lengths",
+     case_window(40, 90, None, None, "bottom_right", is_causal=True, kv_lens=[90, 41],
+                 q_lens=[40, 17])),
+    ("sgemm path, window", case_window(70, 70, 20, 5, "top_left")),
+    ("sgemm path, GQA 8/2", case_plain((2, 8, 24, 8), (2, 2, 30, 8), (2, 2, 30, 8),
+                                       enable_gqa=True)),
 ]
 
 
@@ -312,6 +323,15 @@ class TestCases(unittest.TestCase):
         self.assertEqual((p.shape, lse), ((2, 5, 6), None))
         o, p, lse = attn.scaled_dot_product_attention(q, k, v, return_lse=True)
         self.assertEqual((p, lse.shape), (None, (2, 5)))
+
+    def test_threads(self):
+        """Results are bitwise the same for any thread count."""
+        rng = np.random.default_rng(8)
+        q, k, v = rnd(rng, 2, 4, 40, 16), rnd(rng, 2, 4, 70, 16), rnd(rng, 2, 4, 70, 16)
+        outs = [attn.scaled_dot_product_attention(q, k, v, is_causal=True, threads=t)
+                for t in (1, 2, 3, 0)]
+        for o in outs[1:]:
+            self.assertTrue(np.array_equal(outs[0], o))
 
 
 # (name, kwargs changes or a callable building the arguments, expected)
