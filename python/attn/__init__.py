@@ -59,10 +59,10 @@ def _mask_or_bias(mask, shape, name):
         raise TypeError("%s must be bool (True = takes part) or floating "
                         "(added to the scores), not %s" % (name, m.dtype))
     try:
-        np.broadcast_shapes(m.shape, shape)
+        fits = np.broadcast_shapes(m.shape, shape) == tuple(shape)
     except ValueError:
-        raise ValueError("%s: shape %s does not broadcast to %s" % (name, m.shape, shape))
-    if np.broadcast_shapes(m.shape, shape) != tuple(shape):
+        fits = False
+    if not fits:
         raise ValueError("%s: shape %s does not broadcast to %s" % (name, m.shape, shape))
     a, v = as_view(m, shape, dtype, allow_zero=True)
     return kind, a, v

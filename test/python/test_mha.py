@@ -8,7 +8,7 @@ torch.nn.MultiheadAttention in float64 holding the same state_dict (eval
 mode).  Also: the state_dict names and shapes against nn.MultiheadAttention's,
 loading torch's parameters, dropout against attn's keep mask, errors.
 
-Tolerances (inputs standard normal, E <= 16, PyTorch's initialization):
+Tolerances (inputs standard normal, head dims <= 16, PyTorch's initialization):
 output and weights |error| <= 5e-5.
 """
 
