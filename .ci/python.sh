@@ -54,40 +54,7 @@ except attn.AttnError as e:
 PY
 
 echo "== (b) the README's Python example"
-cat > example.py <<'PY'
-import numpy as np
-import attn
-
-rng = np.random.default_rng(0)
-
-# torch.nn.functional.scaled_dot_product_attention's semantics on numpy arrays
-# [batch, heads, seq, dim]: 8 query heads share 2 key/value heads (GQA).
-q = rng.standard_normal((2, 8, 128, 64), dtype=np.float32)
-k = rng.standard_normal((2, 2, 128, 64), dtype=np.float32)
-v = rng.standard_normal((2, 2, 128, 64), dtype=np.float32)
-out = attn.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-print(out.shape)                                # (2, 8, 128, 64)
-
-# attn's extras: a sliding window, per-batch key lengths, the logsumexp.
-out, _, lse = attn.scaled_dot_product_attention(
-    q, k, v, enable_gqa=True, is_causal=True, window_left=32,
-    kv_lens=[128, 100], return_lse=True)
-
-# nn.MultiheadAttention's forward, parameters under its state_dict names.
-mha = attn.MultiheadAttention(embed_dim=256, num_heads=8, batch_first=True).eval()
-x = rng.standard_normal((2, 100, 256), dtype=np.float32)
-pad = np.zeros((2, 100), dtype=bool)
-pad[1, 80:] = True                              # True = padding, as in torch
-y, w = mha(x, x, x, key_padding_mask=pad)       # self-attention
-print(y.shape, w.shape)                         # (2, 100, 256) (2, 100, 100)
-assert np.allclose(w.sum(-1), 1, atol=1e-5) and not w[1, :, 80:].any()
-print(list(mha.state_dict()))   # in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias
-
-# A bad argument raises attn.AttnError (a ValueError) naming attn's status.
-try:
-    attn.scaled_dot_product_attention(q, k, v, enable_gqa=True, kv_lens=[128, 200])
-except attn.AttnError as e:
-    print(e.status_name, "-", e)                # ATTN_ERR_BAD_LENGTH - attn_sdpa: ...
-PY
+"$py" "$root/.ci/readme-block.py" example-python "$root/README.md" > example.py
+cat example.py
 "$py" example.py
 echo "python.sh: OK"
