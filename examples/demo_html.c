@@ -388,7 +388,7 @@ int demo_html_run(const demo_html_opts *o)
         global[o->global[g]] = 1;
     }
 
-    static view_data vd;    /* the projections make it large-ish */
+    view_data vd;
     const size_t nd = (size_t)n * DEMO_DMODEL;
     float *buf = malloc(sizeof(float) * (5 * nd + (size_t)N_PATTERNS * DEMO_NHEAD * n * n));
     if (!buf) {
