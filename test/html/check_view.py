@@ -452,8 +452,8 @@ def run(demo, br, tmp):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     cases = [
         ("default", None, [], 1, [0]),
-        ("tricky", 'He said "</script><!-- & \'x\'" \u2014 caf\u00e9, na\u00efve \u65e5\u672c '
-                   '\U0001F600 <b>bold</b>!', ["--window", "2", "--global", "0,3"], 2, [0, 3]),
+        ("tricky", 'He said "</script><!-- & \'x\'" \u2014 caf\u00e9,\tna\u00efve \u65e5\u672c '
+                   '\U0001F600 <b>bold</b>!\\n', ["--window", "2", "--global", "0,3"], 2, [0, 3]),
     ]
     for tag, sentence, extra, window, glob in cases:
         html_path = os.path.join(tmp, tag + ".html")
