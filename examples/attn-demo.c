@@ -15,11 +15,21 @@
  *    execute repeatedly, median time and GFLOP/s, and the BLAS in use.
  *
  * Usage: attn-demo [--no-bench] [--threads N]
+ *        attn-demo --html FILE [--sentence TEXT] [--json FILE] [--window N]
+ *                  [--global I,J,...] [--threads N]
+ *
+ * With --html, the demo writes the interactive attention view instead
+ * (demo_html.c, docs/VIEW.md): one self-contained HTML page over the
+ * sentence (default "The cat sat on the mat") with every weight computed
+ * by attn_sdpa for both heads and every pattern.
  *
  * Colours (ANSI 256) are used only when stdout is a terminal, TERM is not
  * "dumb" and NO_COLOR is unset or empty (https://no-color.org).
  */
 #include <attn.h>
+
+#include "demo_html.h"
+#include "demo_model.h"
 
 #include <errno.h>
 #include <math.h>
@@ -73,88 +83,27 @@ static float rng_float(void)
 
 /* ------------------------------------------------------------- sentence */
 
-enum { NTOK = 6, DMODEL = 12, NHEAD = 2, DHEAD = DMODEL / NHEAD };
+enum { NTOK = 6, DMODEL = DEMO_DMODEL, NHEAD = DEMO_NHEAD, DHEAD = DEMO_DHEAD };
 
 static const char *const tokens[NTOK] = { "The", "cat", "sat", "on", "the", "mat" };
 
-/* Word features (embedding dimensions 0..7); 8..11 hold the position code. */
-enum { F_DET, F_NOUN, F_VERB, F_PREP, F_RHYME, F_ANIMATE, F_PLACE, F_WORD,
-       F_POS0 = 8 };
-
-static const float words[NTOK][8] = {
-    /*          det  noun verb prep -at  anim place word */
-    /* The */ { 1,   0,   0,   0,   0,   0,   0,    1 },
-    /* cat */ { 0,   1,   0,   0,   1,   1,   0,    1 },
-    /* sat */ { 0,   0,   1,   0,   1,   0,   0,    1 },
-    /* on  */ { 0,   0,   0,   1,   0,   0,   0,    1 },
-    /* the */ { 1,   0,   0,   0,   0,   0,   0,    1 },
-    /* mat */ { 0,   1,   0,   0,   1,   0,   1,    1 },
-};
-
-/* Position code: (sin, cos) of i*w at two frequencies. */
-#define DEMO_PI 3.14159265358979323846
-static const double pos_freq[2] = { DEMO_PI / 3.0, DEMO_PI / 6.0 };
-
-/*
- * The projections are mostly zero, so they are written as rules: query
- * channel c of head h reads feature f with weight wq, and key channel c of
- * head h reads feature g with weight wk, so that the score of query i and
- * key j gains wq * wk * x_i[f] * x_j[g].
- */
-typedef struct rule { int head, chan, qf; float wq; int kf; float wk; } rule;
-
-static const rule rules[] = {
-    /* head 0, "noun phrase": determiners and nouns look at nouns, the
-     * "-at" words at each other, the cat at the place and the place at
-     * the cat. */
-    { 0, 0, F_NOUN, 2.2f, F_NOUN, 2.2f },
-    { 0, 0, F_DET, 2.2f, F_NOUN, 0.0f },
-    { 0, 1, F_RHYME, 1.0f, F_RHYME, 1.0f },
-    { 0, 4, F_ANIMATE, 2.0f, F_PLACE, 2.0f },
-    { 0, 5, F_PLACE, 2.0f, F_ANIMATE, 2.0f },
-    /* head 1, "relations": the verb looks at the preposition and back, the
-     * preposition at the place, the subject at the verb, determiners at
-     * determiners. */
-    { 1, 0, F_VERB, 2.5f, F_PREP, 2.5f },
-    { 1, 1, F_PREP, 2.5f, F_VERB, 2.5f },
-    { 1, 2, F_PREP, 2.0f, F_PLACE, 2.0f },
-    { 1, 3, F_ANIMATE, 2.0f, F_VERB, 2.0f },
-    { 1, 4, F_DET, 2.0f, F_DET, 2.0f },
-    { 1, 5, F_PLACE, 1.5f, F_PREP, 1.5f },
-};
-
+/* The sentence's embeddings (word features of demo_model.c's lexicon plus
+ * the position code) and the model's projections. */
 static void build_inputs(float x[NTOK][DMODEL], float wq[DMODEL][DMODEL],
                          float wk[DMODEL][DMODEL], float wv[DMODEL][DMODEL])
 {
     memset(x, 0, sizeof(float) * NTOK * DMODEL);
-    memset(wq, 0, sizeof(float) * DMODEL * DMODEL);
-    memset(wk, 0, sizeof(float) * DMODEL * DMODEL);
     for (int i = 0; i < NTOK; i++) {
-        memcpy(x[i], words[i], sizeof words[i]);
-        for (int f = 0; f < 2; f++) {
-            x[i][F_POS0 + 2 * f] = (float)sin(i * pos_freq[f]);
-            x[i][F_POS0 + 2 * f + 1] = (float)cos(i * pos_freq[f]);
-        }
+        char lower[8];
+        size_t len = strlen(tokens[i]);
+        for (size_t c = 0; c <= len; c++)
+            lower[c] = (char)(tokens[i][c] >= 'A' && tokens[i][c] <= 'Z'
+                                  ? tokens[i][c] - 'A' + 'a' : tokens[i][c]);
+        if (!demo_lexicon(lower, x[i]))
+            demo_hashed_features(tokens[i], len, x[i]);
+        demo_position(i, &x[i][F_POS0]);
     }
-    for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++) {
-        const rule *u = &rules[r];
-        wq[u->qf][u->head * DHEAD + u->chan] += u->wq;
-        wk[u->kf][u->head * DHEAD + u->chan] += u->wk;
-    }
-    /* Head 0, channels 2-3: the query is the position code of i + 1, the key
-     * that of j, so their product is cos(w (j - i - 1)): "look at the next
-     * token" (each determiner finds its noun). */
-    const double w = pos_freq[0], a = 1.5;
-    wq[F_POS0 + 0][2] = (float)(a * cos(w));
-    wq[F_POS0 + 1][2] = (float)(a * sin(w));
-    wq[F_POS0 + 0][3] = (float)(-a * sin(w));
-    wq[F_POS0 + 1][3] = (float)(a * cos(w));
-    wk[F_POS0 + 0][2] = (float)a;
-    wk[F_POS0 + 1][3] = (float)a;
-    /* Values: small pseudo-random weights. */
-    for (int i = 0; i < DMODEL; i++)
-        for (int j = 0; j < DMODEL; j++)
-            wv[i][j] = 0.5f * rng_float();
+    demo_weights(wq, wk, wv);
 }
 
 /* y[NTOK][DMODEL] = x[NTOK][DMODEL] * w[DMODEL][DMODEL] */
@@ -246,7 +195,6 @@ typedef struct qkv { float q[NTOK][DMODEL], k[NTOK][DMODEL], v[NTOK][DMODEL]; } 
 static void sentence_qkv(qkv *t)
 {
     float x[NTOK][DMODEL], wq[DMODEL][DMODEL], wk[DMODEL][DMODEL], wv[DMODEL][DMODEL];
-    rng_state = 42;
     build_inputs(x, wq, wk, wv);
     project(t->q, x, wq);
     project(t->k, x, wk);
@@ -548,8 +496,46 @@ static void bench(int threads)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: attn-demo [--no-bench] [--threads N]\n"
-               "  --no-bench   skip the timed benchmark case\n"
-               "  --threads N  OpenMP threads for attn (0 = all, the default)\n");
+               "       attn-demo --html FILE [--sentence TEXT] [--json FILE] [--window N]\n"
+               "                 [--global I,J,...] [--threads N]\n"
+               "  --no-bench     skip the timed benchmark case\n"
+               "  --threads N    OpenMP threads for attn (0 = all, the default)\n"
+               "  --html FILE    write the interactive attention view to FILE (- = stdout)\n"
+               "                 instead of the terminal demo (see docs/VIEW.md)\n"
+               "  --sentence T   the view's sentence (default \"The cat sat on the mat\"),\n"
+               "                 at most %d tokens: words, and each punctuation mark\n"
+               "  --json FILE    also write the view's data block (JSON) to FILE\n"
+               "  --window N     the window pattern's tokens on each side (default 1)\n"
+               "  --global LIST  the global tokens, comma-separated indices (default 0)\n",
+            DEMO_HTML_MAX_TOKENS);
+}
+
+/* A decimal integer in [lo, hi], the whole string. */
+static int parse_int(const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long t = strtol(s, &end, 10);
+    if (errno || end == s || *end || t < lo || t > hi)
+        return -1;
+    *out = (int)t;
+    return 0;
+}
+
+static int parse_global(const char *s, demo_html_opts *o)
+{
+    char buf[256];
+    if (strlen(s) >= sizeof buf)
+        return -1;
+    strcpy(buf, s);
+    o->n_global = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (o->n_global == DEMO_HTML_MAX_GLOBAL ||
+            parse_int(tok, 0, DEMO_HTML_MAX_TOKENS - 1, &o->global[o->n_global]))
+            return -1;
+        o->n_global++;
+    }
+    return o->n_global ? 0 : -1;
 }
 
 static int parse_threads(const char *s, int *out)
@@ -565,9 +551,33 @@ static int parse_threads(const char *s, int *out)
 
 int main(int argc, char **argv)
 {
-    int bench_on = 1, threads = 0;
+    int bench_on = 1, threads = 0, html_only = 0;
+    demo_html_opts html = { .window = 1, .global = { 0 }, .n_global = 1 };
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--no-bench")) {
+        const int has_value = i + 1 < argc;
+        if (!strcmp(argv[i], "--html") && has_value) {
+            html.html_path = argv[++i];
+        } else if (!strcmp(argv[i], "--sentence") && has_value) {
+            html.sentence = argv[++i];
+            html_only = 1;
+        } else if (!strcmp(argv[i], "--json") && has_value) {
+            html.json_path = argv[++i];
+            html_only = 1;
+        } else if (!strcmp(argv[i], "--window") && has_value) {
+            if (parse_int(argv[++i], 0, DEMO_HTML_MAX_TOKENS, &html.window)) {
+                fprintf(stderr, "attn-demo: bad window '%s' (0 to %d)\n", argv[i],
+                        DEMO_HTML_MAX_TOKENS);
+                return 2;
+            }
+            html_only = 1;
+        } else if (!strcmp(argv[i], "--global") && has_value) {
+            if (parse_global(argv[++i], &html)) {
+                fprintf(stderr, "attn-demo: bad global token list '%s' (1 to %d indices "
+                                "from 0, comma-separated)\n", argv[i], DEMO_HTML_MAX_GLOBAL);
+                return 2;
+            }
+            html_only = 1;
+        } else if (!strcmp(argv[i], "--no-bench")) {
             bench_on = 0;
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             if (parse_threads(argv[++i], &threads)) {
@@ -586,6 +596,15 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
+    }
+    if (html.html_path) {
+        html.threads = threads;
+        return demo_html_run(&html);
+    }
+    if (html_only) {
+        fprintf(stderr, "attn-demo: --sentence, --json, --window and --global go with --html\n");
+        usage(stderr);
+        return 2;
     }
     use_color = color_wanted();
 
