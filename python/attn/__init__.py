@@ -23,7 +23,7 @@ import ctypes
 import numpy as np
 
 from . import _lib
-from ._common import AttnError, _align, _bound, _check, _float32, _lengths
+from ._common import AttnError, _check, _float32, _lengths, _set_window
 from ._mha import MultiheadAttention
 from ._views import as_view, contiguous_view, ptr
 
@@ -168,15 +168,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     d.q, d.k, d.v = qv, kv, vv
     out = np.empty(bs + (H, L, Ev), dtype=np.float32)
     d.o = contiguous_view(out.shape)
-    d.scale = float("nan") if scale is None else float(scale)
-    d.align = _align(align)
-    d.window_left = _bound(window_left, "window_left")
-    d.window_right = _bound(window_right, "window_right")
-    if is_causal:
-        if window_right is not None and d.window_right != 0:
-            raise ValueError("is_causal=True is window_right=0; got window_right=%r" %
-                             (window_right,))
-        d.window_right = 0
+    _set_window(d, scale, align, window_left, window_right, is_causal)
     args = _lib.SdpaArgs()
     args.q, args.k, args.v, args.o = ptr(qa), ptr(ka), ptr(va), ptr(out)
     keep = [qa, ka, va]

@@ -54,6 +54,21 @@ def _bound(value, name):
     return int(value)
 
 
+def _set_window(d, scale, align, window_left, window_right, is_causal):
+    """Fill the scale, alignment and window fields shared by the SDPA and MHA
+    descriptions; is_causal is window_right = 0 (and conflicts with any other
+    window_right)."""
+    d.scale = float("nan") if scale is None else float(scale)
+    d.align = _align(align)
+    d.window_left = _bound(window_left, "window_left")
+    d.window_right = _bound(window_right, "window_right")
+    if is_causal:
+        if window_right is not None and d.window_right != 0:
+            raise ValueError("is_causal=True is window_right=0; got window_right=%r" %
+                             (window_right,))
+        d.window_right = 0
+
+
 def _lengths(lens, batch_shape, name):
     """Per-batch lengths as a contiguous int32 [B] array."""
     a = np.asarray(lens)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from . import _lib
-from ._common import _align, _bound, _check, _float32, _lengths
+from ._common import _check, _float32, _lengths, _set_window
 from ._views import as_view, ptr
 
 
@@ -354,15 +354,7 @@ class MultiheadAttention:
             args.q_lens = ptr(ql)
             keep.append(ql)
 
-        d.scale = float("nan") if scale is None else float(scale)
-        d.align = _align(align)
-        d.window_left = _bound(window_left, "window_left")
-        d.window_right = _bound(window_right, "window_right")
-        if is_causal:
-            if window_right is not None and d.window_right != 0:
-                raise ValueError("is_causal=True is window_right=0; got window_right=%r" %
-                                 (window_right,))
-            d.window_right = 0
+        _set_window(d, scale, align, window_left, window_right, is_causal)
 
         weights = None
         if need_weights:
