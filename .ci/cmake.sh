@@ -45,8 +45,13 @@ check "CMake consumer against /usr/local (attn::attn, attn::attn_static)" \
 
 # The same install under another prefix: files only, no ldconfig; the
 # shared program finds the staged library through CMake's build RPATH.
+# meson install rewrites build/meson-logs/install-log.txt, the list that
+# `ninja -C build uninstall` (.ci/packages.sh) removes: keep the real one.
+log=build/meson-logs/install-log.txt
+cp "$log" "$tmp/install-log.txt" || { echo "no $log: run the README's set-up command first"; exit 1; }
 check "meson install --destdir (a relocated copy)" \
     bash -c "meson install -C build --no-rebuild --destdir '$tmp/stage' >'$tmp/stage.log' 2>&1 || { cat '$tmp/stage.log'; exit 1; }"
+cp "$tmp/install-log.txt" "$log"
 check "CMake consumer against the relocated copy" \
     consumer "$tmp/reloc" "$tmp/stage/usr/local" "$tmp/stage/usr/local/lib/$multiarch"
 
