@@ -126,6 +126,7 @@ if [ "$with_python" = 1 ]; then
     check "import attn (python3-attn) and one call" bash -ec "cd $tmp && /usr/bin/python3 -c '
 import numpy as np, attn
 assert attn.__file__.startswith(\"/usr/lib/python3/dist-packages/attn/\"), attn.__file__
+assert attn.library_path.startswith(\"/usr/lib/\"), attn.library_path
 q = np.linspace(-1, 1, 2 * 3 * 4, dtype=np.float32).reshape(1, 2, 3, 4)
 v = np.arange(2 * 3 * 4, dtype=np.float32).reshape(1, 2, 3, 4)
 o = attn.scaled_dot_product_attention(q, q, v, is_causal=True)
@@ -133,7 +134,7 @@ s = np.einsum(\"bhid,bhjd->bhij\", q.astype(np.float64), q.astype(np.float64)) /
 s[..., np.triu_indices(3, 1)[0], np.triu_indices(3, 1)[1]] = -np.inf
 p = np.exp(s - s.max(-1, keepdims=True)); p /= p.sum(-1, keepdims=True)
 err = float(np.abs(p @ v - o).max())
-print(attn.__file__, \"largest difference from float64:\", err)
+print(attn.__file__, attn.library_path, \"largest difference from float64:\", err)
 assert err < 1e-5'"
 fi
 
