@@ -1,0 +1,247 @@
+"""attn: transformer attention on CPUs, from Python.
+
+A thin ctypes layer over the C library libattn (nothing is compiled at
+install time) with the forward semantics of PyTorch:
+
+- scaled_dot_product_attention(q, k, v, ...): as
+  torch.nn.functional.scaled_dot_product_attention, plus attn's extras
+  (sliding windows, bottom-right causal alignment, per-batch lengths, the
+  probabilities and the logsumexp, seeded dropout) as keyword arguments;
+- MultiheadAttention: as torch.nn.MultiheadAttention (forward only), with
+  its parameters as numpy arrays under the names and shapes of its
+  state_dict.
+
+Arrays are numpy; all arithmetic is float32.  Inputs already float32 whose
+strides attn can describe are read in place; anything else is converted
+once.  An argument attn rejects raises AttnError (a ValueError) naming the
+status.  The shared library is found through ATTN_LIBRARY, then the path
+of the installed library, then the soname libattn.so.0.  See docs/PYTHON.md.
+"""
+
+import ctypes
+
+import numpy as np
+
+from . import _lib
+from ._common import AttnError, _align, _bound, _check, _float32, _lengths
+from ._mha import MultiheadAttention
+from ._views import as_view, contiguous_view, ptr
+
+__all__ = [
+    "AttnError",
+    "scaled_dot_product_attention",
+    "MultiheadAttention",
+    "dropout_keep_mask",
+    "library_version",
+    "library_path",
+]
+
+#: Path of the shared library this module loaded.
+library_path = _lib.library_path
+
+
+def library_version():
+    """The loaded libattn's version string, "MAJOR.MINOR.PATCH"."""
+    return _lib.version().decode()
+
+
+def _mask_or_bias(mask, shape, name):
+    """(mask uint8, view) or (bias float32, view) broadcast to shape."""
+    m = np.asarray(mask)
+    if m.dtype == np.bool_:
+        m = m.view(np.uint8)
+        kind = "mask"
+        dtype = np.uint8
+    elif m.dtype.kind == "f":
+        kind = "bias"
+        dtype = np.float32
+    else:
+        raise TypeError("%s must be bool (True = takes part) or floating "
+                        "(added to the scores), not %s" % (name, m.dtype))
+    try:
+        fits = np.broadcast_shapes(m.shape, shape) == tuple(shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError("%s: shape %s does not broadcast to %s" % (name, m.shape, shape))
+    a, v = as_view(m, shape, dtype, allow_zero=True)
+    return kind, a, v
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False, *,
+                                 dropout_seed=None, dropout_offset=0,
+                                 window_left=None, window_right=None,
+                                 align="top_left", kv_lens=None, q_lens=None,
+                                 return_probs=False, return_lse=False, threads=0):
+    """Scaled dot-product attention, as torch.nn.functional's.
+
+    softmax(scale * Q K^T + mask) V over the keys each query sees.
+
+    Shapes (numpy broadcasting over the leading batch dimensions):
+      query (..., Hq, L, E), key (..., Hkv, S, E), value (..., Hkv, S, Ev)
+      -> output (..., Hq, L, Ev), float32.
+    Inputs of 2 dimensions (L, E) are one head; the dimension before the
+    last two is the head dimension.
+
+    Arguments as in PyTorch:
+      attn_mask: bool (True = the position takes part) or float (added to
+        the scores; -inf hides), broadcastable to (..., Hq, L, S).
+      dropout_p: dropout on the probabilities, 0 <= p <= 1 (kept entries
+        scaled by 1 / (1 - p)); p > 0 needs dropout_seed.
+      is_causal: query i sees keys j <= i (top-left, as PyTorch; see align).
+        PyTorch forbids is_causal with attn_mask; here they combine (AND).
+      scale: multiplies Q K^T; None means 1 / sqrt(E).
+      enable_gqa: Hq may be a multiple of Hkv; query head h reads key/value
+        head h // (Hq // Hkv).  Without it the head dimensions must be
+        equal or 1 (broadcast), as in PyTorch.
+
+    attn's extras (keyword only):
+      dropout_seed, dropout_offset: the dropout stream; whether (b, h, i, j)
+        is kept is a pure function of them (Philox4x32-10; see
+        dropout_keep_mask).  Not PyTorch's generator: statistically the
+        same, not bitwise.
+      window_left, window_right: key j is visible to query i iff
+        d(i) - window_left <= j <= d(i) + window_right (None or negative:
+        unbounded).  is_causal is window_right=0.
+      align: 'top_left' (d(i) = i, PyTorch's causal) or 'bottom_right'
+        (d(i) = i + S_b - L_b, FlashAttention's, what a KV cache needs).
+      kv_lens, q_lens: per-batch key and query lengths, integer arrays of
+        the batch shape (or flattened): keys j >= kv_lens[b] are hidden,
+        query rows i >= q_lens[b] are padding (output 0).
+      return_probs, return_lse: also return the probabilities
+        (..., Hq, L, S) (after dropout, the P that multiplies V) and the
+        logsumexp (..., Hq, L) of the scaled, masked scores.
+      threads: OpenMP threads (0: all).
+
+    A row with no visible key gives output 0 (PyTorch gives NaN), its
+    probabilities 0 and logsumexp -inf.
+
+    Returns the output, or (output, probs, lse) with None in the places
+    not asked for when return_probs or return_lse is set.
+    Raises AttnError (status and message from attn) for what attn rejects,
+    ValueError / TypeError for shapes and types that do not fit.
+    """
+    q = _float32(query, "query")
+    k = _float32(key, "key")
+    v = _float32(value, "value")
+    for a, name in ((q, "query"), (k, "key"), (v, "value")):
+        if a.ndim < 2:
+            raise ValueError("%s must have at least 2 dimensions (..., L, E), has %d" %
+                             (name, a.ndim))
+    orig_nd = max(q.ndim, k.ndim, v.ndim)
+    nd = max(orig_nd, 3)
+    q, k, v = (a.reshape((1,) * (nd - a.ndim) + a.shape) for a in (q, k, v))
+    try:
+        batch_shape = np.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
+    except ValueError:
+        raise ValueError("batch dimensions do not broadcast: query %s, key %s, value %s" %
+                         (q.shape, k.shape, v.shape))
+    Hq, L, E = q.shape[-3:]
+    Hk, S, Ek = k.shape[-3:]
+    Hv, Sv, Ev = v.shape[-3:]
+    if Ek != E:
+        raise ValueError("query and key must have the same last dimension (%d != %d)" % (E, Ek))
+    if Sv != S:
+        raise ValueError("key and value must have the same length (%d != %d)" % (S, Sv))
+    if Hk != Hv and 1 not in (Hk, Hv):
+        raise ValueError("key and value heads differ (%d != %d)" % (Hk, Hv))
+    Hkv = max(Hk, Hv)
+    if enable_gqa or Hq == Hkv or Hkv == 1:
+        H = Hq
+    elif Hq == 1:
+        H = Hkv
+    else:
+        raise ValueError("query heads (%d) and key/value heads (%d) do not broadcast; "
+                         "pass enable_gqa=True for grouped-query attention" % (Hq, Hkv))
+    bs = tuple(batch_shape)
+    B = int(np.prod(bs, dtype=np.int64))
+
+    qa, qv = as_view(q, bs + (H, L, E), np.float32, min_seq=E)
+    ka, kv = as_view(k, bs + (Hkv, S, E), np.float32, min_seq=E)
+    va, vv = as_view(v, bs + (Hkv, S, Ev), np.float32, min_seq=Ev)
+
+    d = _lib.SdpaDesc()
+    _check(_lib.sdpa_desc_init(ctypes.byref(d)), "attn_sdpa_desc_init")
+    d.batch, d.q_heads, d.kv_heads = B, H, Hkv
+    d.q_len, d.kv_len, d.qk_dim, d.v_dim = L, S, E, Ev
+    d.q, d.k, d.v = qv, kv, vv
+    out = np.empty(bs + (H, L, Ev), dtype=np.float32)
+    d.o = contiguous_view(out.shape)
+    d.scale = float("nan") if scale is None else float(scale)
+    d.align = _align(align)
+    d.window_left = _bound(window_left, "window_left")
+    d.window_right = _bound(window_right, "window_right")
+    if is_causal:
+        if window_right is not None and d.window_right != 0:
+            raise ValueError("is_causal=True is window_right=0; got window_right=%r" %
+                             (window_right,))
+        d.window_right = 0
+    args = _lib.SdpaArgs()
+    args.q, args.k, args.v, args.o = ptr(qa), ptr(ka), ptr(va), ptr(out)
+    keep = [qa, ka, va]
+    if kv_lens is not None:
+        kl = _lengths(kv_lens, bs, "kv_lens")
+        d.use_kv_lens = 1
+        args.kv_lens = ptr(kl)
+        keep.append(kl)
+    if q_lens is not None:
+        ql = _lengths(q_lens, bs, "q_lens")
+        d.use_q_lens = 1
+        args.q_lens = ptr(ql)
+        keep.append(ql)
+    if attn_mask is not None:
+        kind, ma, mv = _mask_or_bias(attn_mask, bs + (H, L, S), "attn_mask")
+        if kind == "mask":
+            d.mask_mode = _lib.MASK_KEEP_NONZERO
+            d.mask = mv
+            args.mask = ptr(ma)
+        else:
+            d.use_bias = 1
+            d.bias = mv
+            args.bias = ptr(ma)
+        keep.append(ma)
+    dropout_p = float(dropout_p)
+    if dropout_p > 0 and dropout_seed is None:
+        raise ValueError("dropout_p > 0 needs dropout_seed (an integer): attn's dropout "
+                         "is a pure function of the seed and offset")
+    d.dropout_p = dropout_p
+    d.dropout_seed = int(dropout_seed or 0) & (2**64 - 1)
+    d.dropout_offset = int(dropout_offset) & (2**64 - 1)
+    probs = lse = None
+    if return_probs:
+        probs = np.empty(bs + (H, L, S), dtype=np.float32)
+        d.want_probs = 1
+        d.probs = contiguous_view(probs.shape)
+        args.probs = ptr(probs)
+    if return_lse:
+        lse = np.empty(bs + (H, L), dtype=np.float32)
+        d.want_lse = 1
+        d.lse = _lib.View(H * L, L, 1)
+        args.lse = ptr(lse)
+    d.threads = int(threads)
+    _check(_lib.sdpa(ctypes.byref(d), ctypes.byref(args)), "attn_sdpa")
+    del keep
+    if orig_nd == 2:
+        out = out[0]
+        probs = None if probs is None else probs[0]
+        lse = None if lse is None else lse[0]
+    if return_probs or return_lse:
+        return out, probs, lse
+    return out
+
+
+def dropout_keep_mask(p, seed, offset, b, h, rows, m, i0=0):
+    """attn's dropout keep mask of (b, h): rows [i0, i0 + rows) x keys [0, m).
+
+    Returns a bool array (rows, m): True where scaled_dot_product_attention
+    (and MultiheadAttention, h the query head) with this dropout_p,
+    dropout_seed and dropout_offset keeps the probability, b the flattened
+    batch index.
+    """
+    keep = np.empty((rows, m), dtype=np.uint8)
+    _check(_lib.dropout_keep_mask(float(p), int(seed) & (2**64 - 1),
+                                  int(offset) & (2**64 - 1), b, h, i0, rows, m,
+                                  keep.ctypes.data, m), "attn_dropout_keep_mask")
+    return keep.view(np.bool_)
+

@@ -1,0 +1,72 @@
+"""What the SDPA function and the MHA class share: errors and arguments."""
+
+import numpy as np
+
+from . import _lib
+
+
+class AttnError(ValueError):
+    """An attn call returned a status other than ATTN_OK.
+
+    Attributes: status (the attn_status value, an int), status_name
+    ("ATTN_ERR_BAD_STRIDE", ...) and function (the C function that
+    returned it).  The message holds both names and attn_status_str's text.
+    """
+
+    def __init__(self, status, function):
+        self.status = int(status)
+        if 0 <= self.status < len(_lib.STATUS_NAMES):
+            self.status_name = _lib.STATUS_NAMES[self.status]
+        else:
+            self.status_name = "ATTN_STATUS_%d" % self.status
+        self.function = function
+        text = _lib.status_str(self.status).decode()
+        super().__init__("%s: %s (%s)" % (function, self.status_name, text))
+
+
+def _check(status, function):
+    if status != 0:
+        raise AttnError(status, function)
+
+
+def _float32(x, name):
+    a = np.asarray(x)
+    if a.dtype.kind not in "fiub":
+        raise TypeError("%s: expected a real array, got dtype %s" % (name, a.dtype))
+    return a if a.dtype == np.float32 else a.astype(np.float32)
+
+
+_ALIGN = {"top_left": _lib.ALIGN_TOP_LEFT, "bottom_right": _lib.ALIGN_BOTTOM_RIGHT}
+
+
+def _align(align):
+    try:
+        return _ALIGN[align]
+    except (KeyError, TypeError):
+        raise ValueError("align must be 'top_left' or 'bottom_right', not %r" % (align,))
+
+
+def _bound(value, name):
+    if value is None:
+        return -1
+    if isinstance(value, (bool, np.bool_)) or int(value) != value:
+        raise TypeError("%s must be an integer or None" % name)
+    return int(value)
+
+
+def _lengths(lens, batch_shape, name):
+    """Per-batch lengths as a contiguous int32 [B] array."""
+    a = np.asarray(lens)
+    if a.dtype.kind not in "iu":
+        raise TypeError("%s must hold integers, not %s" % (name, a.dtype))
+    B = int(np.prod(batch_shape, dtype=np.int64))
+    if a.shape != (B,):             # (B,) is the flattened batch
+        try:
+            a = np.broadcast_to(a, tuple(batch_shape))
+        except ValueError:
+            raise ValueError("%s: shape %s does not match the batch shape %s" %
+                             (name, a.shape, tuple(batch_shape)))
+    a = a.reshape(B)
+    if a.size and (a.min() < -2**31 or a.max() > 2**31 - 1):
+        raise ValueError("%s: values outside int32" % name)
+    return np.ascontiguousarray(a, dtype=np.int32)

@@ -1,0 +1,228 @@
+"""ctypes mirrors of attn.h and the loading of libattn.
+
+Everything here follows include/attn.h field for field; the test
+test/python/test_abi.py compares every size and offset with what a C
+compiler says about the header.  C enums are ``int`` on every ABI attn
+supports (x86-64 and AArch64 System V), so they are mirrored as c_int.
+"""
+
+import ctypes
+import os
+
+c_int64 = ctypes.c_int64
+c_uint64 = ctypes.c_uint64
+c_int = ctypes.c_int
+c_float = ctypes.c_float
+c_double = ctypes.c_double
+c_void_p = ctypes.c_void_p
+
+# attn_status, in the order of the enum.
+STATUS_NAMES = (
+    "ATTN_OK",
+    "ATTN_ERR_NULL_ARGUMENT",
+    "ATTN_ERR_BAD_SIZE",
+    "ATTN_ERR_TOO_LARGE",
+    "ATTN_ERR_HEAD_RATIO",
+    "ATTN_ERR_BAD_STRIDE",
+    "ATTN_ERR_STRIDES_UNSET",
+    "ATTN_ERR_BAD_SCALE",
+    "ATTN_ERR_BAD_OPTION",
+    "ATTN_ERR_BAD_THREADS",
+    "ATTN_ERR_BAD_LENGTH",
+    "ATTN_ERR_ARGUMENT_MISMATCH",
+    "ATTN_ERR_WORKSPACE_TOO_SMALL",
+    "ATTN_ERR_WORKSPACE_ALIGNMENT",
+    "ATTN_ERR_OUT_OF_MEMORY",
+    "ATTN_ERR_BAD_BLOCK_TABLE",
+)
+
+ALIGN_TOP_LEFT = 0
+ALIGN_BOTTOM_RIGHT = 1
+
+MASK_NONE = 0
+MASK_KEEP_NONZERO = 1
+MASK_DROP_NONZERO = 2
+
+WEIGHTS_NONE = 0
+WEIGHTS_PER_HEAD = 1
+WEIGHTS_AVERAGED = 2
+
+
+class View(ctypes.Structure):
+    """attn_view: element strides of batch, head and seq (dim stride 1)."""
+    _fields_ = [("batch", c_int64), ("head", c_int64), ("seq", c_int64)]
+
+
+class SdpaDesc(ctypes.Structure):
+    """attn_sdpa_desc."""
+    _fields_ = [
+        ("batch", c_int64),
+        ("q_heads", c_int64),
+        ("kv_heads", c_int64),
+        ("q_len", c_int64),
+        ("kv_len", c_int64),
+        ("qk_dim", c_int64),
+        ("v_dim", c_int64),
+        ("q", View),
+        ("k", View),
+        ("v", View),
+        ("o", View),
+        ("scale", c_float),
+        ("align", c_int),
+        ("window_left", c_int64),
+        ("window_right", c_int64),
+        ("use_kv_lens", c_int),
+        ("use_q_lens", c_int),
+        ("mask_mode", c_int),
+        ("mask", View),
+        ("use_bias", c_int),
+        ("bias", View),
+        ("want_probs", c_int),
+        ("probs", View),
+        ("want_lse", c_int),
+        ("lse", View),
+        ("threads", c_int),
+        ("dropout_p", c_double),
+        ("dropout_seed", c_uint64),
+        ("dropout_offset", c_uint64),
+        ("use_global_k", c_int),
+        ("use_global_q", c_int),
+        ("layout_per_head", c_int),
+        ("reserved_flags", c_int),
+        ("block_size", c_int64),
+        ("k_type", c_int),
+        ("v_type", c_int),
+        ("kv_block_size", c_int64),
+        ("kv_num_blocks", c_int64),
+        ("kv_max_blocks", c_int64),
+        ("reserved", c_int64 * 6),
+    ]
+
+
+class SdpaArgs(ctypes.Structure):
+    """attn_sdpa_args (every pointer as void *)."""
+    _fields_ = [(name, c_void_p) for name in (
+        "q", "k", "v", "o", "kv_lens", "q_lens", "mask", "bias", "probs",
+        "lse", "global_k", "global_q", "layout", "k16", "v16",
+        "block_table")]
+
+
+class MhaDesc(ctypes.Structure):
+    """attn_mha_desc."""
+    _fields_ = [
+        ("embed_dim", c_int64),
+        ("num_heads", c_int64),
+        ("num_kv_heads", c_int64),
+        ("kdim", c_int64),
+        ("vdim", c_int64),
+        ("batch", c_int64),
+        ("q_len", c_int64),
+        ("kv_len", c_int64),
+        ("self_attention", c_int),
+        ("packed_in_proj", c_int),
+        ("has_bias", c_int),
+        ("x_stride", c_int64),
+        ("key_stride", c_int64),
+        ("value_stride", c_int64),
+        ("out_stride", c_int64),
+        ("scale", c_float),
+        ("align", c_int),
+        ("window_left", c_int64),
+        ("window_right", c_int64),
+        ("use_kv_lens", c_int),
+        ("use_q_lens", c_int),
+        ("mask_mode", c_int),
+        ("mask", View),
+        ("use_bias", c_int),
+        ("bias", View),
+        ("key_padding_mode", c_int),
+        ("weights", c_int),
+        ("threads", c_int),
+        ("dropout_p", c_double),
+        ("dropout_seed", c_uint64),
+        ("dropout_offset", c_uint64),
+        ("use_global_k", c_int),
+        ("use_global_q", c_int),
+        ("layout_per_head", c_int),
+        ("reserved_flags", c_int),
+        ("block_size", c_int64),
+        ("reserved", c_int64 * 10),
+    ]
+
+
+class MhaWeights(ctypes.Structure):
+    """attn_mha_weights."""
+    _fields_ = [(name, c_void_p) for name in (
+        "in_proj_weight", "in_proj_bias", "q_weight", "k_weight", "v_weight",
+        "q_bias", "k_bias", "v_bias", "out_weight", "out_bias")]
+
+
+class MhaArgs(ctypes.Structure):
+    """attn_mha_args."""
+    _fields_ = [(name, c_void_p) for name in (
+        "x", "key", "value", "out", "kv_lens", "q_lens", "mask", "bias",
+        "key_padding_mask", "weights", "global_k", "global_q", "layout")]
+
+
+# The structs the ABI test checks, by their C names.
+STRUCTS = {
+    "attn_view": View,
+    "attn_sdpa_desc": SdpaDesc,
+    "attn_sdpa_args": SdpaArgs,
+    "attn_mha_desc": MhaDesc,
+    "attn_mha_weights": MhaWeights,
+    "attn_mha_args": MhaArgs,
+}
+
+
+def _candidates():
+    """Where to look for libattn, in order (see find_library)."""
+    env = os.environ.get("ATTN_LIBRARY")
+    if env:
+        return [("ATTN_LIBRARY", env)]
+    out = []
+    try:
+        from . import _build_config
+        out.append(("installed", _build_config.LIBRARY))
+    except ImportError:
+        pass
+    out.append(("soname", "libattn.so.0"))
+    return out
+
+
+def _load():
+    errors = []
+    for how, path in _candidates():
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            if how == "ATTN_LIBRARY":
+                raise OSError("attn: ATTN_LIBRARY=%s cannot be loaded: %s" % (path, e))
+            errors.append("%s (%s): %s" % (path, how, e))
+    raise OSError("attn: libattn not found; tried " + "; ".join(errors) +
+                  ". Set ATTN_LIBRARY to the path of libattn.so.")
+
+
+lib, library_path = _load()
+
+_P = ctypes.POINTER
+
+
+def _fn(name, restype, *argtypes):
+    f = getattr(lib, name)
+    f.restype = restype
+    f.argtypes = list(argtypes)
+    return f
+
+
+status_str = _fn("attn_status_str", ctypes.c_char_p, c_int)
+version = _fn("attn_version", ctypes.c_char_p)
+sdpa_desc_init = _fn("attn_sdpa_desc_init", c_int, _P(SdpaDesc))
+sdpa = _fn("attn_sdpa", c_int, _P(SdpaDesc), _P(SdpaArgs))
+mha_desc_init = _fn("attn_mha_desc_init", c_int, _P(MhaDesc))
+mha_plan_create = _fn("attn_mha_plan_create", c_int, _P(c_void_p), _P(MhaDesc))
+mha_plan_destroy = _fn("attn_mha_plan_destroy", c_int, c_void_p)
+mha_execute = _fn("attn_mha_execute", c_int, c_void_p, _P(MhaWeights), _P(MhaArgs),
+                  c_void_p, ctypes.c_size_t)
+dropout_keep_mask = _fn("attn_dropout_keep_mask", c_int, c_double, c_uint64, c_uint64,
+                        c_int64, c_int64, c_int64, c_int64, c_int64, c_void_p, c_int64)

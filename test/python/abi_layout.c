@@ -1,0 +1,79 @@
+/* Prints "struct size N" and "struct.field offset N" for every struct the
+ * Python module mirrors with ctypes (python/attn/_lib.py), as this compiler
+ * lays out attn.h.  test_abi.py compares the two. */
+#include <attn.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define S(t) printf(#t " size %zu\n", sizeof(t))
+#define F(t, f) printf(#t "." #f " offset %zu\n", offsetof(t, f))
+
+int main(void)
+{
+    S(attn_view);
+    F(attn_view, batch); F(attn_view, head); F(attn_view, seq);
+
+    S(attn_sdpa_desc);
+    F(attn_sdpa_desc, batch); F(attn_sdpa_desc, q_heads); F(attn_sdpa_desc, kv_heads);
+    F(attn_sdpa_desc, q_len); F(attn_sdpa_desc, kv_len); F(attn_sdpa_desc, qk_dim);
+    F(attn_sdpa_desc, v_dim); F(attn_sdpa_desc, q); F(attn_sdpa_desc, k);
+    F(attn_sdpa_desc, v); F(attn_sdpa_desc, o); F(attn_sdpa_desc, scale);
+    F(attn_sdpa_desc, align); F(attn_sdpa_desc, window_left);
+    F(attn_sdpa_desc, window_right); F(attn_sdpa_desc, use_kv_lens);
+    F(attn_sdpa_desc, use_q_lens); F(attn_sdpa_desc, mask_mode); F(attn_sdpa_desc, mask);
+    F(attn_sdpa_desc, use_bias); F(attn_sdpa_desc, bias); F(attn_sdpa_desc, want_probs);
+    F(attn_sdpa_desc, probs); F(attn_sdpa_desc, want_lse); F(attn_sdpa_desc, lse);
+    F(attn_sdpa_desc, threads); F(attn_sdpa_desc, dropout_p);
+    F(attn_sdpa_desc, dropout_seed); F(attn_sdpa_desc, dropout_offset);
+    F(attn_sdpa_desc, use_global_k); F(attn_sdpa_desc, use_global_q);
+    F(attn_sdpa_desc, layout_per_head); F(attn_sdpa_desc, reserved_flags);
+    F(attn_sdpa_desc, block_size); F(attn_sdpa_desc, k_type); F(attn_sdpa_desc, v_type);
+    F(attn_sdpa_desc, kv_block_size); F(attn_sdpa_desc, kv_num_blocks);
+    F(attn_sdpa_desc, kv_max_blocks); F(attn_sdpa_desc, reserved);
+
+    S(attn_sdpa_args);
+    F(attn_sdpa_args, q); F(attn_sdpa_args, k); F(attn_sdpa_args, v); F(attn_sdpa_args, o);
+    F(attn_sdpa_args, kv_lens); F(attn_sdpa_args, q_lens); F(attn_sdpa_args, mask);
+    F(attn_sdpa_args, bias); F(attn_sdpa_args, probs); F(attn_sdpa_args, lse);
+    F(attn_sdpa_args, global_k); F(attn_sdpa_args, global_q); F(attn_sdpa_args, layout);
+    F(attn_sdpa_args, k16); F(attn_sdpa_args, v16); F(attn_sdpa_args, block_table);
+
+    S(attn_mha_desc);
+    F(attn_mha_desc, embed_dim); F(attn_mha_desc, num_heads); F(attn_mha_desc, num_kv_heads);
+    F(attn_mha_desc, kdim); F(attn_mha_desc, vdim); F(attn_mha_desc, batch);
+    F(attn_mha_desc, q_len); F(attn_mha_desc, kv_len); F(attn_mha_desc, self_attention);
+    F(attn_mha_desc, packed_in_proj); F(attn_mha_desc, has_bias); F(attn_mha_desc, x_stride);
+    F(attn_mha_desc, key_stride); F(attn_mha_desc, value_stride);
+    F(attn_mha_desc, out_stride); F(attn_mha_desc, scale); F(attn_mha_desc, align);
+    F(attn_mha_desc, window_left); F(attn_mha_desc, window_right);
+    F(attn_mha_desc, use_kv_lens); F(attn_mha_desc, use_q_lens); F(attn_mha_desc, mask_mode);
+    F(attn_mha_desc, mask); F(attn_mha_desc, use_bias); F(attn_mha_desc, bias);
+    F(attn_mha_desc, key_padding_mode); F(attn_mha_desc, weights); F(attn_mha_desc, threads);
+    F(attn_mha_desc, dropout_p); F(attn_mha_desc, dropout_seed);
+    F(attn_mha_desc, dropout_offset); F(attn_mha_desc, use_global_k);
+    F(attn_mha_desc, use_global_q); F(attn_mha_desc, layout_per_head);
+    F(attn_mha_desc, reserved_flags); F(attn_mha_desc, block_size);
+    F(attn_mha_desc, reserved);
+
+    S(attn_mha_weights);
+    F(attn_mha_weights, in_proj_weight); F(attn_mha_weights, in_proj_bias);
+    F(attn_mha_weights, q_weight); F(attn_mha_weights, k_weight);
+    F(attn_mha_weights, v_weight); F(attn_mha_weights, q_bias); F(attn_mha_weights, k_bias);
+    F(attn_mha_weights, v_bias); F(attn_mha_weights, out_weight);
+    F(attn_mha_weights, out_bias);
+
+    S(attn_mha_args);
+    F(attn_mha_args, x); F(attn_mha_args, key); F(attn_mha_args, value);
+    F(attn_mha_args, out); F(attn_mha_args, kv_lens); F(attn_mha_args, q_lens);
+    F(attn_mha_args, mask); F(attn_mha_args, bias); F(attn_mha_args, key_padding_mask);
+    F(attn_mha_args, weights); F(attn_mha_args, global_k); F(attn_mha_args, global_q);
+    F(attn_mha_args, layout);
+
+    /* enums mirrored as c_int */
+    printf("attn_status size %zu\n", sizeof(attn_status));
+    printf("attn_align size %zu\n", sizeof(attn_align));
+    printf("attn_mask_mode size %zu\n", sizeof(attn_mask_mode));
+    printf("attn_weights_mode size %zu\n", sizeof(attn_weights_mode));
+    printf("attn_dtype size %zu\n", sizeof(attn_dtype));
+    return 0;
+}
