@@ -194,7 +194,11 @@ def _load():
     errors = []
     for how, path in _candidates():
         try:
-            return ctypes.CDLL(path), path
+            # RTLD_GLOBAL: a BLAS that dlopens its own parts (MKL loads
+            # libmkl_def.so and others at run time) must find the symbols of
+            # the libraries attn pulled in; with RTLD_LOCAL, MKL failed as soon
+            # as torch had been imported first.
+            return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL), path
         except OSError as e:
             if how == "ATTN_LIBRARY":
                 raise OSError("attn: ATTN_LIBRARY=%s cannot be loaded: %s" % (path, e))
