@@ -4920,7 +4920,8 @@ static void merge_plant(rd *r, unsigned kind, attn_merge_args *a, int *args_null
         break;
     case GB_OUT_SHORT: {
         const unsigned k = pick(r, 3);
-        a->o_out_stride = k == 0 ? 0 : k == 1 ? a->dim - 1 : a->dim / 2;
+        /* dim may hold an earlier plant's INT64_MIN: no dim - 1 there */
+        a->o_out_stride = k == 0 ? 0 : k == 1 ? (a->dim > 0 ? a->dim - 1 : 0) : a->dim / 2;
         break;
     }
     case GB_LSE_OUT_ZERO:
