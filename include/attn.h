@@ -195,6 +195,28 @@ typedef enum attn_dtype {
                                     as uint16_t */
 } attn_dtype;
 
+/* Which engine runs the products of the attention core (see "Engines"
+ * in docs/DESIGN.md):
+ * - BLAS: cblas_sgemm of the configured BLAS on the score and value tiles;
+ *   the reference path, and the one for CPUs without AVX-512.
+ * - TILE: attn's own register-blocked kernels (AVX-512, AVX2 or portable
+ *   C, as ATTN_SIMD allows) on K tiles packed transposed into the
+ *   workspace; on AVX-512 it runs close to the FMA peak where a BLAS
+ *   spends much of its time packing small operands.
+ * - AUTO (the default): the environment variable ATTN_ENGINE (blas, tile
+ *   or auto) when set, else TILE when the CPU has AVX-512F and ATTN_SIMD
+ *   allows it, else BLAS.  Decided from the CPU and the settings at plan
+ *   time, never from timing, so a plan gives the same bits on every call.
+ * The engines agree within rounding, not bitwise; each is bitwise
+ * identical for any thread count.  The decode path (few queries) has its
+ * own streaming kernels whatever the engine.  An explicit BLAS or TILE in
+ * the desc wins over ATTN_ENGINE. */
+typedef enum attn_engine {
+    ATTN_ENGINE_AUTO = 0,
+    ATTN_ENGINE_BLAS = 1,
+    ATTN_ENGINE_TILE = 2
+} attn_engine;
+
 /* How the uint8 element mask is read.  Never a bare bool: PyTorch's SDPA
  * (True = take part) and nn.MultiheadAttention (True = masked out) disagree. */
 typedef enum attn_mask_mode {
@@ -330,8 +352,14 @@ typedef struct attn_sdpa_desc {
     int64_t kv_num_blocks;
     int64_t kv_max_blocks;
 
+    /* The engine of the products (see attn_engine); AUTO by default.
+     * Anything else is ATTN_ERR_BAD_OPTION.  The backward of a desc uses
+     * its fwd's engine. */
+    attn_engine engine;
+    int reserved_pad;            /* must be zero */
+
     /* Must be zero (attn_sdpa_desc_init does it). */
-    int64_t reserved[6];
+    int64_t reserved[5];
 } attn_sdpa_desc;
 
 /* Fill *desc with the defaults: all sizes 0, every view ATTN_STRIDE_UNSET,

@@ -384,12 +384,21 @@ static const desc_row desc_rows[] = {
     {"mask_mode = 3", ATTN_ERR_BAD_OPTION, FULL, {SI(mask_mode, 3)}},
     {"mask_mode = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(mask_mode, -1)}},
     {"reserved[0] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[0], 1)}},
-    {"reserved[5] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[5], 1)}},
+    {"reserved[4] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[4], 1)}},
     /* reserved[] shrank from 13 to 10 when the sparse fields took three
-     * slots, then to 6 for the storage types and the paged cache (the desc
-     * keeps its size); the last one is reserved[5] */
-    {"reserved[5] = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[5], INT64_MIN)}},
-    {"reserved[5] = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[5], -1)}},
+     * slots, to 6 for the storage types and the paged cache, then to 5
+     * for the engine (the desc keeps its size); the last one is
+     * reserved[4] */
+    {"reserved[4] = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[4], INT64_MIN)}},
+    {"reserved[4] = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[4], -1)}},
+    {"reserved_pad = 1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved_pad, 1)}},
+    {"reserved_pad = INT_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved_pad, INT_MIN)}},
+    /* the engine */
+    {"control: engine BLAS", ATTN_OK, FULL, {SI(engine, ATTN_ENGINE_BLAS)}},
+    {"control: engine TILE", ATTN_OK, FULL, {SI(engine, ATTN_ENGINE_TILE)}},
+    {"engine = 3", ATTN_ERR_BAD_OPTION, FULL, {SI(engine, 3)}},
+    {"engine = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(engine, -1)}},
+    {"engine = INT_MAX", ATTN_ERR_BAD_OPTION, FULL, {SI(engine, INT_MAX)}},
 
     /* storage types and the paged cache */
     {"control: k F16, v BF16", ATTN_OK, FULL,

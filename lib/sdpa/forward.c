@@ -36,6 +36,7 @@ typedef struct work {
     float *corr;     /* rescale of O for the current tile */
     float *kbuf;     /* kv_copy: the tile's K and V as floats */
     float *vbuf;
+    float *kt;       /* tile engine: the tile's K transposed, dk x bk */
 } work;
 
 /* Where a work item accumulates its O rows: the user's O, or its chunk's
@@ -117,6 +118,7 @@ static void kv_source(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t 
 typedef struct kvtile {
     kvsrc k, v;
     const float *kb, *vb;   /* rows [t, t + nt) as floats, ld dk / dv */
+    const float *kt;        /* tile engine: K^T of the tile, ld bk */
 } kvtile;
 
 /* Fill the buffers of a kv_copy tile. */
@@ -147,6 +149,10 @@ static void scores(const attn_sdpa_plan *p, const kvtile *kt, const float *q, in
         p->dec->qk(kt->k.st, q, ldq, R, rows, nk, dk, p->scale, s, lds);
         return;
     }
+    if (p->tile) {
+        p->gk->mm(R, nk, dk, p->scale, q, ldq, 1, kt->kt + (j0 - t), p->bk, s, lds, 0);
+        return;
+    }
     const float *k = kt->kb ? kt->kb + (j0 - t) * dk : (const float *)kv_row(&kt->k, j0);
     const int64_t ldk = kt->kb ? dk : kt->k.ld;
     attn_sgemm(1, (int)R, (int)nk, (int)dk, p->scale, q, (int)ldq, k, (int)ldk, 0.0f, s,
@@ -166,6 +172,10 @@ static void values(const attn_sdpa_plan *p, const kvtile *kt, const float *s, in
     }
     const float *v = kt->vb ? kt->vb + (j0 - t) * dv : (const float *)kv_row(&kt->v, j0);
     const int64_t ldv = kt->vb ? dv : kt->v.ld;
+    if (p->tile) {
+        p->gk->mm(R, dv, nk, 1.0f, s, lds, 1, v, ldv, o, ldo, acc);
+        return;
+    }
     attn_sgemm(0, (int)R, (int)dv, (int)nk, 1.0f, s, (int)lds, v, (int)ldv, acc ? 1.0f : 0.0f,
                o, (int)ldo);
 }
@@ -408,6 +418,7 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     kv_source(p, a, b, hk, 1, &kt.v);
     kt.kb = p->kv_copy ? w->kbuf : NULL;
     kt.vb = p->kv_copy ? w->vbuf : NULL;
+    kt.kt = w->kt;
 
     /* Every segment meets every tile.  Its O rows are written with beta = 0
      * by the first tile when every row sees all of it; when the rows see the
@@ -417,6 +428,10 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
         if (p->kv_copy) {
             kv_fill(p, &kt.k, w->kbuf, d->qk_dim, t, nt);
             kv_fill(p, &kt.v, w->vbuf, dv, t, nt);
+        }
+        if (p->tile) {
+            const float *k0 = p->kv_copy ? w->kbuf : (const float *)kv_row(&kt.k, t);
+            p->gk->transpose(k0, p->kv_copy ? d->qk_dim : kt.k.ld, nt, d->qk_dim, w->kt, p->bk);
         }
         for (int64_t si = 0; si < nseg; si++) {
             const int first = t == jlo;
@@ -580,6 +595,7 @@ static void execute_body(void *arg, int tid)
     w.corr = w.lrow + p->vrows;
     w.kbuf = (float *)(void *)(base + p->ws_kbuf);
     w.vbuf = (float *)(void *)(base + p->ws_vbuf);
+    w.kt = (float *)(void *)(base + p->ws_kt);
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif

@@ -123,7 +123,11 @@ attn_status attn_kv_validate(const attn_sdpa_desc *d)
 
 attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
 {
-    if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]))
+    if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]) ||
+        d->reserved_pad != 0)
+        return ATTN_ERR_BAD_OPTION;
+    if (d->engine != ATTN_ENGINE_AUTO && d->engine != ATTN_ENGINE_BLAS &&
+        d->engine != ATTN_ENGINE_TILE)
         return ATTN_ERR_BAD_OPTION;
     if (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT)
         return ATTN_ERR_BAD_OPTION;
@@ -266,6 +270,8 @@ static attn_status plan_dense(attn_sdpa_plan *p)
      * turns it off, for comparisons). */
     const char *env = getenv("ATTN_DECODE");
     p->decode = n <= ATTN_DECODE_MAX_Q && !(env && !strcmp(env, "0"));
+    if (p->decode)
+        p->tile = 0;
     p->kv_copy = !p->decode && (desc->k_type != ATTN_DTYPE_F32 ||
                                 desc->v_type != ATTN_DTYPE_F32 || desc->kv_block_size != 0);
     const int64_t tile_k = p->decode ? ATTN_DECODE_TILE : ATTN_TILE_K;
@@ -329,9 +335,12 @@ static attn_status plan_dense(attn_sdpa_plan *p)
     const uint64_t vbuf = p->kv_copy
         ? attn_size_align(attn_size_mul((uint64_t)p->bk * sizeof(float), (uint64_t)dv, &ok),
                           &ok) : 0;
-    const uint64_t thread = attn_size_add(
+    const uint64_t ktbuf = p->tile
+        ? attn_size_align(attn_size_mul((uint64_t)p->bk * sizeof(float), (uint64_t)desc->qk_dim,
+                                        &ok), &ok) : 0;
+    const uint64_t thread = attn_size_add(attn_size_add(
         attn_size_add(attn_size_add(attn_size_add(tile, ranges, &ok), state, &ok), kbuf, &ok),
-        vbuf, &ok);
+        vbuf, &ok), ktbuf, &ok);
     const uint64_t part = p->nchunks > 1
         ? attn_size_align(attn_size_mul(row_bytes, (uint64_t)p->nchunks, &ok), &ok) : 0;
     const uint64_t total = attn_size_add(attn_size_mul(thread, (uint64_t)p->nthreads, &ok),
@@ -342,6 +351,7 @@ static attn_status plan_dense(attn_sdpa_plan *p)
     p->ws_state = (size_t)(tile + ranges);
     p->ws_kbuf = (size_t)(tile + ranges + state);
     p->ws_vbuf = (size_t)(tile + ranges + state + kbuf);
+    p->ws_kt = (size_t)(tile + ranges + state + kbuf + vbuf);
     p->ws_thread = (size_t)thread;
     p->ws_part = (size_t)part;
     p->ws_bytes = (size_t)total;
@@ -372,6 +382,8 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
     p->dropout = desc->dropout_p > 0.0;
     if (p->dropout)
         attn_dropout_init(&p->drop, desc->dropout_p, desc->dropout_seed, desc->dropout_offset);
+    p->gk = attn_gemm_select();
+    p->tile = attn_gemm_use_tile((int)desc->engine);
     if ((st = plan_blocking(p)) != ATTN_OK) {
         free(p);
         return st;

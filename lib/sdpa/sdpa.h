@@ -6,6 +6,7 @@
 #include "kernels/kernels.h"
 #include "kernels/decode.h"
 #include "kernels/convert.h"
+#include "kernels/gemm.h"
 
 /* Blocking.  Fixed by the shape only (never by the thread count), which is
  * what makes results bitwise identical for any number of threads. */
@@ -116,6 +117,12 @@ struct attn_sdpa_plan {
     size_t ws_part;           /* split-K partial results (shared) */
     size_t ws_bytes;          /* nthreads * ws_thread + ws_part */
     const attn_kernels *kern;
+    /* The tile engine (attn_gemm_use_tile): its kernels run the products,
+     * on the tile's K transposed into the thread's slice at ws_kt
+     * (dk x bk floats), instead of sgemm. */
+    int tile;
+    const attn_gemm_kernels *gk;
+    size_t ws_kt;
     attn_blas_hooks blas;     /* the loaded BLAS's thread controls */
     /* Sparse plans (sparse.c): items (b, query head, block of sp_rows
      * rows), run heaviest first from an order built per execute. */

@@ -95,7 +95,9 @@ class SdpaDesc(ctypes.Structure):
         ("kv_block_size", c_int64),
         ("kv_num_blocks", c_int64),
         ("kv_max_blocks", c_int64),
-        ("reserved", c_int64 * 6),
+        ("engine", c_int),
+        ("reserved_pad", c_int),
+        ("reserved", c_int64 * 5),
     ]
 
 

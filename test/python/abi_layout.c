@@ -29,7 +29,8 @@ int main(void)
     F(attn_sdpa_desc, layout_per_head); F(attn_sdpa_desc, reserved_flags);
     F(attn_sdpa_desc, block_size); F(attn_sdpa_desc, k_type); F(attn_sdpa_desc, v_type);
     F(attn_sdpa_desc, kv_block_size); F(attn_sdpa_desc, kv_num_blocks);
-    F(attn_sdpa_desc, kv_max_blocks); F(attn_sdpa_desc, reserved);
+    F(attn_sdpa_desc, kv_max_blocks); F(attn_sdpa_desc, engine);
+    F(attn_sdpa_desc, reserved_pad); F(attn_sdpa_desc, reserved);
 
     S(attn_sdpa_args);
     F(attn_sdpa_args, q); F(attn_sdpa_args, k); F(attn_sdpa_args, v); F(attn_sdpa_args, o);

@@ -1,0 +1,68 @@
+/* The tile engine's portable C table (the reference of the SIMD ones), and
+ * the run-time choice. */
+#include "attn_config.h"
+#include "kernels/gemm.h"
+#include "kernels/kernels.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void mm_c(int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t ars,
+                 int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc, int acc)
+{
+    for (int64_t r = 0; r < M; r++) {
+        const float *ar = a + r * ars;
+        float *cr = c + r * ldc;
+        for (int64_t j = 0; j < N; j++) {
+            float s = 0.0f;
+            for (int64_t k = 0; k < K; k++)
+                s = fmaf(ar[k * aks], b[k * ldb + j], s);
+            cr[j] = acc ? fmaf(alpha, s, cr[j]) : alpha * s;
+        }
+    }
+}
+
+static void transpose_c(const float *b, int64_t ldb, int64_t N, int64_t K, float *bt,
+                        int64_t ldt)
+{
+    for (int64_t j = 0; j < N; j++)
+        for (int64_t x = 0; x < K; x++)
+            bt[x * ldt + j] = b[j * ldb + x];
+}
+
+const attn_gemm_kernels attn_gemm_scalar = { "scalar", mm_c, transpose_c };
+
+const attn_gemm_kernels *attn_gemm_select(void)
+{
+    int cap = ATTN_SIMD_AVX512;
+    const char *env = getenv("ATTN_SIMD");
+    if (env) {
+        if (!strcmp(env, "scalar")) cap = ATTN_SIMD_SCALAR;
+        else if (!strcmp(env, "avx2")) cap = ATTN_SIMD_AVX2;
+    }
+#if ATTN_HAVE_X86_KERNELS
+    if (cap >= ATTN_SIMD_AVX512 && __builtin_cpu_supports("avx512f"))
+        return &attn_gemm_avx512;
+    if (cap >= ATTN_SIMD_AVX2 && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma"))
+        return &attn_gemm_avx2;
+#endif
+    (void)cap;
+    return &attn_gemm_scalar;
+}
+
+int attn_gemm_use_tile(int engine)
+{
+    if (engine == 1 || engine == 2)
+        return engine == 2;
+    const char *env = getenv("ATTN_ENGINE");
+    if (env && !strcmp(env, "blas"))
+        return 0;
+    if (env && !strcmp(env, "tile"))
+        return 1;
+#if ATTN_HAVE_X86_KERNELS
+    return attn_gemm_select() == &attn_gemm_avx512;
+#else
+    return 0;
+#endif
+}

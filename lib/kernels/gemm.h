@@ -1,0 +1,48 @@
+/* The tile engine's matrix kernels: attn's own register-blocked products for
+ * the attention shapes (a block of rows against a tile of keys, d <= 256),
+ * where a general BLAS spends much of its time packing.  One table per
+ * instruction set, chosen at run time like attn_kernels (capped by
+ * ATTN_SIMD).
+ *
+ * Every element of a product is one chain of fused multiply-adds in k order
+ * starting from 0, then one rounding with alpha (and C): whatever the
+ * register block, the instruction set or the position of the element, so
+ * the scalar, AVX2 and AVX-512 tables give the same bits. */
+#ifndef ATTN_GEMM_KERNELS_H
+#define ATTN_GEMM_KERNELS_H
+
+#include <stdint.h>
+
+typedef struct attn_gemm_kernels {
+    const char *name;
+    /* For r < M, j < N: with acc_r_j = fma chain over k < K of
+     * A(r, k) * b[k * ldb + j], A(r, k) = a[r * ars + k * aks],
+     *   c[r * ldc + j] = acc ? fma(alpha, acc_r_j, c[r * ldc + j])
+     *                        : alpha * acc_r_j.
+     * So A is row-major (ars = lda, aks = 1) or transposed (ars = 1,
+     * aks = lda) in place; B is row-major.  K may be 0 (then C = alpha * 0
+     * or C unchanged). */
+    void (*mm)(int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t ars,
+               int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc, int acc);
+    /* bt[x * ldt + j] = b[j * ldb + x] for j < N, x < K: rows of B (keys)
+     * become columns, so B^T products run through mm. */
+    void (*transpose)(const float *b, int64_t ldb, int64_t N, int64_t K, float *bt,
+                      int64_t ldt);
+} attn_gemm_kernels;
+
+extern const attn_gemm_kernels attn_gemm_scalar;
+#if ATTN_HAVE_X86_KERNELS
+extern const attn_gemm_kernels attn_gemm_avx2;
+extern const attn_gemm_kernels attn_gemm_avx512;
+#endif
+
+/* The best table for this CPU, capped by ATTN_SIMD. */
+const attn_gemm_kernels *attn_gemm_select(void);
+
+/* Whether a plan whose desc asks for engine (attn_engine: 0 auto, 1 blas,
+ * 2 tile) runs on these kernels: an explicit choice as given; auto from
+ * ATTN_ENGINE=blas|tile when set (other values mean auto), else tile when
+ * the AVX-512 table is the one attn_gemm_select picks. */
+int attn_gemm_use_tile(int engine);
+
+#endif

@@ -1,0 +1,122 @@
+/* The tile engine's AVX-512 table: blocks of 12 rows x 32 columns (24
+ * accumulators), A broadcast from memory in place, B rows loaded (masked at
+ * the right edge).  Each element is one FMA chain in k order from 0, as in
+ * the C table (gemm.c), so the bits are the same. */
+#include "attn_config.h"
+#include "kernels/gemm.h"
+#include <immintrin.h>
+
+#define MR 12
+
+static inline __attribute__((always_inline)) void
+block(const int mr, const int two, int64_t K, float alpha, const float *a, int64_t ars,
+      int64_t aks, const float *b, int64_t ldb, __mmask16 m0, __mmask16 m1, float *c,
+      int64_t ldc, int acc)
+{
+    __m512 x0[MR], x1[MR];
+    _Pragma("GCC unroll 16")
+    for (int r = 0; r < mr; r++) {
+        x0[r] = _mm512_setzero_ps();
+        x1[r] = _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < K; k++) {
+        const float *bk = b + k * ldb, *ak = a + k * aks;
+        const __m512 b0 = _mm512_maskz_loadu_ps(m0, bk);
+        const __m512 b1 = two ? _mm512_maskz_loadu_ps(m1, bk + 16) : b0;
+        _Pragma("GCC unroll 16")
+        for (int r = 0; r < mr; r++) {
+            const __m512 av = _mm512_set1_ps(ak[r * ars]);
+            x0[r] = _mm512_fmadd_ps(av, b0, x0[r]);
+            if (two)
+                x1[r] = _mm512_fmadd_ps(av, b1, x1[r]);
+        }
+    }
+    const __m512 al = _mm512_set1_ps(alpha);
+    _Pragma("GCC unroll 16")
+    for (int r = 0; r < mr; r++) {
+        float *cr = c + r * ldc;
+        if (acc) {
+            _mm512_mask_storeu_ps(cr, m0, _mm512_fmadd_ps(al, x0[r], _mm512_maskz_loadu_ps(m0, cr)));
+            if (two)
+                _mm512_mask_storeu_ps(cr + 16, m1,
+                                      _mm512_fmadd_ps(al, x1[r], _mm512_maskz_loadu_ps(m1, cr + 16)));
+        } else {
+            _mm512_mask_storeu_ps(cr, m0, _mm512_mul_ps(al, x0[r]));
+            if (two)
+                _mm512_mask_storeu_ps(cr + 16, m1, _mm512_mul_ps(al, x1[r]));
+        }
+    }
+}
+
+#define ROWS(mr)                                                                            \
+    case mr:                                                                                \
+        if (two)                                                                            \
+            block(mr, 1, K, alpha, ai, ars, aks, bj, ldb, m0, m1, ci, ldc, acc);           \
+        else                                                                                \
+            block(mr, 0, K, alpha, ai, ars, aks, bj, ldb, m0, m1, ci, ldc, acc);           \
+        break;
+
+static void mm_avx512(int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t ars,
+                      int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc, int acc)
+{
+    for (int64_t j = 0; j < N; j += 32) {
+        const int64_t nr = N - j < 32 ? N - j : 32;
+        const __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
+        const __mmask16 m1 = nr >= 32 ? (__mmask16)0xFFFF
+                           : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : (__mmask16)0;
+        const int two = nr > 16;
+        const float *bj = b + j;
+        for (int64_t i = 0; i < M; i += MR) {
+            const int64_t mr = M - i < MR ? M - i : MR;
+            const float *ai = a + i * ars;
+            float *ci = c + i * ldc + j;
+            switch (mr) {
+                ROWS(12) ROWS(11) ROWS(10) ROWS(9) ROWS(8) ROWS(7)
+                ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
+            }
+        }
+    }
+}
+
+/* 16 x 16 in registers: rows r[0..15] of 16 floats become columns. */
+static inline void tr16(const float *src, int64_t lds, float *dst, int64_t ldd)
+{
+    __m512 r[16], t[16], u[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_loadu_ps(src + i * lds);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    /* u[4 g + q]: rows 4g..4g+3, in lane l their column 4 l + q */
+    for (int g = 0; g < 4; g++) {
+        u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+    for (int q = 0; q < 4; q++) {
+        const __m512 va = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x88);
+        const __m512 vb = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xDD);
+        const __m512 wa = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x88);
+        const __m512 wb = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xDD);
+        _mm512_storeu_ps(dst + (q + 0) * ldd, _mm512_shuffle_f32x4(va, wa, 0x88));
+        _mm512_storeu_ps(dst + (q + 8) * ldd, _mm512_shuffle_f32x4(va, wa, 0xDD));
+        _mm512_storeu_ps(dst + (q + 4) * ldd, _mm512_shuffle_f32x4(vb, wb, 0x88));
+        _mm512_storeu_ps(dst + (q + 12) * ldd, _mm512_shuffle_f32x4(vb, wb, 0xDD));
+    }
+}
+
+static void transpose_avx512(const float *b, int64_t ldb, int64_t N, int64_t K, float *bt,
+                             int64_t ldt)
+{
+    const int64_t N16 = N & ~(int64_t)15, K16 = K & ~(int64_t)15;
+    for (int64_t j = 0; j < N16; j += 16)
+        for (int64_t x = 0; x < K16; x += 16)
+            tr16(b + j * ldb + x, ldb, bt + x * ldt + j, ldt);
+    for (int64_t j = 0; j < N; j++)
+        for (int64_t x = j < N16 ? K16 : 0; x < K; x++)
+            bt[x * ldt + j] = b[j * ldb + x];
+}
+
+const attn_gemm_kernels attn_gemm_avx512 = { "avx512", mm_avx512, transpose_avx512 };
