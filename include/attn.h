@@ -950,8 +950,14 @@ typedef struct attn_linear_desc {
      * as in attn_sdpa_desc. */
     int threads;
 
+    /* The engine of the chunks' products (see attn_engine); AUTO by
+     * default, anything else is ATTN_ERR_BAD_OPTION.  The backward uses
+     * its fwd's. */
+    attn_engine engine;
+    int reserved_pad;            /* must be zero */
+
     /* Must be zero (attn_linear_desc_init does it). */
-    int64_t reserved[16];
+    int64_t reserved[15];
 } attn_linear_desc;
 
 /* Fill *desc with the defaults: sizes 0, every view ATTN_STRIDE_UNSET,

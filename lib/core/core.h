@@ -13,6 +13,18 @@
 
 #define ATTN_ALIGNMENT 64
 
+/* The products of the attention core (gemm.c): attn_sgemm / attn_sgemm_tn
+ * of blas.h when gk is NULL (engine BLAS), else the tile engine's kernels
+ * gk (a B^T operand is transposed into panels on the stack).  beta is 0 or
+ * 1 on the tile engine (other values go to the BLAS). */
+struct attn_gemm_kernels;
+void attn_gemm(const struct attn_gemm_kernels *gk, int trans_b, int M, int N, int K,
+               float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+               float *C, int ldc);
+void attn_gemm_tn(const struct attn_gemm_kernels *gk, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                  int ldc);
+
 /* Checked arithmetic for counts and byte sizes: a result above
  * ATTN_SIZE_LIMIT (what both an int64_t index and a size_t byte count hold)
  * clears *ok.  Plans turn that into ATTN_ERR_TOO_LARGE. */

@@ -37,6 +37,7 @@ struct attn_linear_bwd_plan {
     size_t o_fk, o_dfx, o_a, o_da, o_g, o_dvc, o_s, o_z, o_den, o_c, o_stats;
     size_t ws_thread, ws_bytes;
     const attn_kernels *kern;
+    const attn_gemm_kernels *gk;  /* the tile engine's, or NULL (fwd.engine) */
     attn_blas_hooks blas;
 };
 
@@ -130,6 +131,7 @@ attn_status attn_linear_bwd_plan_create(attn_linear_bwd_plan **plan,
     p->ws_thread = (size_t)thread;
     p->ws_bytes = (size_t)total;
     p->kern = attn_kernels_select();
+    p->gk = attn_gemm_use_tile((int)desc->fwd.engine) ? attn_gemm_select() : NULL;
     attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;
@@ -187,7 +189,7 @@ static void colsum_add(float *z, const float *x, int64_t rows, int64_t cols)
 static void masked_product(const bitem *it, int64_t rows, int64_t kc, int64_t shift)
 {
     const int64_t C = ATTN_LINEAR_CHUNK, dk = it->p->d.fwd.qk_dim;
-    attn_sgemm(1, (int)rows, (int)kc, (int)dk, 1.0f, it->w->fq, (int)dk, it->w->fk, (int)dk,
+    attn_gemm(it->p->gk, 1, (int)rows, (int)kc, (int)dk, 1.0f, it->w->fq, (int)dk, it->w->fk, (int)dk,
                0.0f, it->w->a, (int)C);
     lin_mask(it->w->a, C, rows, kc, shift);
 }
@@ -198,7 +200,7 @@ static void d_product(const bitem *it, const float *vv, int64_t rows, int64_t kc
     const attn_linear_desc *f = &it->p->d.fwd;
     const int64_t C = ATTN_LINEAR_CHUNK, dv = f->v_dim;
     bwork *w = it->w;
-    attn_sgemm(1, (int)rows, (int)kc, (int)dv, 1.0f, w->g, (int)dv, vv, (int)f->v.seq, 0.0f,
+    attn_gemm(it->p->gk, 1, (int)rows, (int)kc, (int)dv, 1.0f, w->g, (int)dv, vv, (int)f->v.seq, 0.0f,
                w->da, (int)C);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < kc; c++)
@@ -243,7 +245,7 @@ static void forward_sweep(const bitem *it)
             attn_linear_phi(it->p->kern, f->feature_map,
                             PTR(a->k, f->k, b, hk, j), f->k.seq, kc, dk, w->fk,
                             dk);
-            attn_sgemm_tn((int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk,
+            attn_gemm_tn(p->gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk,
                           PTR(a->v, f->v, b, hk, j), (int)f->v.seq, 1.0f, w->s, (int)dv);
             colsum_add(w->z, w->fk, kc, dk);
         }
@@ -259,7 +261,7 @@ static void forward_sweep(const bitem *it)
             const float *q = PTR(a->q, f->q, b, h, i0);
             attn_linear_phi(it->p->kern, f->feature_map, q, f->q.seq, rows, dk, w->fq, dk);
             /* N = Fq S + A V_c in the G buffer; D */
-            attn_sgemm(0, (int)rows, (int)dv, (int)dk, 1.0f, w->fq, (int)dk, w->s, (int)dv, 0.0f,
+            attn_gemm(p->gk, 0, (int)rows, (int)dv, (int)dk, 1.0f, w->fq, (int)dk, w->s, (int)dv, 0.0f,
                        w->g, (int)dv);
             for (int64_t r = 0; r < rows; r++)
                 w->den[r] = lin_dot(w->fq + r * dk, w->z, dk);
@@ -267,7 +269,7 @@ static void forward_sweep(const bitem *it)
                 masked_product(it, rows, kc, shift);
                 for (int64_t r = 0; r < rows; r++)
                     w->den[r] += lin_sum(w->a + r * C, kc);
-                attn_sgemm(0, (int)rows, (int)dv, (int)kc, 1.0f, w->a, (int)C, vv, (int)f->v.seq,
+                attn_gemm(p->gk, 0, (int)rows, (int)dv, (int)kc, 1.0f, w->a, (int)C, vv, (int)f->v.seq,
                            1.0f, w->g, (int)dv);
             }
             /* D, delta = dO . O kept; G = dO / D, c = -delta / D */
@@ -283,21 +285,21 @@ static void forward_sweep(const bitem *it)
             }
             load_g(it, hh, i0, rows);
             /* dFq = G S^T + c z^T + dA Fk */
-            attn_sgemm(1, (int)rows, (int)dk, (int)dv, 1.0f, w->g, (int)dv, w->s, (int)dv, 0.0f,
+            attn_gemm(p->gk, 1, (int)rows, (int)dk, (int)dv, 1.0f, w->g, (int)dv, w->s, (int)dv, 0.0f,
                        w->dfx, (int)dk);
             for (int64_t r = 0; r < rows; r++)
                 for (int64_t x = 0; x < dk; x++)
                     w->dfx[r * dk + x] += w->c[r] * w->z[x];
             if (kc > 0) {
                 d_product(it, vv, rows, kc, shift);
-                attn_sgemm(0, (int)rows, (int)dk, (int)kc, 1.0f, w->da, (int)C, w->fk, (int)dk,
+                attn_gemm(p->gk, 0, (int)rows, (int)dk, (int)kc, 1.0f, w->da, (int)C, w->fk, (int)dk,
                            1.0f, w->dfx, (int)dk);
             }
             attn_linear_dphi(it->p->kern, f->feature_map, q, f->q.seq, rows, dk, w->dfx, dk,
                              PTR(a->dq, d->dq, b, h, i0), d->dq.seq);
         }
         if (kc > 0) {
-            attn_sgemm_tn((int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, vv, (int)f->v.seq,
+            attn_gemm_tn(p->gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, vv, (int)f->v.seq,
                           1.0f, w->s, (int)dv);
             colsum_add(w->z, w->fk, kc, dk);
             pos = kh;
@@ -313,12 +315,12 @@ static void keys_from_state(const bitem *it, int64_t j, int64_t kc)
     const attn_linear_bwd_args *a = it->a;
     bwork *w = it->w;
     const int64_t dk = f->qk_dim, dv = f->v_dim;
-    attn_sgemm(1, (int)kc, (int)dk, (int)dv, 1.0f, PTR(a->v, f->v, it->b, it->hk, j),
+    attn_gemm(it->p->gk, 1, (int)kc, (int)dk, (int)dv, 1.0f, PTR(a->v, f->v, it->b, it->hk, j),
                (int)f->v.seq, w->s, (int)dv, 0.0f, w->dfx, (int)dk);
     for (int64_t r = 0; r < kc; r++)
         for (int64_t x = 0; x < dk; x++)
             w->dfx[r * dk + x] += w->z[x];
-    attn_sgemm(0, (int)kc, (int)dv, (int)dk, 1.0f, w->fk, (int)dk, w->s, (int)dv, 0.0f, w->dvc,
+    attn_gemm(it->p->gk, 0, (int)kc, (int)dv, (int)dk, 1.0f, w->fk, (int)dk, w->s, (int)dv, 0.0f, w->dvc,
                (int)dv);
 }
 
@@ -372,12 +374,12 @@ static void reverse_sweep(const bitem *it)
             if (kc > 0) {
                 masked_product(it, rows, kc, shift);
                 d_product(it, vv, rows, kc, shift);
-                attn_sgemm_tn((int)kc, (int)dk, (int)rows, 1.0f, w->da, (int)C, w->fq, (int)dk,
+                attn_gemm_tn(p->gk, (int)kc, (int)dk, (int)rows, 1.0f, w->da, (int)C, w->fq, (int)dk,
                               1.0f, w->dfx, (int)dk);
-                attn_sgemm_tn((int)kc, (int)dv, (int)rows, 1.0f, w->a, (int)C, w->g, (int)dv,
+                attn_gemm_tn(p->gk, (int)kc, (int)dv, (int)rows, 1.0f, w->a, (int)C, w->g, (int)dv,
                               1.0f, w->dvc, (int)dv);
             }
-            attn_sgemm_tn((int)dk, (int)dv, (int)rows, 1.0f, w->fq, (int)dk, w->g, (int)dv, 1.0f,
+            attn_gemm_tn(p->gk, (int)dk, (int)dv, (int)rows, 1.0f, w->fq, (int)dk, w->g, (int)dv, 1.0f,
                           w->s, (int)dv);
             for (int64_t r = 0; r < rows; r++)
                 for (int64_t x = 0; x < dk; x++)

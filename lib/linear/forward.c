@@ -43,7 +43,11 @@ attn_status attn_linear_desc_init(attn_linear_desc *desc)
 
 attn_status attn_linear_validate(const attn_linear_desc *d, int check_o)
 {
-    if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]))
+    if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]) ||
+        d->reserved_pad != 0)
+        return ATTN_ERR_BAD_OPTION;
+    if (d->engine != ATTN_ENGINE_AUTO && d->engine != ATTN_ENGINE_BLAS &&
+        d->engine != ATTN_ENGINE_TILE)
         return ATTN_ERR_BAD_OPTION;
     if (d->feature_map != ATTN_FEATURE_ELU1 && d->feature_map != ATTN_FEATURE_RELU &&
         d->feature_map != ATTN_FEATURE_IDENTITY)
@@ -185,6 +189,7 @@ attn_status attn_linear_plan_create(attn_linear_plan **plan, const attn_linear_d
     p->ws_thread = (size_t)thread;
     p->ws_bytes = (size_t)total;
     p->kern = attn_kernels_select();
+    p->gk = attn_gemm_use_tile((int)desc->engine) ? attn_gemm_select() : NULL;
     attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;
@@ -240,7 +245,7 @@ static void state_add(const attn_linear_plan *p, const attn_linear_args *a, lwor
         const float *k = a->k + b * d->k.batch + hk * d->k.head + j * d->k.seq;
         const float *v = a->v + b * d->v.batch + hk * d->v.head + j * d->v.seq;
         attn_linear_phi(p->kern, d->feature_map, k, d->k.seq, kc, dk, w->fk, dk);
-        attn_sgemm_tn((int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, v, (int)d->v.seq, 1.0f,
+        attn_gemm_tn(p->gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, v, (int)d->v.seq, 1.0f,
                       w->s, (int)w->ldx);
         for (int64_t r = 0; r < kc; r++)
             for (int64_t x = 0; x < dk; x++)
@@ -296,7 +301,7 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
             float *o = a->o + b * d->o.batch + h * d->o.head + i0 * d->o.seq;
             attn_linear_phi(p->kern, d->feature_map, q, d->q.seq, rows, dk, w->fq, dk);
             /* [phi(Q) S | A] */
-            attn_sgemm(0, (int)rows, (int)(dv + kc), (int)dk, 1.0f, w->fq, (int)dk, w->s,
+            attn_gemm(p->gk, 0, (int)rows, (int)(dv + kc), (int)dk, 1.0f, w->fq, (int)dk, w->s,
                        (int)ldx, 0.0f, w->x, (int)ldx);
             for (int64_t r = 0; r < rows; r++)
                 w->den[r] = lin_dot(w->fq + r * dk, w->z, dk);
@@ -308,13 +313,13 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
                 const int last = hh == g - 1;
                 if (last && rows == C) {
                     /* [O~; S] += [A; phi(K)^T] V_c */
-                    attn_sgemm(0, (int)(C + dk), (int)dv, (int)kc, 1.0f, am, (int)ldx, vv,
+                    attn_gemm(p->gk, 0, (int)(C + dk), (int)dv, (int)kc, 1.0f, am, (int)ldx, vv,
                                (int)d->v.seq, 1.0f, w->x, (int)ldx);
                 } else {
-                    attn_sgemm(0, (int)rows, (int)dv, (int)kc, 1.0f, am, (int)ldx, vv,
+                    attn_gemm(p->gk, 0, (int)rows, (int)dv, (int)kc, 1.0f, am, (int)ldx, vv,
                                (int)d->v.seq, 1.0f, w->x, (int)ldx);
                     if (last)
-                        attn_sgemm(0, (int)dk, (int)dv, (int)kc, 1.0f, w->kt, (int)ldx, vv,
+                        attn_gemm(p->gk, 0, (int)dk, (int)dv, (int)kc, 1.0f, w->kt, (int)ldx, vv,
                                    (int)d->v.seq, 1.0f, w->s, (int)ldx);
                 }
             }

@@ -24,6 +24,7 @@ struct attn_linear_plan {
     size_t o_fk, o_x, o_z, o_den;  /* offsets in a thread's slice (phi(Q) at 0) */
     size_t ws_thread, ws_bytes;
     const attn_kernels *kern;  /* exp of the elu + 1 map */
+    const attn_gemm_kernels *gk;  /* the tile engine's, or NULL (engine) */
     attn_blas_hooks blas;
 };
 

@@ -55,6 +55,7 @@ struct attn_sdpa_bwd_plan {
     size_t ws_gather, ws_qg;
     size_t ws_thread, ws_bytes;
     const attn_kernels *kern;
+    const attn_gemm_kernels *gk;  /* the tile engine's, or NULL (fwd.engine) */
     attn_blas_hooks blas;
 };
 
@@ -193,6 +194,7 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     p->ws_thread = (size_t)thread;
     p->ws_bytes = (size_t)total;
     p->kern = attn_kernels_select();
+    p->gk = attn_gemm_use_tile((int)f->engine) ? attn_gemm_select() : NULL;
     attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;
@@ -298,9 +300,9 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
     float *dkt = a->dk + b * d->dk.batch + hk * d->dk.head + (t + cs) * d->dk.seq;
     float *dvt = a->dv + b * d->dv.batch + hk * d->dv.head + (t + cs) * d->dv.seq;
 
-    attn_sgemm(1, (int)rows, (int)cols, (int)dk, p->scale, q, (int)f->q.seq, k, (int)f->k.seq,
+    attn_gemm(p->gk, 1, (int)rows, (int)cols, (int)dk, p->scale, q, (int)f->q.seq, k, (int)f->k.seq,
                0.0f, w->p, (int)bk);
-    attn_sgemm(1, (int)rows, (int)cols, (int)dv, 1.0f, dO, (int)d->d_o.seq, v, (int)f->v.seq,
+    attn_gemm(p->gk, 1, (int)rows, (int)cols, (int)dv, 1.0f, dO, (int)d->d_o.seq, v, (int)f->v.seq,
                0.0f, w->dp, (int)bk);
     for (int64_t r = 0; r < rows; r++) {
         const int64_t i = i0 + r;
@@ -338,7 +340,7 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
         }
     }
     /* dV_t += P^T dO_r  (P' with dropout) */
-    attn_sgemm_tn((int)cols, (int)dv, (int)rows, 1.0f, w->p, (int)bk, dO, (int)d->d_o.seq, 1.0f,
+    attn_gemm_tn(p->gk, (int)cols, (int)dv, (int)rows, 1.0f, w->p, (int)bk, dO, (int)d->d_o.seq, 1.0f,
                   dvt, (int)d->dv.seq);
     /* dS: in the P tile, or already in the dP tile with dropout. */
     float *ds = p->dropout ? w->dp : w->p;
@@ -358,9 +360,9 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
         }
     }
     /* dQ_r += scale dS K_t;  dK_t += scale dS^T Q_r */
-    attn_sgemm(0, (int)rows, (int)dk, (int)cols, p->scale, ds, (int)bk, k, (int)f->k.seq, 1.0f,
+    attn_gemm(p->gk, 0, (int)rows, (int)dk, (int)cols, p->scale, ds, (int)bk, k, (int)f->k.seq, 1.0f,
                dq, (int)d->dq.seq);
-    attn_sgemm_tn((int)cols, (int)dk, (int)rows, p->scale, ds, (int)bk, q, (int)f->q.seq, 1.0f,
+    attn_gemm_tn(p->gk, (int)cols, (int)dk, (int)rows, p->scale, ds, (int)bk, q, (int)f->q.seq, 1.0f,
                   dkt, (int)d->dk.seq);
 }
 
@@ -456,17 +458,17 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
     for (int64_t x = 0; x < nseg; x++) {
         if (seg[x].c0 >= cshort)
             continue;
-        attn_sgemm(1, (int)rows, (int)seg[x].len, (int)dk, p->scale, q, ldq,
+        attn_gemm(p->gk, 1, (int)rows, (int)seg[x].len, (int)dk, p->scale, q, ldq,
                    k + seg[x].j0 * f->k.seq, (int)f->k.seq, 0.0f, w->p + seg[x].c0, (int)bk);
-        attn_sgemm(1, (int)rows, (int)seg[x].len, (int)dv, 1.0f, dO, lddo,
+        attn_gemm(p->gk, 1, (int)rows, (int)seg[x].len, (int)dv, 1.0f, dO, lddo,
                    v + seg[x].j0 * f->v.seq, (int)f->v.seq, 0.0f, w->dp + seg[x].c0, (int)bk);
     }
     if (ng > 0) {
         attn_gather_rows(w->kg, k, f->k.seq, dk, seg, nseg, cshort);
         attn_gather_rows(w->vg, v, f->v.seq, dv, seg, nseg, cshort);
-        attn_sgemm(1, (int)rows, (int)ng, (int)dk, p->scale, q, ldq, w->kg, (int)dk, 0.0f,
+        attn_gemm(p->gk, 1, (int)rows, (int)ng, (int)dk, p->scale, q, ldq, w->kg, (int)dk, 0.0f,
                    w->p + cshort, (int)bk);
-        attn_sgemm(1, (int)rows, (int)ng, (int)dv, 1.0f, dO, lddo, w->vg, (int)dv, 0.0f,
+        attn_gemm(p->gk, 1, (int)rows, (int)ng, (int)dv, 1.0f, dO, lddo, w->vg, (int)dv, 0.0f,
                    w->dp + cshort, (int)bk);
     }
     for (int64_t r = 0; r < rows; r++) {
@@ -513,10 +515,10 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
      * a copy, then added to their places. */
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
-            attn_sgemm_tn((int)seg[x].len, (int)dv, (int)rows, 1.0f, w->p + seg[x].c0, (int)bk,
+            attn_gemm_tn(p->gk, (int)seg[x].len, (int)dv, (int)rows, 1.0f, w->p + seg[x].c0, (int)bk,
                           dO, lddo, 1.0f, dvh + seg[x].j0 * d->dv.seq, (int)d->dv.seq);
     if (ng > 0) {
-        attn_sgemm_tn((int)ng, (int)dv, (int)rows, 1.0f, w->p + cshort, (int)bk, dO, lddo, 0.0f,
+        attn_gemm_tn(p->gk, (int)ng, (int)dv, (int)rows, 1.0f, w->p + cshort, (int)bk, dO, lddo, 0.0f,
                       w->gacc, (int)dv);
         scatter_add(dvh, d->dv.seq, w->gacc, dv, seg, nseg, cshort);
     }
@@ -542,15 +544,15 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
     for (int64_t x = 0; x < nseg; x++) {
         if (seg[x].c0 >= cshort)
             continue;
-        attn_sgemm(0, (int)rows, (int)dk, (int)seg[x].len, p->scale, ds + seg[x].c0, (int)bk,
+        attn_gemm(p->gk, 0, (int)rows, (int)dk, (int)seg[x].len, p->scale, ds + seg[x].c0, (int)bk,
                    k + seg[x].j0 * f->k.seq, (int)f->k.seq, 1.0f, dq, lddq);
-        attn_sgemm_tn((int)seg[x].len, (int)dk, (int)rows, p->scale, ds + seg[x].c0, (int)bk, q,
+        attn_gemm_tn(p->gk, (int)seg[x].len, (int)dk, (int)rows, p->scale, ds + seg[x].c0, (int)bk, q,
                       ldq, 1.0f, dkh + seg[x].j0 * d->dk.seq, (int)d->dk.seq);
     }
     if (ng > 0) {
-        attn_sgemm(0, (int)rows, (int)dk, (int)ng, p->scale, ds + cshort, (int)bk, w->kg,
+        attn_gemm(p->gk, 0, (int)rows, (int)dk, (int)ng, p->scale, ds + cshort, (int)bk, w->kg,
                    (int)dk, 1.0f, dq, lddq);
-        attn_sgemm_tn((int)ng, (int)dk, (int)rows, p->scale, ds + cshort, (int)bk, q, ldq, 0.0f,
+        attn_gemm_tn(p->gk, (int)ng, (int)dk, (int)rows, p->scale, ds + cshort, (int)bk, q, ldq, 0.0f,
                       w->gacc, (int)dk);
         scatter_add(dkh, d->dk.seq, w->gacc, dk, seg, nseg, cshort);
     }

@@ -28,7 +28,7 @@
 #include <string.h>
 
 typedef struct work {
-    float *s;        /* srows x bk score tile */
+    float *s;        /* srows x lds score tile */
     int64_t *lo;     /* visible key range [lo, hi) per query row */
     int64_t *hi;
     float *mrow;     /* running max per virtual row (head, query) */
@@ -36,7 +36,7 @@ typedef struct work {
     float *corr;     /* rescale of O for the current tile */
     float *kbuf;     /* kv_copy: the tile's K and V as floats */
     float *vbuf;
-    float *kt;       /* tile engine: the tile's K transposed, dk x bk */
+    float *kt;       /* tile engine: the tile's K transposed, dk x ldt */
 } work;
 
 /* Where a work item accumulates its O rows: the user's O, or its chunk's
@@ -118,7 +118,7 @@ static void kv_source(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t 
 typedef struct kvtile {
     kvsrc k, v;
     const float *kb, *vb;   /* rows [t, t + nt) as floats, ld dk / dv */
-    const float *kt;        /* tile engine: K^T of the tile, ld bk */
+    const float *kt;        /* tile engine: K^T of the tile, ld ldt */
 } kvtile;
 
 /* Fill the buffers of a kv_copy tile. */
@@ -150,7 +150,7 @@ static void scores(const attn_sdpa_plan *p, const kvtile *kt, const float *q, in
         return;
     }
     if (p->tile) {
-        p->gk->mm(R, nk, dk, p->scale, q, ldq, 1, kt->kt + (j0 - t), p->bk, s, lds, 0);
+        p->gk->mm(R, nk, dk, p->scale, q, ldq, 1, kt->kt + (j0 - t), p->ldt, s, lds, 0);
         return;
     }
     const float *k = kt->kb ? kt->kb + (j0 - t) * dk : (const float *)kv_row(&kt->k, j0);
@@ -258,14 +258,14 @@ typedef struct segment {
 
 /* One tile of keys [t, t + nt) for the local rows [r0, r1) of a segment,
  * over the tile columns [cs, ce). */
-static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
+static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                      const segment *sg, int64_t r0, int64_t r1, int64_t cs, int64_t ce,
                      int64_t b, int64_t h0, int64_t i0, int64_t rows, int64_t t,
                      const kvtile *kt, int fresh)
 {
     const attn_sdpa_desc *d = &p->d;
     const attn_kernels *kern = p->kern;
-    const int64_t bk = p->bk;
+    const int64_t bk = p->lds;
     const int drop = d->mask_mode == ATTN_MASK_DROP_NONZERO;
     float *s = w->s;
 
@@ -324,6 +324,21 @@ static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                 kern->scale(sg->o + lr * sg->ldo, d->v_dim, w->corr[sg->v0 + lr]);
     values(p, kt, s + r0 * bk + cs, bk, r1 - r0, t, t + cs, ce - cs, sg->o + r0 * sg->ldo,
            sg->ldo, !fresh);
+}
+
+/* run_rows_part over the rows [r0, r1); the tile engine goes
+ * ATTN_TILE_ROWS rows at a time, so that a slice of the score tile stays in
+ * the L1/L2 cache from Q K^T through the softmax to P V.  Every row's
+ * arithmetic is the same whatever the slices. */
+static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
+                     const segment *sg, int64_t r0, int64_t r1, int64_t cs, int64_t ce,
+                     int64_t b, int64_t h0, int64_t i0, int64_t rows, int64_t t,
+                     const kvtile *kt, int fresh)
+{
+    const int64_t step = p->tile ? ATTN_TILE_ROWS : r1 - r0;
+    for (int64_t c0 = r0; c0 < r1; c0 += step)
+        run_rows_part(p, a, w, sg, c0, c0 + step < r1 ? c0 + step : r1, cs, ce, b, h0, i0, rows,
+                      t, kt, fresh);
 }
 
 /* Tile columns [cs, ce) the local rows [r0, r1) see; empty when cs >= ce. */
@@ -431,7 +446,7 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
         }
         if (p->tile) {
             const float *k0 = p->kv_copy ? w->kbuf : (const float *)kv_row(&kt.k, t);
-            p->gk->transpose(k0, p->kv_copy ? d->qk_dim : kt.k.ld, nt, d->qk_dim, w->kt, p->bk);
+            p->gk->transpose(k0, p->kv_copy ? d->qk_dim : kt.k.ld, nt, d->qk_dim, w->kt, p->ldt);
         }
         for (int64_t si = 0; si < nseg; si++) {
             const int first = t == jlo;

@@ -321,11 +321,16 @@ static attn_status plan_dense(attn_sdpa_plan *p)
         }
     }
     p->srows = p->stack_ldq ? p->vrows : p->bq;
+    /* The tile engine's rows are 16 floats longer than the tile: a row
+     * stride of a power of two would map a column of the score tile (and a
+     * panel of K^T) to a handful of L1 sets. */
+    p->lds = p->tile ? p->bk + 16 : p->bk;
+    p->ldt = p->bk + 16;
 
     /* Per thread: the score tile, the visible range of each row (int64) and
      * the running max, sum and correction of each virtual row. */
     const uint64_t tile = attn_size_align(
-        attn_size_mul((uint64_t)p->srows, (uint64_t)p->bk * sizeof(float), &ok), &ok);
+        attn_size_mul((uint64_t)p->srows, (uint64_t)p->lds * sizeof(float), &ok), &ok);
     const uint64_t ranges = attn_size_align((uint64_t)p->bq * 2 * sizeof(int64_t), &ok);
     const uint64_t state = attn_size_align(
         attn_size_mul((uint64_t)p->vrows, 3 * sizeof(float), &ok), &ok);
@@ -336,7 +341,7 @@ static attn_status plan_dense(attn_sdpa_plan *p)
         ? attn_size_align(attn_size_mul((uint64_t)p->bk * sizeof(float), (uint64_t)dv, &ok),
                           &ok) : 0;
     const uint64_t ktbuf = p->tile
-        ? attn_size_align(attn_size_mul((uint64_t)p->bk * sizeof(float), (uint64_t)desc->qk_dim,
+        ? attn_size_align(attn_size_mul((uint64_t)p->ldt * sizeof(float), (uint64_t)desc->qk_dim,
                                         &ok), &ok) : 0;
     const uint64_t thread = attn_size_add(attn_size_add(
         attn_size_add(attn_size_add(attn_size_add(tile, ranges, &ok), state, &ok), kbuf, &ok),
@@ -382,8 +387,8 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
     p->dropout = desc->dropout_p > 0.0;
     if (p->dropout)
         attn_dropout_init(&p->drop, desc->dropout_p, desc->dropout_seed, desc->dropout_offset);
-    p->gk = attn_gemm_select();
     p->tile = attn_gemm_use_tile((int)desc->engine);
+    p->gk = p->tile ? attn_gemm_select() : NULL;
     if ((st = plan_blocking(p)) != ATTN_OK) {
         free(p);
         return st;

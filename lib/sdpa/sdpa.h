@@ -14,6 +14,7 @@
 #define ATTN_TILE_K 512      /* keys per score tile */
 #define ATTN_SUB_Q 64        /* rows per GEMM on tiles the rows see unevenly
                                 (causal diagonal, window edges) */
+#define ATTN_TILE_ROWS 96    /* tile engine: rows from Q K^T to P V at a time */
 #define ATTN_STACK_MAX 512   /* most rows of a GQA group stacked in a GEMM */
 #define ATTN_SPLIT_ITEMS 16  /* split the keys of short queries until there
                                 are this many work items */
@@ -117,11 +118,13 @@ struct attn_sdpa_plan {
     size_t ws_part;           /* split-K partial results (shared) */
     size_t ws_bytes;          /* nthreads * ws_thread + ws_part */
     const attn_kernels *kern;
-    /* The tile engine (attn_gemm_use_tile): its kernels run the products,
-     * on the tile's K transposed into the thread's slice at ws_kt
-     * (dk x bk floats), instead of sgemm. */
+    /* The tile engine (attn_gemm_use_tile): its kernels gk run the
+     * products instead of sgemm (gk is NULL on the BLAS engine, as
+     * attn_gemm wants); the dense forward's on the tile's K transposed into
+     * the thread's slice at ws_kt (dk x ldt floats). */
     int tile;
     const attn_gemm_kernels *gk;
+    int64_t lds, ldt;         /* leading dims of the score tile and of K^T */
     size_t ws_kt;
     attn_blas_hooks blas;     /* the loaded BLAS's thread controls */
     /* Sparse plans (sparse.c): items (b, query head, block of sp_rows

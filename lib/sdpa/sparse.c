@@ -455,11 +455,11 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
     const int64_t ng = cols - cshort;   /* gathered columns */
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
-            attn_sgemm(1, (int)nr, (int)seg[x].len, (int)d->qk_dim, p->scale, q, ldq,
+            attn_gemm(p->gk, 1, (int)nr, (int)seg[x].len, (int)d->qk_dim, p->scale, q, ldq,
                        k + seg[x].j0 * d->k.seq, (int)d->k.seq, 0.0f, w->s + seg[x].c0, (int)bk);
     if (ng > 0) {
         attn_gather_rows(w->kg, k, d->k.seq, d->qk_dim, seg, nseg, cshort);
-        attn_sgemm(1, (int)nr, (int)ng, (int)d->qk_dim, p->scale, q, ldq, w->kg,
+        attn_gemm(p->gk, 1, (int)nr, (int)ng, (int)d->qk_dim, p->scale, q, ldq, w->kg,
                    (int)d->qk_dim, 0.0f, w->s + cshort, (int)bk);
     }
 
@@ -542,11 +542,11 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
             kern->scale(o + (r - g->r0) * ldo, d->v_dim, w->corr[r]);
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
-            attn_sgemm(0, (int)nr, (int)d->v_dim, (int)seg[x].len, 1.0f, w->s + seg[x].c0,
+            attn_gemm(p->gk, 0, (int)nr, (int)d->v_dim, (int)seg[x].len, 1.0f, w->s + seg[x].c0,
                        (int)bk, v + seg[x].j0 * d->v.seq, (int)d->v.seq, 1.0f, o, ldo);
     if (ng > 0) {
         attn_gather_rows(w->vg, v, d->v.seq, d->v_dim, seg, nseg, cshort);
-        attn_sgemm(0, (int)nr, (int)d->v_dim, (int)ng, 1.0f, w->s + cshort, (int)bk, w->vg,
+        attn_gemm(p->gk, 0, (int)nr, (int)d->v_dim, (int)ng, 1.0f, w->s + cshort, (int)bk, w->vg,
                    (int)d->v_dim, 1.0f, o, ldo);
     }
 }
