@@ -1,21 +1,43 @@
-// compare-ort.mjs: ONNX Runtime's CPU GroupQueryAttention (com.microsoft,
-// opset 1) on attn-bench's decode shapes, as a peer for the decode table.
+// compare-ort.mjs: ONNX Runtime's CPU attention contrib ops (com.microsoft,
+// opset 1) on attn-bench's shapes, as a peer for its tables:
+// GroupQueryAttention on the decode cases, MultiHeadAttention on the dense
+// ones.
 //
 //   S5  B 1, Hq 32, Hkv 8, 1 query, 4096 keys, d 128, F32
 //   D3  the same with 4 queries (bottom-right causal: GQA's "subsequent
 //       prompt", which ORT allows for batch 1)
 //
+//   dense (H = Hq = Hkv, F32):
+//   S1  B 8,  H 12, n 512,  m 512,  d 64  no mask
+//   S2  B 4,  H 12, n 1024, m 1024, d 64  causal (query i sees keys j <= i)
+//   S3  B 1,  H 8,  n 4096, m 4096, d 64  causal
+//   S4  B 8,  H 8,  n 128,  m 1024, d 64  cross attention, no mask
+//   S7  B 32, H 8,  n 64,   m 64,   d 32  no mask
+//   S8  B 8,  H 12, n 197,  m 197,  d 64  no mask
+//   S9  B 8,  H 12, n 512,  m 512,  d 64  key lengths 512, 448, ..., 64 per
+//                                          batch (keys j >= len[b] hidden)
+//
 // Run (onnxruntime-node installed with npm somewhere, no other package):
 //
 //   mkdir -p /work/ort && (cd /work/ort && npm install onnxruntime-node --ignore-scripts)
 //   NODE_PATH=/work/ort/node_modules node benchmarks/compare-ort.mjs \
-//       [--case S5 --case D3] [--threads 1 --threads 2] [--runs 10] [--kv-mib M] [--json]
+//       [--case S5 --case D3 | --case S1 ... | --case dense] [--threads 1 --threads 2]
+//       [--runs 10] [--kv-mib M] [--kv-layout bsnh --kv-layout bnsh] [--json]
 //
-// The model is built in memory: a ModelProto with one GroupQueryAttention
-// node, encoded here by hand (no onnx package).  GQA takes the new tokens'
-// K and V ([B][S][Hkv*d]) and the cache (past_key / past_value,
-// [B][Hkv][S_past][d]); the attention is over the cache plus the new tokens,
-// i.e. the same 4096 keys attn-bench's S5 and D3 read.  Two ways:
+// With no --case it runs S5 and D3; --case dense names S1-S4, S7-S9 (S3
+// alone takes about 10 s at --runs 1: its inputs, the float64 check and
+// ORT's 4096 x 4096 score matrices).  --threads sets ORT's intra-op
+// threads (inter-op 1, sequential execution); --kv-mib applies to the
+// decode cases only, --kv-layout to the dense ones.  --json prints one
+// object a line, one per (case, threads, impl).
+//
+// The models are built in memory: a ModelProto with one node, encoded here
+// by hand (no onnx package).
+//
+// Decode.  GroupQueryAttention takes the new tokens' K and V
+// ([B][S][Hkv*d]) and the cache (past_key / past_value, [B][Hkv][S_past][d]);
+// the attention is over the cache plus the new tokens, i.e. the same 4096
+// keys attn-bench's S5 and D3 read.  Two ways:
 //
 //   ort-shared  past and present are the same [1][8][4096][128] buffer (the
 //               output is pre-allocated on the input's memory, as ORT's
@@ -36,6 +58,29 @@
 // GB/s counts the same K/V bytes as attn-bench (4096 x 8 x 256 x 4
 // bytes).  max_err: the output of the last call against a float64
 // computation in JS on a few heads.
+//
+// Dense.  MultiHeadAttention with query [B][n][H*d] (BSNH), key and value
+// [B][m][H*d] (--kv-layout bsnh, the default) or [B][H][m][d] (bnsh, the
+// op's cross-attention form: attn-bench's own K/V layout), attributes
+// num_heads, scale 1/sqrt(d), unidirectional 1 for S2 and S3 (with no past
+// ORT's causal mask is top-left, ours), mask_filter_value; S9's lengths
+// are the 1-D int32 key_padding_mask [B] (ORT: keys j >= len[b] masked).
+// Which ORT code runs (as its CPU kernel's source, multihead_attention.cc,
+// reads): bsnh without mask or causality goes to MLAS's flash attention
+// (S1, S4, S7, S8; ORT_DISABLE_FLASH_ATTENTION=1 turns it off, which
+// changes max_err a little); causal, padded and every bnsh case to the
+// unfused path, which computes and masks the whole [n][m] score matrix:
+// so S2, S3 and S9 pay for the hidden keys too.
+// Each case's inputs are made once from a fixed seed and reused (as
+// attn-bench does for its dense cases); 2 warm-up calls, then --runs
+// timed calls; ms and "run ms" as for decode ("run ms" the figure to
+// compare: the wall ms of the bsnh form was several ms above it even on
+// S7's 2 ms calls, outside ORT's model_run).  GF/s counts 4*B*H*n*m*d and,
+// "useful", only the keys each query sees (attn-bench's two counts; they
+// differ on S2, S3, S9).  max_err: the last call's output against a
+// float64 computation in JS on rows (b, h, i) of the first, middle and
+// last batch, head and query, with our causal and length semantics.
+//
 // ORT_DEBUG_TIMES=1 prints every call's time to stderr.
 
 import { createRequire } from 'node:module';
@@ -56,30 +101,48 @@ try {
 
 // ---- arguments ------------------------------------------------------------
 const args = process.argv.slice(2);
-const opt = { cases: [], threads: [], runs: 10, kvMib: 0, json: false };
+const opt = { cases: [], threads: [], runs: 10, kvMib: 0, layouts: [], json: false };
 for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--case') opt.cases.push(args[++i]);
     else if (a === '--threads') opt.threads.push(parseInt(args[++i], 10));
     else if (a === '--runs') opt.runs = parseInt(args[++i], 10);
     else if (a === '--kv-mib') opt.kvMib = parseInt(args[++i], 10);
+    else if (a === '--kv-layout') opt.layouts.push(args[++i]);
     else if (a === '--json') opt.json = true;
     else {
-        console.error('usage: compare-ort.mjs [--case S5|D3 ...] [--threads N ...] [--runs R] ' +
-                      '[--kv-mib M] [--json]');
+        console.error('usage: compare-ort.mjs [--case S5|D3|S1|...|S9|dense ...] [--threads N ...] ' +
+                      '[--runs R] [--kv-mib M] [--kv-layout bsnh|bnsh ...] [--json]');
         process.exit(2);
     }
 }
-if (!opt.cases.length) opt.cases = ['S5', 'D3'];
 if (!opt.threads.length) opt.threads = [1, 2];
+if (!opt.layouts.length) opt.layouts = ['bsnh'];
 
+// attn-bench's shapes (benchmarks/attn-bench.c); dense ones have Hq = Hkv
 const CASES = {
     S5: { B: 1, Hq: 32, Hkv: 8, n: 1, m: 4096, d: 128 },
     D3: { B: 1, Hq: 32, Hkv: 8, n: 4, m: 4096, d: 128 },
+    S1: { B: 8, Hq: 12, Hkv: 12, n: 512, m: 512, d: 64, dense: true },
+    S2: { B: 4, Hq: 12, Hkv: 12, n: 1024, m: 1024, d: 64, dense: true, causal: true },
+    S3: { B: 1, Hq: 8, Hkv: 8, n: 4096, m: 4096, d: 64, dense: true, causal: true },
+    S4: { B: 8, Hq: 8, Hkv: 8, n: 128, m: 1024, d: 64, dense: true },
+    S7: { B: 32, Hq: 8, Hkv: 8, n: 64, m: 64, d: 32, dense: true },
+    S8: { B: 8, Hq: 12, Hkv: 12, n: 197, m: 197, d: 64, dense: true },
+    S9: { B: 8, Hq: 12, Hkv: 12, n: 512, m: 512, d: 64, dense: true, padded: true },
 };
+const DENSE = Object.keys(CASES).filter((id) => CASES[id].dense);
+opt.cases = opt.cases.flatMap((c) => (c === 'dense' ? DENSE : [c]));
+if (!opt.cases.length) opt.cases = ['S5', 'D3'];
+opt.cases = [...new Set(opt.cases)];
 for (const c of opt.cases)
     if (!CASES[c]) {
-        console.error(`compare-ort: unknown case ${c} (S5, D3)`);
+        console.error(`compare-ort: unknown case ${c} (${Object.keys(CASES).join(', ')}, dense)`);
+        process.exit(2);
+    }
+for (const l of opt.layouts)
+    if (l !== 'bsnh' && l !== 'bnsh') {
+        console.error(`compare-ort: unknown --kv-layout ${l} (bsnh, bnsh)`);
         process.exit(2);
     }
 
@@ -163,15 +226,19 @@ function gqaModel(c, past) {
         ...fBytes(5, attrFloat('scale', 1 / Math.sqrt(d))),
         ...fStr(7, 'com.microsoft'),
     ];
-    // GraphProto{node 1, name 2, input 11, output 12}
+    return modelProto(node, inputs, outputs, 'decode');
+}
+
+// GraphProto{node 1, name 2, input 11, output 12}; ModelProto{ir_version 1,
+// producer_name 2, graph 7, opset_import 8}; OperatorSetIdProto{domain 1,
+// version 2}.  One node, the default opset 17 and com.microsoft 1.
+function modelProto(node, inputs, outputs, name) {
     const graph = [
         ...fBytes(1, node),
-        ...fStr(2, 'decode'),
+        ...fStr(2, name),
         ...inputs.flatMap((v) => fBytes(11, v)),
         ...outputs.flatMap((v) => fBytes(12, v)),
     ];
-    // ModelProto{ir_version 1, producer_name 2, graph 7, opset_import 8};
-    // OperatorSetIdProto{domain 1, version 2}
     const model = [
         ...fInt(1, 8),
         ...fStr(2, 'attn compare-ort'),
@@ -182,17 +249,57 @@ function gqaModel(c, past) {
     return Uint8Array.from(model);
 }
 
-// ---- data -----------------------------------------------------------------
-let rng = 0x9E3779B9 | 0;
-function frand() {   // xorshift32, uniform in [-1, 1)
-    rng ^= rng << 13;
-    rng ^= rng >>> 17;
-    rng ^= rng << 5;
-    return (rng >>> 8) / 8388608 - 1;
+// MultiHeadAttention (com.microsoft 1) for a dense case: query [B][n][H*d]
+// (BSNH); key and value [B][m][H*d] (layout 'bsnh') or [B][H][m][d]
+// ('bnsh', the op's cross-attention form); S9's lengths as the 1-D int32
+// key_padding_mask [B] (keys j >= len[b] get mask_filter_value added).  The
+// empty name skips the optional input before it (bias).
+function mhaModel(c, layout) {
+    const { B, Hq: H, n, m, d } = c;
+    const kvDims = layout === 'bnsh' ? [B, H, m, d] : [B, m, H * d];
+    const inputs = [
+        valueInfo('query', ELEM_FLOAT, [B, n, H * d]),
+        valueInfo('key', ELEM_FLOAT, kvDims),
+        valueInfo('value', ELEM_FLOAT, kvDims),
+    ];
+    const names = ['query', 'key', 'value'];
+    if (c.padded) {
+        inputs.push(valueInfo('key_padding_mask', ELEM_INT32, [B]));
+        names.push('', 'key_padding_mask');
+    }
+    const outputs = [valueInfo('output', ELEM_FLOAT, [B, n, H * d])];
+    const node = [
+        ...names.flatMap((s) => fStr(1, s)),
+        ...fStr(2, 'output'),
+        ...fStr(3, 'mha'),
+        ...fStr(4, 'MultiHeadAttention'),
+        ...fBytes(5, attrInt('num_heads', H)),
+        ...fBytes(5, attrFloat('scale', 1 / Math.sqrt(d))),
+        // top-left causal: with no past, ORT's unidirectional mask hides
+        // keys j > i of query i (the lowest float, not mask_filter_value)
+        ...(c.causal ? fBytes(5, attrInt('unidirectional', 1)) : []),
+        // added to the scores of padded keys; the lowest float makes their
+        // weight exactly 0 whatever the scores (the default is -10000)
+        ...fBytes(5, attrFloat('mask_filter_value', -3.4028234663852886e38)),
+        ...fStr(7, 'com.microsoft'),
+    ];
+    return modelProto(node, inputs, outputs, 'dense');
 }
-function randArray(count) {
+
+// ---- data -----------------------------------------------------------------
+function xorshift(seed) {   // xorshift32, uniform in [-1, 1)
+    let rng = seed | 0;
+    return () => {
+        rng ^= rng << 13;
+        rng ^= rng >>> 17;
+        rng ^= rng << 5;
+        return (rng >>> 8) / 8388608 - 1;
+    };
+}
+const frand = xorshift(0x9E3779B9);   // the decode cases' stream
+function randArray(count, gen = frand) {
     const a = new Float32Array(count);
-    for (let i = 0; i < count; i++) a[i] = frand();
+    for (let i = 0; i < count; i++) a[i] = gen();
     return a;
 }
 
@@ -229,6 +336,35 @@ function maxErr(c, q, K, V, o, heads) {
     return err;
 }
 
+// The model_run events (ms) of the last `calls` calls in ORT's profile,
+// written to profDir by endProfiling; profDir is removed.
+function modelRunMs(profDir, calls) {
+    let runs = [];
+    try {
+        for (const f of readdirSync(profDir)) {
+            const ev = JSON.parse(readFileSync(join(profDir, f), 'utf8'));
+            runs = runs.concat(ev.filter((e) => e.cat === 'Session' && e.name === 'model_run')
+                                 .map((e) => e.dur / 1000));
+        }
+    } catch { runs = []; }
+    rmSync(profDir, { recursive: true, force: true });
+    return runs.slice(-calls);
+}
+
+// A session as the decode and the dense runs both want it: `threads`
+// intra-op threads, one inter-op, sequential, ORT's profiler on.
+function createSession(model, threads, profDir) {
+    return ort.InferenceSession.create(model, {
+        intraOpNumThreads: threads,
+        interOpNumThreads: 1,
+        executionMode: 'sequential',
+        graphOptimizationLevel: 'all',
+        logSeverityLevel: 3,   // errors only (its shape inference warns about present's length)
+        enableProfiling: true,
+        profileFilePrefix: join(profDir, 'prof'),
+    });
+}
+
 function median(t) {
     const s = [...t].sort((a, b) => a - b), k = s.length;
     return k % 2 ? s[(k - 1) / 2] : 0.5 * (s[k / 2 - 1] + s[k / 2]);
@@ -243,15 +379,7 @@ async function runCase(id, threads, mode) {
     // await around session.run measured here adds the node binding's
     // overhead, which on this machine was about 90 ms on some calls
     const profDir = mkdtempSync(join(tmpdir(), 'compare-ort-'));
-    const session = await ort.InferenceSession.create(gqaModel(c, past), {
-        intraOpNumThreads: threads,
-        interOpNumThreads: 1,
-        executionMode: 'sequential',
-        graphOptimizationLevel: 'all',
-        logSeverityLevel: 3,   // errors only (its shape inference warns about present's length)
-        enableProfiling: true,
-        profileFilePrefix: join(profDir, 'prof'),
-    });
+    const session = await createSession(gqaModel(c, past), threads, profDir);
 
     // the logical cache [Hkv][m][d]; the new tokens are its last n rows
     const K = randArray(Hkv * m * d), V = randArray(Hkv * m * d);
@@ -307,17 +435,7 @@ async function runCase(id, threads, mode) {
     const err = maxErr(c, q, K, V, o, [0, 11, 21, 31]);
     session.endProfiling?.();
     await session.release?.();
-    // the model_run events of the timed calls (the last `calls` ones)
-    let runs = [];
-    try {
-        for (const f of readdirSync(profDir)) {
-            const ev = JSON.parse(readFileSync(join(profDir, f), 'utf8'));
-            runs = runs.concat(ev.filter((e) => e.cat === 'Session' && e.name === 'model_run')
-                                 .map((e) => e.dur / 1000));
-        }
-    } catch { runs = []; }
-    rmSync(profDir, { recursive: true, force: true });
-    runs = runs.slice(-calls);
+    const runs = modelRunMs(profDir, calls);
     const ms = median(times), inner = runs.length === calls ? median(runs) : null;
     return { case: id, threads, impl: mode, ms_median: ms, ms_min: Math.min(...times),
              ms_max: Math.max(...times), ort_run_ms_median: inner,
@@ -327,35 +445,189 @@ async function runCase(id, threads, mode) {
              copies: R, max_err: err, ort_version: ort.env.versions?.common ?? '' };
 }
 
-if (!opt.json)
-    console.log(`onnxruntime-node ${ort.env.versions?.common ?? '?'} (CPU), GroupQueryAttention ` +
+// ---- dense cases (MultiHeadAttention) ---------------------------------------
+// attn-bench's key lengths: S9's len[b] = m - b * (m / B), i.e. 512, 448,
+// ..., 64; every other case all m keys
+const kvLen = (c, b) => (c.padded ? c.m - b * Math.floor(c.m / c.B) : c.m);
+// keys query i of batch b sees: j < len[b], and j <= i when causal (top-left)
+const visible = (c, b, i) => Math.min(kvLen(c, b), c.causal ? i + 1 : c.m);
+
+// FLOPs as attn-bench counts them: 4*B*H*n*m*d, and the useful count that
+// leaves out the keys causality or padding hides
+function denseFlops(c) {
+    const { B, Hq, n, m, d } = c;
+    let vis = 0;
+    for (let b = 0; b < B; b++)
+        for (let i = 0; i < n; i++) vis += visible(c, b, i);
+    return { full: 4 * B * Hq * n * m * d, useful: 4 * Hq * d * vis };
+}
+
+// Each dense case's inputs, made once (from a seed of its own, so they do
+// not depend on which cases run) and reused across thread counts and
+// calls, as attn-bench does: q [B][n][H][d] (BSNH, the op's query); K, V
+// in the logical [B][H][m][d] (attn-bench's BHSD), packed to BSNH for the
+// 'bsnh' layout.
+const denseData = new Map();
+function denseInputs(id) {
+    if (denseData.has(id)) return denseData.get(id);
+    const c = CASES[id], { B, Hq: H, n, m, d } = c;
+    const gen = xorshift(0x2545F491 ^ (id.charCodeAt(1) * 0x01000193));
+    const q = randArray(B * n * H * d, gen);
+    const K = randArray(B * H * m * d, gen), V = randArray(B * H * m * d, gen);
+    const toBSNH = (src) => {
+        const a = new Float32Array(src.length);
+        for (let b = 0; b < B; b++)
+            for (let h = 0; h < H; h++)
+                for (let j = 0; j < m; j++)
+                    a.set(src.subarray(((b * H + h) * m + j) * d, ((b * H + h) * m + j + 1) * d),
+                          ((b * m + j) * H + h) * d);
+        return a;
+    };
+    const lens = Int32Array.from({ length: B }, (_, b) => kvLen(c, b));
+    const x = { q, K, V, Kbsnh: toBSNH(K), Vbsnh: toBSNH(V), lens };
+    denseData.set(id, x);
+    return x;
+}
+
+// float64 attention of rows (b, h, i) against the logical K, V; q and o are
+// BSNH.  The rows: first, middle and last batch, head and query, which
+// covers causal's short and long rows and S9's longest and shortest keys.
+function maxErrDense(c, x, o) {
+    const { B, Hq: H, n, m, d } = c;
+    const pick = (k) => [...new Set([0, Math.floor(k / 2), k - 1])];
+    const s = new Float64Array(m), acc = new Float64Array(d);
+    let err = 0;
+    for (const b of pick(B))
+        for (const h of pick(H))
+            for (const i of pick(n)) {
+                const lim = visible(c, b, i), qo = ((b * n + i) * H + h) * d;
+                const kv = (b * H + h) * m * d;
+                let mx = -Infinity;
+                for (let j = 0; j < lim; j++) {
+                    let dot = 0;
+                    for (let t = 0; t < d; t++) dot += x.q[qo + t] * x.K[kv + j * d + t];
+                    s[j] = dot / Math.sqrt(d);
+                    if (s[j] > mx) mx = s[j];
+                }
+                acc.fill(0);
+                let den = 0;
+                for (let j = 0; j < lim; j++) {
+                    const w = Math.exp(s[j] - mx);
+                    den += w;
+                    for (let t = 0; t < d; t++) acc[t] += w * x.V[kv + j * d + t];
+                }
+                for (let t = 0; t < d; t++)
+                    err = Math.max(err, Math.abs(o[qo + t] - acc[t] / den));
+            }
+    return err;
+}
+
+// One dense case: 2 warm-up calls, then --runs timed calls (as attn-bench's
+// dense cases), the output written into a tensor allocated once.
+async function runDense(id, threads, layout) {
+    const c = CASES[id], { B, Hq: H, n, m, d } = c;
+    const x = denseInputs(id);
+    const profDir = mkdtempSync(join(tmpdir(), 'compare-ort-'));
+    const session = await createSession(mhaModel(c, layout), threads, profDir);
+    const kvDims = layout === 'bnsh' ? [B, H, m, d] : [B, m, H * d];
+    const feeds = {
+        query: new ort.Tensor('float32', x.q, [B, n, H * d]),
+        key: new ort.Tensor('float32', layout === 'bnsh' ? x.K : x.Kbsnh, kvDims),
+        value: new ort.Tensor('float32', layout === 'bnsh' ? x.V : x.Vbsnh, kvDims),
+    };
+    if (c.padded) feeds.key_padding_mask = new ort.Tensor('int32', x.lens, [B]);
+    const out = new ort.Tensor('float32', new Float32Array(B * n * H * d), [B, n, H * d]);
+
+    const calls = opt.runs, times = [];
+    for (let call = -2; call < calls; call++) {
+        out.data.fill(NaN);   // a row ORT left unwritten shows as an error
+        const t0 = process.hrtime.bigint();
+        await session.run(feeds, { output: out });
+        const t1 = process.hrtime.bigint();
+        if (call >= 0) times.push(Number(t1 - t0) / 1e6);
+        if (process.env.ORT_DEBUG_TIMES) console.error(id, layout, call, Number(t1 - t0) / 1e6);
+    }
+    const err = maxErrDense(c, x, out.data);
+    session.endProfiling?.();
+    await session.release?.();
+    const runs = modelRunMs(profDir, calls);
+    const ms = median(times), inner = runs.length === calls ? median(runs) : null;
+    const f = denseFlops(c);
+    const gf = (fl, t) => (t === null ? null : fl / (t * 1e6));
+    return { case: id, threads, impl: `ort-mha-${layout}`, kv_layout: layout,
+             causal: !!c.causal, padded: !!c.padded,
+             ms_median: ms, ms_min: Math.min(...times), ms_max: Math.max(...times),
+             ort_run_ms_median: inner, ort_run_ms_min: inner === null ? null : Math.min(...runs),
+             flops: f.full, flops_useful: f.useful,
+             gflops: gf(f.full, ms), gflops_useful: gf(f.useful, ms),
+             gflops_ort_run: gf(f.full, inner), gflops_useful_ort_run: gf(f.useful, inner),
+             calls, max_err: err, ort_version: ort.env.versions?.common ?? '' };
+}
+
+const fix = (v, k, w) => (v === null ? '-' : v.toFixed(k)).padStart(w);
+
+// One case's failure: ORT's first error line, in the table or as JSON
+function reportFailure(id, t, impl, e) {
+    const msg = String(e.message || e).split('\n')[0];
+    if (opt.json)
+        console.log(JSON.stringify({ case: id, threads: t, impl, ok: false, error: msg }));
+    else
+        console.log(`${id.padEnd(4)} ${String(t).padStart(3)} ${impl.padEnd(12)} FAILED: ${msg}`);
+}
+
+const decodeIds = opt.cases.filter((id) => !CASES[id].dense);
+const denseIds = opt.cases.filter((id) => CASES[id].dense);
+const version = ort.env.versions?.common ?? '?';
+
+if (decodeIds.length && !opt.json) {
+    console.log(`onnxruntime-node ${version} (CPU), GroupQueryAttention ` +
                 `com.microsoft opset 1; L3 ${(l3 / MiB).toFixed(1)} MiB; K/V copies >= ` +
                 `${(kvTarget / MiB).toFixed(0)} MiB per case; ${10 * opt.runs} timed calls`);
-if (!opt.json)
-    console.log('case thr impl          ms(med)   ms(min)   ms(max)    GB/s  run ms(med)  run GB/s ' +
+    console.log('case thr impl           ms(med)   ms(min)   ms(max)    GB/s  run ms(med)  run GB/s ' +
                 'copies   max_err');
+}
 for (const t of opt.threads)
-    for (const id of opt.cases)
+    for (const id of decodeIds)
         for (const mode of ['ort-shared', 'ort-copy']) {
             let r;
             try {
                 r = await runCase(id, t, mode);
             } catch (e) {
-                const msg = String(e.message || e).split('\n')[0];
-                if (opt.json)
-                    console.log(JSON.stringify({ case: id, threads: t, impl: mode, ok: false,
-                                                 error: msg }));
-                else
-                    console.log(`${id.padEnd(4)} ${String(t).padStart(3)} ${mode.padEnd(11)} ` +
-                                `FAILED: ${msg}`);
+                reportFailure(id, t, mode, e);
                 continue;
             }
             if (opt.json) console.log(JSON.stringify({ ...r, ok: true }));
             else
-                console.log(`${id.padEnd(4)} ${String(t).padStart(3)} ${mode.padEnd(11)} ` +
-                            `${r.ms_median.toFixed(3).padStart(9)} ${r.ms_min.toFixed(3).padStart(9)} ` +
-                            `${r.ms_max.toFixed(3).padStart(9)} ${r.gbs.toFixed(1).padStart(7)} ` +
-                            `${(r.ort_run_ms_median === null ? '-' : r.ort_run_ms_median.toFixed(3)).padStart(12)} ` +
-                            `${(r.gbs_ort_run === null ? '-' : r.gbs_ort_run.toFixed(1)).padStart(9)} ` +
-                            `${String(r.copies).padStart(6)} ${r.max_err.toExponential(2).padStart(9)}`);
+                console.log(`${id.padEnd(4)} ${String(t).padStart(3)} ${mode.padEnd(12)} ` +
+                            `${fix(r.ms_median, 3, 9)} ${fix(r.ms_min, 3, 9)} ${fix(r.ms_max, 3, 9)} ` +
+                            `${fix(r.gbs, 1, 7)} ${fix(r.ort_run_ms_median, 3, 12)} ` +
+                            `${fix(r.gbs_ort_run, 1, 9)} ${String(r.copies).padStart(6)} ` +
+                            `${r.max_err.toExponential(2).padStart(9)}`);
+        }
+
+if (denseIds.length && !opt.json) {
+    if (decodeIds.length) console.log('');
+    console.log(`onnxruntime-node ${version} (CPU), MultiHeadAttention com.microsoft opset 1; ` +
+                `${opt.runs} timed calls after 2 warm-up; GF/s on 4*B*H*n*m*d, ` +
+                `useful: without the keys causality or padding hides`);
+    console.log('case thr impl           ms(med)   ms(min)   ms(max)    GF/s  run ms(med)  run GF/s ' +
+                'run GF/s useful   max_err');
+}
+for (const t of opt.threads)
+    for (const id of denseIds)
+        for (const layout of opt.layouts) {
+            let r;
+            try {
+                r = await runDense(id, t, layout);
+            } catch (e) {
+                reportFailure(id, t, `ort-mha-${layout}`, e);
+                continue;
+            }
+            if (opt.json) console.log(JSON.stringify({ ...r, ok: true }));
+            else
+                console.log(`${id.padEnd(4)} ${String(t).padStart(3)} ${r.impl.padEnd(12)} ` +
+                            `${fix(r.ms_median, 3, 9)} ${fix(r.ms_min, 3, 9)} ${fix(r.ms_max, 3, 9)} ` +
+                            `${fix(r.gflops, 1, 7)} ${fix(r.ort_run_ms_median, 3, 12)} ` +
+                            `${fix(r.gflops_ort_run, 1, 9)} ${fix(r.gflops_useful_ort_run, 1, 15)} ` +
+                            `${r.max_err.toExponential(2).padStart(9)}`);
         }
