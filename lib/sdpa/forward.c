@@ -446,6 +446,14 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
         }
         if (p->tile) {
             const float *k0 = p->kv_copy ? w->kbuf : (const float *)kv_row(&kt.k, t);
+            /* V is first needed after a slice's scores and softmax: ask
+             * for it now, so that it comes from memory meanwhile. */
+            if (!p->kv_copy)
+                for (int64_t j = t; j < t + nt; j++) {
+                    const char *vr = kv_row(&kt.v, j);
+                    for (int64_t x = 0; x < dv * (int64_t)sizeof(float); x += 64)
+                        __builtin_prefetch(vr + x, 0, 2);
+                }
             p->gk->transpose(k0, p->kv_copy ? d->qk_dim : kt.k.ld, nt, d->qk_dim, w->kt, p->ldt);
         }
         for (int64_t si = 0; si < nseg; si++) {
