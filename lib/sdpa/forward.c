@@ -336,9 +336,20 @@ static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                      const kvtile *kt, int fresh)
 {
     const int64_t step = p->tile ? ATTN_TILE_ROWS : r1 - r0;
-    for (int64_t c0 = r0; c0 < r1; c0 += step)
-        run_rows_part(p, a, w, sg, c0, c0 + step < r1 ? c0 + step : r1, cs, ce, b, h0, i0, rows,
-                      t, kt, fresh);
+    for (int64_t c0 = r0; c0 < r1; c0 += step) {
+        const int64_t c1 = c0 + step < r1 ? c0 + step : r1;
+        /* The next slice's Q and O rows, on their way while this one runs. */
+        if (p->tile)
+            for (int64_t lr = c1; lr < r1 && lr < c1 + step; lr++) {
+                const char *qr = (const char *)(sg->q + lr * sg->ldq);
+                const char *orow = (const char *)(sg->o + lr * sg->ldo);
+                for (int64_t x = 0; x < p->d.qk_dim * (int64_t)sizeof(float); x += 64)
+                    __builtin_prefetch(qr + x, 0, 2);
+                for (int64_t x = 0; x < p->d.v_dim * (int64_t)sizeof(float); x += 64)
+                    __builtin_prefetch(orow + x, 1, 2);
+            }
+        run_rows_part(p, a, w, sg, c0, c1, cs, ce, b, h0, i0, rows, t, kt, fresh);
+    }
 }
 
 /* Tile columns [cs, ce) the local rows [r0, r1) see; empty when cs >= ce. */
