@@ -1105,10 +1105,18 @@ int main(int argc, char **argv)
 
     attn_blas_info bi;
     attn_blas_query(&bi);
+    /* The engine "attn" rows run on (ATTN_ENGINE and the CPU); on the tile
+     * engine every case also runs on the BLAS engine ("blas" rows). */
+    attn_engine eng = ATTN_ENGINE_BLAS;
+    attn_engine_resolve(ATTN_ENGINE_AUTO, &eng);
+    const int tile_default = eng == ATTN_ENGINE_TILE;
+    const char *env_engine = getenv("ATTN_ENGINE");
     if (!json) {
-        printf("attn %s | BLAS %s (loaded: %s, %s) | kernel %s | BLAS threading %d | attn SIMD %s\n",
+        printf("attn %s | BLAS %s (loaded: %s, %s) | kernel %s | BLAS threading %d | attn SIMD %s"
+               " | engine %s\n",
                attn_version(), bi.backend, bi.loaded, bi.library[0] ? bi.library : "static",
-               bi.kernel[0] ? bi.kernel : "-", (int)bi.threading, bi.simd);
+               bi.kernel[0] ? bi.kernel : "-", (int)bi.threading, bi.simd,
+               tile_default ? "tile" : "blas");
         const char *ct = getenv("OPENBLAS_CORETYPE");
         printf("OPENBLAS_CORETYPE=%s  runs=%d (after 2 warm-up)\n", ct ? ct : "(unset)", runs);
     }
@@ -1185,11 +1193,30 @@ int main(int argc, char **argv)
             double attn_ms = 0;
             /* the naive path has no dropout and no layer backward */
             const int naive_too = do_naive && !(c->train && (c->mha || c->dropout > 0));
-            for (int impl = 0; impl < 1 + naive_too; impl++) {
+            /* Rows: attn on its default engine; when that is the tile
+             * engine, attn again on the BLAS engine (ATTN_ENGINE=blas in
+             * the child); the other path. */
+            int vimpl[3], nv = 0, vblas[3];
+            vimpl[nv] = 0, vblas[nv++] = 0;
+            if (tile_default)
+                vimpl[nv] = 0, vblas[nv++] = 1;
+            if (naive_too)
+                vimpl[nv] = 1, vblas[nv++] = 0;
+            for (int v = 0; v < nv; v++) {
+                const int impl = vimpl[v];
                 job j = { c, impl, nt, quick ? 5 : runs };
                 result r;
+                if (vblas[v])
+                    setenv("ATTN_ENGINE", "blas", 1);
                 in_child(job_fn, &j, &r);
-                const char *iname = !impl ? "attn" : c->kind == K_DENSE ? "naive" : long_other_name(c);
+                if (vblas[v]) {
+                    if (env_engine)
+                        setenv("ATTN_ENGINE", env_engine, 1);
+                    else
+                        unsetenv("ATTN_ENGINE");
+                }
+                const char *iname = vblas[v] ? "blas"
+                                  : !impl ? "attn" : c->kind == K_DENSE ? "naive" : long_other_name(c);
                 if (!r.ok) {
                     if (json)
                         continue;
@@ -1207,7 +1234,7 @@ int main(int argc, char **argv)
                      * (dX and dW for each), attention's 2.5x */
                     const double pf = proj_flops(c), af = useful - pf;
                     const double fl[3] = { useful, 2.5 * af + 2.0 * pf, 3.5 * af + 3.0 * pf };
-                    if (impl == 0)
+                    if (v == 0)
                         attn_ms = r.ms_median;
                     char err[32] = "null";   /* JSON has no NaN */
                     if (r.max_err == r.max_err)
@@ -1231,7 +1258,7 @@ int main(int argc, char **argv)
                         char sp[24] = "";
                         if (k == 2)
                             snprintf(sp, sizeof sp, "%.2fx fwd", r.ms_median / r.ms_fwd);
-                        if (k == 2 && impl == 1 && attn_ms > 0)
+                        if (k == 2 && v > 0 && attn_ms > 0)
                             snprintf(sp, sizeof sp, "%.2fx", r.ms_median / attn_ms);
                         char nm[24];
                         snprintf(nm, sizeof nm, "%s %s", iname, part[k]);
@@ -1246,7 +1273,7 @@ int main(int argc, char **argv)
                     continue;
                 }
                 double gf = full / (r.ms_median * 1e6), gfu = useful / (r.ms_median * 1e6);
-                if (impl == 0)
+                if (v == 0)
                     attn_ms = r.ms_median;
                 if (json) {
                     char err[32] = "null";   /* JSON has no NaN */
@@ -1263,7 +1290,7 @@ int main(int argc, char **argv)
                            read_gbs, bi.loaded, bi.kernel, bi.simd);
                 } else {
                     char sp[16] = "";
-                    if (impl == 1 && attn_ms > 0)
+                    if (v > 0 && attn_ms > 0)
                         snprintf(sp, sizeof sp, "%.2fx", r.ms_median / attn_ms);
                     printf("%-4s %-12s %-5s %9.3f %9.3f %9.3f %8.1f %8.1f %5.0f%% %5.0f%% %11zu %9.1f "
                            "%9.2g %7s\n",
@@ -1301,7 +1328,10 @@ int main(int argc, char **argv)
                "%%peak and %%sgemm: on the useful FLOPs (causal and padding excluded), %%peak over "
                "the FMA peak (independent register-only FMA chains, AVX-512 or AVX2, at this thread "
                "count), %%sgemm over the same BLAS's sgemm rate; speedup: naive ms / attn "
-               "ms; max_err: |attn - naive| over O (S6: over Y).\n");
+               "ms (blas rows: their ms / attn ms); max_err: |attn - naive| over O (S6: "
+               "over Y).\nattn runs on the engine ATTN_ENGINE and the CPU choose (the header "
+               "says which); on the tile engine, blas rows run the same case on the BLAS "
+               "engine (ATTN_ENGINE=blas).\n");
     }
     return 0;
 }

@@ -1481,6 +1481,13 @@ typedef struct attn_blas_info {
  * path.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
 ATTN_API attn_status attn_blas_query(attn_blas_info *info);
 
+/* The engine a plan whose desc asks for `requested` runs on, here and now
+ * (ATTN_ENGINE_BLAS or ATTN_ENGINE_TILE in *resolved; see attn_engine:
+ * AUTO reads ATTN_ENGINE and the CPU, as plan_create does).  Returns
+ * ATTN_OK, ATTN_ERR_NULL_ARGUMENT or ATTN_ERR_BAD_OPTION (not an
+ * attn_engine value). */
+ATTN_API attn_status attn_engine_resolve(attn_engine requested, attn_engine *resolved);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,9 @@
 /* attn_blas_query: the BLAS really loaded (blas/runtime.c), the SIMD table
- * and the threads attn would use. */
+ * and the threads attn would use; attn_engine_resolve: the engine a plan
+ * would run on. */
 #include "core/core.h"
 #include "kernels/kernels.h"
+#include "kernels/gemm.h"
 #include <stdio.h>
 
 attn_status attn_blas_query(attn_blas_info *info)
@@ -12,5 +14,16 @@ attn_status attn_blas_query(attn_blas_info *info)
     snprintf(info->simd, sizeof info->simd, "%s", attn_kernels_select()->name);
     info->openmp = ATTN_HAVE_OPENMP;
     info->max_threads = attn_max_threads();
+    return ATTN_OK;
+}
+
+attn_status attn_engine_resolve(attn_engine requested, attn_engine *resolved)
+{
+    if (!resolved)
+        return ATTN_ERR_NULL_ARGUMENT;
+    if (requested != ATTN_ENGINE_AUTO && requested != ATTN_ENGINE_BLAS &&
+        requested != ATTN_ENGINE_TILE)
+        return ATTN_ERR_BAD_OPTION;
+    *resolved = attn_gemm_use_tile((int)requested) ? ATTN_ENGINE_TILE : ATTN_ENGINE_BLAS;
     return ATTN_OK;
 }
