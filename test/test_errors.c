@@ -1478,6 +1478,26 @@ static int in_set(const char *s, const char *const *set, size_t n)
 static void test_blas_query(void **state)
 {
     (void)state;
+    /* attn_engine_resolve: explicit engines as given, AUTO one of them,
+     * the same as ATTN_ENGINE says when it is set; bad values refused and
+     * *resolved left alone. */
+    attn_engine e = (attn_engine)77;
+    assert_int_equal(attn_engine_resolve(ATTN_ENGINE_AUTO, NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_engine_resolve((attn_engine)3, &e), ATTN_ERR_BAD_OPTION);
+    assert_int_equal(attn_engine_resolve((attn_engine)-1, &e), ATTN_ERR_BAD_OPTION);
+    assert_int_equal((int)e, 77);
+    assert_int_equal(attn_engine_resolve(ATTN_ENGINE_BLAS, &e), ATTN_OK);
+    assert_int_equal(e, ATTN_ENGINE_BLAS);
+    assert_int_equal(attn_engine_resolve(ATTN_ENGINE_TILE, &e), ATTN_OK);
+    assert_int_equal(e, ATTN_ENGINE_TILE);
+    assert_int_equal(attn_engine_resolve(ATTN_ENGINE_AUTO, &e), ATTN_OK);
+    assert_true(e == ATTN_ENGINE_BLAS || e == ATTN_ENGINE_TILE);
+    const char *env = getenv("ATTN_ENGINE");
+    if (env && !strcmp(env, "blas"))
+        assert_int_equal(e, ATTN_ENGINE_BLAS);
+    if (env && !strcmp(env, "tile"))
+        assert_int_equal(e, ATTN_ENGINE_TILE);
+
     assert_int_equal(attn_blas_query(NULL), ATTN_ERR_NULL_ARGUMENT);
     attn_blas_info info;
     memset(&info, 0xFF, sizeof info);
