@@ -11,8 +11,10 @@ static inline __m512 exp16(__m512 x)
     const __m512 hi = _mm512_set1_ps(88.72283f);
     __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);  /* false for NaN */
     __mmask16 over = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
-    /* max(lo, x) returns x when x is NaN, so NaN propagates. */
-    __m512 xc = _mm512_min_ps(hi, _mm512_max_ps(lo, x));
+    /* No clamping to [lo, hi] first: the lanes outside (even +-inf, whose
+     * polynomial gives NaN) are replaced below, and a NaN propagates.  The
+     * C table clamps; the results are the same. */
+    const __m512 xc = x;
     __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), xc);
