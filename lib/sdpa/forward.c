@@ -335,7 +335,9 @@ static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                      int64_t b, int64_t h0, int64_t i0, int64_t rows, int64_t t,
                      const kvtile *kt, int fresh)
 {
-    const int64_t step = p->tile ? ATTN_TILE_ROWS : r1 - r0;
+    /* Slices of near-equal height (197 rows: 66, 66, 65, not 96, 96, 5). */
+    const int64_t ns = p->tile ? (r1 - r0 + ATTN_TILE_ROWS - 1) / ATTN_TILE_ROWS : 1;
+    const int64_t step = (r1 - r0 + ns - 1) / ns;
     for (int64_t c0 = r0; c0 < r1; c0 += step) {
         const int64_t c1 = c0 + step < r1 ? c0 + step : r1;
         /* The next slice's Q and O rows, on their way while this one runs. */
