@@ -8,6 +8,7 @@
  * run on attn's threads with the BLAS single-threaded, so results are
  * bitwise identical for any number of threads, as for SDPA. */
 #include "core/core.h"
+#include "kernels/gemm.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ struct attn_mha_plan {
     attn_sdpa_plan *sdpa_train;
     attn_sdpa_bwd_plan *sdpa_bwd;
     int no_training;                 /* context or backward sizes overflow */
+    const attn_gemm_kernels *gk;     /* projections: tile kernels or NULL */
     attn_blas_hooks blas;
 };
 
@@ -373,6 +375,9 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
         }
         p->no_training = 1;
     }
+    /* The projections run on the engine the layer's attention runs on
+     * (AUTO: ATTN_ENGINE and the CPU). */
+    p->gk = attn_gemm_use_tile(ATTN_ENGINE_AUTO) ? attn_gemm_select() : NULL;
     attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;
@@ -409,12 +414,12 @@ typedef struct gemm_job {
     int64_t M, N, K;
 } gemm_job;
 
-static void run_gemm_block(const gemm_job *j, int64_t r0)
+static void run_gemm_block(const attn_gemm_kernels *gk, const gemm_job *j, int64_t r0)
 {
     const int64_t rows = j->M - r0 < ATTN_MHA_ROWS ? j->M - r0 : ATTN_MHA_ROWS;
     float *c = j->c + r0 * j->ldc;
-    attn_sgemm(1, (int)rows, (int)j->N, (int)j->K, 1.0f, j->a + r0 * j->lda, (int)j->lda,
-               j->w, (int)j->K, 0.0f, c, (int)j->ldc);
+    attn_gemm(gk, 1, (int)rows, (int)j->N, (int)j->K, 1.0f, j->a + r0 * j->lda, (int)j->lda,
+              j->w, (int)j->K, 0.0f, c, (int)j->ldc);
     if (j->bias)
         for (int64_t r = 0; r < rows; r++)
             for (int64_t n = 0; n < j->N; n++)
@@ -422,6 +427,7 @@ static void run_gemm_block(const gemm_job *j, int64_t r0)
 }
 
 typedef struct gemms_ctx {
+    const attn_gemm_kernels *gk;
     const gemm_job *jobs;
     const int64_t *blocks;
     int64_t total;
@@ -439,7 +445,7 @@ static void gemms_body(void *arg, int tid)
         int j = 0;
         while (k >= c->blocks[j])
             k -= c->blocks[j++];
-        run_gemm_block(&c->jobs[j], k * ATTN_MHA_ROWS);
+        run_gemm_block(c->gk, &c->jobs[j], k * ATTN_MHA_ROWS);
     }
 }
 
@@ -450,7 +456,7 @@ static void run_gemms(const attn_mha_plan *p, const gemm_job *jobs, int njobs)
         blocks[i] = (jobs[i].M + ATTN_MHA_ROWS - 1) / ATTN_MHA_ROWS;
         total += blocks[i];
     }
-    const gemms_ctx ctx = { jobs, blocks, total };
+    const gemms_ctx ctx = { p->gk, jobs, blocks, total };
     attn_parallel(&p->blas, p->nthreads, total, gemms_body, (void *)&ctx);
 }
 
@@ -690,6 +696,7 @@ typedef struct bjob {
 } bjob;
 
 typedef struct bjobs_ctx {
+    const attn_gemm_kernels *gk;
     const bjob *jobs;
     int64_t blocks[8];
     int njobs;
@@ -707,23 +714,30 @@ static void store(float *dst, const float *src, int64_t n, int acc)
         memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
-static void run_input_block(const bjob *j, int64_t r0, float *s)
+static void run_input_block(const attn_gemm_kernels *gk, const bjob *j, int64_t r0, float *s)
 {
     const int64_t rows = j->M - r0 < ATTN_MHA_ROWS ? j->M - r0 : ATTN_MHA_ROWS;
     for (int t = 0; t < j->nterms; t++)
-        attn_sgemm(0, (int)rows, (int)j->N, (int)j->t[t].K, 1.0f, j->t[t].a + r0 * j->t[t].lda,
-                   (int)j->t[t].lda, j->t[t].w, (int)j->N, t ? 1.0f : 0.0f, s, (int)j->N);
+        attn_gemm(gk, 0, (int)rows, (int)j->N, (int)j->t[t].K, 1.0f,
+                  j->t[t].a + r0 * j->t[t].lda, (int)j->t[t].lda, j->t[t].w, (int)j->N,
+                  t ? 1.0f : 0.0f, s, (int)j->N);
     for (int64_t r = 0; r < rows; r++)
         store(j->c + (r0 + r) * j->ldc, s + r * j->N, j->N, j->acc);
 }
 
+/* A weight gradient stays on the BLAS on either engine: its product sums
+ * over every token (K = B x L), so the tile kernels would stream a
+ * 4096 x 32 panel of X from L3 for each block of rows, where the BLAS packs
+ * it once (measured: T3's backward 20% slower on the tile kernels, while
+ * the projections and input gradients run 1.8x faster on them). */
 static void run_weight_block(const bjob *j, int64_t n0, float *s)
 {
     const int64_t nb = j->N - n0 < ATTN_MHA_WROWS ? j->N - n0 : ATTN_MHA_WROWS;
     for (int64_t t0 = 0; t0 < j->M; t0 += ATTN_MHA_TOKENS) {
         const int64_t tk = j->M - t0 < ATTN_MHA_TOKENS ? j->M - t0 : ATTN_MHA_TOKENS;
-        attn_sgemm_tn((int)nb, (int)j->K, (int)tk, 1.0f, j->dz + t0 * j->ldz + n0, (int)j->ldz,
-                      j->x + t0 * j->ldx, (int)j->ldx, t0 ? 1.0f : 0.0f, s, (int)j->K);
+        attn_gemm_tn(NULL, (int)nb, (int)j->K, (int)tk, 1.0f, j->dz + t0 * j->ldz + n0,
+                     (int)j->ldz, j->x + t0 * j->ldx, (int)j->ldx, t0 ? 1.0f : 0.0f, s,
+                     (int)j->K);
     }
     store(j->c + n0 * j->K, s, nb * j->K, j->acc);
     if (j->db) {
@@ -752,7 +766,7 @@ static void bjobs_body(void *arg, int tid)
         while (k >= c->blocks[j])
             k -= c->blocks[j++];
         if (c->jobs[j].kind == BJ_INPUT)
-            run_input_block(&c->jobs[j], k * ATTN_MHA_ROWS, s);
+            run_input_block(c->gk, &c->jobs[j], k * ATTN_MHA_ROWS, s);
         else
             run_weight_block(&c->jobs[j], k * ATTN_MHA_WROWS, s);
     }
@@ -760,7 +774,7 @@ static void bjobs_body(void *arg, int tid)
 
 static void run_bjobs(const attn_mha_plan *p, const bjob *jobs, int njobs, char *scratch)
 {
-    bjobs_ctx ctx = { jobs, { 0 }, njobs, 0, scratch, p->bw_thread };
+    bjobs_ctx ctx = { p->gk, jobs, { 0 }, njobs, 0, scratch, p->bw_thread };
     for (int i = 0; i < njobs; i++) {
         const int64_t per = jobs[i].kind == BJ_INPUT ? ATTN_MHA_ROWS : ATTN_MHA_WROWS;
         const int64_t n = jobs[i].kind == BJ_INPUT ? jobs[i].M : jobs[i].N;

@@ -453,6 +453,13 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
     const uint8_t *gk = g->kr.gk;
 
     const int64_t ng = cols - cshort;   /* gathered columns */
+    /* V is first needed after the scores and softmax: ask for the rows
+     * read in place now, so that they come from memory meanwhile. */
+    for (int64_t x = 0; x < nseg; x++)
+        if (seg[x].c0 < cshort)
+            for (int64_t j = seg[x].j0; j < seg[x].j0 + seg[x].len; j++)
+                for (int64_t y = 0; y < d->v_dim * (int64_t)sizeof(float); y += 64)
+                    __builtin_prefetch((const char *)(v + j * d->v.seq) + y, 0, 2);
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
             attn_gemm(p->gk, 1, (int)nr, (int)seg[x].len, (int)d->qk_dim, p->scale, q, ldq,
