@@ -203,6 +203,7 @@ typedef struct swork {
      * their O accumulators (sp_rows x dv). */
     int64_t *idx;
     float *qg, *og;
+    int64_t ahead;   /* kv length while a global-query item runs, else 0 */
 } swork;
 
 static int64_t qlen_of(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b)
@@ -375,6 +376,18 @@ static int64_t global_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, co
 }
 
 /* Window ranges of the item's rows [0, rows). */
+/* One row of width floats asked for ahead of use, into L2. */
+static void prefetch_row(const float *row, int64_t width, int write)
+{
+    const char *r = (const char *)row;
+    for (int64_t x = 0; x < width * (int64_t)sizeof(float); x += 64) {
+        if (write)
+            __builtin_prefetch(r + x, 1, 2);
+        else
+            __builtin_prefetch(r + x, 0, 2);
+    }
+}
+
 static void item_ranges(const attn_sdpa_plan *p, swork *w, int64_t qlen, int64_t kvlen,
                         int64_t i0, int64_t rows)
 {
@@ -454,12 +467,19 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
 
     const int64_t ng = cols - cshort;   /* gathered columns */
     /* V is first needed after the scores and softmax: ask for the rows
-     * read in place now, so that they come from memory meanwhile. */
+     * read in place now, so that they come from memory meanwhile.  A
+     * global-query item walks every key in order: its next tile's K rows
+     * too. */
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
             for (int64_t j = seg[x].j0; j < seg[x].j0 + seg[x].len; j++)
-                for (int64_t y = 0; y < d->v_dim * (int64_t)sizeof(float); y += 64)
-                    __builtin_prefetch((const char *)(v + j * d->v.seq) + y, 0, 2);
+                prefetch_row(v + j * d->v.seq, d->v_dim, 0);
+    if (w->ahead && nseg > 0) {
+        const int64_t j0 = seg[nseg - 1].j0 + seg[nseg - 1].len;
+        const int64_t j1 = j0 + bk < w->ahead ? j0 + bk : w->ahead;
+        for (int64_t j = j0; j < j1; j++)
+            prefetch_row(k + j * d->k.seq, d->qk_dim, 0);
+    }
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
             attn_gemm(p->gk, 1, (int)nr, (int)seg[x].len, (int)d->qk_dim, p->scale, q, ldq,
@@ -636,8 +656,11 @@ static void run_global_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
         if (d->want_probs)
             memset(probs_row(p, a, b, h, i), 0, (size_t)d->kv_len * sizeof(float));
     }
-    if (rows > 0)
+    if (rows > 0) {
+        w->ahead = kvlen;
         run_group(p, a, w, &g, b, h);
+        w->ahead = 0;
+    }
 }
 
 /* Item it: ordinary items (b, h, block rb of sp_rows rows) first, then,
@@ -680,6 +703,23 @@ static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
         memset(o_row(p, a, b, h, i0 + r), 0, (size_t)dv * sizeof(float));
         if (d->want_probs)
             memset(probs_row(p, a, b, h, i0 + r), 0, (size_t)d->kv_len * sizeof(float));
+    }
+    /* The next block of rows reads the keys after this one's window and
+     * its own Q and O rows: ask for them now (into L2), so that a long
+     * sequence's rows come from memory while this block computes. */
+    if (ie < qlen && !d->block_size) {
+        const int64_t hk = h / p->group, nr = p->sp_rows;
+        const int64_t j0 = w->hi[rows - 1] < kvlen ? w->hi[rows - 1] : kvlen;
+        const int64_t j1 = j0 + nr < kvlen ? j0 + nr : kvlen;
+        const int64_t n1 = ie + nr < qlen ? ie + nr : qlen;
+        for (int64_t j = j0; j < j1; j++) {
+            prefetch_row(a->k + b * d->k.batch + hk * d->k.head + j * d->k.seq, d->qk_dim, 0);
+            prefetch_row(a->v + b * d->v.batch + hk * d->v.head + j * d->v.seq, dv, 0);
+        }
+        for (int64_t i = ie; i < n1; i++) {
+            prefetch_row(a->q + b * d->q.batch + h * d->q.head + i * d->q.seq, d->qk_dim, 0);
+            prefetch_row(o_row(p, a, b, h, i), dv, 1);
+        }
     }
     sgroup g;
     for (int64_t r0 = 0; next_group(p, a, w, b, h, i0, rows, kvlen, r0, &g); r0 = g.r1)
@@ -818,6 +858,7 @@ static void sparse_body(void *arg, int tid)
     w.idx = p->d.use_global_q ? w.hi + p->bq : NULL;
     w.qg = p->d.use_global_q ? (float *)(void *)(base + p->ws_qg) : NULL;
     w.og = p->d.use_global_q ? w.qg + p->sp_rows * p->d.qk_dim : NULL;
+    w.ahead = 0;
     const int64_t nitems = p->nitems;
     sorder *order = c->order;
     /* The cost of every item, then the order (heaviest first, ties by
