@@ -130,12 +130,7 @@ int attn_cpu_has_f16c(void)
 
 const attn_cvt_kernels *attn_cvt_select(void)
 {
-    int cap = ATTN_SIMD_AVX512;
-    const char *env = getenv("ATTN_SIMD");
-    if (env) {
-        if (!strcmp(env, "scalar")) cap = ATTN_SIMD_SCALAR;
-        else if (!strcmp(env, "avx2")) cap = ATTN_SIMD_AVX2;
-    }
+    const int cap = attn_simd_cap();
 #if ATTN_HAVE_X86_KERNELS
     /* Every table past the scalar one converts F16 with F16C or AVX-512F's
      * own VCVTPH2PS / VCVTPS2PH; check each extension the file was built

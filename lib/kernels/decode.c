@@ -51,12 +51,7 @@ const attn_dec_kernels attn_dec_scalar = { "scalar", qk_c, pv_c };
 
 const attn_dec_kernels *attn_dec_select(void)
 {
-    int cap = ATTN_SIMD_AVX512;
-    const char *env = getenv("ATTN_SIMD");
-    if (env) {
-        if (!strcmp(env, "scalar")) cap = ATTN_SIMD_SCALAR;
-        else if (!strcmp(env, "avx2")) cap = ATTN_SIMD_AVX2;
-    }
+    const int cap = attn_simd_cap();
 #if ATTN_HAVE_X86_KERNELS
     if (cap >= ATTN_SIMD_AVX512 && __builtin_cpu_supports("avx512f") &&
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&

@@ -34,12 +34,7 @@ const attn_gemm_kernels attn_gemm_scalar = { "scalar", mm_c, transpose_c };
 
 const attn_gemm_kernels *attn_gemm_select(void)
 {
-    int cap = ATTN_SIMD_AVX512;
-    const char *env = getenv("ATTN_SIMD");
-    if (env) {
-        if (!strcmp(env, "scalar")) cap = ATTN_SIMD_SCALAR;
-        else if (!strcmp(env, "avx2")) cap = ATTN_SIMD_AVX2;
-    }
+    const int cap = attn_simd_cap();
 #if ATTN_HAVE_X86_KERNELS
     if (cap >= ATTN_SIMD_AVX512 && __builtin_cpu_supports("avx512f"))
         return &attn_gemm_avx512;

@@ -66,9 +66,13 @@ extern const attn_kernels attn_kernels_avx2;
 extern const attn_kernels attn_kernels_avx512;
 #endif
 
-/* The best table this CPU runs, capped by the environment variable
- * ATTN_SIMD=scalar|avx2|avx512 (read each time; unknown values are
- * ignored). */
+/* The highest level the environment variable ATTN_SIMD=scalar|avx2|avx512
+ * allows (read each time; unknown values and no variable mean avx512): the
+ * cap of every table's choice (softmax rows, decode, conversions, the
+ * tile engine). */
+int attn_simd_cap(void);
+
+/* The best table this CPU runs, capped by attn_simd_cap(). */
 const attn_kernels *attn_kernels_select(void);
 
 /* Scalar exp with the polynomial above, shared with the SIMD tails. */

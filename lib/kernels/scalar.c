@@ -158,14 +158,19 @@ const attn_kernels attn_kernels_scalar = {
     dropout_row_c, dropout_bwd_row_c, dropout_keep_row_c,
 };
 
+int attn_simd_cap(void)
+{
+    const char *env = getenv("ATTN_SIMD");
+    if (env && !strcmp(env, "scalar"))
+        return ATTN_SIMD_SCALAR;
+    if (env && !strcmp(env, "avx2"))
+        return ATTN_SIMD_AVX2;
+    return ATTN_SIMD_AVX512;
+}
+
 const attn_kernels *attn_kernels_select(void)
 {
-    int cap = ATTN_SIMD_AVX512;
-    const char *env = getenv("ATTN_SIMD");
-    if (env) {
-        if (!strcmp(env, "scalar")) cap = ATTN_SIMD_SCALAR;
-        else if (!strcmp(env, "avx2")) cap = ATTN_SIMD_AVX2;
-    }
+    const int cap = attn_simd_cap();
 #if ATTN_HAVE_X86_KERNELS
     /* libgcc's constructor has filled the CPU model before any call. */
     if (cap >= ATTN_SIMD_AVX512 && __builtin_cpu_supports("avx512f"))
