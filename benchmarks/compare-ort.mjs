@@ -303,6 +303,29 @@ function randArray(count, gen = frand) {
     return a;
 }
 
+// The largest |o - softmax(q K^T / sqrt(d)) V| over one row, in float64:
+// q at q[qo], o at o[qo], keys j < lim at K[kv + j d] and V[kv + j d]; s
+// (m) and acc (d) are scratch.
+function rowErr(q, o, qo, K, V, kv, lim, d, s, acc) {
+    let mx = -Infinity;
+    for (let j = 0; j < lim; j++) {
+        let dot = 0;
+        for (let t = 0; t < d; t++) dot += q[qo + t] * K[kv + j * d + t];
+        s[j] = dot / Math.sqrt(d);
+        if (s[j] > mx) mx = s[j];
+    }
+    acc.fill(0);
+    let den = 0;
+    for (let j = 0; j < lim; j++) {
+        const w = Math.exp(s[j] - mx);
+        den += w;
+        for (let t = 0; t < d; t++) acc[t] += w * V[kv + j * d + t];
+    }
+    let err = 0;
+    for (let t = 0; t < d; t++) err = Math.max(err, Math.abs(o[qo + t] - acc[t] / den));
+    return err;
+}
+
 // float64 attention of query heads `heads`, all query rows, against the
 // logical K, V [Hkv][m][d]; q is [n][Hq][d] (BSNH), o likewise.
 function maxErr(c, q, K, V, o, heads) {
@@ -310,27 +333,10 @@ function maxErr(c, q, K, V, o, heads) {
     let err = 0;
     const s = new Float64Array(m), acc = new Float64Array(d);
     for (const h of heads) {
-        const hk = Math.floor(h / g);
+        const kv = Math.floor(h / g) * m * d;
         for (let i = 0; i < n; i++) {
             const lim = m - n + i + 1;   // bottom-right causal (all m for n = 1)
-            const qo = (i * Hq + h) * d;
-            let mx = -Infinity;
-            for (let j = 0; j < lim; j++) {
-                let dot = 0;
-                const ko = (hk * m + j) * d;
-                for (let t = 0; t < d; t++) dot += q[qo + t] * K[ko + t];
-                s[j] = dot / Math.sqrt(d);
-                if (s[j] > mx) mx = s[j];
-            }
-            acc.fill(0);
-            let den = 0;
-            for (let j = 0; j < lim; j++) {
-                const w = Math.exp(s[j] - mx);
-                den += w;
-                const vo = (hk * m + j) * d;
-                for (let t = 0; t < d; t++) acc[t] += w * V[vo + t];
-            }
-            for (let t = 0; t < d; t++) err = Math.max(err, Math.abs(o[qo + t] - acc[t] / den));
+            err = Math.max(err, rowErr(q, o, (i * Hq + h) * d, K, V, kv, lim, d, s, acc));
         }
     }
     return err;
@@ -500,24 +506,9 @@ function maxErrDense(c, x, o) {
     for (const b of pick(B))
         for (const h of pick(H))
             for (const i of pick(n)) {
-                const lim = visible(c, b, i), qo = ((b * n + i) * H + h) * d;
-                const kv = (b * H + h) * m * d;
-                let mx = -Infinity;
-                for (let j = 0; j < lim; j++) {
-                    let dot = 0;
-                    for (let t = 0; t < d; t++) dot += x.q[qo + t] * x.K[kv + j * d + t];
-                    s[j] = dot / Math.sqrt(d);
-                    if (s[j] > mx) mx = s[j];
-                }
-                acc.fill(0);
-                let den = 0;
-                for (let j = 0; j < lim; j++) {
-                    const w = Math.exp(s[j] - mx);
-                    den += w;
-                    for (let t = 0; t < d; t++) acc[t] += w * x.V[kv + j * d + t];
-                }
-                for (let t = 0; t < d; t++)
-                    err = Math.max(err, Math.abs(o[qo + t] - acc[t] / den));
+                const qo = ((b * n + i) * H + h) * d, kv = (b * H + h) * m * d;
+                err = Math.max(err, rowErr(x.q, o, qo, x.K, x.V, kv, visible(c, b, i), d, s,
+                                           acc));
             }
     return err;
 }
