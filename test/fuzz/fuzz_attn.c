@@ -4248,9 +4248,11 @@ static void fuzz_linear(rd *r, unsigned sel)
         case LB_RESERVED: {
             const int64_t val = (int64_t)u8(r) - 128;
             if (bwd && (u8(r) & 1))
-                bd.reserved[pick(r, 16)] = val ? val : INT64_MIN;
-            else
-                d->reserved[pick(r, 16)] = val ? val : INT64_MIN;
+                bd.reserved[pick(r, (unsigned)(sizeof bd.reserved / sizeof bd.reserved[0]))] =
+                    val ? val : INT64_MIN;
+            else   /* (15 slots since the engine took one) */
+                d->reserved[pick(r, (unsigned)(sizeof d->reserved / sizeof d->reserved[0]))] =
+                    val ? val : INT64_MIN;
             break;
         }
         case LB_ENUM:
