@@ -1447,7 +1447,10 @@ static void kv_plant(rd *r, const kv_cfg *c, kv_store *S, attn_sdpa_desc *d, att
         break;
     }
     case KB_SPARSE:
-        if (u8(r) & 1) d->use_global_k = 1; else d->block_size = 16;
+        /* A decoded layout keeps its block size: the layout array was
+         * sized by it (a plant of 16 over 256 made a valid plan read a
+         * 4-byte layout as 62 bytes; CI's fuzz run). */
+        if (u8(r) & 1) d->use_global_k = 1; else if (!d->block_size) d->block_size = 16;
         break;
     case KB_VIEW: {
         attn_view *v = (u8(r) & 1) ? &d->k : &d->v;
