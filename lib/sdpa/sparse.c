@@ -375,7 +375,6 @@ static int64_t global_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, co
     return rows;
 }
 
-/* Window ranges of the item's rows [0, rows). */
 /* One row of width floats asked for ahead of use, into L2. */
 static void prefetch_row(const float *row, int64_t width, int write)
 {
@@ -388,6 +387,7 @@ static void prefetch_row(const float *row, int64_t width, int write)
     }
 }
 
+/* Window ranges of the item's rows [0, rows). */
 static void item_ranges(const attn_sdpa_plan *p, swork *w, int64_t qlen, int64_t kvlen,
                         int64_t i0, int64_t rows)
 {
