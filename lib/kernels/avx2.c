@@ -5,26 +5,26 @@
 #include <math.h>
 #include <string.h>
 
+/* The steps of attn_exp_scalar.  Lanes below lo are cleared at the end
+ * (their arithmetic, even on -inf, is discarded); min(hi, x) returns x
+ * when x is NaN, so NaN propagates; above log(FLT_MAX) the product by 2^k
+ * overflows to inf. */
 static inline __m256 exp8(__m256 x)
 {
-    const __m256 lo = _mm256_set1_ps(-87.336544f);
-    const __m256 hi = _mm256_set1_ps(88.72283f);
-    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);   /* false for NaN */
-    __m256 over = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
-    /* max(lo, x) returns x when x is NaN, so NaN propagates. */
-    __m256 xc = _mm256_min_ps(hi, _mm256_max_ps(lo, x));
+    const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.336544f), _CMP_LT_OQ);
+    const __m256 xc = _mm256_min_ps(_mm256_set1_ps(100.0f), x);
     __m256 k = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), xc);
     r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    __m256 e = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    /* 2^k as two normal factors (k in [-126, 128]). */
+    __m256 p = _mm256_set1_ps(1.3843586202710867e-3f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.374192751944065e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.166800528764725e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666430234909058e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.999999403953552e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256 e = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    /* 2^k as two normal factors (k in [-126, 144]). */
     __m256i ki = _mm256_cvtps_epi32(k);
     __m256i k1 = _mm256_srai_epi32(ki, 1);
     __m256i k2 = _mm256_sub_epi32(ki, k1);
@@ -32,7 +32,6 @@ static inline __m256 exp8(__m256 x)
     __m256 f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
     __m256 f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
     e = _mm256_mul_ps(_mm256_mul_ps(e, f1), f2);
-    e = _mm256_blendv_ps(e, _mm256_set1_ps(INFINITY), over);
     return _mm256_andnot_ps(under, e);
 }
 

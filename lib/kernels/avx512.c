@@ -5,30 +5,26 @@
 #include <math.h>
 #include <string.h>
 
+/* The steps of attn_exp_scalar.  Lanes below lo become 0 through the
+ * zeroing mask of scalef (their arithmetic, even on -inf, is discarded);
+ * min(hi, x) returns x when x is NaN, so NaN propagates; above log(FLT_MAX)
+ * scalef overflows to inf. */
 static inline __m512 exp16(__m512 x)
 {
-    const __m512 lo = _mm512_set1_ps(-87.336544f);
-    const __m512 hi = _mm512_set1_ps(88.72283f);
-    __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);  /* false for NaN */
-    __mmask16 over = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
-    /* No clamping to [lo, hi] first: the lanes outside (even +-inf, whose
-     * polynomial gives NaN) are replaced below, and a NaN propagates.  The
-     * C table clamps; the results are the same. */
-    const __m512 xc = x;
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.336544f), _CMP_NLT_UQ);
+    const __m512 xc = _mm512_min_ps(_mm512_set1_ps(100.0f), x);
     __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), xc);
     r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    __m512 e = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    e = _mm512_scalef_ps(e, k);
-    e = _mm512_mask_mov_ps(e, over, _mm512_set1_ps(INFINITY));
-    return _mm512_mask_mov_ps(e, under, _mm512_setzero_ps());
+    __m512 p = _mm512_set1_ps(1.3843586202710867e-3f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.374192751944065e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.166800528764725e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666430234909058e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.999999403953552e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_scalef_ps(keep, p, k);
 }
 
 static inline __mmask16 tail16(int64_t r)
