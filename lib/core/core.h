@@ -25,6 +25,11 @@ void attn_gemm_tn(const struct attn_gemm_kernels *gk, int M, int N, int K, float
                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
                   int ldc);
 
+/* Rows [0, rows) of a matrix asked for ahead of use, into L2
+ * (prefetch.c): row r at base + r * ld floats, width floats of it; write:
+ * the rows are about to be stored. */
+void attn_prefetch_rows(const float *base, int64_t ld, int64_t rows, int64_t width, int write);
+
 /* Checked arithmetic for counts and byte sizes: a result above
  * ATTN_SIZE_LIMIT (what both an int64_t index and a size_t byte count hold)
  * clears *ok.  Plans turn that into ATTN_ERR_TOO_LARGE. */

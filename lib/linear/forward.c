@@ -253,23 +253,6 @@ static void state_add(const attn_linear_plan *p, const attn_linear_args *a, lwor
     }
 }
 
-/* Rows [r0, r1) of a matrix with row stride ld floats and rows of width
- * floats, asked for ahead of use (into L2): the chunks walk Q, K, V and O
- * in order, and a long sequence comes from memory. */
-static void prefetch_rows(const float *base, int64_t ld, int64_t r0, int64_t r1, int64_t width,
-                          int write)
-{
-    for (int64_t r = r0; r < r1; r++) {
-        const char *row = (const char *)(base + r * ld);
-        for (int64_t x = 0; x < width * (int64_t)sizeof(float); x += 64) {
-            if (write)
-                __builtin_prefetch(row + x, 1, 2);
-            else
-                __builtin_prefetch(row + x, 0, 2);
-        }
-    }
-}
-
 static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork *w, int64_t b,
                      int64_t hk)
 {
@@ -306,16 +289,19 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
         const int64_t kc = kh - kl;
         const float *kk = a->k + b * d->k.batch + hk * d->k.head + kl * d->k.seq;
         const float *vv = a->v + b * d->v.batch + hk * d->v.head + kl * d->v.seq;
-        /* The next chunk's rows, while this one computes. */
+        /* The next chunk's rows, while this one computes (Q, K, V and O
+         * walk in order, and a long sequence comes from memory). */
         if (i1 < geo.qlen) {
             const int64_t n1 = i1 + C < geo.qlen ? i1 + C : geo.qlen;
             const int64_t k1 = kh + C < geo.kvlen ? kh + C : geo.kvlen;
-            prefetch_rows(kk, d->k.seq, kc, k1 - kl, dk, 0);
-            prefetch_rows(vv, d->v.seq, kc, k1 - kl, dv, 0);
+            attn_prefetch_rows(kk + kc * d->k.seq, d->k.seq, k1 - kl - kc, dk, 0);
+            attn_prefetch_rows(vv + kc * d->v.seq, d->v.seq, k1 - kl - kc, dv, 0);
             for (int64_t hh = 0; hh < g; hh++) {
                 const int64_t h = hk * g + hh;
-                prefetch_rows(a->q + b * d->q.batch + h * d->q.head, d->q.seq, i1, n1, dk, 0);
-                prefetch_rows(a->o + b * d->o.batch + h * d->o.head, d->o.seq, i1, n1, dv, 1);
+                attn_prefetch_rows(a->q + b * d->q.batch + h * d->q.head + i1 * d->q.seq,
+                                   d->q.seq, n1 - i1, dk, 0);
+                attn_prefetch_rows(a->o + b * d->o.batch + h * d->o.head + i1 * d->o.seq,
+                                   d->o.seq, n1 - i1, dv, 1);
             }
         }
         if (kc > 0) {

@@ -341,15 +341,11 @@ static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     for (int64_t c0 = r0; c0 < r1; c0 += step) {
         const int64_t c1 = c0 + step < r1 ? c0 + step : r1;
         /* The next slice's Q and O rows, on their way while this one runs. */
-        if (p->tile)
-            for (int64_t lr = c1; lr < r1 && lr < c1 + step; lr++) {
-                const char *qr = (const char *)(sg->q + lr * sg->ldq);
-                const char *orow = (const char *)(sg->o + lr * sg->ldo);
-                for (int64_t x = 0; x < p->d.qk_dim * (int64_t)sizeof(float); x += 64)
-                    __builtin_prefetch(qr + x, 0, 2);
-                for (int64_t x = 0; x < p->d.v_dim * (int64_t)sizeof(float); x += 64)
-                    __builtin_prefetch(orow + x, 1, 2);
-            }
+        if (p->tile && c1 < r1) {
+            const int64_t nx = r1 - c1 < step ? r1 - c1 : step;
+            attn_prefetch_rows(sg->q + c1 * sg->ldq, sg->ldq, nx, p->d.qk_dim, 0);
+            attn_prefetch_rows(sg->o + c1 * sg->ldo, sg->ldo, nx, p->d.v_dim, 1);
+        }
         run_rows_part(p, a, w, sg, c0, c1, cs, ce, b, h0, i0, rows, t, kt, fresh);
     }
 }
@@ -375,6 +371,18 @@ static void rows_span(const work *w, const segment *sg, int64_t r0, int64_t r1, 
     *cs = lo == INT64_MAX ? 0 : lo;
     *ce = hi == INT64_MIN ? 0 : hi;
     *even = ev;
+}
+
+/* Work item it: its batch, kv head, query block and key chunk. */
+static void item_of(const attn_sdpa_plan *p, int64_t it, int64_t *b, int64_t *hk, int64_t *qb,
+                    int64_t *chunk)
+{
+    const int64_t per_block = p->d.batch * p->d.kv_heads * p->nchunks;
+    const int64_t rem = it % per_block, bh = rem / p->nchunks;
+    *qb = p->nqblocks - 1 - it / per_block;
+    *chunk = rem % p->nchunks;
+    *b = bh / p->d.kv_heads;
+    *hk = bh % p->d.kv_heads;
 }
 
 static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
@@ -462,11 +470,7 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
             /* V is first needed after a slice's scores and softmax: ask
              * for it now, so that it comes from memory meanwhile. */
             if (!p->kv_copy)
-                for (int64_t j = t; j < t + nt; j++) {
-                    const char *vr = kv_row(&kt.v, j);
-                    for (int64_t x = 0; x < dv * (int64_t)sizeof(float); x += 64)
-                        __builtin_prefetch(vr + x, 0, 2);
-                }
+                attn_prefetch_rows((const float *)kv_row(&kt.v, t), kt.v.ld, nt, dv, 0);
             p->gk->transpose(k0, p->kv_copy ? d->qk_dim : kt.k.ld, nt, d->qk_dim, w->kt, p->ldt);
         }
         for (int64_t si = 0; si < nseg; si++) {
@@ -620,7 +624,6 @@ static void execute_body(void *arg, int tid)
     const attn_sdpa_plan *p = c->p;
     const attn_sdpa_desc *d = &p->d;
     const int64_t nitems = p->nitems;
-    const int64_t per_block = d->batch * d->kv_heads * p->nchunks;
     char *base = (char *)c->ws + (size_t)tid * p->ws_thread;
     work w;
     w.s = (float *)(void *)base;
@@ -636,10 +639,9 @@ static void execute_body(void *arg, int tid)
 #pragma omp for schedule(dynamic, 1)
 #endif
     for (int64_t it = 0; it < nitems; it++) {
-        const int64_t qb = p->nqblocks - 1 - it / per_block;
-        const int64_t rem = it % per_block;
-        const int64_t chunk = rem % p->nchunks, bh = rem / p->nchunks;
-        run_item(p, c->a, &w, c->part, bh / d->kv_heads, bh % d->kv_heads, qb, chunk);
+        int64_t b, hk, qb, chunk;
+        item_of(p, it, &b, &hk, &qb, &chunk);
+        run_item(p, c->a, &w, c->part, b, hk, qb, chunk);
     }
     if (p->nchunks > 1) {
 #if ATTN_HAVE_OPENMP

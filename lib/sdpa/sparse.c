@@ -375,18 +375,6 @@ static int64_t global_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, co
     return rows;
 }
 
-/* One row of width floats asked for ahead of use, into L2. */
-static void prefetch_row(const float *row, int64_t width, int write)
-{
-    const char *r = (const char *)row;
-    for (int64_t x = 0; x < width * (int64_t)sizeof(float); x += 64) {
-        if (write)
-            __builtin_prefetch(r + x, 1, 2);
-        else
-            __builtin_prefetch(r + x, 0, 2);
-    }
-}
-
 /* Window ranges of the item's rows [0, rows). */
 static void item_ranges(const attn_sdpa_plan *p, swork *w, int64_t qlen, int64_t kvlen,
                         int64_t i0, int64_t rows)
@@ -472,13 +460,12 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
      * too. */
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
-            for (int64_t j = seg[x].j0; j < seg[x].j0 + seg[x].len; j++)
-                prefetch_row(v + j * d->v.seq, d->v_dim, 0);
+            attn_prefetch_rows(v + seg[x].j0 * d->v.seq, d->v.seq, seg[x].len, d->v_dim, 0);
     if (w->ahead && nseg > 0) {
         const int64_t j0 = seg[nseg - 1].j0 + seg[nseg - 1].len;
         const int64_t j1 = j0 + bk < w->ahead ? j0 + bk : w->ahead;
-        for (int64_t j = j0; j < j1; j++)
-            prefetch_row(k + j * d->k.seq, d->qk_dim, 0);
+        if (j1 > j0)
+            attn_prefetch_rows(k + j0 * d->k.seq, d->k.seq, j1 - j0, d->qk_dim, 0);
     }
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
@@ -712,14 +699,13 @@ static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
         const int64_t j0 = w->hi[rows - 1] < kvlen ? w->hi[rows - 1] : kvlen;
         const int64_t j1 = j0 + nr < kvlen ? j0 + nr : kvlen;
         const int64_t n1 = ie + nr < qlen ? ie + nr : qlen;
-        for (int64_t j = j0; j < j1; j++) {
-            prefetch_row(a->k + b * d->k.batch + hk * d->k.head + j * d->k.seq, d->qk_dim, 0);
-            prefetch_row(a->v + b * d->v.batch + hk * d->v.head + j * d->v.seq, dv, 0);
-        }
-        for (int64_t i = ie; i < n1; i++) {
-            prefetch_row(a->q + b * d->q.batch + h * d->q.head + i * d->q.seq, d->qk_dim, 0);
-            prefetch_row(o_row(p, a, b, h, i), dv, 1);
-        }
+        attn_prefetch_rows(a->k + b * d->k.batch + hk * d->k.head + j0 * d->k.seq, d->k.seq,
+                           j1 - j0, d->qk_dim, 0);
+        attn_prefetch_rows(a->v + b * d->v.batch + hk * d->v.head + j0 * d->v.seq, d->v.seq,
+                           j1 - j0, dv, 0);
+        attn_prefetch_rows(a->q + b * d->q.batch + h * d->q.head + ie * d->q.seq, d->q.seq,
+                           n1 - ie, d->qk_dim, 0);
+        attn_prefetch_rows(o_row(p, a, b, h, ie), d->o.seq, n1 - ie, dv, 1);
     }
     sgroup g;
     for (int64_t r0 = 0; next_group(p, a, w, b, h, i0, rows, kvlen, r0, &g); r0 = g.r1)
