@@ -356,8 +356,7 @@ static void rows_span(const work *w, const segment *sg, int64_t r0, int64_t r1, 
 {
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     int ev = 1;
-    for (int64_t lr = r0; lr < r1; lr++) {
-        int64_t r = (sg->v0 + lr) % rows;
+    for (int64_t lr = r0, r = (sg->v0 + r0) % rows; lr < r1; lr++, r = r + 1 == rows ? 0 : r + 1) {
         int64_t a0 = w->lo[r] - t, a1 = w->hi[r] - t;
         if (a0 < 0) a0 = 0;
         if (a1 > nt) a1 = nt;
@@ -512,15 +511,17 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
         }
         /* l stays exactly 0 when no key was visible; NaN input gives NaN. */
         const int empty = l == 0.0f;
-        const float lse = empty ? -INFINITY : w->mrow[vr] + logf(l);
         if (empty)
             memset(orow, 0, (size_t)dv * sizeof(float));
         else
             kern->scale(orow, dv, 1.0f / l);
-        if (d->want_lse)
-            *lse_at(p, a, b, h, i) = lse;
-        if (d->want_probs)
-            finish_probs_row(p, a, b, h, i, w->lo[r], w->hi[r], lse);
+        if (d->want_lse || d->want_probs) {
+            const float lse = empty ? -INFINITY : w->mrow[vr] + logf(l);
+            if (d->want_lse)
+                *lse_at(p, a, b, h, i) = lse;
+            if (d->want_probs)
+                finish_probs_row(p, a, b, h, i, w->lo[r], w->hi[r], lse);
+        }
     }
 }
 
