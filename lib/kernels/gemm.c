@@ -61,3 +61,8 @@ int attn_gemm_use_tile(int engine)
     return 0;
 #endif
 }
+
+const attn_gemm_kernels *attn_gemm_for(int engine)
+{
+    return attn_gemm_use_tile(engine) ? attn_gemm_select() : NULL;
+}

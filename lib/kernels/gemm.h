@@ -45,4 +45,9 @@ const attn_gemm_kernels *attn_gemm_select(void);
  * the AVX-512 table is the one attn_gemm_select picks. */
 int attn_gemm_use_tile(int engine);
 
+/* The kernels a plan asking for engine runs its products on: the
+ * attn_gemm_select table when attn_gemm_use_tile(engine), else NULL (the
+ * BLAS; what attn_gemm takes as gk). */
+const attn_gemm_kernels *attn_gemm_for(int engine);
+
 #endif

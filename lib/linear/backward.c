@@ -131,7 +131,7 @@ attn_status attn_linear_bwd_plan_create(attn_linear_bwd_plan **plan,
     p->ws_thread = (size_t)thread;
     p->ws_bytes = (size_t)total;
     p->kern = attn_kernels_select();
-    p->gk = attn_gemm_use_tile((int)desc->fwd.engine) ? attn_gemm_select() : NULL;
+    p->gk = attn_gemm_for((int)desc->fwd.engine);
     attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;

@@ -189,7 +189,7 @@ attn_status attn_linear_plan_create(attn_linear_plan **plan, const attn_linear_d
     p->ws_thread = (size_t)thread;
     p->ws_bytes = (size_t)total;
     p->kern = attn_kernels_select();
-    p->gk = attn_gemm_use_tile((int)desc->engine) ? attn_gemm_select() : NULL;
+    p->gk = attn_gemm_for((int)desc->engine);
     attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;

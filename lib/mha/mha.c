@@ -377,7 +377,7 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
     }
     /* The projections run on the engine the layer's attention runs on
      * (AUTO: ATTN_ENGINE and the CPU). */
-    p->gk = attn_gemm_use_tile(ATTN_ENGINE_AUTO) ? attn_gemm_select() : NULL;
+    p->gk = attn_gemm_for(ATTN_ENGINE_AUTO);
     attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;
