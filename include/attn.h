@@ -1217,7 +1217,14 @@ typedef struct attn_mha_desc {
     int reserved_flags;          /* must be zero */
     int64_t block_size;
 
-    int64_t reserved[10];        /* must be zero */
+    /* The engine of the layer's products (see attn_engine): the
+     * projections, the attention and, in attn_mha_backward, the input
+     * gradients (the weight gradients stay on the BLAS); AUTO by default.
+     * Anything else is ATTN_ERR_BAD_OPTION. */
+    attn_engine engine;
+    int reserved_pad;            /* must be zero */
+
+    int64_t reserved[9];         /* must be zero */
 } attn_mha_desc;
 
 /* Defaults: sizes 0, self_attention 0, packed_in_proj 0, has_bias 1 (as

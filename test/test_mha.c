@@ -9,6 +9,8 @@
  *               row, workspace NULL); one "[accuracy]" line per family: the
  *               largest |error| of Y and of the weights, and the largest
  *               error/tolerance ratio
+ *   engines     the desc's engine BLAS, then TILE (over ATTN_ENGINE): each
+ *               against the reference
  *   threads     2 threads with a caller workspace full of NaN: bitwise the
  *               forward result; CK_THREADS rows also 1, 2, 3, 4 and 0
  *               (default) threads with workspace NULL
@@ -260,6 +262,58 @@ static void test_forward(void **state)
     over_rows(0, NULL, 1);
 }
 
+/* The desc's engine: BLAS and TILE each within the reference's
+ * tolerances (the engines agree within rounding only), and bitwise the
+ * result of AUTO under ATTN_ENGINE=blas or tile, so the field is what
+ * chose the engine (with ATTN_ENGINE set to the other one meanwhile: the
+ * desc wins). */
+static int check_engines(minst *t, const msnap *first, const mrow *row)
+{
+    (void)first;
+    int fails = 0;
+    static const attn_engine eng[] = { ATTN_ENGINE_BLAS, ATTN_ENGINE_TILE };
+    static const char *const name[] = { "blas", "tile" };
+    const char *env = getenv("ATTN_ENGINE");
+    char *saved = env ? strdup(env) : NULL;
+    for (int k = 0; k < 2; k++) {
+        setenv("ATTN_ENGINE", name[k], 1);
+        t->d.engine = ATTN_ENGINE_AUTO;
+        minst_clear(t);
+        attn_status s = minst_run(t, 0);
+        msnap byenv;
+        msnap_take(&byenv, t);
+        setenv("ATTN_ENGINE", name[1 - k], 1);
+        t->d.engine = eng[k];
+        minst_clear(t);
+        if (s == ATTN_OK)
+            s = minst_run(t, 0);
+        mstats st;
+        mstats_init(&st, row->family);
+        if (s != ATTN_OK || minst_check(t, &st) != 0 || !msnap_equal(&byenv, t)) {
+            printf("FAIL engine %s: %s, %s: %s\n", name[k], attn_status_str(s),
+                   s == ATTN_OK && msnap_equal(&byenv, t) ? "inaccurate"
+                                                        : "not the ATTN_ENGINE result",
+                   mcase_str(&t->c));
+            fails++;
+        }
+        msnap_free(&byenv);
+    }
+    if (saved) {
+        setenv("ATTN_ENGINE", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("ATTN_ENGINE");
+    }
+    t->d.engine = ATTN_ENGINE_AUTO;
+    return fails;
+}
+
+static void test_engines(void **state)
+{
+    (void)state;
+    over_rows(0, check_engines, 0);
+}
+
 static void test_thread_invariance(void **state)
 {
     (void)state;
@@ -367,7 +421,7 @@ typedef struct erow {
 #define BIG ((int64_t)INT32_MAX + 1)
 
 _Static_assert(sizeof(attn_align) == sizeof(int) && sizeof(attn_mask_mode) == sizeof(int) &&
-                   sizeof(attn_weights_mode) == sizeof(int),
+                   sizeof(attn_weights_mode) == sizeof(int) && sizeof(attn_engine) == sizeof(int),
                "enums of attn_mha_desc are written as int");
 
 /* The rows written out; the cross products are added by err_table. */
@@ -596,8 +650,15 @@ static void err_table(erows *rs, const minst *b)
         { "mask_mode", offsetof(attn_mha_desc, mask_mode) },
         { "key_padding_mode", offsetof(attn_mha_desc, key_padding_mode) },
         { "weights", offsetof(attn_mha_desc, weights) },
+        { "engine", offsetof(attn_mha_desc, engine) },
     };
     static const int badenum[] = { 3, -1, 1000 };
+    emut_add(eadd(rs, EB_CROSS, AT_PLAN, ATTN_OK, "control: engine BLAS"), M_DINT,
+             offsetof(attn_mha_desc, engine), ATTN_ENGINE_BLAS);
+    emut_add(eadd(rs, EB_SELF, AT_PLAN, ATTN_OK, "control: engine TILE"), M_DINT,
+             offsetof(attn_mha_desc, engine), ATTN_ENGINE_TILE);
+    emut_add(eadd(rs, EB_SELF, AT_PLAN, ATTN_ERR_BAD_OPTION, "reserved_pad = 1"), M_DINT,
+             offsetof(attn_mha_desc, reserved_pad), 1);
     for (size_t f = 0; f < sizeof en / sizeof en[0]; f++)
         for (int k = 0; k < 3; k++) {
             const int v = f == 0 && badenum[k] == 3 ? 2 : badenum[k];
@@ -899,9 +960,10 @@ static void test_api(void **state)
     assert_int_equal(d.threads, 0);
     assert_true(d.dropout_p == 0.0 && !signbit(d.dropout_p));
     assert_true(d.dropout_seed == 0 && d.dropout_offset == 0);
-    assert_int_equal(sizeof d.reserved / sizeof d.reserved[0], 10);
-    for (int i = 0; i < 10; i++)
+    assert_int_equal(sizeof d.reserved / sizeof d.reserved[0], 9);
+    for (int i = 0; i < 9; i++)
         assert_true(d.reserved[i] == 0);
+    assert_true(d.engine == ATTN_ENGINE_AUTO && d.reserved_pad == 0);
     assert_true(d.use_global_k == 0 && d.use_global_q == 0 && d.layout_per_head == 0 &&
                 d.reserved_flags == 0 && d.block_size == 0);
     assert_int_equal(attn_mha_desc_init(NULL), ATTN_ERR_NULL_ARGUMENT);
@@ -1425,6 +1487,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward),
+        cmocka_unit_test(test_engines),
         cmocka_unit_test(test_thread_invariance),
         cmocka_unit_test(test_input_gaps),
         cmocka_unit_test(test_workspace),

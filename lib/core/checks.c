@@ -17,6 +17,12 @@ int attn_mask_mode_valid(attn_mask_mode mode)
            mode == ATTN_MASK_DROP_NONZERO;
 }
 
+int attn_engine_valid(attn_engine engine)
+{
+    return engine == ATTN_ENGINE_AUTO || engine == ATTN_ENGINE_BLAS ||
+           engine == ATTN_ENGINE_TILE;
+}
+
 attn_status attn_check_pointers(const attn_pointer_use *list, size_t count)
 {
     for (size_t i = 0; i < count; i++) {

@@ -62,6 +62,7 @@ static inline uint64_t attn_size_align(uint64_t x, int *ok)
 #define ATTN_MAX_THREADS 1024
 int attn_reserved_zero(const int64_t *reserved, size_t count);
 int attn_mask_mode_valid(attn_mask_mode mode);
+int attn_engine_valid(attn_engine engine);
 
 /* Execute-time checks.  A pointer a plan uses must be non-NULL
  * (ATTN_ERR_NULL_ARGUMENT), one it does not use must be NULL

@@ -21,8 +21,7 @@ attn_status attn_engine_resolve(attn_engine requested, attn_engine *resolved)
 {
     if (!resolved)
         return ATTN_ERR_NULL_ARGUMENT;
-    if (requested != ATTN_ENGINE_AUTO && requested != ATTN_ENGINE_BLAS &&
-        requested != ATTN_ENGINE_TILE)
+    if (!attn_engine_valid(requested))
         return ATTN_ERR_BAD_OPTION;
     *resolved = attn_gemm_use_tile((int)requested) ? ATTN_ENGINE_TILE : ATTN_ENGINE_BLAS;
     return ATTN_OK;

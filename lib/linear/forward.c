@@ -46,8 +46,7 @@ attn_status attn_linear_validate(const attn_linear_desc *d, int check_o)
     if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]) ||
         d->reserved_pad != 0)
         return ATTN_ERR_BAD_OPTION;
-    if (d->engine != ATTN_ENGINE_AUTO && d->engine != ATTN_ENGINE_BLAS &&
-        d->engine != ATTN_ENGINE_TILE)
+    if (!attn_engine_valid(d->engine))
         return ATTN_ERR_BAD_OPTION;
     if (d->feature_map != ATTN_FEATURE_ELU1 && d->feature_map != ATTN_FEATURE_RELU &&
         d->feature_map != ATTN_FEATURE_IDENTITY)

@@ -165,7 +165,8 @@ static attn_status plan_training(attn_mha_plan *p, const attn_sdpa_desc *sd)
 
 static attn_status validate(const attn_mha_desc *d)
 {
-    if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]))
+    if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]) ||
+        d->reserved_pad != 0 || !attn_engine_valid(d->engine))
         return ATTN_ERR_BAD_OPTION;
     if ((d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
         !attn_mask_mode_valid(d->mask_mode) || !attn_mask_mode_valid(d->key_padding_mode) ||
@@ -324,6 +325,7 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
         sd.probs = attn_view_bhsd(p->H, p->L, p->S);
     }
     sd.threads = p->nthreads;
+    sd.engine = d->engine;
     /* Dropout: in this desc, so in the training forward's and (as its fwd)
      * the backward's, which regenerates the same keep mask. */
     sd.dropout_p = d->dropout_p;
@@ -375,9 +377,8 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
         }
         p->no_training = 1;
     }
-    /* The projections run on the engine the layer's attention runs on
-     * (AUTO: ATTN_ENGINE and the CPU). */
-    p->gk = attn_gemm_for(ATTN_ENGINE_AUTO);
+    /* The projections run on the engine the layer's attention runs on. */
+    p->gk = attn_gemm_for((int)d->engine);
     attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;

@@ -126,8 +126,7 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
     if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]) ||
         d->reserved_pad != 0)
         return ATTN_ERR_BAD_OPTION;
-    if (d->engine != ATTN_ENGINE_AUTO && d->engine != ATTN_ENGINE_BLAS &&
-        d->engine != ATTN_ENGINE_TILE)
+    if (!attn_engine_valid(d->engine))
         return ATTN_ERR_BAD_OPTION;
     if (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT)
         return ATTN_ERR_BAD_OPTION;

@@ -23,7 +23,7 @@ import ctypes
 import numpy as np
 
 from . import _lib
-from ._common import AttnError, _check, _float32, _lengths, _set_window
+from ._common import AttnError, _check, _engine, _float32, _lengths, _set_window
 from ._mha import MultiheadAttention
 from ._views import as_view, contiguous_view, ptr
 
@@ -73,7 +73,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  dropout_seed=None, dropout_offset=0,
                                  window_left=None, window_right=None,
                                  align="top_left", kv_lens=None, q_lens=None,
-                                 return_probs=False, return_lse=False, threads=0):
+                                 return_probs=False, return_lse=False, threads=0,
+                                 engine="auto"):
     """Scaled dot-product attention, as torch.nn.functional's.
 
     softmax(scale * Q K^T + mask) V over the keys each query sees.
@@ -113,6 +114,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         (..., Hq, L, S) (after dropout, the P that multiplies V) and the
         logsumexp (..., Hq, L) of the scaled, masked scores.
       threads: OpenMP threads (0: all).
+      engine: 'auto', 'blas' or 'tile': what runs the products (attn_engine
+        of attn.h; 'auto' follows ATTN_ENGINE and the CPU).  The engines
+        agree within rounding, not bitwise.
 
     A row with no visible key gives output 0 (PyTorch gives NaN), its
     probabilities 0 and logsumexp -inf.
@@ -212,6 +216,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         d.lse = _lib.View(H * L, L, 1)
         args.lse = ptr(lse)
     d.threads = int(threads)
+    d.engine = _engine(engine)
     _check(_lib.sdpa(ctypes.byref(d), ctypes.byref(args)), "attn_sdpa")
     del keep
     if orig_nd == 2:

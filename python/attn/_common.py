@@ -46,6 +46,13 @@ def _align(align):
         raise ValueError("align must be 'top_left' or 'bottom_right', not %r" % (align,))
 
 
+def _engine(engine):
+    try:
+        return _lib.ENGINES[engine]
+    except (KeyError, TypeError):
+        raise ValueError("engine must be 'auto', 'blas' or 'tile', not %r" % (engine,))
+
+
 def _bound(value, name):
     if value is None:
         return -1

@@ -37,6 +37,7 @@ STATUS_NAMES = (
 )
 
 ALIGN_TOP_LEFT = 0
+ENGINES = {"auto": 0, "blas": 1, "tile": 2}   # attn_engine
 ALIGN_BOTTOM_RIGHT = 1
 
 MASK_NONE = 0
@@ -148,7 +149,9 @@ class MhaDesc(ctypes.Structure):
         ("layout_per_head", c_int),
         ("reserved_flags", c_int),
         ("block_size", c_int64),
-        ("reserved", c_int64 * 10),
+        ("engine", c_int),
+        ("reserved_pad", c_int),
+        ("reserved", c_int64 * 9),
     ]
 
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from . import _lib
-from ._common import _check, _float32, _lengths, _set_window
+from ._common import _check, _engine, _float32, _lengths, _set_window
 from ._views import as_view, ptr
 
 
@@ -57,7 +57,7 @@ class MultiheadAttention:
     MultiheadAttention(embed_dim, num_heads, dropout=0.0, bias=True,
                        add_bias_kv=False, add_zero_attn=False, kdim=None,
                        vdim=None, batch_first=False, device=None, dtype=None,
-                       *, num_kv_heads=None, seed=None, threads=0)
+                       *, num_kv_heads=None, seed=None, threads=0, engine="auto")
 
     The arguments of PyTorch mean the same here.  Not supported (they raise
     NotImplementedError): add_bias_kv=True, add_zero_attn=True, a device
@@ -65,7 +65,8 @@ class MultiheadAttention:
     (grouped-query attention: the key and value projections have
     num_kv_heads * head_dim rows; needs separate projection weights),
     seed (initial parameters and the dropout stream), threads (OpenMP
-    threads, 0 = all).
+    threads, 0 = all), engine ('auto', 'blas' or 'tile': what runs the
+    projections and the attention; see scaled_dot_product_attention).
 
     Parameters (numpy float32 arrays, as attributes and in state_dict()):
       kdim == vdim == embed_dim (and no GQA): in_proj_weight (3E, E);
@@ -85,7 +86,8 @@ class MultiheadAttention:
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False,
-                 device=None, dtype=None, *, num_kv_heads=None, seed=None, threads=0):
+                 device=None, dtype=None, *, num_kv_heads=None, seed=None, threads=0,
+                 engine="auto"):
         if add_bias_kv:
             raise NotImplementedError("attn.MultiheadAttention: add_bias_kv=True is not "
                                       "supported (attn_mha has no bias_k / bias_v)")
@@ -119,6 +121,8 @@ class MultiheadAttention:
             raise ValueError("dropout must be in [0, 1], got %r" % (dropout,))
         self.batch_first = bool(batch_first)
         self.threads = int(threads)
+        self.engine = engine
+        _engine(engine)   # a bad name raises here, not at the first call
         self.training = True
 
         rng = np.random.default_rng(seed)
@@ -376,6 +380,7 @@ class MultiheadAttention:
             else:
                 d.dropout_offset = int(dropout_offset) & (2**64 - 1)
         d.threads = self.threads
+        d.engine = _engine(self.engine)
 
         w = _lib.MhaWeights()
         shapes = self._shapes()

@@ -54,7 +54,7 @@ int main(void)
     F(attn_mha_desc, dropout_offset); F(attn_mha_desc, use_global_k);
     F(attn_mha_desc, use_global_q); F(attn_mha_desc, layout_per_head);
     F(attn_mha_desc, reserved_flags); F(attn_mha_desc, block_size);
-    F(attn_mha_desc, reserved);
+    F(attn_mha_desc, engine); F(attn_mha_desc, reserved_pad); F(attn_mha_desc, reserved);
 
     S(attn_mha_weights);
     F(attn_mha_weights, in_proj_weight); F(attn_mha_weights, in_proj_bias);

@@ -232,6 +232,14 @@ class TestCases(unittest.TestCase):
         ry, rw = ref_mha(x, xk, xv, sd, H, Hkv, kpm, am, c["causal"], c["kv_lens"],
                          c["q_lens"], c["scale"], average=c["average"])
         ERR.check(self, "output: " + c["name"], y, ry, ATOL)
+        # Each engine, named: the projections and the attention on it.
+        for eng in ("blas", "tile"):
+            m.engine = eng
+            ye = m(qi, ki, vi, **kw, **extra)[0]
+            ye = ye[None] if c["layout"] == "unbatched" else \
+                ye.transpose(1, 0, 2) if c["layout"] == "sf" else ye
+            ERR.check(self, "output, engine %s: %s" % (eng, c["name"]), ye, ry, ATOL)
+        m.engine = "auto"
         if c["need_weights"]:
             ERR.check(self, "weights: " + c["name"], w, rw, ATOL)
         else:
@@ -406,7 +414,9 @@ class TestErrors(unittest.TestCase):
                         (dict(dtype=np.float64), NotImplementedError),
                         (dict(num_heads=3), ValueError),
                         (dict(num_kv_heads=3, num_heads=4), ValueError),
-                        (dict(dropout=1.5), ValueError)):
+                        (dict(dropout=1.5), ValueError),
+                        (dict(engine="gpu"), ValueError),
+                        (dict(engine=None), ValueError)):
             args = dict(embed_dim=8, num_heads=2)
             args.update(kw)
             with self.subTest(str(kw)), self.assertRaises(exc):

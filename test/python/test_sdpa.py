@@ -239,6 +239,9 @@ class TestCases(unittest.TestCase):
                 self.assertTrue(np.array_equal(o, o_only), name)
                 ro, rp, rl = ref_sdpa(q, k, v, vis, bias, scale)
                 ERR.check(self, "output: " + name, o, ro, ATOL)
+                for eng in ("blas", "tile"):
+                    oe = attn.scaled_dot_product_attention(q, k, v, engine=eng, **kw)
+                    ERR.check(self, "output, engine %s: %s" % (eng, name), oe, ro, ATOL)
                 ERR.check(self, "probs: " + name, p, rp, ATOL)
                 ERR.check(self, "lse: " + name, lse, rl, ATOL, 1e-6)
                 if torch is not None:
@@ -352,6 +355,7 @@ ERRORS = [
     ("no queries", {"L": 0}, {}, "ATTN_ERR_BAD_SIZE"),
     ("no keys", {"S": 0}, {}, "ATTN_ERR_BAD_SIZE"),
     ("align unknown", {}, {"align": "middle"}, ValueError),
+    ("engine unknown", {}, {"engine": "gpu"}, ValueError),
     ("heads 4/2 without enable_gqa", {"Hkv": 2}, {}, ValueError),
     ("is_causal with window_right 2", {}, {"is_causal": True, "window_right": 2}, ValueError),
     ("mask shape", {}, {"attn_mask": np.ones((5, 5), bool)}, ValueError),
