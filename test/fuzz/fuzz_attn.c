@@ -2,7 +2,7 @@
  * fuzz_attn.c -- libFuzzer target: the input bytes decode into one whole
  * SDPA (then its backward) or MHA problem (sizes, layouts and strides,
  * broadcast and overlapping input views, window, lengths, masks, bias,
- * optional outputs, threads, workspace) with, on demand, one or two deliberately invalid
+ * optional outputs, engine, threads, workspace) with, on demand, one or two deliberately invalid
  * fields.  The contract of attn.h is checked and any violation abort()s:
  *
  * - the status: an independent reading of attn.h's rules (expect_*) says
@@ -446,6 +446,14 @@ static int reserved_nonzero(const int64_t *r, int n)
     return 0;
 }
 
+/* The engine from spare bits of a decoded byte: AUTO, BLAS, TILE, AUTO. */
+static attn_engine engine_of(unsigned bits)
+{
+    static const attn_engine e[4] = { ATTN_ENGINE_AUTO, ATTN_ENGINE_BLAS, ATTN_ENGINE_TILE,
+                                      ATTN_ENGINE_AUTO };
+    return e[bits & 3];
+}
+static int engine_ok(int e) { return e == ATTN_ENGINE_AUTO || e == ATTN_ENGINE_BLAS || e == ATTN_ENGINE_TILE; }
 static int mask_mode_ok(int m) { return m == ATTN_MASK_NONE || m == ATTN_MASK_KEEP_NONZERO || m == ATTN_MASK_DROP_NONZERO; }
 
 /* attn.h, "Sparse attention" and the desc's fields: reserved_flags zero,
@@ -519,6 +527,7 @@ static expect expect_sdpa_plan(const attn_sdpa_desc *d)
 {
     expect e = { 0, 0 };
     if (reserved_nonzero(d->reserved, (int)(sizeof d->reserved / sizeof d->reserved[0])) ||
+        d->reserved_pad != 0 || !engine_ok(d->engine) ||
         (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
         !mask_mode_ok(d->mask_mode) || !(d->dropout_p >= 0.0 && d->dropout_p <= 1.0))
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
@@ -1036,7 +1045,8 @@ static void print_sdpa(const attn_sdpa_desc *d, const unsigned bad[2], int t2)
         fprintf(stderr, " kv=k%d/v%d/bs%lld/nb%lld/mb%lld", (int)d->k_type, (int)d->v_type,
                 (long long)d->kv_block_size, (long long)d->kv_num_blocks,
                 (long long)d->kv_max_blocks);
-    fprintf(stderr, " threads=%d/%d bad=%u,%u\n", d->threads, t2, bad[0], bad[1]);
+    fprintf(stderr, " engine=%d threads=%d/%d bad=%u,%u\n", (int)d->engine, d->threads, t2,
+            bad[0], bad[1]);
 }
 
 /* Is key j of batch b read by some query row (lengths and window only)? */
@@ -1511,7 +1521,9 @@ static void fuzz_sdpa(rd *r, unsigned sel)
     /* sizes */
     int64_t B = 1 + pick(r, 3), Hkv = 1 + pick(r, 2), g = 1 + pick(r, 3);
     int64_t n = 1 + pick(r, 6), m = 1 + pick(r, 9), dk = 1 + pick(r, 6), dv = 1 + pick(r, 6);
-    unsigned shape = u8(r) % 16;
+    unsigned shape = u8(r);
+    d->engine = engine_of(shape >> 4);
+    shape %= 16;
     const int sparse = !!(sel & SEL_SPARSE);
     sparse_cfg sc = { 0, 0, 0, 0, 0 };
     if (sparse)
@@ -2725,6 +2737,7 @@ static expect expect_mha_plan(const attn_mha_desc *d)
 {
     expect e = { 0, 0 };
     if (reserved_nonzero(d->reserved, (int)(sizeof d->reserved / sizeof d->reserved[0])) ||
+        d->reserved_pad != 0 || !engine_ok(d->engine) ||
         (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
         !mask_mode_ok(d->mask_mode) || !mask_mode_ok(d->key_padding_mode) ||
         (d->weights != ATTN_WEIGHTS_NONE && d->weights != ATTN_WEIGHTS_PER_HEAD &&
@@ -2853,8 +2866,9 @@ static void print_mha(const attn_mha_desc *d, const unsigned bad[2], int t2, int
                 (unsigned long long)d->dropout_seed, (unsigned long long)d->dropout_offset);
     print_sparse(d->use_global_k, d->use_global_q, d->layout_per_head, d->reserved_flags,
                  d->block_size);
-    fprintf(stderr, " kpm=%d weights=%d threads=%d/%d bad=%u,%u%s\n", (int)d->key_padding_mode,
-            (int)d->weights, d->threads, t2, bad[0], bad[1], train ? " train" : "");
+    fprintf(stderr, " kpm=%d weights=%d engine=%d threads=%d/%d bad=%u,%u%s\n",
+            (int)d->key_padding_mode, (int)d->weights, (int)d->engine, d->threads, t2, bad[0],
+            bad[1], train ? " train" : "");
 }
 
 /* ------------------------------------------------------- MHA training */
@@ -3367,7 +3381,9 @@ static void fuzz_mha(rd *r, unsigned sel)
     d->use_bias = !!(opt & 32);
     d->mask_mode = (attn_mask_mode)pick(r, 3);
     d->key_padding_mode = (attn_mask_mode)pick(r, 3);
-    d->weights = (attn_weights_mode)pick(r, 3);
+    const unsigned wb = u8(r);
+    d->weights = (attn_weights_mode)(wb % 3);
+    d->engine = engine_of(wb / 3);
     unsigned tsel = u8(r);
     d->threads = (tsel & 7) == 7 ? 0 : 1 + (int)(tsel % 4);
     const int t2 = threads_other(d->threads, tsel >> 3);
@@ -4041,6 +4057,7 @@ static expect expect_linear_plan(const attn_linear_desc *d, int with_o)
 {
     expect e = { 0, 0 };
     if (reserved_nonzero(d->reserved, (int)(sizeof d->reserved / sizeof d->reserved[0])) ||
+        d->reserved_pad != 0 || !engine_ok(d->engine) ||
         (d->feature_map != ATTN_FEATURE_ELU1 && d->feature_map != ATTN_FEATURE_RELU &&
          d->feature_map != ATTN_FEATURE_IDENTITY) ||
         (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
@@ -4097,9 +4114,10 @@ static void print_linear(const attn_linear_desc *d, const unsigned bad[2], int t
     print_view("k", &d->k);
     print_view("v", &d->v);
     print_view("o", &d->o);
-    fprintf(stderr, " fmap=%d causal=%d align=%d eps=%g lens=%d/%d state=%d threads=%d/%d "
-            "bad=%u,%u\n", (int)d->feature_map, d->causal, (int)d->align, (double)d->eps,
-            d->use_kv_lens, d->use_q_lens, d->use_state, d->threads, t2, bad[0], bad[1]);
+    fprintf(stderr, " fmap=%d causal=%d align=%d eps=%g lens=%d/%d state=%d engine=%d "
+            "threads=%d/%d bad=%u,%u\n", (int)d->feature_map, d->causal, (int)d->align,
+            (double)d->eps, d->use_kv_lens, d->use_q_lens, d->use_state, (int)d->engine,
+            d->threads, t2, bad[0], bad[1]);
 }
 
 /* A float view into dense double [B][H][S][D], with 0 where the library
@@ -4166,7 +4184,9 @@ static void fuzz_linear(rd *r, unsigned sel)
     }
     int64_t B = 1 + pick(r, 3), Hkv = 1 + pick(r, 2), g = 1 + pick(r, 3);
     int64_t n = 1 + pick(r, 8), m = 1 + pick(r, 10), dk = 1 + pick(r, 6), dv = 1 + pick(r, 6);
-    switch (u8(r) % 8) {
+    const unsigned shape = u8(r);
+    attn_engine engine = engine_of(shape >> 3);
+    switch (shape % 8) {
     case 1: /* past a chunk of 64 rows */
         B = 1;
         Hkv = 1;
@@ -4189,6 +4209,7 @@ static void fuzz_linear(rd *r, unsigned sel)
     attn_linear_bwd_desc bd;
     attn_linear_bwd_desc_init(&bd);
     attn_linear_desc *d = &bd.fwd;
+    d->engine = engine;
     d->batch = B;
     d->kv_heads = Hkv;
     d->q_heads = Hkv * g;
