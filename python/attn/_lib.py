@@ -54,6 +54,36 @@ class View(ctypes.Structure):
     _fields_ = [("batch", c_int64), ("head", c_int64), ("seq", c_int64)]
 
 
+# Runs of fields attn_sdpa_desc and attn_mha_desc share, in the same order.
+_OPTIONS = [                      # scale ... mask_mode, mask, use_bias, bias
+    ("scale", c_float),
+    ("align", c_int),
+    ("window_left", c_int64),
+    ("window_right", c_int64),
+    ("use_kv_lens", c_int),
+    ("use_q_lens", c_int),
+    ("mask_mode", c_int),
+    ("mask", View),
+    ("use_bias", c_int),
+    ("bias", View),
+]
+_DROPOUT_SPARSE = [               # threads ... block_size
+    ("threads", c_int),
+    ("dropout_p", c_double),
+    ("dropout_seed", c_uint64),
+    ("dropout_offset", c_uint64),
+    ("use_global_k", c_int),
+    ("use_global_q", c_int),
+    ("layout_per_head", c_int),
+    ("reserved_flags", c_int),
+    ("block_size", c_int64),
+]
+
+
+def _engine_tail(reserved):
+    return [("engine", c_int), ("reserved_pad", c_int), ("reserved", c_int64 * reserved)]
+
+
 class SdpaDesc(ctypes.Structure):
     """attn_sdpa_desc."""
     _fields_ = [
@@ -68,38 +98,18 @@ class SdpaDesc(ctypes.Structure):
         ("k", View),
         ("v", View),
         ("o", View),
-        ("scale", c_float),
-        ("align", c_int),
-        ("window_left", c_int64),
-        ("window_right", c_int64),
-        ("use_kv_lens", c_int),
-        ("use_q_lens", c_int),
-        ("mask_mode", c_int),
-        ("mask", View),
-        ("use_bias", c_int),
-        ("bias", View),
+    ] + _OPTIONS + [
         ("want_probs", c_int),
         ("probs", View),
         ("want_lse", c_int),
         ("lse", View),
-        ("threads", c_int),
-        ("dropout_p", c_double),
-        ("dropout_seed", c_uint64),
-        ("dropout_offset", c_uint64),
-        ("use_global_k", c_int),
-        ("use_global_q", c_int),
-        ("layout_per_head", c_int),
-        ("reserved_flags", c_int),
-        ("block_size", c_int64),
+    ] + _DROPOUT_SPARSE + [
         ("k_type", c_int),
         ("v_type", c_int),
         ("kv_block_size", c_int64),
         ("kv_num_blocks", c_int64),
         ("kv_max_blocks", c_int64),
-        ("engine", c_int),
-        ("reserved_pad", c_int),
-        ("reserved", c_int64 * 5),
-    ]
+    ] + _engine_tail(5)
 
 
 class SdpaArgs(ctypes.Structure):
@@ -128,31 +138,10 @@ class MhaDesc(ctypes.Structure):
         ("key_stride", c_int64),
         ("value_stride", c_int64),
         ("out_stride", c_int64),
-        ("scale", c_float),
-        ("align", c_int),
-        ("window_left", c_int64),
-        ("window_right", c_int64),
-        ("use_kv_lens", c_int),
-        ("use_q_lens", c_int),
-        ("mask_mode", c_int),
-        ("mask", View),
-        ("use_bias", c_int),
-        ("bias", View),
+    ] + _OPTIONS + [
         ("key_padding_mode", c_int),
         ("weights", c_int),
-        ("threads", c_int),
-        ("dropout_p", c_double),
-        ("dropout_seed", c_uint64),
-        ("dropout_offset", c_uint64),
-        ("use_global_k", c_int),
-        ("use_global_q", c_int),
-        ("layout_per_head", c_int),
-        ("reserved_flags", c_int),
-        ("block_size", c_int64),
-        ("engine", c_int),
-        ("reserved_pad", c_int),
-        ("reserved", c_int64 * 9),
-    ]
+    ] + _DROPOUT_SPARSE + _engine_tail(9)
 
 
 class MhaWeights(ctypes.Structure):
