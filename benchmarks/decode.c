@@ -616,6 +616,15 @@ static void ratio(const bench_env *env, int nthreads, const char *what, double v
         printf("  %-42s %6.2f   (target >= %.2f: %s)\n", what, value, target, met ? "met" : "NOT met");
 }
 
+/* The attn rows the bandwidth target and the roofline are reported for:
+ * not the in-order paging diagnostic, not the sweep DL (a plot, no
+ * targets). */
+static int with_targets(const kept *k)
+{
+    return k->impl == IMPL_ATTN && strcmp(k->label, "f16-pg-ord") != 0 &&
+           strncmp(k->case_id, "DL", 2) != 0;
+}
+
 void decode_print_ratios(int nthreads, const bench_env *env)
 {
     if (!env->json)
@@ -650,8 +659,7 @@ void decode_print_ratios(int nthreads, const bench_env *env)
                    "D2 paged in order/contiguous speed", pc->ms / po->ms);
     }
     for (int i = 0; i < ndone; i++) {
-        if (done[i].impl != IMPL_ATTN || !strcmp(done[i].label, "f16-pg-ord") ||
-            !strncmp(done[i].case_id, "DL", 2))   /* the sweep: a plot, no targets */
+        if (!with_targets(&done[i]))
             continue;
         char what[64];
         snprintf(what, sizeof what, "%s %s fraction of read bandwidth", done[i].case_id,
@@ -660,8 +668,7 @@ void decode_print_ratios(int nthreads, const bench_env *env)
         any = 1;
     }
     for (int i = 0; i < ndone; i++) {
-        if (done[i].impl != IMPL_ATTN || !strcmp(done[i].label, "f16-pg-ord") ||
-            !strncmp(done[i].case_id, "DL", 2))
+        if (!with_targets(&done[i]))
             continue;
         if (env->json)
             printf("{\"kind\":\"decode\",\"ratio\":\"%s %s fraction of the roofline\","
