@@ -12,6 +12,8 @@ import json
 import math
 import sys
 
+import svgplot
+
 # (impl, row) -> (label, colour, dashed)
 SERIES = [
     (("attn", "f32"), ("attn decode path, F32 cache", "#2b7bba", False)),
@@ -45,66 +47,44 @@ def main():
     ytop = 10 * math.ceil(ymax * 1.05 / 10)
     x0, x1 = math.log2(min(xs)), math.log2(max(xs))
     PW, PH, left, gap, top, bottom, legend = 420, 380, 60, 50, 50, 50, 260
-    W = left + len(threads) * PW + (len(threads) - 1) * gap + legend
-    H = top + PH + bottom
-    svg = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
-           'font-family="sans-serif" font-size="12">' % (W, H),
-           '<rect width="100%" height="100%" fill="white"/>',
-           '<text x="%d" y="22" font-size="14">Decode: K/V read speed against cache length '
-           '(S5: 32 query heads, 8 KV heads, d 128, 1 query)</text>' % left]
+    pg = svgplot.Page(left + len(threads) * PW + (len(threads) - 1) * gap + legend,
+                      top + PH + bottom, "Decode: K/V read speed against cache length "
+                      "(S5: 32 query heads, 8 KV heads, d 128, 1 query)",
+                      left=left, right=legend, top=top, bottom=bottom)
+
+    def Y(g):
+        return top + PH * (1 - g / ytop)
+
     for pi, t in enumerate(threads):
         ox = left + pi * (PW + gap)
 
         def X(m):
             return ox + PW * (math.log2(m) - x0) / max(x1 - x0, 1)
 
-        def Y(g):
-            return top + PH * (1 - g / ytop)
-
-        svg.append('<text x="%d" y="%d" font-weight="bold">%d thread%s</text>' %
-                   (ox, top - 10, t, "s" if t > 1 else ""))
+        pg.text(ox, top - 10, "%d thread%s" % (t, "s" if t > 1 else ""), bold=True)
         for g in range(0, int(ytop) + 1, 10):
-            svg.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>' %
-                       (ox, ox + PW, Y(g), Y(g)))
-            svg.append('<text x="%d" y="%.1f" text-anchor="end">%d</text>' % (ox - 6, Y(g) + 4, g))
+            pg.hline(Y(g), "#ddd", x0=ox, x1=ox + PW)
+            pg.text(ox - 6, Y(g) + 4, "%d" % g, anchor="end")
         for p in range(int(x0), int(x1) + 1):
             m = 2 ** p
-            svg.append('<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#eee"/>' %
-                       (X(m), X(m), top, top + PH))
-            svg.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (
-                X(m), top + PH + 18, "%dk" % (m // 1024) if m >= 1024 else str(m)))
-        svg.append('<text x="%d" y="%d" text-anchor="middle">cached tokens</text>' %
-                   (ox + PW // 2, H - 12))
+            pg.vline(X(m), "#eee", top, top + PH)
+            pg.text(X(m), top + PH + 18, "%dk" % (m // 1024) if m >= 1024 else str(m),
+                    anchor="middle")
+        pg.text(ox + PW // 2, pg.H - 12, "cached tokens", anchor="middle")
         if pi == 0:
-            svg.append('<text x="16" y="%d" transform="rotate(-90 16 %d)" '
-                       'text-anchor="middle">GB/s of K/V read</text>' % (top + PH // 2,
-                                                                          top + PH // 2))
+            pg.text(16, top + PH // 2, "GB/s of K/V read", anchor="middle", rotate=-90)
         if t in bw:
-            svg.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#d73027" '
-                       'stroke-width="1.5" stroke-dasharray="3,3"/>' % (ox, ox + PW, Y(bw[t]),
-                                                                         Y(bw[t])))
-            svg.append('<text x="%d" y="%.1f" fill="#d73027">read bandwidth %.1f GB/s</text>' %
-                       (ox + 6, Y(bw[t]) - 6, bw[t]))
+            pg.hline(Y(bw[t]), "#d73027", dash="3,3", width=1.5, x0=ox, x1=ox + PW)
+            pg.text(ox + 6, Y(bw[t]) - 6, "read bandwidth %.1f GB/s" % bw[t], color="#d73027")
         for key, (label, color, dashed) in SERIES:
-            if key not in pts[t]:
-                continue
-            v = sorted(pts[t][key])
-            dash = ' stroke-dasharray="6,4"' if dashed else ""
-            svg.append('<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>' % (
-                color, dash, " ".join("%.1f,%.1f" % (X(m), Y(g)) for m, g in v)))
-            for m, g in v:
-                svg.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>' % (X(m), Y(g), color))
-    lx, ly = W - legend + 20, top + 10
+            if key in pts[t]:
+                pg.series([(X(m), Y(g)) for m, g in sorted(pts[t][key])], color,
+                          "6,4" if dashed else None)
+    ly = top + 10
     for _, (label, color, dashed) in SERIES:
-        dash = ' stroke-dasharray="6,4"' if dashed else ""
-        svg.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"%s/>' % (
-            lx, lx + 24, ly, ly, color, dash))
-        svg.append('<text x="%d" y="%d">%s</text>' % (lx + 30, ly + 4, label))
+        pg.line_key(pg.W - legend + 20, ly, color, label, "6,4" if dashed else None)
         ly += 20
-    svg.append('</svg>')
-    with open(out, "w") as f:
-        f.write("\n".join(svg) + "\n")
-
+    pg.save(out)
 
 if __name__ == "__main__":
     main()

@@ -10,6 +10,8 @@ import json
 import math
 import sys
 
+import svgplot
+
 # (case prefix, impl) -> (label, colour, dashed)
 SERIES = [
     (("L1", "attn"), ("attn linear, causal (L1)", "#2b7bba", False)),
@@ -46,51 +48,27 @@ def main():
     ys = [t for v in pts.values() for _, t in v]
     x0, x1 = math.log2(min(xs)), math.log2(max(xs))
     y0, y1 = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
-    W, H, left, right, top, bottom = 900, 520, 70, 300, 40, 50
+    pg = svgplot.Page(900, 520, "Time against n, B = 1, H = 8, d = 64, %d thread%s "
+                      "(median ms, log-log)" % (threads, "s" if threads > 1 else ""),
+                      right=300, top=40, bottom=50)
 
     def X(n):
-        return left + (W - left - right) * (math.log2(n) - x0) / max(x1 - x0, 1)
+        return pg.left + pg.plot_w * (math.log2(n) - x0) / max(x1 - x0, 1)
 
-    def Y(t):
-        return top + (H - top - bottom) * (1 - (math.log10(t) - y0) / max(y1 - y0, 1))
-
-    svg = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
-           'font-family="sans-serif" font-size="12">' % (W, H),
-           '<rect width="100%" height="100%" fill="white"/>',
-           '<text x="%d" y="24" font-size="14">Time against n, B = 1, H = 8, d = 64, %d '
-           'thread%s (median ms, log-log)</text>' % (left, threads, "s" if threads > 1 else "")]
-    for e in range(y0, y1 + 1):
-        yy = Y(10 ** e)
-        svg.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>' %
-                   (left, W - right, yy, yy))
-        svg.append('<text x="%d" y="%.1f" text-anchor="end">%g</text>' % (left - 6, yy + 4,
-                                                                          10 ** e))
+    Y = pg.log_y(y0, y1)
     for p in range(int(x0), int(x1) + 1):
-        xx = X(2 ** p)
-        svg.append('<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#eee"/>' %
-                   (xx, xx, top, H - bottom))
-        svg.append('<text x="%.1f" y="%d" text-anchor="middle">%dk</text>' %
-                   (xx, H - bottom + 18, 2 ** p // 1024))
-    svg.append('<text x="%d" y="%d" text-anchor="middle">n (tokens)</text>' %
-               ((left + W - right) // 2, H - 12))
-    ly = top + 10
+        pg.vline(X(2 ** p), "#eee")
+        pg.text(X(2 ** p), pg.H - pg.bottom + 18, "%dk" % (2 ** p // 1024), anchor="middle")
+    pg.text((pg.left + pg.W - pg.right) // 2, pg.H - 12, "n (tokens)", anchor="middle")
+    ly = pg.top + 10
     for key, (label, color, dashed) in SERIES:
         if key not in pts:
             continue
-        v = sorted(pts[key])
-        dash = ' stroke-dasharray="6,4"' if dashed else ""
-        svg.append('<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>' % (
-            color, dash, " ".join("%.1f,%.1f" % (X(n), Y(t)) for n, t in v)))
-        for n, t in v:
-            svg.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>' % (X(n), Y(t), color))
-        svg.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"%s/>' % (
-            W - right + 20, W - right + 44, ly, ly, color, dash))
-        svg.append('<text x="%d" y="%d">%s</text>' % (W - right + 50, ly + 4, label))
+        dash = "6,4" if dashed else None
+        pg.series([(X(n), Y(t)) for n, t in sorted(pts[key])], color, dash)
+        pg.line_key(pg.W - pg.right + 20, ly, color, label, dash)
         ly += 20
-    svg.append('</svg>')
-    with open(out, "w") as f:
-        f.write("\n".join(svg) + "\n")
-
+    pg.save(out)
 
 if __name__ == "__main__":
     main()
