@@ -25,10 +25,13 @@ void attn_gemm_tn(const struct attn_gemm_kernels *gk, int M, int N, int K, float
                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
                   int ldc);
 
-/* Rows [0, rows) of a matrix asked for ahead of use, into L2
- * (prefetch.c): row r at base + r * ld floats, width floats of it; write:
- * the rows are about to be stored. */
-void attn_prefetch_rows(const float *base, int64_t ld, int64_t rows, int64_t width, int write);
+/* Rows [r0, r1) of a matrix asked for ahead of use, into L2 (prefetch.c):
+ * row r at base + r * ld floats, width floats of it; write: the rows are
+ * about to be stored.  Nothing when r1 <= r0; only the rows' own addresses
+ * are formed, so r0 and r1 may be the bounds of an empty range at the
+ * matrix's end. */
+void attn_prefetch_rows(const float *base, int64_t ld, int64_t r0, int64_t r1, int64_t width,
+                        int write);
 
 /* Checked arithmetic for counts and byte sizes: a result above
  * ATTN_SIZE_LIMIT (what both an int64_t index and a size_t byte count hold)

@@ -2,10 +2,11 @@
  * next operands come from memory while the current ones are computed on. */
 #include "core/core.h"
 
-void attn_prefetch_rows(const float *base, int64_t ld, int64_t rows, int64_t width, int write)
+void attn_prefetch_rows(const float *base, int64_t ld, int64_t r0, int64_t r1, int64_t width,
+                        int write)
 {
     const int64_t bytes = width * (int64_t)sizeof(float);
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         const char *row = (const char *)(base + r * ld);
         for (int64_t x = 0; x < bytes; x += 64) {
             if (write)

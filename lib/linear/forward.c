@@ -293,14 +293,14 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
         if (i1 < geo.qlen) {
             const int64_t n1 = i1 + C < geo.qlen ? i1 + C : geo.qlen;
             const int64_t k1 = kh + C < geo.kvlen ? kh + C : geo.kvlen;
-            attn_prefetch_rows(kk + kc * d->k.seq, d->k.seq, k1 - kl - kc, dk, 0);
-            attn_prefetch_rows(vv + kc * d->v.seq, d->v.seq, k1 - kl - kc, dv, 0);
+            attn_prefetch_rows(kk, d->k.seq, kc, k1 - kl, dk, 0);
+            attn_prefetch_rows(vv, d->v.seq, kc, k1 - kl, dv, 0);
             for (int64_t hh = 0; hh < g; hh++) {
                 const int64_t h = hk * g + hh;
-                attn_prefetch_rows(a->q + b * d->q.batch + h * d->q.head + i1 * d->q.seq,
-                                   d->q.seq, n1 - i1, dk, 0);
-                attn_prefetch_rows(a->o + b * d->o.batch + h * d->o.head + i1 * d->o.seq,
-                                   d->o.seq, n1 - i1, dv, 1);
+                attn_prefetch_rows(a->q + b * d->q.batch + h * d->q.head, d->q.seq, i1, n1, dk,
+                                   0);
+                attn_prefetch_rows(a->o + b * d->o.batch + h * d->o.head, d->o.seq, i1, n1, dv,
+                                   1);
             }
         }
         if (kc > 0) {

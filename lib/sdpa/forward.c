@@ -341,10 +341,10 @@ static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     for (int64_t c0 = r0; c0 < r1; c0 += step) {
         const int64_t c1 = c0 + step < r1 ? c0 + step : r1;
         /* The next slice's Q and O rows, on their way while this one runs. */
-        if (p->tile && c1 < r1) {
-            const int64_t nx = r1 - c1 < step ? r1 - c1 : step;
-            attn_prefetch_rows(sg->q + c1 * sg->ldq, sg->ldq, nx, p->d.qk_dim, 0);
-            attn_prefetch_rows(sg->o + c1 * sg->ldo, sg->ldo, nx, p->d.v_dim, 1);
+        if (p->tile) {
+            const int64_t c2 = c1 + step < r1 ? c1 + step : r1;
+            attn_prefetch_rows(sg->q, sg->ldq, c1, c2, p->d.qk_dim, 0);
+            attn_prefetch_rows(sg->o, sg->ldo, c1, c2, p->d.v_dim, 1);
         }
         run_rows_part(p, a, w, sg, c0, c1, cs, ce, b, h0, i0, rows, t, kt, fresh);
     }
@@ -469,7 +469,7 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
             /* V is first needed after a slice's scores and softmax: ask
              * for it now, so that it comes from memory meanwhile. */
             if (!p->kv_copy)
-                attn_prefetch_rows((const float *)kv_row(&kt.v, t), kt.v.ld, nt, dv, 0);
+                attn_prefetch_rows((const float *)kv_row(&kt.v, 0), kt.v.ld, t, t + nt, dv, 0);
             p->gk->transpose(k0, p->kv_copy ? d->qk_dim : kt.k.ld, nt, d->qk_dim, w->kt, p->ldt);
         }
         for (int64_t si = 0; si < nseg; si++) {

@@ -460,12 +460,11 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
      * too. */
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
-            attn_prefetch_rows(v + seg[x].j0 * d->v.seq, d->v.seq, seg[x].len, d->v_dim, 0);
+            attn_prefetch_rows(v, d->v.seq, seg[x].j0, seg[x].j0 + seg[x].len, d->v_dim, 0);
     if (w->ahead && nseg > 0) {
         const int64_t j0 = seg[nseg - 1].j0 + seg[nseg - 1].len;
         const int64_t j1 = j0 + bk < w->ahead ? j0 + bk : w->ahead;
-        if (j1 > j0)
-            attn_prefetch_rows(k + j0 * d->k.seq, d->k.seq, j1 - j0, d->qk_dim, 0);
+        attn_prefetch_rows(k, d->k.seq, j0, j1, d->qk_dim, 0);
     }
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
@@ -699,13 +698,12 @@ static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
         const int64_t j0 = w->hi[rows - 1] < kvlen ? w->hi[rows - 1] : kvlen;
         const int64_t j1 = j0 + nr < kvlen ? j0 + nr : kvlen;
         const int64_t n1 = ie + nr < qlen ? ie + nr : qlen;
-        attn_prefetch_rows(a->k + b * d->k.batch + hk * d->k.head + j0 * d->k.seq, d->k.seq,
-                           j1 - j0, d->qk_dim, 0);
-        attn_prefetch_rows(a->v + b * d->v.batch + hk * d->v.head + j0 * d->v.seq, d->v.seq,
-                           j1 - j0, dv, 0);
-        attn_prefetch_rows(a->q + b * d->q.batch + h * d->q.head + ie * d->q.seq, d->q.seq,
-                           n1 - ie, d->qk_dim, 0);
-        attn_prefetch_rows(o_row(p, a, b, h, ie), d->o.seq, n1 - ie, dv, 1);
+        attn_prefetch_rows(a->k + b * d->k.batch + hk * d->k.head, d->k.seq, j0, j1, d->qk_dim,
+                           0);
+        attn_prefetch_rows(a->v + b * d->v.batch + hk * d->v.head, d->v.seq, j0, j1, dv, 0);
+        attn_prefetch_rows(a->q + b * d->q.batch + h * d->q.head, d->q.seq, ie, n1, d->qk_dim,
+                           0);
+        attn_prefetch_rows(o_row(p, a, b, h, 0), d->o.seq, ie, n1, dv, 1);
     }
     sgroup g;
     for (int64_t r0 = 0; next_group(p, a, w, b, h, i0, rows, kvlen, r0, &g); r0 = g.r1)
