@@ -37,8 +37,9 @@ STATUS_NAMES = (
 )
 
 ALIGN_TOP_LEFT = 0
-ENGINES = {"auto": 0, "blas": 1, "tile": 2}   # attn_engine
 ALIGN_BOTTOM_RIGHT = 1
+
+ENGINES = {"auto": 0, "blas": 1, "tile": 2}   # attn_engine
 
 MASK_NONE = 0
 MASK_KEEP_NONZERO = 1
