@@ -2,7 +2,7 @@
  * plan at run time (attn_kernels_select).  Every kernel has a portable C
  * twin; exp() is the same polynomial everywhere:
  *   exp(x) = 2^k * e^r, k = round(x / ln 2), |r| <= ln 2 / 2,
- *   e^r by a degree-7 polynomial (Cephes' expf coefficients), error ~1 ulp;
+ *   e^r by a degree-6 polynomial (scalar.c), error about 1 ulp;
  *   x < -87.336 (including -INFINITY) gives exactly 0 (no denormals);
  *   NaN stays NaN. */
 #ifndef ATTN_KERNELS_H
