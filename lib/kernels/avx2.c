@@ -5,27 +5,31 @@
 #include <math.h>
 #include <string.h>
 
-/* The steps of attn_exp_scalar.  Lanes below lo are cleared at the end
- * (their arithmetic, even on -inf, is discarded); min(hi, x) returns x
- * when x is NaN, so NaN propagates; above log(FLT_MAX) the product by 2^k
- * overflows to inf. */
-static inline __m256 exp8(__m256 x)
+/* The steps of attn_exp_scalar, 2^(j/16) by two permutes of the table's
+ * halves (each reads the low 3 bits of a lane of t) and a blend on bit 3.
+ * Lanes below lo are cleared at the end (their arithmetic, even on -inf,
+ * is discarded); min(hi, x) returns x when x is NaN, so NaN propagates;
+ * above log(FLT_MAX) the product by 2^k overflows to inf. */
+static inline __m256 exp8(const __m256 *tab, __m256 x)
 {
     const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.336544f), _CMP_LT_OQ);
+    const __m256 magic = _mm256_set1_ps(786432.0f);
     const __m256 xc = _mm256_min_ps(_mm256_set1_ps(100.0f), x);
-    __m256 k = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), xc);
-    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.3843586202710867e-3f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.374192751944065e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.166800528764725e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666430234909058e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.999999403953552e-1f));
+    const __m256 t = _mm256_fmadd_ps(xc, _mm256_set1_ps(1.44269504088896341f), magic);
+    const __m256 y = _mm256_sub_ps(t, magic);
+    __m256 r = _mm256_fnmadd_ps(y, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(y, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_fmadd_ps(r, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    __m256 e = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    /* 2^k as two normal factors (k in [-126, 144]). */
-    __m256i ki = _mm256_cvtps_epi32(k);
+    const __m256 q = _mm256_mul_ps(p, r);
+    const __m256i ti = _mm256_castps_si256(t);
+    const __m256 hi8 = _mm256_castsi256_ps(_mm256_slli_epi32(ti, 28));  /* bit 3 -> sign */
+    const __m256 tb = _mm256_blendv_ps(_mm256_permutevar8x32_ps(tab[0], ti),
+                                       _mm256_permutevar8x32_ps(tab[1], ti), hi8);
+    __m256 e = _mm256_fmadd_ps(tb, q, tb);
+    /* k = floor(y): (t's encoding - magic's) is round(16 x log2(e)). */
+    const __m256i ki = _mm256_srai_epi32(_mm256_sub_epi32(ti, _mm256_set1_epi32(0x49400000)), 4);
+    /* 2^k as two normal factors (k in [-127, 144]). */
     __m256i k1 = _mm256_srai_epi32(ki, 1);
     __m256i k2 = _mm256_sub_epi32(ki, k1);
     __m256i bias = _mm256_set1_epi32(127);
@@ -125,25 +129,26 @@ static float prep_max_avx2(float *s, int64_t n, const float *bias, const uint8_t
 
 static float exp_sum_avx2(float *x, int64_t n, float m)
 {
+    const __m256 tab[2] = { _mm256_loadu_ps(attn_exp2_16), _mm256_loadu_ps(attn_exp2_16 + 8) };
     __m256 vm = _mm256_set1_ps(m);
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
-        __m256 a = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), vm));
-        __m256 b = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), vm));
+        __m256 a = exp8(tab, _mm256_sub_ps(_mm256_loadu_ps(x + j), vm));
+        __m256 b = exp8(tab, _mm256_sub_ps(_mm256_loadu_ps(x + j + 8), vm));
         _mm256_storeu_ps(x + j, a);
         _mm256_storeu_ps(x + j + 8, b);
         s0 = _mm256_add_ps(s0, a);
         s1 = _mm256_add_ps(s1, b);
     }
     for (; j + 8 <= n; j += 8) {
-        __m256 a = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), vm));
+        __m256 a = exp8(tab, _mm256_sub_ps(_mm256_loadu_ps(x + j), vm));
         _mm256_storeu_ps(x + j, a);
         s0 = _mm256_add_ps(s0, a);
     }
     if (j < n) {
         __m256i k = tail_mask(n - j);
-        __m256 a = exp8(_mm256_sub_ps(_mm256_maskload_ps(x + j, k), vm));
+        __m256 a = exp8(tab, _mm256_sub_ps(_mm256_maskload_ps(x + j, k), vm));
         a = _mm256_and_ps(a, _mm256_castsi256_ps(k));
         _mm256_maskstore_ps(x + j, k, a);
         s1 = _mm256_add_ps(s1, a);
@@ -153,14 +158,15 @@ static float exp_sum_avx2(float *x, int64_t n, float m)
 
 static void exp_store_avx2(float *dst, const float *src, int64_t n, float m)
 {
+    const __m256 tab[2] = { _mm256_loadu_ps(attn_exp2_16), _mm256_loadu_ps(attn_exp2_16 + 8) };
     __m256 vm = _mm256_set1_ps(m);
     int64_t j = 0;
     for (; j + 8 <= n; j += 8)
-        _mm256_storeu_ps(dst + j, exp8(_mm256_sub_ps(_mm256_loadu_ps(src + j), vm)));
+        _mm256_storeu_ps(dst + j, exp8(tab, _mm256_sub_ps(_mm256_loadu_ps(src + j), vm)));
     if (j < n) {
         __m256i k = tail_mask(n - j);
         _mm256_maskstore_ps(dst + j, k,
-                            exp8(_mm256_sub_ps(_mm256_maskload_ps(src + j, k), vm)));
+                            exp8(tab, _mm256_sub_ps(_mm256_maskload_ps(src + j, k), vm)));
     }
 }
 

@@ -5,26 +5,26 @@
 #include <math.h>
 #include <string.h>
 
-/* The steps of attn_exp_scalar.  Lanes below lo become 0 through the
- * zeroing mask of scalef (their arithmetic, even on -inf, is discarded);
- * min(hi, x) returns x when x is NaN, so NaN propagates; above log(FLT_MAX)
- * scalef overflows to inf. */
-static inline __m512 exp16(__m512 x)
+/* The steps of attn_exp_scalar, 2^(j/16) by a permute of the table (it
+ * reads the low 4 bits of each lane of t) and 2^k by scalef (which takes
+ * floor(y) = k).  Lanes below lo become 0 through scalef's zeroing mask
+ * (their arithmetic, even on -inf, is discarded); min(hi, x) returns x
+ * when x is NaN, so NaN propagates; above log(FLT_MAX) scalef overflows to
+ * inf.  13 vector operations, 8 of them on the FMA pipes. */
+static inline __m512 exp16(__m512 tab16, __m512 x)
 {
     const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.336544f), _CMP_NLT_UQ);
+    const __m512 magic = _mm512_set1_ps(786432.0f);
     const __m512 xc = _mm512_min_ps(_mm512_set1_ps(100.0f), x);
-    __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), xc);
-    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.3843586202710867e-3f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.374192751944065e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.166800528764725e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666430234909058e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.999999403953552e-1f));
+    const __m512 t = _mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), magic);
+    const __m512 y = _mm512_sub_ps(t, magic);
+    __m512 r = _mm512_fnmadd_ps(y, _mm512_set1_ps(0.693359375f), xc);
+    r = _mm512_fnmadd_ps(y, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_fmadd_ps(r, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_maskz_scalef_ps(keep, p, k);
+    const __m512 q = _mm512_mul_ps(p, r);
+    const __m512 tab = _mm512_permutexvar_ps(_mm512_castps_si512(t), tab16);
+    return _mm512_maskz_scalef_ps(keep, _mm512_fmadd_ps(tab, q, tab), y);
 }
 
 static inline __mmask16 tail16(int64_t r)
@@ -94,25 +94,26 @@ static float prep_max_avx512(float *s, int64_t n, const float *bias, const uint8
 
 static float exp_sum_avx512(float *x, int64_t n, float m)
 {
+    const __m512 tab16 = _mm512_loadu_ps(attn_exp2_16);
     __m512 vm = _mm512_set1_ps(m);
     __m512 s0 = _mm512_setzero_ps(), s1 = s0;
     int64_t j = 0;
     for (; j + 32 <= n; j += 32) {
-        __m512 a = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), vm));
-        __m512 b = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j + 16), vm));
+        __m512 a = exp16(tab16, _mm512_sub_ps(_mm512_loadu_ps(x + j), vm));
+        __m512 b = exp16(tab16, _mm512_sub_ps(_mm512_loadu_ps(x + j + 16), vm));
         _mm512_storeu_ps(x + j, a);
         _mm512_storeu_ps(x + j + 16, b);
         s0 = _mm512_add_ps(s0, a);
         s1 = _mm512_add_ps(s1, b);
     }
     for (; j + 16 <= n; j += 16) {
-        __m512 a = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), vm));
+        __m512 a = exp16(tab16, _mm512_sub_ps(_mm512_loadu_ps(x + j), vm));
         _mm512_storeu_ps(x + j, a);
         s0 = _mm512_add_ps(s0, a);
     }
     if (j < n) {
         __mmask16 k = tail16(n - j);
-        __m512 a = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), vm));
+        __m512 a = exp16(tab16, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), vm));
         a = _mm512_maskz_mov_ps(k, a);
         _mm512_mask_storeu_ps(x + j, k, a);
         s1 = _mm512_add_ps(s1, a);
@@ -122,14 +123,15 @@ static float exp_sum_avx512(float *x, int64_t n, float m)
 
 static void exp_store_avx512(float *dst, const float *src, int64_t n, float m)
 {
+    const __m512 tab16 = _mm512_loadu_ps(attn_exp2_16);
     __m512 vm = _mm512_set1_ps(m);
     int64_t j = 0;
     for (; j + 16 <= n; j += 16)
-        _mm512_storeu_ps(dst + j, exp16(_mm512_sub_ps(_mm512_loadu_ps(src + j), vm)));
+        _mm512_storeu_ps(dst + j, exp16(tab16, _mm512_sub_ps(_mm512_loadu_ps(src + j), vm)));
     if (j < n) {
         __mmask16 k = tail16(n - j);
         _mm512_mask_storeu_ps(dst + j, k,
-                              exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, src + j), vm)));
+                              exp16(tab16, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, src + j), vm)));
     }
 }
 

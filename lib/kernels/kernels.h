@@ -1,8 +1,9 @@
 /* Row kernels of the softmax and of dropout, one table per instruction set, chosen once per
  * plan at run time (attn_kernels_select).  Every kernel has a portable C
  * twin; exp() is the same polynomial everywhere:
- *   exp(x) = 2^k * e^r, k = round(x / ln 2), |r| <= ln 2 / 2,
- *   e^r by a degree-6 polynomial (scalar.c), error about 1 ulp;
+ *   exp(x) = 2^k * 2^(j/16) * e^r, k + j/16 = round(16 x / ln 2) / 16,
+ *   |r| <= ln 2 / 32, 2^(j/16) from a table, e^r by a cubic (scalar.c),
+ *   error 1.2e-7 relative at most;
  *   x < -87.336 (including -INFINITY) gives exactly 0 (no denormals);
  *   NaN stays NaN. */
 #ifndef ATTN_KERNELS_H
@@ -75,7 +76,10 @@ int attn_simd_cap(void);
 /* The best table this CPU runs, capped by attn_simd_cap(). */
 const attn_kernels *attn_kernels_select(void);
 
-/* Scalar exp with the polynomial above, shared with the SIMD tails. */
+/* Scalar exp with the steps above, shared with the SIMD tails. */
 float attn_exp_scalar(float x);
+
+/* 2^(j/16) for j = 0..15, the table of every exp. */
+extern const float attn_exp2_16[16];
 
 #endif
