@@ -45,7 +45,8 @@ float attn_exp_scalar(float x)
     const float e = tab * q + tab;
     if (isnan(e))
         return e;
-    const int32_t ki = (int32_t)floorf(y);
+    /* k = floor(y): y + 128 > 0 here, and it is exact. */
+    const int32_t ki = (int32_t)(y + 128.0f) - 128;
     /* 2^k for k in [-127, 144]: two factors, each a normal float. */
     int32_t k1 = ki / 2, k2 = ki - k1;
     uint32_t b1 = (uint32_t)(k1 + 127) << 23, b2 = (uint32_t)(k2 + 127) << 23;
