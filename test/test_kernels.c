@@ -406,6 +406,84 @@ static void test_dropout_rows(void **state)
     }
 }
 
+/* softmax_rows against its contract, spelled out here over the same
+ * table's row_max and exp_sum: bitwise, on blocks of 1-13 rows of every
+ * length, scores of either sign, rows all -INFINITY or holding a NaN, and
+ * running maxima that are -INFINITY, NaN, below or above the row's; the
+ * stride's padding between rows must stay untouched. */
+static void test_softmax_rows(void **state)
+{
+    (void)state;
+    enum { RMAX = 13, PAD = 5 };
+    const attn_kernels *all[4] = { &attn_kernels_scalar };
+    for (int t = 0; t < ntables; t++)
+        all[t + 1] = tables[t];
+    const int64_t cap = (MAXN + PAD * 2) * RMAX;
+    float *got = malloc((size_t)cap * sizeof(float)), *want = malloc((size_t)cap * sizeof(float));
+    assert_non_null(got);
+    assert_non_null(want);
+    long rows = 0;
+    for (int t = 0; t <= ntables; t++)
+        for (int i = 0; i < NLENGTHS; i++) {
+            const int64_t n = length_of(i);
+            if (n == 0)
+                continue;
+            const int64_t R = 1 + i % RMAX, lds = n + (i % 3) * PAD;
+            float m0[RMAX], l0[RMAX], m1[RMAX], l1[RMAX], c0[RMAX], c1[RMAX];
+            for (int64_t x = 0; x < R * lds; x++)
+                want[x] = POISON;
+            for (int64_t r = 0; r < R; r++) {
+                float *row = want + r * lds;
+                const double range = r % 4 == 2 ? 100.0 : 8.0;
+                for (int64_t j = 0; j < n; j++)
+                    row[j] = (float)(range * (2.0 * urand() - 1.0));
+                if (r % 7 == 3)
+                    for (int64_t j = 0; j < n; j++)
+                        row[j] = -INFINITY;
+                if (r % 9 == 5)
+                    row[(int64_t)(urand() * n)] = NAN;
+                const int k = (int)((r + i) % 6);
+                m0[r] = k == 0 ? -INFINITY : k == 1 && i % 4 == 0 ? NAN
+                      : (float)(range * (2.0 * urand() - 1.0));
+                l0[r] = k == 0 ? 0.0f : (float)(1.0 + 50.0 * urand());
+                c0[r] = POISON;
+            }
+            memcpy(got, want, (size_t)(R * lds) * sizeof(float));
+            memcpy(m1, m0, sizeof m0);
+            memcpy(l1, l0, sizeof l0);
+            memcpy(c1, c0, sizeof c0);
+            all[t]->softmax_rows(got, lds, R, n, m1, l1, c1);
+            for (int64_t r = 0; r < R; r++) {
+                float *row = want + r * lds;
+                const float mt = all[t]->row_max(row, n), mold = m0[r];
+                const float mnew = mt > mold ? mt : mold;
+                if (isnan(mt) || isnan(mold)) {
+                    memset(row, 0, (size_t)n * sizeof(float));
+                    m0[r] = l0[r] = c0[r] = NAN;
+                } else if (mnew == -INFINITY) {
+                    memset(row, 0, (size_t)n * sizeof(float));
+                    c0[r] = 1.0f;
+                } else {
+                    const float c = mold == -INFINITY ? 0.0f : attn_exp_scalar(mold - mnew);
+                    const float sum = all[t]->exp_sum(row, n, mnew);
+                    l0[r] = l0[r] * c + sum;
+                    m0[r] = mnew;
+                    c0[r] = c;
+                }
+            }
+            if (memcmp(got, want, (size_t)(R * lds) * sizeof(float)) != 0 ||
+                memcmp(m1, m0, (size_t)R * sizeof(float)) != 0 ||
+                memcmp(l1, l0, (size_t)R * sizeof(float)) != 0 ||
+                memcmp(c1, c0, (size_t)R * sizeof(float)) != 0)
+                fail_msg("%s softmax_rows: R %lld n %lld lds %lld differs from its contract",
+                         all[t]->name, (long long)R, (long long)n, (long long)lds);
+            rows += R;
+        }
+    print_message("softmax_rows: %ld rows over %d tables, bitwise\n", rows, ntables + 1);
+    free(got);
+    free(want);
+}
+
 static void test_select_cap(void **state)
 {
     (void)state;
@@ -430,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_exp_store_and_scale),
         cmocka_unit_test(test_prep_max),
         cmocka_unit_test(test_nan_propagates),
+        cmocka_unit_test(test_softmax_rows),
         cmocka_unit_test(test_select_cap),
         cmocka_unit_test(test_dropout_keep_scalar),
         cmocka_unit_test(test_dropout_rows),

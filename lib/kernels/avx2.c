@@ -1,6 +1,7 @@
 /* AVX2 + FMA row kernels (this file alone is built with -mavx2 -mfma). */
 #include "attn_config.h"
 #include "kernels/kernels.h"
+#include "kernels/softmax_rows.h"
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -412,7 +413,13 @@ static void dropout_keep_row_avx2(const attn_dropout *dr, uint8_t *keep, int64_t
     });
 }
 
+static void softmax_rows_avx2(float *s, int64_t lds, int64_t R, int64_t n, float *m, float *l,
+                              float *corr)
+{
+    attn_softmax_rows_with(max_avx2, exp_sum_avx2, s, lds, R, n, m, l, corr);
+}
+
 const attn_kernels attn_kernels_avx2 = {
-    "avx2", max_avx2, prep_max_avx2, exp_sum_avx2, exp_store_avx2, scale_avx2,
+    "avx2", max_avx2, prep_max_avx2, exp_sum_avx2, exp_store_avx2, scale_avx2, softmax_rows_avx2,
     dropout_row_avx2, dropout_bwd_row_avx2, dropout_keep_row_avx2,
 };

@@ -1,6 +1,7 @@
 /* AVX-512F row kernels (this file alone is built with -mavx512f -mfma). */
 #include "attn_config.h"
 #include "kernels/kernels.h"
+#include "kernels/softmax_rows.h"
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -363,7 +364,14 @@ static void dropout_keep_row_avx512(const attn_dropout *dr, uint8_t *keep, int64
     }));
 }
 
+static void softmax_rows_avx512(float *s, int64_t lds, int64_t R, int64_t n, float *m, float *l,
+                                float *corr)
+{
+    attn_softmax_rows_with(max_avx512, exp_sum_avx512, s, lds, R, n, m, l, corr);
+}
+
 const attn_kernels attn_kernels_avx512 = {
     "avx512", max_avx512, prep_max_avx512, exp_sum_avx512, exp_store_avx512, scale_avx512,
+    softmax_rows_avx512,
     dropout_row_avx512, dropout_bwd_row_avx512, dropout_keep_row_avx512,
 };

@@ -42,6 +42,12 @@ typedef struct attn_kernels {
     void (*exp_store)(float *dst, const float *src, int64_t n, float m);
     /* x[j] *= a */
     void (*scale)(float *x, int64_t n, float a);
+    /* The forward's online-softmax step on rows r < R of s (stride lds),
+     * n columns each, all visible, with the running max m[r], sum l[r]
+     * and O's rescale corr[r] (kernels/softmax_rows.h): the same bits as
+     * row_max, exp_sum and the forward's per-row steps. */
+    void (*softmax_rows)(float *s, int64_t lds, int64_t R, int64_t n, float *m, float *l,
+                         float *corr);
     /* Dropout rows (b, h, i < 2^32, keys j0 .. j0 + n - 1 < 2^32), the
      * same bits at every level.  Dropped entries become exactly +0. */
     /* x[j - j0] = keep(b, h, i, j) ? x[j - j0] * scale : 0 */

@@ -1,5 +1,6 @@
 #include "attn_config.h"
 #include "kernels/kernels.h"
+#include "kernels/softmax_rows.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,8 +178,14 @@ static void dropout_keep_row_c(const attn_dropout *dr, uint8_t *keep, int64_t b,
     DROPOUT_ROW(dr, b, h, i, j0, n, keep[x_] = (uint8_t)keep_);
 }
 
+static void softmax_rows_c(float *s, int64_t lds, int64_t R, int64_t n, float *m, float *l,
+                           float *corr)
+{
+    attn_softmax_rows_with(max_c, exp_sum_c, s, lds, R, n, m, l, corr);
+}
+
 const attn_kernels attn_kernels_scalar = {
-    "scalar", max_c, prep_max_c, exp_sum_c, exp_store_c, scale_c,
+    "scalar", max_c, prep_max_c, exp_sum_c, exp_store_c, scale_c, softmax_rows_c,
     dropout_row_c, dropout_bwd_row_c, dropout_keep_row_c,
 };
 

@@ -257,11 +257,11 @@ typedef struct segment {
 } segment;
 
 /* One tile of keys [t, t + nt) for the local rows [r0, r1) of a segment,
- * over the tile columns [cs, ce). */
+ * over the tile columns [cs, ce); even: every row sees all of them. */
 static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                      const segment *sg, int64_t r0, int64_t r1, int64_t cs, int64_t ce,
                      int64_t b, int64_t h0, int64_t i0, int64_t rows, int64_t t,
-                     const kvtile *kt, int fresh)
+                     const kvtile *kt, int fresh, int even)
 {
     const attn_sdpa_desc *d = &p->d;
     const attn_kernels *kern = p->kern;
@@ -272,51 +272,63 @@ static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work
     scores(p, kt, sg->q + r0 * sg->ldq, sg->ldq, r1 - r0, t, t + cs, ce - cs, s + r0 * bk + cs,
            bk);
 
-    int64_t vr = sg->v0 + r0, r = vr % rows, h = h0 + vr / rows;
-    for (int64_t lr = r0; lr < r1; lr++, vr++, r++) {
-        if (r == rows) {
-            r = 0;
-            h++;
+    /* Nothing but the softmax on whole rows: one kernel call, the same
+     * steps as the loop below. */
+    const int64_t v0 = sg->v0 + r0;
+    if (even && p->softmax_only) {
+        kern->softmax_rows(s + r0 * bk + cs, bk, r1 - r0, ce - cs, w->mrow + v0, w->lrow + v0,
+                           w->corr + v0);
+    } else {
+        int64_t vr = v0, r = vr % rows, h = h0 + vr / rows;
+        for (int64_t lr = r0; lr < r1; lr++, vr++, r++) {
+            if (r == rows) {
+                r = 0;
+                h++;
+            }
+            const int64_t i = i0 + r;
+            float *sr = s + lr * bk;
+            int64_t a0 = w->lo[r] - t, a1 = w->hi[r] - t;
+            if (a0 < cs) a0 = cs;
+            if (a1 > ce) a1 = ce;
+            if (a1 < a0) a0 = a1 = cs;
+            for (int64_t j = cs; j < a0; j++) sr[j] = -INFINITY;
+            for (int64_t j = a1; j < ce; j++) sr[j] = -INFINITY;
+            const float *bias = d->use_bias ? a->bias + b * d->bias.batch + h * d->bias.head +
+                                                  i * d->bias.seq + t + a0
+                                            : NULL;
+            const uint8_t *mask = d->mask_mode != ATTN_MASK_NONE
+                                      ? a->mask + b * d->mask.batch + h * d->mask.head +
+                                            i * d->mask.seq + t + a0
+                                      : NULL;
+            float mt = kern->prep_max(sr + a0, a1 - a0, bias, mask, drop);
+            if (d->want_probs)
+                memcpy(probs_row(p, a, b, h, i) + t + cs, sr + cs,
+                       (size_t)(ce - cs) * sizeof(float));
+            float mold = w->mrow[vr];
+            float mnew = mt > mold ? mt : mold;
+            if (mt != mt || mold != mold) {
+                /* NaN in a visible score: the row's result is NaN. */
+                memset(sr + cs, 0, (size_t)(ce - cs) * sizeof(float));
+                w->mrow[vr] = w->lrow[vr] = w->corr[vr] = NAN;
+                continue;
+            }
+            if (mnew == -INFINITY) {
+                /* Nothing visible yet: contributes nothing. */
+                memset(sr + cs, 0, (size_t)(ce - cs) * sizeof(float));
+                w->corr[vr] = 1.0f;
+                continue;
+            }
+            float c = mold == -INFINITY ? 0.0f : attn_exp_scalar(mold - mnew);
+            float sum = kern->exp_sum(sr + cs, ce - cs, mnew);
+            /* Dropout: l and m stay those of the undropped scores; only the
+             * P that multiplies V is dropped (and scaled), on the visible
+             * columns (the others are 0 already). */
+            if (p->dropout)
+                kern->dropout_row(&p->drop, sr + a0, b, h, i, t + a0, a1 - a0);
+            w->lrow[vr] = w->lrow[vr] * c + sum;
+            w->mrow[vr] = mnew;
+            w->corr[vr] = c;
         }
-        const int64_t i = i0 + r;
-        float *sr = s + lr * bk;
-        int64_t a0 = w->lo[r] - t, a1 = w->hi[r] - t;
-        if (a0 < cs) a0 = cs;
-        if (a1 > ce) a1 = ce;
-        if (a1 < a0) a0 = a1 = cs;
-        for (int64_t j = cs; j < a0; j++) sr[j] = -INFINITY;
-        for (int64_t j = a1; j < ce; j++) sr[j] = -INFINITY;
-        const float *bias = d->use_bias
-            ? a->bias + b * d->bias.batch + h * d->bias.head + i * d->bias.seq + t + a0 : NULL;
-        const uint8_t *mask = d->mask_mode != ATTN_MASK_NONE
-            ? a->mask + b * d->mask.batch + h * d->mask.head + i * d->mask.seq + t + a0 : NULL;
-        float mt = kern->prep_max(sr + a0, a1 - a0, bias, mask, drop);
-        if (d->want_probs)
-            memcpy(probs_row(p, a, b, h, i) + t + cs, sr + cs, (size_t)(ce - cs) * sizeof(float));
-        float mold = w->mrow[vr];
-        float mnew = mt > mold ? mt : mold;
-        if (mt != mt || mold != mold) {
-            /* NaN in a visible score: the row's result is NaN. */
-            memset(sr + cs, 0, (size_t)(ce - cs) * sizeof(float));
-            w->mrow[vr] = w->lrow[vr] = w->corr[vr] = NAN;
-            continue;
-        }
-        if (mnew == -INFINITY) {
-            /* Nothing visible yet: contributes nothing. */
-            memset(sr + cs, 0, (size_t)(ce - cs) * sizeof(float));
-            w->corr[vr] = 1.0f;
-            continue;
-        }
-        float c = mold == -INFINITY ? 0.0f : attn_exp_scalar(mold - mnew);
-        float sum = kern->exp_sum(sr + cs, ce - cs, mnew);
-        /* Dropout: l and m stay those of the undropped scores; only the
-         * P that multiplies V is dropped (and scaled), on the visible
-         * columns (the others are 0 already). */
-        if (p->dropout)
-            kern->dropout_row(&p->drop, sr + a0, b, h, i, t + a0, a1 - a0);
-        w->lrow[vr] = w->lrow[vr] * c + sum;
-        w->mrow[vr] = mnew;
-        w->corr[vr] = c;
     }
     if (!fresh)
         for (int64_t lr = r0; lr < r1; lr++)
@@ -333,7 +345,7 @@ static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work
 static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                      const segment *sg, int64_t r0, int64_t r1, int64_t cs, int64_t ce,
                      int64_t b, int64_t h0, int64_t i0, int64_t rows, int64_t t,
-                     const kvtile *kt, int fresh)
+                     const kvtile *kt, int fresh, int even)
 {
     /* Slices of near-equal height (197 rows: 66, 66, 65, not 96, 96, 5). */
     const int64_t ns = p->tile ? (r1 - r0 + ATTN_TILE_ROWS - 1) / ATTN_TILE_ROWS : 1;
@@ -346,7 +358,7 @@ static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
             attn_prefetch_rows(sg->q, sg->ldq, c1, c2, p->d.qk_dim, 0);
             attn_prefetch_rows(sg->o, sg->ldo, c1, c2, p->d.v_dim, 1);
         }
-        run_rows_part(p, a, w, sg, c0, c1, cs, ce, b, h0, i0, rows, t, kt, fresh);
+        run_rows_part(p, a, w, sg, c0, c1, cs, ce, b, h0, i0, rows, t, kt, fresh, even);
     }
 }
 
@@ -485,7 +497,7 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
             int even;
             rows_span(w, sg, 0, sg->nrows, rows, t, nt, &cs, &ce, &even);
             if (even) {
-                run_rows(p, a, w, sg, 0, sg->nrows, 0, nt, b, h0, i0, rows, t, &kt, first);
+                run_rows(p, a, w, sg, 0, sg->nrows, 0, nt, b, h0, i0, rows, t, &kt, first, 1);
                 continue;
             }
             if (first)
@@ -495,7 +507,7 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                 int64_t r1 = r0 + ATTN_SUB_Q < sg->nrows ? r0 + ATTN_SUB_Q : sg->nrows;
                 rows_span(w, sg, r0, r1, rows, t, nt, &cs, &ce, &even);
                 if (cs < ce)
-                    run_rows(p, a, w, sg, r0, r1, cs, ce, b, h0, i0, rows, t, &kt, 0);
+                    run_rows(p, a, w, sg, r0, r1, cs, ce, b, h0, i0, rows, t, &kt, 0, 0);
             }
         }
     }

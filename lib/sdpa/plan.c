@@ -386,6 +386,8 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
     p->dropout = desc->dropout_p > 0.0;
     if (p->dropout)
         attn_dropout_init(&p->drop, desc->dropout_p, desc->dropout_seed, desc->dropout_offset);
+    p->softmax_only = !p->dropout && !desc->use_bias && desc->mask_mode == ATTN_MASK_NONE &&
+                      !desc->want_probs;
     p->gk = attn_gemm_for((int)desc->engine);
     p->tile = p->gk != NULL;
     if ((st = plan_blocking(p)) != ATTN_OK) {

@@ -96,6 +96,8 @@ void attn_gather_rows(float *dst, const float *src, int64_t ld, int64_t width,
 struct attn_sdpa_plan {
     attn_sdpa_desc d;
     int dropout;              /* dropout_p > 0 (p = 0 runs the plain path) */
+    int softmax_only;         /* no bias, mask, dropout or probabilities: rows that see
+                               * a whole tile go through kern->softmax_rows */
     attn_dropout drop;
     float scale;              /* resolved */
     int64_t window_left;      /* clamped to [-1, n + m] */
