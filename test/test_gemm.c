@@ -194,7 +194,8 @@ typedef struct acc_stat {
 } acc_stat;
 
 static double check_ref(const char *what, int64_t M, int64_t N, int64_t K, float alpha,
-                        const float *a, int64_t ars, int64_t aks, const float *b, int64_t bks,
+                        const float *rs, const float *a, int64_t ars, int64_t aks,
+                        const float *b, int64_t bks,
                         int64_t bjs, float beta, const float *c0, const float *c, int64_t ldc,
                         int extra, acc_stat *st)
 {
@@ -208,8 +209,9 @@ static double check_ref(const char *what, int64_t M, int64_t N, int64_t K, float
                 sa += fabs(p);
             }
             const double cin = beta != 0.0f ? (double)beta * (double)c0[r * ldc + j] : 0.0;
-            const double ref = (double)alpha * s + cin;
-            const double tol = ldexp(1.0, -23) * ((double)(K + 1 + extra) * fabs((double)alpha) * sa +
+            const double al = rs ? (double)rs[r] : (double)alpha;
+            const double ref = al * s + cin;
+            const double tol = ldexp(1.0, -23) * ((double)(K + 1 + extra) * fabs(al) * sa +
                                                   (1 + extra) * fabs(cin)) +
                                ldexp(1.0, -126);
             const double got = c[r * ldc + j];
@@ -231,13 +233,15 @@ static double check_ref(const char *what, int64_t M, int64_t N, int64_t K, float
 
 /* The contract, written from gemm.h: one fmaf chain in k order from 0 per
  * piece of at most kmax of K (kmax = K: one piece), each piece then
- * acc ? fmaf(alpha, s, c) : alpha * s, acc = 1 after the first. */
-static void model(int64_t M, int64_t N, int64_t K, int64_t kmax, float alpha, const float *a,
-                  int64_t ars, int64_t aks, const float *b, int64_t bks, int64_t bjs, float *c,
-                  int64_t ldc, int acc0)
+ * acc ? fmaf(alpha_r, s, c) : alpha_r * s, acc = 1 after the first, with
+ * alpha_r = rs ? rs[r] : alpha. */
+static void model(int64_t M, int64_t N, int64_t K, int64_t kmax, float alpha, const float *rs,
+                  const float *a, int64_t ars, int64_t aks, const float *b, int64_t bks,
+                  int64_t bjs, float *c, int64_t ldc, int acc0)
 {
     for (int64_t r = 0; r < M; r++)
         for (int64_t j = 0; j < N; j++) {
+            const float al = rs ? rs[r] : alpha;
             float v = c[r * ldc + j];
             int acc = acc0;
             int64_t k0 = 0;
@@ -246,7 +250,7 @@ static void model(int64_t M, int64_t N, int64_t K, int64_t kmax, float alpha, co
                 float s = 0.0f;
                 for (int64_t k = k0; k < k1; k++)
                     s = fmaf(a[r * ars + k * aks], b[k * bks + j * bjs], s);
-                v = acc ? fmaf(alpha, s, v) : alpha * s;
+                v = acc ? fmaf(al, s, v) : al * s;
                 acc = 1;
                 k0 += kmax;
             } while (k0 < K);
@@ -292,6 +296,7 @@ typedef struct mm_case {
     int pa, pb, pc; /* leading-dimension padding of A, B, C */
     float alpha;
     int acc;
+    int rs;       /* one factor per row (rs[r]) instead of alpha */
 } mm_case;
 
 static mm_case mm_cases[N_MM];
@@ -313,6 +318,7 @@ static void make_mm_cases(void)
         c->at = (int)(g >> 20) & 1;
         c->alpha = (g >> 21) & 1 ? 0.37f : 1.0f;
         c->acc = (int)(g >> 22) & 1;
+        c->rs = (int)(g >> 23) & 1;
         c->pa = PADS[(g >> 24) % NPADS];
         c->pb = PADS[(g >> 32) % NPADS];
         c->pc = PADS[(g >> 40) % NPADS];
@@ -326,7 +332,7 @@ static void test_mm_coverage(void **state)
 {
     (void)state;
     int m12[13] = { 0 }, m6[7] = { 0 }, n32[33] = { 0 }, n16[17] = { 0 }, k[NKS] = { 0 };
-    int var[8] = { 0 }, kat[NKS][2] = { { 0 } };
+    int var[16] = { 0 }, kat[NKS][2] = { { 0 } };
     for (int i = 0; i < N_MM; i++) {
         const mm_case *c = &mm_cases[i];
         m12[(c->M - 1) % 12 + 1]++;
@@ -338,7 +344,7 @@ static void test_mm_coverage(void **state)
                 k[x]++;
                 kat[x][c->at]++;
             }
-        var[c->at | (c->alpha != 1.0f) << 1 | c->acc << 2]++;
+        var[c->at | (c->alpha != 1.0f) << 1 | c->acc << 2 | c->rs << 3]++;
     }
     for (int t = 1; t <= 12; t++)
         assert_true(m12[t] > 0);
@@ -352,10 +358,10 @@ static void test_mm_coverage(void **state)
         assert_true(k[x] > 0);
         assert_true(kat[x][0] > 0 && kat[x][1] > 0);
     }
-    for (int v = 0; v < 8; v++)
+    for (int v = 0; v < 16; v++)
         assert_true(var[v] > 0);
-    printf("mm table: %d rows; (A form, alpha, acc) variants:", N_MM);
-    for (int v = 0; v < 8; v++)
+    printf("mm table: %d rows; (A form, alpha, acc, per-row factors) variants:", N_MM);
+    for (int v = 0; v < 16; v++)
         printf(" %d", var[v]);
     printf("\n");
 }
@@ -383,12 +389,22 @@ static void test_mm(void **state)
         mat_data(&A);
         mat_data(&B);
         mat_c(&C0, cs->acc);
-        char what[160];
+        /* per-row factors: 1/l-like values, 0, 1 and a negative one */
+        float *rs = NULL;
+        if (cs->rs) {
+            rs = malloc((size_t)M * sizeof(float));
+            assert_non_null(rs);
+            for (int64_t r = 0; r < M; r++)
+                rs[r] = r % 5 == 1 ? 0.0f : r % 5 == 2 ? 1.0f : r % 5 == 3 ? -2.5f
+                      : (float)(1.0 / (1.0 + 60.0 * urand()));
+        }
+        char what[192];
         snprintf(what, sizeof what,
                  "mm row %d (M %lld N %lld K %lld, A %s lda %lld, ldb %lld, ldc %lld, "
-                 "alpha %g, acc %d)",
+                 "%s %g, acc %d)",
                  i, (long long)M, (long long)N, (long long)K, cs->at ? "transposed" : "row-major",
-                 (long long)lda, (long long)B.ld, (long long)C0.ld, cs->alpha, cs->acc);
+                 (long long)lda, (long long)B.ld, (long long)C0.ld,
+                 cs->rs ? "per-row factors, not alpha" : "alpha", cs->alpha, cs->acc);
 
         float *res[2][3];
         for (int nan = 0; nan < 2; nan++) {
@@ -396,13 +412,14 @@ static void test_mm(void **state)
             mat_pad(&B, nan);
             for (int t = 0; t < ntabs; t++) {
                 res[nan][t] = dup(&C0);
-                tabs[t]->mm(M, N, K, cs->alpha, A.p, ars, aks, B.p, B.ld, res[nan][t], C0.ld,
+                tabs[t]->mm(M, N, K, cs->alpha, rs, A.p, ars, aks, B.p, B.ld, res[nan][t], C0.ld,
                             cs->acc);
             }
         }
         /* the contract (canaries included: the model leaves them) */
         float *want = dup(&C0);
-        model(M, N, K, K ? K : 1, cs->alpha, A.p, ars, aks, B.p, B.ld, 1, want, C0.ld, cs->acc);
+        model(M, N, K, K ? K : 1, cs->alpha, rs, A.p, ars, aks, B.p, B.ld, 1, want, C0.ld,
+              cs->acc);
         long d = first_diff(want, res[0][0], C0.n);
         if (d >= 0)
             fail_note("%s: scalar != fmaf-chain model at float %ld (row %ld col %ld): %.9g vs "
@@ -421,12 +438,13 @@ static void test_mm(void **state)
                           what, tabs[t]->name, d, d / (long)C0.ld, d % (long)C0.ld,
                           res[1][t][d], res[0][t][d]);
         }
-        check_ref(what, M, N, K, cs->alpha, A.p, ars, aks, B.p, B.ld, 1, cs->acc ? 1.0f : 0.0f,
+        check_ref(what, M, N, K, cs->alpha, rs, A.p, ars, aks, B.p, B.ld, 1, cs->acc ? 1.0f : 0.0f,
                   C0.p, res[0][0], C0.ld, 0, &st);
         for (int nan = 0; nan < 2; nan++)
             for (int t = 0; t < ntabs; t++)
                 free(res[nan][t]);
         free(want);
+        free(rs);
         free(A.p);
         free(B.p);
         free(C0.p);
@@ -555,7 +573,7 @@ static void test_seam(void **state)
                     float *want = dup(&C0);
                     const int pieces = mode == 1 && K > SEAM_KMAX;
                     if (beta == 0.0f || beta == 1.0f)
-                        model(M, N, K, pieces ? SEAM_KMAX : (K ? K : 1), alpha, A.p, ars, aks,
+                        model(M, N, K, pieces ? SEAM_KMAX : (K ? K : 1), alpha, NULL, A.p, ars, aks,
                               B.p, bks, bjs, want, ldc, beta != 0.0f);
                     else
                         memcpy(want, res[0], C0.n * sizeof *want);
@@ -572,8 +590,8 @@ static void test_seam(void **state)
                                 break;
                             }
                         }
-                        check_ref(w2, M, N, K, alpha, A.p, ars, aks, B.p, bks, bjs, beta, C0.p,
-                                  res[g], ldc, extra, g ? &st_tile : &st_blas);
+                        check_ref(w2, M, N, K, alpha, NULL, A.p, ars, aks, B.p, bks, bjs, beta,
+                                  C0.p, res[g], ldc, extra, g ? &st_tile : &st_blas);
                         if (g) {
                             const long d = first_diff(want, res[g], C0.n);
                             if (d >= 0)

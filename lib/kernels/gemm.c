@@ -7,17 +7,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void mm_c(int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t ars,
-                 int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc, int acc)
+static void mm_c(int64_t M, int64_t N, int64_t K, float alpha, const float *rs, const float *a,
+                 int64_t ars, int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc,
+                 int acc)
 {
     for (int64_t r = 0; r < M; r++) {
         const float *ar = a + r * ars;
         float *cr = c + r * ldc;
+        const float al = rs ? rs[r] : alpha;
         for (int64_t j = 0; j < N; j++) {
             float s = 0.0f;
             for (int64_t k = 0; k < K; k++)
                 s = fmaf(ar[k * aks], b[k * ldb + j], s);
-            cr[j] = acc ? fmaf(alpha, s, cr[j]) : alpha * s;
+            cr[j] = acc ? fmaf(al, s, cr[j]) : al * s;
         }
     }
 }

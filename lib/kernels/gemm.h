@@ -16,14 +16,16 @@
 typedef struct attn_gemm_kernels {
     const char *name;
     /* For r < M, j < N: with acc_r_j = fma chain over k < K of
-     * A(r, k) * b[k * ldb + j], A(r, k) = a[r * ars + k * aks],
-     *   c[r * ldc + j] = acc ? fma(alpha, acc_r_j, c[r * ldc + j])
-     *                        : alpha * acc_r_j.
+     * A(r, k) * b[k * ldb + j], A(r, k) = a[r * ars + k * aks], and
+     * alpha_r = rs ? rs[r] : alpha (one factor per row, or one for all),
+     *   c[r * ldc + j] = acc ? fma(alpha_r, acc_r_j, c[r * ldc + j])
+     *                        : alpha_r * acc_r_j.
      * So A is row-major (ars = lda, aks = 1) or transposed (ars = 1,
-     * aks = lda) in place; B is row-major.  K may be 0 (then C = alpha * 0
+     * aks = lda) in place; B is row-major.  K may be 0 (then C = alpha_r * 0
      * or C unchanged). */
-    void (*mm)(int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t ars,
-               int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc, int acc);
+    void (*mm)(int64_t M, int64_t N, int64_t K, float alpha, const float *rs, const float *a,
+               int64_t ars, int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc,
+               int acc);
     /* bt[x * ldt + j] = b[j * ldb + x] for j < N, x < K: rows of B (keys)
      * become columns, so B^T products run through mm. */
     void (*transpose)(const float *b, int64_t ldb, int64_t N, int64_t K, float *bt,

@@ -9,9 +9,9 @@
 #define MR 12
 
 static inline __attribute__((always_inline)) void
-block(const int mr, const int two, int64_t K, float alpha, const float *a, int64_t ars,
-      int64_t aks, const float *b, int64_t ldb, __mmask16 m0, __mmask16 m1, float *c,
-      int64_t ldc, int acc)
+block(const int mr, const int two, int64_t K, float alpha, const float *rs, const float *a,
+      int64_t ars, int64_t aks, const float *b, int64_t ldb, __mmask16 m0, __mmask16 m1,
+      float *c, int64_t ldc, int acc)
 {
     __m512 x0[MR], x1[MR];
     _Pragma("GCC unroll 16")
@@ -31,10 +31,11 @@ block(const int mr, const int two, int64_t K, float alpha, const float *a, int64
                 x1[r] = _mm512_fmadd_ps(av, b1, x1[r]);
         }
     }
-    const __m512 al = _mm512_set1_ps(alpha);
+    const __m512 alv = _mm512_set1_ps(alpha);
     _Pragma("GCC unroll 16")
     for (int r = 0; r < mr; r++) {
         float *cr = c + r * ldc;
+        const __m512 al = rs ? _mm512_set1_ps(rs[r]) : alv;
         if (acc) {
             _mm512_mask_storeu_ps(cr, m0, _mm512_fmadd_ps(al, x0[r], _mm512_maskz_loadu_ps(m0, cr)));
             if (two)
@@ -51,13 +52,14 @@ block(const int mr, const int two, int64_t K, float alpha, const float *a, int64
 #define ROWS(mr)                                                                            \
     case mr:                                                                                \
         if (two)                                                                            \
-            block(mr, 1, K, alpha, ai, ars, aks, bj, ldb, m0, m1, ci, ldc, acc);           \
+            block(mr, 1, K, alpha, ri, ai, ars, aks, bj, ldb, m0, m1, ci, ldc, acc);       \
         else                                                                                \
-            block(mr, 0, K, alpha, ai, ars, aks, bj, ldb, m0, m1, ci, ldc, acc);           \
+            block(mr, 0, K, alpha, ri, ai, ars, aks, bj, ldb, m0, m1, ci, ldc, acc);       \
         break;
 
-static void mm_avx512(int64_t M, int64_t N, int64_t K, float alpha, const float *a, int64_t ars,
-                      int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc, int acc)
+static void mm_avx512(int64_t M, int64_t N, int64_t K, float alpha, const float *rs,
+                      const float *a, int64_t ars, int64_t aks, const float *b, int64_t ldb,
+                      float *c, int64_t ldc, int acc)
 {
     for (int64_t j = 0; j < N; j += 32) {
         const int64_t nr = N - j < 32 ? N - j : 32;
@@ -73,6 +75,7 @@ static void mm_avx512(int64_t M, int64_t N, int64_t K, float alpha, const float 
         for (int64_t bi = 0, i = 0; bi < nb; bi++) {
             const int64_t mr = M * (bi + 1) / nb - i;
             const float *ai = a + i * ars;
+            const float *ri = rs ? rs + i : NULL;
             float *ci = c + i * ldc + j;
             switch (mr) {
                 ROWS(12) ROWS(11) ROWS(10) ROWS(9) ROWS(8) ROWS(7)

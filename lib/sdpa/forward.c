@@ -150,7 +150,7 @@ static void scores(const attn_sdpa_plan *p, const kvtile *kt, const float *q, in
         return;
     }
     if (p->tile) {
-        p->gk->mm(R, nk, dk, p->scale, q, ldq, 1, kt->kt + (j0 - t), p->ldt, s, lds, 0);
+        p->gk->mm(R, nk, dk, p->scale, NULL, q, ldq, 1, kt->kt + (j0 - t), p->ldt, s, lds, 0);
         return;
     }
     const float *k = kt->kb ? kt->kb + (j0 - t) * dk : (const float *)kv_row(&kt->k, j0);
@@ -159,9 +159,12 @@ static void scores(const attn_sdpa_plan *p, const kvtile *kt, const float *q, in
                (int)lds);
 }
 
-/* o[r] = (acc ? o[r] : 0) + sum_c s[r][c] V_(j0 + c), likewise. */
+/* o[r] = (acc ? o[r] : 0) + sum_c s[r][c] V_(j0 + c), likewise; on the
+ * tile engine, with rs, the sum is multiplied by rs[r] as it is written
+ * (the fold of 1 / l into the last write of O). */
 static void values(const attn_sdpa_plan *p, const kvtile *kt, const float *s, int64_t lds,
-                   int64_t R, int64_t t, int64_t j0, int64_t nk, float *o, int64_t ldo, int acc)
+                   int64_t R, int64_t t, int64_t j0, int64_t nk, float *o, int64_t ldo, int acc,
+                   const float *rs)
 {
     const int64_t dv = p->d.v_dim;
     if (p->decode) {
@@ -173,7 +176,7 @@ static void values(const attn_sdpa_plan *p, const kvtile *kt, const float *s, in
     const float *v = kt->vb ? kt->vb + (j0 - t) * dv : (const float *)kv_row(&kt->v, j0);
     const int64_t ldv = kt->vb ? dv : kt->v.ld;
     if (p->tile) {
-        p->gk->mm(R, dv, nk, 1.0f, s, lds, 1, v, ldv, o, ldo, acc);
+        p->gk->mm(R, dv, nk, 1.0f, rs, s, lds, 1, v, ldv, o, ldo, acc);
         return;
     }
     attn_sgemm(0, (int)R, (int)dv, (int)nk, 1.0f, s, (int)lds, v, (int)ldv, acc ? 1.0f : 0.0f,
@@ -257,11 +260,13 @@ typedef struct segment {
 } segment;
 
 /* One tile of keys [t, t + nt) for the local rows [r0, r1) of a segment,
- * over the tile columns [cs, ce); even: every row sees all of them. */
+ * over the tile columns [cs, ce); even: every row sees all of them; fold:
+ * this is the item's only tile (fresh and even), so O's rows are final
+ * after its P V and 1 / l is applied as they are written. */
 static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                      const segment *sg, int64_t r0, int64_t r1, int64_t cs, int64_t ce,
                      int64_t b, int64_t h0, int64_t i0, int64_t rows, int64_t t,
-                     const kvtile *kt, int fresh, int even)
+                     const kvtile *kt, int fresh, int even, int fold)
 {
     const attn_sdpa_desc *d = &p->d;
     const attn_kernels *kern = p->kern;
@@ -334,8 +339,16 @@ static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work
         for (int64_t lr = r0; lr < r1; lr++)
             if (w->corr[sg->v0 + lr] != 1.0f)
                 kern->scale(sg->o + lr * sg->ldo, d->v_dim, w->corr[sg->v0 + lr]);
+    const float *rs = NULL;
+    if (fold) {
+        /* The same 1 / l as the pass at the end would take (an empty
+         * row's O is cleared there). */
+        for (int64_t v = v0; v < v0 + (r1 - r0); v++)
+            w->corr[v] = w->lrow[v] == 0.0f ? 0.0f : 1.0f / w->lrow[v];
+        rs = w->corr + v0;
+    }
     values(p, kt, s + r0 * bk + cs, bk, r1 - r0, t, t + cs, ce - cs, sg->o + r0 * sg->ldo,
-           sg->ldo, !fresh);
+           sg->ldo, !fresh, rs);
 }
 
 /* run_rows_part over the rows [r0, r1); the tile engine goes
@@ -345,7 +358,7 @@ static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work
 static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                      const segment *sg, int64_t r0, int64_t r1, int64_t cs, int64_t ce,
                      int64_t b, int64_t h0, int64_t i0, int64_t rows, int64_t t,
-                     const kvtile *kt, int fresh, int even)
+                     const kvtile *kt, int fresh, int even, int fold)
 {
     /* Slices of near-equal height (197 rows: 66, 66, 65, not 96, 96, 5). */
     const int64_t ns = p->tile ? (r1 - r0 + ATTN_TILE_ROWS - 1) / ATTN_TILE_ROWS : 1;
@@ -358,7 +371,7 @@ static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
             attn_prefetch_rows(sg->q, sg->ldq, c1, c2, p->d.qk_dim, 0);
             attn_prefetch_rows(sg->o, sg->ldo, c1, c2, p->d.v_dim, 1);
         }
-        run_rows_part(p, a, w, sg, c0, c1, cs, ce, b, h0, i0, rows, t, kt, fresh, even);
+        run_rows_part(p, a, w, sg, c0, c1, cs, ce, b, h0, i0, rows, t, kt, fresh, even, fold);
     }
 }
 
@@ -469,7 +482,10 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
 
     /* Every segment meets every tile.  Its O rows are written with beta = 0
      * by the first tile when every row sees all of it; when the rows see the
-     * first tile unevenly (some may skip it) they are zeroed first. */
+     * first tile unevenly (some may skip it) they are zeroed first.  With
+     * one tile seen evenly, 1 / l goes into that write (folded). */
+    const int fold = p->tile && !p->decode && !split && jhi - jlo <= p->bk;
+    int folded = 0;
     for (int64_t t = jlo; t < jhi; t += p->bk) {
         const int64_t nt = jhi - t < p->bk ? jhi - t : p->bk;
         if (p->kv_copy) {
@@ -497,7 +513,9 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
             int even;
             rows_span(w, sg, 0, sg->nrows, rows, t, nt, &cs, &ce, &even);
             if (even) {
-                run_rows(p, a, w, sg, 0, sg->nrows, 0, nt, b, h0, i0, rows, t, &kt, first, 1);
+                run_rows(p, a, w, sg, 0, sg->nrows, 0, nt, b, h0, i0, rows, t, &kt, first, 1,
+                         fold);
+                folded = fold;
                 continue;
             }
             if (first)
@@ -507,7 +525,7 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                 int64_t r1 = r0 + ATTN_SUB_Q < sg->nrows ? r0 + ATTN_SUB_Q : sg->nrows;
                 rows_span(w, sg, r0, r1, rows, t, nt, &cs, &ce, &even);
                 if (cs < ce)
-                    run_rows(p, a, w, sg, r0, r1, cs, ce, b, h0, i0, rows, t, &kt, 0, 0);
+                    run_rows(p, a, w, sg, r0, r1, cs, ce, b, h0, i0, rows, t, &kt, 0, 0, 0);
             }
         }
     }
@@ -525,7 +543,7 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
         const int empty = l == 0.0f;
         if (empty)
             memset(orow, 0, (size_t)dv * sizeof(float));
-        else
+        else if (!folded)
             kern->scale(orow, dv, 1.0f / l);
         if (d->want_lse || d->want_probs) {
             const float lse = empty ? -INFINITY : w->mrow[vr] + logf(l);
