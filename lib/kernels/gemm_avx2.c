@@ -58,8 +58,8 @@ block(const int mr, const int two, int64_t K, float alpha, const float *rs, cons
         break;
 
 static void mm_avx2(int64_t M, int64_t N, int64_t K, float alpha, const float *rs,
-                   const float *a, int64_t ars, int64_t aks, const float *b, int64_t ldb,
-                   float *c, int64_t ldc, int acc)
+                    const float *a, int64_t ars, int64_t aks, const float *b, int64_t ldb,
+                    float *c, int64_t ldc, int acc)
 {
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (int64_t j = 0; j < N; j += 16) {

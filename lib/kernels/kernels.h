@@ -1,6 +1,6 @@
 /* Row kernels of the softmax and of dropout, one table per instruction set, chosen once per
  * plan at run time (attn_kernels_select).  Every kernel has a portable C
- * twin; exp() is the same polynomial everywhere:
+ * twin; exp() takes the same steps everywhere:
  *   exp(x) = 2^k * 2^(j/16) * e^r, k + j/16 = round(16 x / ln 2) / 16,
  *   |r| <= ln 2 / 32, 2^(j/16) from a table, e^r by a cubic (scalar.c),
  *   error 1.2e-7 relative at most;
