@@ -3,8 +3,8 @@
  * every row sees all n columns), written once and instantiated in each
  * table's file with that table's row_max and exp_sum inlined: one call per
  * slice instead of two indirect calls and the driver's bookkeeping per
- * row.  Per row it does exactly what the forward's general loop does, in
- * the same order, so the bits are the same:
+ * row.  Per row it takes attn_softmax_row_step below, as the forward's
+ * and the sparse forward's general loops do, so the bits are the same:
  *   mt = max(s_r), m' = max(m[r], mt);
  *   NaN in mt or m[r]: s_r = 0, m[r] = l[r] = corr[r] = NaN;
  *   m' = -inf (nothing visible yet): s_r = 0, corr[r] = 1;
@@ -17,6 +17,37 @@
 #include <math.h>
 #include <string.h>
 
+/* One row's online-softmax step, once its visible scores' max mt is known
+ * (the steps above, on the n scores at sr): returns 1 when the row was
+ * turned into exp(s_r - m'), 0 when it was cleared (NaN or nothing visible
+ * yet).  Shared by softmax_rows and the forward's and sparse forward's
+ * general loops, so every path takes the same steps. */
+static inline __attribute__((always_inline)) int
+attn_softmax_row_step(float (*exp_sum)(float *, int64_t, float), float *sr, int64_t n, float mt,
+                      float *m, float *l, float *corr)
+{
+    const float mold = *m;
+    const float mnew = mt > mold ? mt : mold;
+    if (mt != mt || mold != mold) {
+        /* NaN in a visible score: the row's result is NaN. */
+        memset(sr, 0, (size_t)n * sizeof(float));
+        *m = *l = *corr = NAN;
+        return 0;
+    }
+    if (mnew == -INFINITY) {
+        /* Nothing visible yet: contributes nothing. */
+        memset(sr, 0, (size_t)n * sizeof(float));
+        *corr = 1.0f;
+        return 0;
+    }
+    const float c = mold == -INFINITY ? 0.0f : attn_exp_scalar(mold - mnew);
+    const float sum = exp_sum(sr, n, mnew);
+    *l = *l * c + sum;
+    *m = mnew;
+    *corr = c;
+    return 1;
+}
+
 static inline __attribute__((always_inline)) void
 attn_softmax_rows_with(float (*row_max)(const float *, int64_t),
                        float (*exp_sum)(float *, int64_t, float), float *s, int64_t lds,
@@ -24,23 +55,7 @@ attn_softmax_rows_with(float (*row_max)(const float *, int64_t),
 {
     for (int64_t r = 0; r < R; r++) {
         float *sr = s + r * lds;
-        const float mt = row_max(sr, n), mold = m[r];
-        const float mnew = mt > mold ? mt : mold;
-        if (mt != mt || mold != mold) {
-            memset(sr, 0, (size_t)n * sizeof(float));
-            m[r] = l[r] = corr[r] = NAN;
-            continue;
-        }
-        if (mnew == -INFINITY) {
-            memset(sr, 0, (size_t)n * sizeof(float));
-            corr[r] = 1.0f;
-            continue;
-        }
-        const float c = mold == -INFINITY ? 0.0f : attn_exp_scalar(mold - mnew);
-        const float sum = exp_sum(sr, n, mnew);
-        l[r] = l[r] * c + sum;
-        m[r] = mnew;
-        corr[r] = c;
+        attn_softmax_row_step(exp_sum, sr, n, row_max(sr, n), m + r, l + r, corr + r);
     }
 }
 

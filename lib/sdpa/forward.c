@@ -23,6 +23,7 @@
  * row sees the same sequence of operations, so results are bitwise identical
  * for any number of threads. */
 #include "sdpa/sdpa.h"
+#include "kernels/softmax_rows.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,30 +310,13 @@ static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work
             if (d->want_probs)
                 memcpy(probs_row(p, a, b, h, i) + t + cs, sr + cs,
                        (size_t)(ce - cs) * sizeof(float));
-            float mold = w->mrow[vr];
-            float mnew = mt > mold ? mt : mold;
-            if (mt != mt || mold != mold) {
-                /* NaN in a visible score: the row's result is NaN. */
-                memset(sr + cs, 0, (size_t)(ce - cs) * sizeof(float));
-                w->mrow[vr] = w->lrow[vr] = w->corr[vr] = NAN;
-                continue;
-            }
-            if (mnew == -INFINITY) {
-                /* Nothing visible yet: contributes nothing. */
-                memset(sr + cs, 0, (size_t)(ce - cs) * sizeof(float));
-                w->corr[vr] = 1.0f;
-                continue;
-            }
-            float c = mold == -INFINITY ? 0.0f : attn_exp_scalar(mold - mnew);
-            float sum = kern->exp_sum(sr + cs, ce - cs, mnew);
             /* Dropout: l and m stay those of the undropped scores; only the
              * P that multiplies V is dropped (and scaled), on the visible
              * columns (the others are 0 already). */
-            if (p->dropout)
+            if (attn_softmax_row_step(kern->exp_sum, sr + cs, ce - cs, mt, &w->mrow[vr],
+                                      &w->lrow[vr], &w->corr[vr]) &&
+                p->dropout)
                 kern->dropout_row(&p->drop, sr + a0, b, h, i, t + a0, a1 - a0);
-            w->lrow[vr] = w->lrow[vr] * c + sum;
-            w->mrow[vr] = mnew;
-            w->corr[vr] = c;
         }
     }
     if (!fresh)

@@ -50,6 +50,7 @@
  * does not depend on the thread count or the schedule.  A plan without
  * global queries has only ordinary items and runs exactly as before. */
 #include "sdpa/sdpa.h"
+#include "kernels/softmax_rows.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -529,26 +530,11 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
         }
         if (nan)
             mt = NAN;
-        float mold = w->mrow[r];
-        float mnew = mt > mold ? mt : mold;
-        if (mt != mt || mold != mold) {
-            memset(sr, 0, (size_t)cols * sizeof(float));
-            w->mrow[r] = w->lrow[r] = w->corr[r] = NAN;
-            continue;
-        }
-        if (mnew == -INFINITY) {
-            memset(sr, 0, (size_t)cols * sizeof(float));
-            w->corr[r] = 1.0f;
-            continue;
-        }
-        float c = mold == -INFINITY ? 0.0f : attn_exp_scalar(mold - mnew);
-        float sum = kern->exp_sum(sr, cols, mnew);
-        if (p->dropout)
+        if (attn_softmax_row_step(kern->exp_sum, sr, cols, mt, &w->mrow[r], &w->lrow[r],
+                                  &w->corr[r]) &&
+            p->dropout)
             for (int64_t x = 0; x < nseg; x++)
                 kern->dropout_row(&p->drop, sr + seg[x].c0, b, h, i, seg[x].j0, seg[x].len);
-        w->lrow[r] = w->lrow[r] * c + sum;
-        w->mrow[r] = mnew;
-        w->corr[r] = c;
     }
     for (int64_t r = g->r0; r < g->r1; r++)
         if (w->corr[r] != 1.0f)
