@@ -10,12 +10,15 @@
  * halves (each reads the low 3 bits of a lane of t) and a blend on bit 3.
  * Lanes below lo are cleared at the end (their arithmetic, even on -inf,
  * is discarded); min(hi, x) returns x when x is NaN, so NaN propagates;
- * above log(FLT_MAX) the product by 2^k overflows to inf. */
-static inline __m256 exp8(const __m256 *tab, __m256 x)
+ * above log(FLT_MAX) the product by 2^k overflows to inf.  With open, min
+ * is left out, for exp_sum, whose x (s - m, m at least every s) is never
+ * +inf: the same bits (see avx512.c). */
+static inline __attribute__((always_inline)) __m256 exp8(const __m256 *tab, __m256 x,
+                                                         const int open)
 {
     const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.336544f), _CMP_LT_OQ);
     const __m256 magic = _mm256_set1_ps(786432.0f);
-    const __m256 xc = _mm256_min_ps(_mm256_set1_ps(100.0f), x);
+    const __m256 xc = open ? x : _mm256_min_ps(_mm256_set1_ps(100.0f), x);
     const __m256 t = _mm256_fmadd_ps(xc, _mm256_set1_ps(1.44269504088896341f), magic);
     const __m256 y = _mm256_sub_ps(t, magic);
     __m256 r = _mm256_fnmadd_ps(y, _mm256_set1_ps(0.693359375f), xc);
@@ -135,21 +138,21 @@ static float exp_sum_avx2(float *x, int64_t n, float m)
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
-        __m256 a = exp8(tab, _mm256_sub_ps(_mm256_loadu_ps(x + j), vm));
-        __m256 b = exp8(tab, _mm256_sub_ps(_mm256_loadu_ps(x + j + 8), vm));
+        __m256 a = exp8(tab, _mm256_sub_ps(_mm256_loadu_ps(x + j), vm), 1);
+        __m256 b = exp8(tab, _mm256_sub_ps(_mm256_loadu_ps(x + j + 8), vm), 1);
         _mm256_storeu_ps(x + j, a);
         _mm256_storeu_ps(x + j + 8, b);
         s0 = _mm256_add_ps(s0, a);
         s1 = _mm256_add_ps(s1, b);
     }
     for (; j + 8 <= n; j += 8) {
-        __m256 a = exp8(tab, _mm256_sub_ps(_mm256_loadu_ps(x + j), vm));
+        __m256 a = exp8(tab, _mm256_sub_ps(_mm256_loadu_ps(x + j), vm), 1);
         _mm256_storeu_ps(x + j, a);
         s0 = _mm256_add_ps(s0, a);
     }
     if (j < n) {
         __m256i k = tail_mask(n - j);
-        __m256 a = exp8(tab, _mm256_sub_ps(_mm256_maskload_ps(x + j, k), vm));
+        __m256 a = exp8(tab, _mm256_sub_ps(_mm256_maskload_ps(x + j, k), vm), 1);
         a = _mm256_and_ps(a, _mm256_castsi256_ps(k));
         _mm256_maskstore_ps(x + j, k, a);
         s1 = _mm256_add_ps(s1, a);
@@ -163,11 +166,11 @@ static void exp_store_avx2(float *dst, const float *src, int64_t n, float m)
     __m256 vm = _mm256_set1_ps(m);
     int64_t j = 0;
     for (; j + 8 <= n; j += 8)
-        _mm256_storeu_ps(dst + j, exp8(tab, _mm256_sub_ps(_mm256_loadu_ps(src + j), vm)));
+        _mm256_storeu_ps(dst + j, exp8(tab, _mm256_sub_ps(_mm256_loadu_ps(src + j), vm), 0));
     if (j < n) {
         __m256i k = tail_mask(n - j);
         _mm256_maskstore_ps(dst + j, k,
-                            exp8(tab, _mm256_sub_ps(_mm256_maskload_ps(src + j, k), vm)));
+                            exp8(tab, _mm256_sub_ps(_mm256_maskload_ps(src + j, k), vm), 0));
     }
 }
 

@@ -36,7 +36,8 @@ typedef struct attn_kernels {
      * and return the max of the result (-INFINITY when n == 0). */
     float (*prep_max)(float *s, int64_t n, const float *bias, const uint8_t *mask, int drop);
     /* x[j] = exp(x[j] - m) in place; returns the sum of the new x[j].
-     * m is finite. */
+     * m is finite and no x[j] is +INFINITY (the softmax's m is at least
+     * every x[j]; exp_store has no such condition). */
     float (*exp_sum)(float *x, int64_t n, float m);
     /* dst[j] = exp(src[j] - m); src may equal dst. */
     void (*exp_store)(float *dst, const float *src, int64_t n, float m);
