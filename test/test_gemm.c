@@ -406,14 +406,27 @@ static void test_mm(void **state)
                  (long long)lda, (long long)B.ld, (long long)C0.ld,
                  cs->rs ? "per-row factors, not alpha" : "alpha", cs->alpha, cs->acc);
 
+        /* The second run (NaN padding) also carries a look-ahead stream
+         * over B's rows: a hint, so it must change no bit (checked against
+         * the first run below), and mm must step it. */
         float *res[2][3];
         for (int nan = 0; nan < 2; nan++) {
             mat_pad(&A, nan);
             mat_pad(&B, nan);
             for (int t = 0; t < ntabs; t++) {
+                attn_ahead ah;
+                memset(&ah, 0, sizeof ah);
+                ah.base[0] = (const char *)B.p;
+                ah.ld[0] = B.ld * (int64_t)sizeof(float);
+                ah.rows[0] = K;
+                ah.bytes[0] = N * (int64_t)sizeof(float);
+                ah.ns = K > 0 && N > 0;
+                ah.share = 1;
                 res[nan][t] = dup(&C0);
                 tabs[t]->mm(M, N, K, cs->alpha, rs, A.p, ars, aks, B.p, B.ld, res[nan][t], C0.ld,
-                            cs->acc);
+                            cs->acc, nan ? &ah : NULL);
+                if (nan && ah.ns && M > 0 && !(ah.s || ah.r || ah.x))
+                    fail_note("%s: %s did not step its look-ahead stream", what, tabs[t]->name);
             }
         }
         /* the contract (canaries included: the model leaves them) */

@@ -17,7 +17,7 @@ void attn_gemm(const attn_gemm_kernels *gk, int trans_b, int M, int N, int K, fl
         return;
     }
     if (!trans_b) {
-        gk->mm(M, N, K, alpha, NULL, A, lda, 1, B, ldb, C, ldc, beta != 0.0f);
+        gk->mm(M, N, K, alpha, NULL, A, lda, 1, B, ldb, C, ldc, beta != 0.0f, NULL);
         return;
     }
     float panel[ATTN_GEMM_PANEL * ATTN_GEMM_KMAX] __attribute__((aligned(64)));
@@ -29,7 +29,7 @@ void attn_gemm(const attn_gemm_kernels *gk, int trans_b, int M, int N, int K, fl
         do {
             const int nk = K - k < ATTN_GEMM_KMAX ? K - k : ATTN_GEMM_KMAX;
             gk->transpose(B + (int64_t)j * ldb + k, ldb, nj, nk, panel, nj);
-            gk->mm(M, nj, nk, alpha, NULL, A + k, lda, 1, panel, nj, C + j, ldc, acc);
+            gk->mm(M, nj, nk, alpha, NULL, A + k, lda, 1, panel, nj, C + j, ldc, acc, NULL);
             acc = 1;
             k += ATTN_GEMM_KMAX;
         } while (k < K);
@@ -43,5 +43,5 @@ void attn_gemm_tn(const attn_gemm_kernels *gk, int M, int N, int K, float alpha,
         attn_sgemm_tn(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    gk->mm(M, N, K, alpha, NULL, A, 1, lda, B, ldb, C, ldc, beta != 0.0f);
+    gk->mm(M, N, K, alpha, NULL, A, 1, lda, B, ldb, C, ldc, beta != 0.0f, NULL);
 }

@@ -9,9 +9,11 @@
 
 static void mm_c(int64_t M, int64_t N, int64_t K, float alpha, const float *rs, const float *a,
                  int64_t ars, int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc,
-                 int acc)
+                 int acc, attn_ahead *ah)
 {
     for (int64_t r = 0; r < M; r++) {
+        if (ah)
+            attn_ahead_step(ah);
         const float *ar = a + r * ars;
         float *cr = c + r * ldc;
         const float al = rs ? rs[r] : alpha;

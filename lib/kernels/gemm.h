@@ -13,6 +13,37 @@
 
 #include <stdint.h>
 
+/* A look-ahead stream: the rows of up to ATTN_AHEAD_STREAMS matrices that
+ * a later product will read (the tile engine's next work item), asked for
+ * into L2 by mm, share lines before each register block, so that they come
+ * from memory while this product computes instead of stalling the later
+ * one.  Spread this finely, the prefetches never fill the core's queue of
+ * misses the way a burst of them does.  A hint: it changes no result. */
+#define ATTN_AHEAD_STREAMS 10
+typedef struct attn_ahead {
+    const char *base[ATTN_AHEAD_STREAMS];
+    int64_t ld[ATTN_AHEAD_STREAMS];    /* bytes between rows */
+    int64_t rows[ATTN_AHEAD_STREAMS];
+    int64_t bytes[ATTN_AHEAD_STREAMS]; /* per row */
+    int ns, s;                         /* streams; cursor: stream, row, byte */
+    int64_t r, x;
+    int64_t share;                     /* lines per register block */
+} attn_ahead;
+
+static inline void attn_ahead_step(attn_ahead *ah)
+{
+    for (int64_t c = 0; c < ah->share && ah->s < ah->ns; c++) {
+        __builtin_prefetch(ah->base[ah->s] + ah->r * ah->ld[ah->s] + ah->x, 0, 2);
+        if ((ah->x += 64) >= ah->bytes[ah->s]) {
+            ah->x = 0;
+            if (++ah->r == ah->rows[ah->s]) {
+                ah->r = 0;
+                ah->s++;
+            }
+        }
+    }
+}
+
 typedef struct attn_gemm_kernels {
     const char *name;
     /* For r < M, j < N: with acc_r_j = fma chain over k < K of
@@ -22,10 +53,11 @@ typedef struct attn_gemm_kernels {
      *                        : alpha_r * acc_r_j.
      * So A is row-major (ars = lda, aks = 1) or transposed (ars = 1,
      * aks = lda) in place; B is row-major.  K may be 0 (then C = alpha_r * 0
-     * or C unchanged). */
+     * or C unchanged).  ah (may be NULL) is stepped before each register
+     * block. */
     void (*mm)(int64_t M, int64_t N, int64_t K, float alpha, const float *rs, const float *a,
                int64_t ars, int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc,
-               int acc);
+               int acc, attn_ahead *ah);
     /* bt[x * ldt + j] = b[j * ldb + x] for j < N, x < K: rows of B (keys)
      * become columns, so B^T products run through mm. */
     void (*transpose)(const float *b, int64_t ldb, int64_t N, int64_t K, float *bt,

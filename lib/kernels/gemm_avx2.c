@@ -59,7 +59,7 @@ block(const int mr, const int two, int64_t K, float alpha, const float *rs, cons
 
 static void mm_avx2(int64_t M, int64_t N, int64_t K, float alpha, const float *rs,
                     const float *a, int64_t ars, int64_t aks, const float *b, int64_t ldb,
-                    float *c, int64_t ldc, int acc)
+                    float *c, int64_t ldc, int acc, attn_ahead *ah)
 {
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (int64_t j = 0; j < N; j += 16) {
@@ -77,6 +77,8 @@ static void mm_avx2(int64_t M, int64_t N, int64_t K, float alpha, const float *r
             const float *ai = a + i * ars;
             const float *ri = rs ? rs + i : NULL;
             float *ci = c + i * ldc + j;
+            if (ah)
+                attn_ahead_step(ah);
             switch (mr) {
                 ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
             }

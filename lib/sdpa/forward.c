@@ -27,6 +27,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if ATTN_HAVE_OPENMP
+#include <omp.h>
+#endif
 
 typedef struct work {
     float *s;        /* srows x lds score tile */
@@ -38,6 +41,7 @@ typedef struct work {
     float *kbuf;     /* kv_copy: the tile's K and V as floats */
     float *vbuf;
     float *kt;       /* tile engine: the tile's K transposed, dk x ldt */
+    attn_ahead *ah;  /* tile engine: the next item's rows, asked for ahead */
 } work;
 
 /* Where a work item accumulates its O rows: the user's O, or its chunk's
@@ -141,7 +145,8 @@ static void kv_fill(const attn_sdpa_plan *p, const kvsrc *s, float *buf, int64_t
  * place or on the tile's buffer (tile row j0 - t), or the decode kernels
  * over the rows' addresses. */
 static void scores(const attn_sdpa_plan *p, const kvtile *kt, const float *q, int64_t ldq,
-                   int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds)
+                   int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds,
+                   attn_ahead *ah)
 {
     const int64_t dk = p->d.qk_dim;
     if (p->decode) {
@@ -151,7 +156,7 @@ static void scores(const attn_sdpa_plan *p, const kvtile *kt, const float *q, in
         return;
     }
     if (p->tile) {
-        p->gk->mm(R, nk, dk, p->scale, NULL, q, ldq, 1, kt->kt + (j0 - t), p->ldt, s, lds, 0);
+        p->gk->mm(R, nk, dk, p->scale, NULL, q, ldq, 1, kt->kt + (j0 - t), p->ldt, s, lds, 0, ah);
         return;
     }
     const float *k = kt->kb ? kt->kb + (j0 - t) * dk : (const float *)kv_row(&kt->k, j0);
@@ -165,7 +170,7 @@ static void scores(const attn_sdpa_plan *p, const kvtile *kt, const float *q, in
  * (the fold of 1 / l into the last write of O). */
 static void values(const attn_sdpa_plan *p, const kvtile *kt, const float *s, int64_t lds,
                    int64_t R, int64_t t, int64_t j0, int64_t nk, float *o, int64_t ldo, int acc,
-                   const float *rs)
+                   const float *rs, attn_ahead *ah)
 {
     const int64_t dv = p->d.v_dim;
     if (p->decode) {
@@ -177,7 +182,7 @@ static void values(const attn_sdpa_plan *p, const kvtile *kt, const float *s, in
     const float *v = kt->vb ? kt->vb + (j0 - t) * dv : (const float *)kv_row(&kt->v, j0);
     const int64_t ldv = kt->vb ? dv : kt->v.ld;
     if (p->tile) {
-        p->gk->mm(R, dv, nk, 1.0f, rs, s, lds, 1, v, ldv, o, ldo, acc);
+        p->gk->mm(R, dv, nk, 1.0f, rs, s, lds, 1, v, ldv, o, ldo, acc, ah);
         return;
     }
     attn_sgemm(0, (int)R, (int)dv, (int)nk, 1.0f, s, (int)lds, v, (int)ldv, acc ? 1.0f : 0.0f,
@@ -276,7 +281,7 @@ static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work
     float *s = w->s;
 
     scores(p, kt, sg->q + r0 * sg->ldq, sg->ldq, r1 - r0, t, t + cs, ce - cs, s + r0 * bk + cs,
-           bk);
+           bk, w->ah);
 
     /* Nothing but the softmax on whole rows: one kernel call, the same
      * steps as the loop below. */
@@ -332,7 +337,7 @@ static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work
         rs = w->corr + v0;
     }
     values(p, kt, s + r0 * bk + cs, bk, r1 - r0, t, t + cs, ce - cs, sg->o + r0 * sg->ldo,
-           sg->ldo, !fresh, rs);
+           sg->ldo, !fresh, rs, w->ah);
 }
 
 /* run_rows_part over the rows [r0, r1); the tile engine goes
@@ -391,6 +396,56 @@ static void item_of(const attn_sdpa_plan *p, int64_t it, int64_t *b, int64_t *hk
     *chunk = rem % p->nchunks;
     *b = bh / p->d.kv_heads;
     *hk = bh % p->d.kv_heads;
+}
+
+/* The look-ahead of item it (see attn_ahead): the K and V rows its query
+ * rows see, then its Q rows of every head of the group. */
+static void ahead_plan(const attn_sdpa_plan *p, const attn_sdpa_args *a, attn_ahead *ah,
+                       int64_t it)
+{
+    const attn_sdpa_desc *d = &p->d;
+    ah->ns = ah->s = 0;
+    ah->r = ah->x = ah->share = 0;
+    if (it >= p->nitems)
+        return;
+    int64_t b, hk, qb, chunk;
+    item_of(p, it, &b, &hk, &qb, &chunk);
+    const int64_t qlen = q_len_of(p, a, b), kvlen = kv_len_of(p, a, b);
+    const int64_t i0 = qb * p->bq, i1 = i0 + p->bq < qlen ? i0 + p->bq : qlen;
+    if (i1 <= i0)
+        return;
+    /* Both bounds of a row's visible range grow with i. */
+    int64_t jlo, hi0, lo1, jhi;
+    row_range(p, qlen, kvlen, i0, &jlo, &hi0);
+    row_range(p, qlen, kvlen, i1 - 1, &lo1, &jhi);
+    const int64_t f = (int64_t)sizeof(float);
+    const attn_view *vk = &d->k, *vv = &d->v, *vq = &d->q;
+    if (jhi > jlo) {
+        ah->base[0] = (const char *)(a->k + b * vk->batch + hk * vk->head + jlo * vk->seq);
+        ah->base[1] = (const char *)(a->v + b * vv->batch + hk * vv->head + jlo * vv->seq);
+        ah->ld[0] = vk->seq * f;
+        ah->ld[1] = vv->seq * f;
+        ah->rows[0] = ah->rows[1] = jhi - jlo;
+        ah->bytes[0] = d->qk_dim * f;
+        ah->bytes[1] = d->v_dim * f;
+        ah->ns = 2;
+    }
+    for (int64_t h = hk * p->group; h < (hk + 1) * p->group && ah->ns < ATTN_AHEAD_STREAMS;
+         h++, ah->ns++) {
+        ah->base[ah->ns] = (const char *)(a->q + b * vq->batch + h * vq->head + i0 * vq->seq);
+        ah->ld[ah->ns] = vq->seq * f;
+        ah->rows[ah->ns] = i1 - i0;
+        ah->bytes[ah->ns] = d->qk_dim * f;
+    }
+}
+
+/* Spread ahead_plan's lines over about blocks register blocks. */
+static void ahead_spread(attn_ahead *ah, int64_t blocks)
+{
+    int64_t lines = 0;
+    for (int i = 0; i < ah->ns; i++)
+        lines += ah->rows[i] * ((ah->bytes[i] + 63) / 64);
+    ah->share = blocks > 0 ? (lines + blocks - 1) / blocks : lines;
 }
 
 static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
@@ -463,6 +518,14 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     kt.kb = p->kv_copy ? w->kbuf : NULL;
     kt.vb = p->kv_copy ? w->vbuf : NULL;
     kt.kt = w->kt;
+
+    /* The next item's rows go out evenly over this one's register blocks
+     * (12 x 32 on AVX-512; a count near enough: the shares are a hint). */
+    if (w->ah) {
+        const int64_t nr = stacked ? vrows : rows, tiles = (jhi - jlo + p->bk - 1) / p->bk;
+        const int64_t nt = tiles > 1 ? p->bk : jhi - jlo;
+        ahead_spread(w->ah, tiles * nseg * ((nr + 11) / 12) * ((nt + 31) / 32 + (dv + 31) / 32));
+    }
 
     /* Every segment meets every tile.  Its O rows are written with beta = 0
      * by the first tile when every row sees all of it; when the rows see the
@@ -650,12 +713,22 @@ static void execute_body(void *arg, int tid)
     w.kbuf = (float *)(void *)(base + p->ws_kbuf);
     w.vbuf = (float *)(void *)(base + p->ws_vbuf);
     w.kt = (float *)(void *)(base + p->ws_kt);
+    /* The look-ahead's guess of this thread's next item: it + team, which
+     * the dynamic schedule hands out in turn when items cost alike. */
+    attn_ahead ah;
+    w.ah = p->ahead ? &ah : NULL;
+    int64_t team = 1;
+#if ATTN_HAVE_OPENMP
+    team = omp_get_num_threads();
+#endif
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
     for (int64_t it = 0; it < nitems; it++) {
         int64_t b, hk, qb, chunk;
         item_of(p, it, &b, &hk, &qb, &chunk);
+        if (w.ah)
+            ahead_plan(p, c->a, w.ah, it + team);
         run_item(p, c->a, &w, c->part, b, hk, qb, chunk);
     }
     if (p->nchunks > 1) {

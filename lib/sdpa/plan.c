@@ -394,6 +394,9 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
         free(p);
         return st;
     }
+    p->ahead = p->tile && !p->decode && !p->kv_copy && p->nchunks == 1 && !p->sparse &&
+               (double)desc->kv_len * (double)(desc->qk_dim + desc->v_dim) * sizeof(float) >=
+                   (double)ATTN_AHEAD_MIN_KV;
     p->kern = attn_kernels_select();
     p->dec = attn_dec_select();
     p->cvt = attn_cvt_select();

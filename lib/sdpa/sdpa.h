@@ -22,6 +22,11 @@
 #define ATTN_SPLIT_MAX_BYTES ((size_t)16 << 20)
 #define ATTN_DECODE_MAX_Q 16 /* most queries of a plan on the decode path */
 #define ATTN_DECODE_TILE 256 /* keys per score tile on the decode path */
+#define ATTN_AHEAD_MIN_KV (64 << 10) /* the tile engine's look-ahead runs when
+                                        a (batch, head)'s K and V are at least
+                                        this many bytes (smaller ones mostly
+                                        come from cache: S7's 16 KiB ran 0.95x
+                                        with it, S8's 100 KiB 1.02x) */
 
 /* Dropout (dropout.c): attn_dropout (kernels.h) from (p, seed, offset);
  * the rows go through the plan's kernel table (dropout_row,
@@ -98,6 +103,8 @@ struct attn_sdpa_plan {
     int dropout;              /* dropout_p > 0 (p = 0 runs the plain path) */
     int softmax_only;         /* no bias, mask, dropout or probabilities: rows that see
                                * a whole tile go through kern->softmax_rows */
+    int ahead;                /* tile engine: each item asks for the next one's
+                               * rows as it computes (attn_ahead) */
     attn_dropout drop;
     float scale;              /* resolved */
     int64_t window_left;      /* clamped to [-1, n + m] */
