@@ -473,11 +473,23 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     /* The block reads only the union of its rows' visible keys (contiguous,
      * since both bounds grow with i), within this item's key chunk. */
     int64_t jlo = INT64_MAX, jhi = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        row_range(p, qlen, kvlen, i0 + r, &w->lo[r], &w->hi[r]);
-        if (w->lo[r] < w->hi[r]) {
-            if (w->lo[r] < jlo) jlo = w->lo[r];
-            if (w->hi[r] > jhi) jhi = w->hi[r];
+    /* Without a window every row sees the keys [0, kvlen): every tile is
+     * seen evenly (no per-row scan, which short items notice). */
+    const int whole = p->window_left < 0 && p->window_right < 0;
+    if (whole) {
+        for (int64_t r = 0; r < rows; r++) {
+            w->lo[r] = 0;
+            w->hi[r] = kvlen;
+        }
+        if (kvlen > 0)
+            jlo = 0, jhi = kvlen;
+    } else {
+        for (int64_t r = 0; r < rows; r++) {
+            row_range(p, qlen, kvlen, i0 + r, &w->lo[r], &w->hi[r]);
+            if (w->lo[r] < w->hi[r]) {
+                if (w->lo[r] < jlo) jlo = w->lo[r];
+                if (w->hi[r] > jhi) jhi = w->hi[r];
+            }
         }
     }
     if (split) {
@@ -558,7 +570,13 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
             sg->nrows = stacked ? vrows : rows;
             int64_t cs, ce;
             int even;
-            rows_span(w, sg, 0, sg->nrows, rows, t, nt, &cs, &ce, &even);
+            if (whole) {
+                cs = 0;
+                ce = nt;
+                even = 1;
+            } else {
+                rows_span(w, sg, 0, sg->nrows, rows, t, nt, &cs, &ce, &even);
+            }
             if (even) {
                 run_rows(p, a, w, sg, 0, sg->nrows, 0, nt, b, h0, i0, rows, t, &kt, first, 1,
                          fold);
@@ -577,8 +595,12 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
         }
     }
 
-    for (int64_t vr = 0; vr < vrows; vr++) {
-        const int64_t r = vr % rows, h = h0 + vr / rows, i = i0 + r;
+    for (int64_t vr = 0, h = h0, r = 0; vr < vrows; vr++, r++) {
+        if (r == rows) {
+            r = 0;
+            h++;
+        }
+        const int64_t i = i0 + r;
         const float l = w->lrow[vr];
         float *orow = out.o + h * out.head + i * out.seq;
         if (split) {
