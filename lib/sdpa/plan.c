@@ -394,9 +394,15 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
         free(p);
         return st;
     }
+    /* The look-ahead pays where K and V come from memory: a (batch, head)
+     * of 64 KiB or more, or tensors too large for a last-level cache. */
+    const double kv_bytes = (double)desc->kv_len * (double)(desc->qk_dim + desc->v_dim) * 4.0;
+    const double all_bytes =
+        (double)desc->batch * ((double)desc->q_heads * (double)desc->q_len +
+                               (double)desc->kv_heads * (double)desc->kv_len) *
+        (double)(desc->qk_dim + desc->v_dim) * 4.0;
     p->ahead = p->tile && !p->decode && !p->kv_copy && p->nchunks == 1 && !p->sparse &&
-               (double)desc->kv_len * (double)(desc->qk_dim + desc->v_dim) * sizeof(float) >=
-                   (double)ATTN_AHEAD_MIN_KV;
+               (kv_bytes >= (double)ATTN_AHEAD_MIN_KV || all_bytes >= (double)ATTN_AHEAD_MIN_ALL);
     p->kern = attn_kernels_select();
     p->dec = attn_dec_select();
     p->cvt = attn_cvt_select();

@@ -22,11 +22,13 @@
 #define ATTN_SPLIT_MAX_BYTES ((size_t)16 << 20)
 #define ATTN_DECODE_MAX_Q 16 /* most queries of a plan on the decode path */
 #define ATTN_DECODE_TILE 256 /* keys per score tile on the decode path */
-#define ATTN_AHEAD_MIN_KV (64 << 10) /* the tile engine's look-ahead runs when
-                                        a (batch, head)'s K and V are at least
-                                        this many bytes (smaller ones mostly
-                                        come from cache: S7's 16 KiB ran 0.95x
-                                        with it, S8's 100 KiB 1.02x) */
+#define ATTN_AHEAD_MIN_KV (64 << 10)  /* the tile engine's look-ahead runs when a
+                                         (batch, head)'s K and V take this many
+                                         bytes or more, */
+#define ATTN_AHEAD_MIN_ALL (32 << 20) /* or Q, K, V and O together do (smaller
+                                         ones come from cache: S7's 16 KiB
+                                         items ran 0.90-0.93x with it at B = 32,
+                                         8 MiB, and 1.07-1.11x at B = 128) */
 
 /* Dropout (dropout.c): attn_dropout (kernels.h) from (p, seed, offset);
  * the rows go through the plan's kernel table (dropout_row,
