@@ -716,8 +716,9 @@ typedef struct execute_ctx {
 } execute_ctx;
 
 /* One thread of execute: its slice of the workspace, its share of the work
- * items (heaviest first: the last query blocks under a causal mask, so a
- * dynamic schedule balances the triangle), then of the split-K merge. */
+ * items (a contiguous run when they cost alike; else heaviest first, the
+ * last query blocks under a causal mask, so that a dynamic schedule
+ * balances the triangle), then of the split-K merge. */
 static void execute_body(void *arg, int tid)
 {
     const execute_ctx *c = arg;
@@ -735,23 +736,39 @@ static void execute_body(void *arg, int tid)
     w.kbuf = (float *)(void *)(base + p->ws_kbuf);
     w.vbuf = (float *)(void *)(base + p->ws_vbuf);
     w.kt = (float *)(void *)(base + p->ws_kt);
-    /* The look-ahead's guess of this thread's next item: it + team, which
-     * the dynamic schedule hands out in turn when items cost alike. */
     attn_ahead ah;
     w.ah = p->ahead ? &ah : NULL;
-    int64_t team = 1;
+    if (p->alike) {
+        /* Items that cost alike: each thread takes one contiguous run of
+         * them, so that it reads one contiguous stretch of the tensors
+         * (and the hardware prefetchers of the two cores do not fetch
+         * each other's next heads); its next item is it + 1. */
 #if ATTN_HAVE_OPENMP
-    team = omp_get_num_threads();
+#pragma omp for schedule(static)
 #endif
+        for (int64_t it = 0; it < nitems; it++) {
+            int64_t b, hk, qb, chunk;
+            item_of(p, it, &b, &hk, &qb, &chunk);
+            if (w.ah)
+                ahead_plan(p, c->a, w.ah, it + 1);
+            run_item(p, c->a, &w, c->part, b, hk, qb, chunk);
+        }
+    } else {
+        /* Otherwise one at a time, heaviest first; the look-ahead guesses
+         * it + team, which the schedule hands out in turn when neighbours
+         * cost alike. */
+        int64_t team = 1;
 #if ATTN_HAVE_OPENMP
+        team = omp_get_num_threads();
 #pragma omp for schedule(dynamic, 1)
 #endif
-    for (int64_t it = 0; it < nitems; it++) {
-        int64_t b, hk, qb, chunk;
-        item_of(p, it, &b, &hk, &qb, &chunk);
-        if (w.ah)
-            ahead_plan(p, c->a, w.ah, it + team);
-        run_item(p, c->a, &w, c->part, b, hk, qb, chunk);
+        for (int64_t it = 0; it < nitems; it++) {
+            int64_t b, hk, qb, chunk;
+            item_of(p, it, &b, &hk, &qb, &chunk);
+            if (w.ah)
+                ahead_plan(p, c->a, w.ah, it + team);
+            run_item(p, c->a, &w, c->part, b, hk, qb, chunk);
+        }
     }
     if (p->nchunks > 1) {
 #if ATTN_HAVE_OPENMP

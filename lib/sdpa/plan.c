@@ -403,6 +403,8 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
         (double)(desc->qk_dim + desc->v_dim) * 4.0;
     p->ahead = p->tile && !p->decode && !p->kv_copy && p->nchunks == 1 && !p->sparse &&
                (kv_bytes >= (double)ATTN_AHEAD_MIN_KV || all_bytes >= (double)ATTN_AHEAD_MIN_ALL);
+    p->alike = !p->sparse && desc->window_left < 0 && desc->window_right < 0 &&
+               !desc->use_kv_lens && !desc->use_q_lens;
     p->kern = attn_kernels_select();
     p->dec = attn_dec_select();
     p->cvt = attn_cvt_select();

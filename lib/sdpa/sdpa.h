@@ -105,6 +105,8 @@ struct attn_sdpa_plan {
     int dropout;              /* dropout_p > 0 (p = 0 runs the plain path) */
     int softmax_only;         /* no bias, mask, dropout or probabilities: rows that see
                                * a whole tile go through kern->softmax_rows */
+    int alike;                /* every work item costs about the same (no window,
+                               * no lengths): contiguous runs per thread */
     int ahead;                /* tile engine: each item asks for the next one's
                                * rows as it computes (attn_ahead) */
     attn_dropout drop;
