@@ -534,7 +534,8 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     /* The next item's rows go out evenly over this one's register blocks
      * (12 x 32 on AVX-512; a count near enough: the shares are a hint). */
     if (w->ah) {
-        const int64_t nr = stacked ? vrows : rows, tiles = (jhi - jlo + p->bk - 1) / p->bk;
+        const int64_t nr = stacked ? vrows : rows;
+        const int64_t tiles = jhi > jlo ? (jhi - jlo + p->bk - 1) / p->bk : 0;
         const int64_t nt = tiles > 1 ? p->bk : jhi - jlo;
         ahead_spread(w->ah, tiles * nseg * ((nr + 11) / 12) * ((nt + 31) / 32 + (dv + 31) / 32));
     }
