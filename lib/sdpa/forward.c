@@ -716,6 +716,17 @@ typedef struct execute_ctx {
     const partials *part;
 } execute_ctx;
 
+/* Work item it, with the look-ahead (when the plan has one) on item next,
+ * the guess of this thread's next. */
+static void take_item(const execute_ctx *c, work *w, int64_t it, int64_t next)
+{
+    int64_t b, hk, qb, chunk;
+    item_of(c->p, it, &b, &hk, &qb, &chunk);
+    if (w->ah)
+        ahead_plan(c->p, c->a, w->ah, next);
+    run_item(c->p, c->a, w, c->part, b, hk, qb, chunk);
+}
+
 /* One thread of execute: its slice of the workspace, its share of the work
  * items (a contiguous run when they cost alike; else heaviest first, the
  * last query blocks under a causal mask, so that a dynamic schedule
@@ -747,13 +758,8 @@ static void execute_body(void *arg, int tid)
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(static)
 #endif
-        for (int64_t it = 0; it < nitems; it++) {
-            int64_t b, hk, qb, chunk;
-            item_of(p, it, &b, &hk, &qb, &chunk);
-            if (w.ah)
-                ahead_plan(p, c->a, w.ah, it + 1);
-            run_item(p, c->a, &w, c->part, b, hk, qb, chunk);
-        }
+        for (int64_t it = 0; it < nitems; it++)
+            take_item(c, &w, it, it + 1);
     } else {
         /* Otherwise one at a time, heaviest first; the look-ahead guesses
          * it + team, which the schedule hands out in turn when neighbours
@@ -763,13 +769,8 @@ static void execute_body(void *arg, int tid)
         team = omp_get_num_threads();
 #pragma omp for schedule(dynamic, 1)
 #endif
-        for (int64_t it = 0; it < nitems; it++) {
-            int64_t b, hk, qb, chunk;
-            item_of(p, it, &b, &hk, &qb, &chunk);
-            if (w.ah)
-                ahead_plan(p, c->a, w.ah, it + team);
-            run_item(p, c->a, &w, c->part, b, hk, qb, chunk);
-        }
+        for (int64_t it = 0; it < nitems; it++)
+            take_item(c, &w, it, it + team);
     }
     if (p->nchunks > 1) {
 #if ATTN_HAVE_OPENMP
