@@ -59,15 +59,40 @@ static inline float hsum8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
+/* Eight vectors' hmax8 or hsum8 in one pass of shuffles, pairing the
+ * lanes as those do (i with i + 4, then i + 2, then i + 1; v is
+ * overwritten): row r's result lands in out[4 (r % 2) + r / 2]. */
+static inline __attribute__((always_inline)) __m256 op8(__m256 a, __m256 b, const int max)
+{
+    return max ? _mm256_max_ps(a, b) : _mm256_add_ps(a, b);
+}
+
+static inline __attribute__((always_inline)) void reduce8(__m256 v[8], float out[8],
+                                                         const int max)
+{
+    for (int p = 0; p < 4; p++) {
+        const __m256 a = v[2 * p], b = v[2 * p + 1];
+        v[p] = op8(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31), max);
+    }
+    for (int p = 0; p < 2; p++) {
+        const __m256 a = v[2 * p], b = v[2 * p + 1];
+        v[p] = op8(_mm256_shuffle_ps(a, b, 0x44), _mm256_shuffle_ps(a, b, 0xEE), max);
+    }
+    _mm256_storeu_ps(out, op8(_mm256_shuffle_ps(v[0], v[1], 0x88),
+                              _mm256_shuffle_ps(v[0], v[1], 0xDD), max));
+}
+
 static inline __m256i tail_mask(int64_t r)
 {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r),
                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* max_ps drops a NaN operand, so NaNs are tracked on the side: the max of
- * a row holding a NaN is NaN, as in the C table. */
-static float max_avx2(const float *x, int64_t n)
+/* max_ps drops a NaN operand, so NaNs are tracked on the side (*nan,
+ * nonzero lanes where a NaN was seen): the max of a row holding a NaN is
+ * NaN, as in the C table. */
+static inline __attribute__((always_inline)) __m256 max_vec8(const float *x, int64_t n,
+                                                            __m256 *nanp)
 {
     __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0, nan = _mm256_setzero_ps();
     int64_t j = 0;
@@ -89,7 +114,15 @@ static float max_avx2(const float *x, int64_t n)
         m1 = _mm256_max_ps(m1, v);
         nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
     }
-    return _mm256_movemask_ps(nan) ? NAN : hmax8(_mm256_max_ps(m0, m1));
+    *nanp = nan;
+    return _mm256_max_ps(m0, m1);
+}
+
+static float max_avx2(const float *x, int64_t n)
+{
+    __m256 nan;
+    const __m256 v = max_vec8(x, n, &nan);
+    return _mm256_movemask_ps(nan) ? NAN : hmax8(v);
 }
 
 static float prep_max_avx2(float *s, int64_t n, const float *bias, const uint8_t *mask, int drop)
@@ -131,9 +164,10 @@ static float prep_max_avx2(float *s, int64_t n, const float *bias, const uint8_t
     return any_nan ? NAN : m;
 }
 
-static float exp_sum_avx2(float *x, int64_t n, float m)
+/* exp(x - m) in place; returns the two chains' sum, not yet reduced. */
+static inline __attribute__((always_inline)) __m256 exp_vec8(const __m256 *tab, float *x,
+                                                            int64_t n, float m)
 {
-    const __m256 tab[2] = { _mm256_loadu_ps(attn_exp2_16), _mm256_loadu_ps(attn_exp2_16 + 8) };
     __m256 vm = _mm256_set1_ps(m);
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
     int64_t j = 0;
@@ -157,7 +191,13 @@ static float exp_sum_avx2(float *x, int64_t n, float m)
         _mm256_maskstore_ps(x + j, k, a);
         s1 = _mm256_add_ps(s1, a);
     }
-    return hsum8(_mm256_add_ps(s0, s1));
+    return _mm256_add_ps(s0, s1);
+}
+
+static float exp_sum_avx2(float *x, int64_t n, float m)
+{
+    const __m256 tab[2] = { _mm256_loadu_ps(attn_exp2_16), _mm256_loadu_ps(attn_exp2_16 + 8) };
+    return hsum8(exp_vec8(tab, x, n, m));
 }
 
 static void exp_store_avx2(float *dst, const float *src, int64_t n, float m)
@@ -416,10 +456,42 @@ static void dropout_keep_row_avx2(const attn_dropout *dr, uint8_t *keep, int64_t
     });
 }
 
+/* The steps of attn_softmax_rows_with, 8 rows at a time, their horizontal
+ * reductions taken together by reduce8 (as softmax_rows_avx512 does with
+ * 16): the same bits as row_max and exp_sum give each row. */
 static void softmax_rows_avx2(float *s, int64_t lds, int64_t R, int64_t n, float *m, float *l,
                               float *corr)
 {
-    attn_softmax_rows_with(max_avx2, exp_sum_avx2, s, lds, R, n, m, l, corr);
+    const __m256 tab[2] = { _mm256_loadu_ps(attn_exp2_16), _mm256_loadu_ps(attn_exp2_16 + 8) };
+    for (int64_t r0 = 0; r0 < R; r0 += 8) {
+        const int g = R - r0 < 8 ? (int)(R - r0) : 8;
+        float *s0 = s + r0 * lds, *m0 = m + r0, *l0 = l + r0, *c0 = corr + r0;
+        __m256 v[8];
+        float red[8], mnew[8], c[8];
+        unsigned nanrows = 0, live = 0;
+        for (int i = 0; i < g; i++) {
+            __m256 nan;
+            v[i] = max_vec8(s0 + i * lds, n, &nan);
+            nanrows |= (unsigned)(_mm256_movemask_ps(nan) != 0) << i;
+        }
+        for (int i = g; i < 8; i++)
+            v[i] = _mm256_setzero_ps();
+        reduce8(v, red, 1);
+        for (int i = 0; i < g; i++) {
+            const float mt = nanrows >> i & 1u ? NAN : red[4 * (i % 2) + i / 2];
+            v[i] = _mm256_setzero_ps();
+            if (attn_softmax_row_begin(s0 + i * lds, n, mt, m0 + i, l0 + i, c0 + i, &mnew[i],
+                                       &c[i])) {
+                v[i] = exp_vec8(tab, s0 + i * lds, n, mnew[i]);
+                live |= 1u << i;
+            }
+        }
+        reduce8(v, red, 0);
+        for (int i = 0; i < g; i++)
+            if (live >> i & 1u)
+                attn_softmax_row_end(m0 + i, l0 + i, c0 + i, mnew[i], c[i],
+                                     red[4 * (i % 2) + i / 2]);
+    }
 }
 
 const attn_kernels attn_kernels_avx2 = {

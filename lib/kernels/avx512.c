@@ -37,9 +37,58 @@ static inline __mmask16 tail16(int64_t r)
     return (__mmask16)((1u << r) - 1u);
 }
 
-/* max_ps drops a NaN operand, so NaNs are tracked on the side: the max of
- * a row holding a NaN is NaN, as in the C table. */
-static float max_avx512(const float *x, int64_t n)
+/* The horizontal sum or max of a vector: lane i with lane i + 8, then with
+ * i + 4, i + 2 and i + 1, each op taking (upper, lower) in the first two
+ * steps as GCC's _mm512_reduce_add_ps does.  reduce16 below pairs the lanes
+ * of 16 vectors the same way, so a row's sum or max has the same bits
+ * whichever of the two took it. */
+enum { RED_ADD, RED_MAX };
+
+static inline __attribute__((always_inline)) __m512 op16(__m512 a, __m512 b, const int op)
+{
+    return op == RED_MAX ? _mm512_max_ps(a, b) : _mm512_add_ps(a, b);
+}
+
+static inline __attribute__((always_inline)) __m128 op4(__m128 a, __m128 b, const int op)
+{
+    return op == RED_MAX ? _mm_max_ps(a, b) : _mm_add_ps(a, b);
+}
+
+static inline __attribute__((always_inline)) float hred16(__m512 v, const int op)
+{
+    const __m256 lo = _mm512_castps512_ps256(v);
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    const __m256 a = op == RED_MAX ? _mm256_max_ps(hi, lo) : _mm256_add_ps(hi, lo);
+    const __m128 b = op4(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a), op);
+    const __m128 c = op4(b, _mm_movehl_ps(b, b), op);
+    return _mm_cvtss_f32(op4(c, _mm_movehdup_ps(c), op));
+}
+
+/* Sixteen vectors' reductions in one pass of shuffles (v is overwritten):
+ * row r's result lands in out[4 (r % 4) + r / 4]. */
+static inline __attribute__((always_inline)) void reduce16(__m512 v[16], float out[16],
+                                                          const int op)
+{
+    for (int p = 0; p < 8; p++) {   /* i with i + 8: rows 2p | 2p + 1 */
+        const __m512 a = v[2 * p], b = v[2 * p + 1];
+        v[p] = op16(_mm512_shuffle_f32x4(a, b, 0xEE), _mm512_shuffle_f32x4(a, b, 0x44), op);
+    }
+    for (int p = 0; p < 4; p++) {   /* i with i + 4: a row per 128-bit lane */
+        const __m512 a = v[2 * p], b = v[2 * p + 1];
+        v[p] = op16(_mm512_shuffle_f32x4(a, b, 0xDD), _mm512_shuffle_f32x4(a, b, 0x88), op);
+    }
+    for (int p = 0; p < 2; p++) {   /* i with i + 2 */
+        const __m512 a = v[2 * p], b = v[2 * p + 1];
+        v[p] = op16(_mm512_shuffle_ps(a, b, 0x44), _mm512_shuffle_ps(a, b, 0xEE), op);
+    }
+    _mm512_storeu_ps(out, op16(_mm512_shuffle_ps(v[0], v[1], 0x88),   /* i with i + 1 */
+                               _mm512_shuffle_ps(v[0], v[1], 0xDD), op));
+}
+
+/* max_ps drops a NaN operand, so NaNs are tracked on the side (*nan): the
+ * max of a row holding a NaN is NaN, as in the C table. */
+static inline __attribute__((always_inline)) __m512 max_vec(const float *x, int64_t n,
+                                                           __mmask16 *nanp)
 {
     __m512 m0 = _mm512_set1_ps(-INFINITY), m1 = m0;
     __mmask16 nan = 0;
@@ -60,7 +109,15 @@ static float max_avx512(const float *x, int64_t n)
         m1 = _mm512_mask_max_ps(m1, tail16(n - j), m1, a);
         nan |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
     }
-    return nan ? NAN : _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+    *nanp = nan;
+    return _mm512_max_ps(m0, m1);
+}
+
+static float max_avx512(const float *x, int64_t n)
+{
+    __mmask16 nan;
+    const __m512 v = max_vec(x, n, &nan);
+    return nan ? NAN : hred16(v, RED_MAX);
 }
 
 static float prep_max_avx512(float *s, int64_t n, const float *bias, const uint8_t *mask,
@@ -94,12 +151,13 @@ static float prep_max_avx512(float *s, int64_t n, const float *bias, const uint8
         m0 = _mm512_mask_max_ps(m0, k, m0, x);
         nan |= _mm512_mask_cmp_ps_mask(k, x, x, _CMP_UNORD_Q);
     }
-    return nan ? NAN : _mm512_reduce_max_ps(m0);
+    return nan ? NAN : hred16(m0, RED_MAX);
 }
 
-static float exp_sum_avx512(float *x, int64_t n, float m)
+/* exp(x - m) in place; returns the two chains' sum, not yet reduced. */
+static inline __attribute__((always_inline)) __m512 exp_vec(__m512 tab16, float *x, int64_t n,
+                                                           float m)
 {
-    const __m512 tab16 = _mm512_loadu_ps(attn_exp2_16);
     __m512 vm = _mm512_set1_ps(m);
     __m512 s0 = _mm512_setzero_ps(), s1 = s0;
     int64_t j = 0;
@@ -123,7 +181,12 @@ static float exp_sum_avx512(float *x, int64_t n, float m)
         _mm512_mask_storeu_ps(x + j, k, a);
         s1 = _mm512_add_ps(s1, a);
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+    return _mm512_add_ps(s0, s1);
+}
+
+static float exp_sum_avx512(float *x, int64_t n, float m)
+{
+    return hred16(exp_vec(_mm512_loadu_ps(attn_exp2_16), x, n, m), RED_ADD);
 }
 
 static void exp_store_avx512(float *dst, const float *src, int64_t n, float m)
@@ -368,10 +431,44 @@ static void dropout_keep_row_avx512(const attn_dropout *dr, uint8_t *keep, int64
     }));
 }
 
+/* The steps of attn_softmax_rows_with, 16 rows at a time: their maxima,
+ * then their exps, each group's horizontal reductions taken together by
+ * reduce16.  A row of 64 scores is only four vectors; one row at a time,
+ * its two reductions' chains of shuffles were half of exp_sum's time on
+ * S7.  Each row's result has the same bits as row_max and exp_sum give. */
 static void softmax_rows_avx512(float *s, int64_t lds, int64_t R, int64_t n, float *m, float *l,
                                 float *corr)
 {
-    attn_softmax_rows_with(max_avx512, exp_sum_avx512, s, lds, R, n, m, l, corr);
+    const __m512 tab16 = _mm512_loadu_ps(attn_exp2_16);
+    for (int64_t r0 = 0; r0 < R; r0 += 16) {
+        const int g = R - r0 < 16 ? (int)(R - r0) : 16;
+        float *s0 = s + r0 * lds, *m0 = m + r0, *l0 = l + r0, *c0 = corr + r0;
+        __m512 v[16];
+        float red[16], mnew[16], c[16];
+        unsigned nanrows = 0, live = 0;
+        for (int i = 0; i < g; i++) {
+            __mmask16 nan;
+            v[i] = max_vec(s0 + i * lds, n, &nan);
+            nanrows |= (unsigned)(nan != 0) << i;
+        }
+        for (int i = g; i < 16; i++)
+            v[i] = _mm512_setzero_ps();
+        reduce16(v, red, RED_MAX);
+        for (int i = 0; i < g; i++) {
+            const float mt = nanrows >> i & 1u ? NAN : red[4 * (i % 4) + i / 4];
+            v[i] = _mm512_setzero_ps();
+            if (attn_softmax_row_begin(s0 + i * lds, n, mt, m0 + i, l0 + i, c0 + i, &mnew[i],
+                                       &c[i])) {
+                v[i] = exp_vec(tab16, s0 + i * lds, n, mnew[i]);
+                live |= 1u << i;
+            }
+        }
+        reduce16(v, red, RED_ADD);
+        for (int i = 0; i < g; i++)
+            if (live >> i & 1u)
+                attn_softmax_row_end(m0 + i, l0 + i, c0 + i, mnew[i], c[i],
+                                     red[4 * (i % 4) + i / 4]);
+    }
 }
 
 const attn_kernels attn_kernels_avx512 = {

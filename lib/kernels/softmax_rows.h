@@ -18,33 +18,54 @@
 #include <string.h>
 
 /* One row's online-softmax step, once its visible scores' max mt is known
- * (the steps above, on the n scores at sr): returns 1 when the row was
- * turned into exp(s_r - m'), 0 when it was cleared (NaN or nothing visible
- * yet).  Shared by softmax_rows and the forward's and sparse forward's
- * general loops, so every path takes the same steps. */
+ * (the steps above, on the n scores at sr), in two halves so that a table
+ * may run the exps of several rows between them (softmax_rows_avx512 sums
+ * 16 rows at once).  begin: returns 1 when the row is to be turned into
+ * exp(s_r - m') (m' and c in *mnew and *c), 0 when it was cleared (NaN or
+ * nothing visible yet; m, l and corr are then final). */
 static inline __attribute__((always_inline)) int
-attn_softmax_row_step(float (*exp_sum)(float *, int64_t, float), float *sr, int64_t n, float mt,
-                      float *m, float *l, float *corr)
+attn_softmax_row_begin(float *sr, int64_t n, float mt, float *m, float *l, float *corr,
+                       float *mnew, float *c)
 {
     const float mold = *m;
-    const float mnew = mt > mold ? mt : mold;
+    *mnew = mt > mold ? mt : mold;
     if (mt != mt || mold != mold) {
         /* NaN in a visible score: the row's result is NaN. */
         memset(sr, 0, (size_t)n * sizeof(float));
         *m = *l = *corr = NAN;
         return 0;
     }
-    if (mnew == -INFINITY) {
+    if (*mnew == -INFINITY) {
         /* Nothing visible yet: contributes nothing. */
         memset(sr, 0, (size_t)n * sizeof(float));
         *corr = 1.0f;
         return 0;
     }
-    const float c = mold == -INFINITY ? 0.0f : attn_exp_scalar(mold - mnew);
-    const float sum = exp_sum(sr, n, mnew);
+    *c = mold == -INFINITY ? 0.0f : attn_exp_scalar(mold - *mnew);
+    return 1;
+}
+
+/* end: the row's exps summed to sum. */
+static inline __attribute__((always_inline)) void
+attn_softmax_row_end(float *m, float *l, float *corr, float mnew, float c, float sum)
+{
     *l = *l * c + sum;
     *m = mnew;
     *corr = c;
+}
+
+/* Both halves around exp_sum: returns 1 when the row was turned into
+ * exp(s_r - m'), 0 when it was cleared.  Shared by softmax_rows and the
+ * forward's and sparse forward's general loops, so every path takes the
+ * same steps. */
+static inline __attribute__((always_inline)) int
+attn_softmax_row_step(float (*exp_sum)(float *, int64_t, float), float *sr, int64_t n, float mt,
+                      float *m, float *l, float *corr)
+{
+    float mnew, c;
+    if (!attn_softmax_row_begin(sr, n, mt, m, l, corr, &mnew, &c))
+        return 0;
+    attn_softmax_row_end(m, l, corr, mnew, c, exp_sum(sr, n, mnew));
     return 1;
 }
 
