@@ -283,10 +283,22 @@ static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work
     scores(p, kt, sg->q + r0 * sg->ldq, sg->ldq, r1 - r0, t, t + cs, ce - cs, s + r0 * bk + cs,
            bk, w->ah);
 
-    /* Nothing but the softmax on whole rows: one kernel call, the same
-     * steps as the loop below. */
+    /* Nothing but the softmax: one kernel call, the same steps as the loop
+     * below.  Rows that see only part of [cs, ce) (the causal diagonal)
+     * get -inf outside their range first; then their max over [cs, ce) is
+     * the max over what they see, and the rest is the same. */
     const int64_t v0 = sg->v0 + r0;
-    if (even && p->softmax_only) {
+    if (p->softmax_only) {
+        if (!even)
+            for (int64_t lr = r0, r = v0 % rows; lr < r1; lr++, r = r + 1 == rows ? 0 : r + 1) {
+                float *sr = s + lr * bk;
+                int64_t a0 = w->lo[r] - t, a1 = w->hi[r] - t;
+                if (a0 < cs) a0 = cs;
+                if (a1 > ce) a1 = ce;
+                if (a1 < a0) a0 = a1 = cs;
+                for (int64_t j = cs; j < a0; j++) sr[j] = -INFINITY;
+                for (int64_t j = a1; j < ce; j++) sr[j] = -INFINITY;
+            }
         kern->softmax_rows(s + r0 * bk + cs, bk, r1 - r0, ce - cs, w->mrow + v0, w->lrow + v0,
                            w->corr + v0);
     } else {
