@@ -41,7 +41,8 @@ typedef struct work {
     float *kbuf;     /* kv_copy: the tile's K and V as floats */
     float *vbuf;
     float *kt;       /* tile engine: the tile's K transposed, dk x ldt */
-    attn_ahead *ah;  /* tile engine: the next item's rows, asked for ahead */
+    attn_ahead *ah;  /* tile engine: the next tile's rows, asked for ahead */
+    int64_t next;    /* the guess of this thread's next item */
 } work;
 
 /* Where a work item accumulates its O rows: the user's O, or its chunk's
@@ -410,9 +411,31 @@ static void item_of(const attn_sdpa_plan *p, int64_t it, int64_t *b, int64_t *hk
     *hk = bh % p->d.kv_heads;
 }
 
-/* The look-ahead of item it (see attn_ahead): the K and V rows its query
- * rows see, then its Q rows of every head of the group. */
-static void ahead_plan(const attn_sdpa_plan *p, const attn_sdpa_args *a, attn_ahead *ah,
+/* The look-ahead (see attn_ahead) of the keys [t0, t1) of (b, hk): their K
+ * and V rows, as streams 0 and 1. */
+static void ahead_kv(const attn_sdpa_plan *p, const attn_sdpa_args *a, attn_ahead *ah,
+                     int64_t b, int64_t hk, int64_t t0, int64_t t1)
+{
+    const attn_sdpa_desc *d = &p->d;
+    const int64_t f = (int64_t)sizeof(float);
+    const attn_view *vk = &d->k, *vv = &d->v;
+    ah->ns = ah->s = 0;
+    ah->r = ah->x = ah->share = 0;
+    if (t1 <= t0)
+        return;
+    ah->base[0] = (const char *)(a->k + b * vk->batch + hk * vk->head + t0 * vk->seq);
+    ah->base[1] = (const char *)(a->v + b * vv->batch + hk * vv->head + t0 * vv->seq);
+    ah->ld[0] = vk->seq * f;
+    ah->ld[1] = vv->seq * f;
+    ah->rows[0] = ah->rows[1] = t1 - t0;
+    ah->bytes[0] = d->qk_dim * f;
+    ah->bytes[1] = d->v_dim * f;
+    ah->ns = 2;
+}
+
+/* The look-ahead of item it's first tile: the K and V rows of the first
+ * tile its query rows see, then its Q rows of every head of the group. */
+static void ahead_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, attn_ahead *ah,
                        int64_t it)
 {
     const attn_sdpa_desc *d = &p->d;
@@ -430,18 +453,9 @@ static void ahead_plan(const attn_sdpa_plan *p, const attn_sdpa_args *a, attn_ah
     int64_t jlo, hi0, lo1, jhi;
     row_range(p, qlen, kvlen, i0, &jlo, &hi0);
     row_range(p, qlen, kvlen, i1 - 1, &lo1, &jhi);
+    ahead_kv(p, a, ah, b, hk, jlo, jhi - jlo > p->bk ? jlo + p->bk : jhi);
     const int64_t f = (int64_t)sizeof(float);
-    const attn_view *vk = &d->k, *vv = &d->v, *vq = &d->q;
-    if (jhi > jlo) {
-        ah->base[0] = (const char *)(a->k + b * vk->batch + hk * vk->head + jlo * vk->seq);
-        ah->base[1] = (const char *)(a->v + b * vv->batch + hk * vv->head + jlo * vv->seq);
-        ah->ld[0] = vk->seq * f;
-        ah->ld[1] = vv->seq * f;
-        ah->rows[0] = ah->rows[1] = jhi - jlo;
-        ah->bytes[0] = d->qk_dim * f;
-        ah->bytes[1] = d->v_dim * f;
-        ah->ns = 2;
-    }
+    const attn_view *vq = &d->q;
     for (int64_t h = hk * p->group; h < (hk + 1) * p->group && ah->ns < ATTN_AHEAD_STREAMS;
          h++, ah->ns++) {
         ah->base[ah->ns] = (const char *)(a->q + b * vq->batch + h * vq->head + i0 * vq->seq);
@@ -543,15 +557,6 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     kt.vb = p->kv_copy ? w->vbuf : NULL;
     kt.kt = w->kt;
 
-    /* The next item's rows go out evenly over this one's register blocks
-     * (12 x 32 on AVX-512; a count near enough: the shares are a hint). */
-    if (w->ah) {
-        const int64_t nr = stacked ? vrows : rows;
-        const int64_t tiles = jhi > jlo ? (jhi - jlo + p->bk - 1) / p->bk : 0;
-        const int64_t nt = tiles > 1 ? p->bk : jhi - jlo;
-        ahead_spread(w->ah, tiles * nseg * ((nr + 11) / 12) * ((nt + 31) / 32 + (dv + 31) / 32));
-    }
-
     /* Every segment meets every tile.  Its O rows are written with beta = 0
      * by the first tile when every row sees all of it; when the rows see the
      * first tile unevenly (some may skip it) they are zeroed first.  With
@@ -560,6 +565,20 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     int folded = 0;
     for (int64_t t = jlo; t < jhi; t += p->bk) {
         const int64_t nt = jhi - t < p->bk ? jhi - t : p->bk;
+        /* The next tile's K and V rows (or, at the last tile, the next
+         * item's first tile and its Q rows) go out evenly over this tile's
+         * register blocks (12 x 32 on AVX-512; a count near enough: the
+         * shares are a hint).  One tile ahead, not a whole item: a long
+         * item's K and V would not stay in the L2 until they are used. */
+        if (w->ah) {
+            if (t + p->bk < jhi)
+                ahead_kv(p, a, w->ah, b, hk, t + p->bk,
+                         jhi - t > 2 * p->bk ? t + 2 * p->bk : jhi);
+            else
+                ahead_item(p, a, w->ah, w->next);
+            const int64_t nr = stacked ? vrows : rows;
+            ahead_spread(w->ah, nseg * ((nr + 11) / 12) * ((nt + 31) / 32 + (dv + 31) / 32));
+        }
         if (p->kv_copy) {
             kv_fill(p, &kt.k, w->kbuf, d->qk_dim, t, nt);
             kv_fill(p, &kt.v, w->vbuf, dv, t, nt);
@@ -728,14 +747,13 @@ typedef struct execute_ctx {
     const partials *part;
 } execute_ctx;
 
-/* Work item it, with the look-ahead (when the plan has one) on item next,
- * the guess of this thread's next. */
+/* Work item it; its last tile's look-ahead (when the plan has one) is on
+ * item next, the guess of this thread's next. */
 static void take_item(const execute_ctx *c, work *w, int64_t it, int64_t next)
 {
     int64_t b, hk, qb, chunk;
     item_of(c->p, it, &b, &hk, &qb, &chunk);
-    if (w->ah)
-        ahead_plan(c->p, c->a, w->ah, next);
+    w->next = next;
     run_item(c->p, c->a, w, c->part, b, hk, qb, chunk);
 }
 
