@@ -26,6 +26,8 @@
 #include "core/core.h"   /* attn_parallel: the region attn runs its work in */
 #include "bench.h"
 
+static void peak_sample(void);
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -355,8 +357,10 @@ static void run_mha_case(const bench_case *c, int impl, int nthreads, int runs, 
                 snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
                 return;
             }
-            if (pass == 0 && r >= 0)
+            if (pass == 0 && r >= 0) {
                 t[r] = t1 - t0;
+                peak_sample();
+            }
         }
         if (pass == 0) {
             struct rusage ru;
@@ -523,6 +527,7 @@ static void run_mha_train_case(const bench_case *c, int impl, int nthreads, int 
             tf[r] = t1 - t0;
             tb[r] = t2 - t1;
             tt[r] = t2 - t0;
+            peak_sample();
         }
     }
     train_times(res, tf, tb, tt, runs);
@@ -614,6 +619,7 @@ static void run_train_case(const bench_case *c, int impl, int nthreads, int runs
             tf[r] = t1 - t0;
             tb[r] = t2 - t1;
             tt[r] = t2 - t0;
+            peak_sample();
         }
     }
     train_times(res, tf, tb, tt, runs);
@@ -719,8 +725,10 @@ static void run_case(const bench_case *c, int impl, int nthreads, int runs, resu
             snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
             return;
         }
-        if (r >= 0)
+        if (r >= 0) {
             t[r] = t1 - t0;
+            peak_sample();
+        }
     }
     qsort(t, (size_t)runs, sizeof *t, cmp_double);
     res->ms_min = t[0];
@@ -945,16 +953,16 @@ static void fma_body(void *arg, int tid)
 }
 
 /* The best rate (work / 1e6 per ms: GFLOP/s for flops, GB/s for bytes) of
- * four passes of body on nthreads threads, the first left out when
+ * `passes` passes of body on nthreads threads, the first left out when
  * skip_first; the per-thread sums body writes are read afterwards, so its
  * work cannot be optimized away. */
 static double best_rate(int nthreads, void (*body)(void *, int), void *ctx, double work,
-                        int skip_first, const float *sums)
+                        int skip_first, const float *sums, int passes)
 {
     attn_blas_hooks hooks;
     attn_blas_hooks_resolve(&hooks);
     double best = 0;
-    for (int pass = 0; pass < 4; pass++) {
+    for (int pass = 0; pass < passes; pass++) {
         const double t0 = now_ms();
         attn_parallel(&hooks, nthreads, nthreads, body, ctx);
         const double rate = work / ((now_ms() - t0) * 1e6);
@@ -968,7 +976,7 @@ static double best_rate(int nthreads, void (*body)(void *, int), void *ctx, doub
     return best;
 }
 
-static double fma_peak(int nthreads)
+static double fma_peak_iters(int nthreads, long iters, int passes)
 {
     int lanes = 0;
 #if ATTN_HAVE_X86_KERNELS
@@ -978,9 +986,30 @@ static double fma_peak(int nthreads)
     float sums[64];
     if (!lanes || nthreads > 64)
         return 0;
-    const fma_ctx ctx = { 20L * 1000 * 1000, lanes, sums };
+    const fma_ctx ctx = { iters, lanes, sums };
     return best_rate(nthreads, fma_body, (void *)&ctx,
-                     2.0 * 12 * lanes * (double)ctx.iters * nthreads, 0, sums);
+                     2.0 * 12 * lanes * (double)ctx.iters * nthreads, 0, sums, passes);
+}
+
+static double fma_peak(int nthreads)
+{
+    return fma_peak_iters(nthreads, 20L * 1000 * 1000, 4);
+}
+
+/* The FMA peak sampled during a case, in its own process: one short pass
+ * (about 2 ms) after each of its timed runs; the case's local peak is the
+ * median of these.  The VMs this runs on change speed for seconds at a
+ * time, so a case is also reported against the peak of the moments it ran
+ * in. */
+enum { MAX_SAMPLES = 1024 };
+static int sample_threads;   /* 0: not sampling */
+static double samples[MAX_SAMPLES];
+static int nsamples;
+
+static void peak_sample(void)
+{
+    if (sample_threads > 0 && nsamples < MAX_SAMPLES)
+        samples[nsamples++] = fma_peak_iters(sample_threads, 1000L * 1000, 1);
 }
 
 /* GB/s (1e9 bytes) of the best of a few passes over `bytes`. */
@@ -1001,7 +1030,7 @@ static double read_bandwidth(int nthreads, size_t bytes)
 #endif
     const bw_ctx ctx = { buf, bytes / sizeof(float), nthreads, isa, sums };
     /* the first pass warms the threads and the TLB */
-    const double best = best_rate(nthreads, bw_body, (void *)&ctx, (double)bytes, 1, sums);
+    const double best = best_rate(nthreads, bw_body, (void *)&ctx, (double)bytes, 1, sums, 4);
     free(buf);
     return best;
 }
@@ -1041,7 +1070,14 @@ typedef struct job { const bench_case *c; int impl, threads, runs; } job;
 static void job_fn(void *ctx, result *r)
 {
     job *j = ctx;
+    sample_threads = j->threads;
+    nsamples = 0;
     run_case(j->c, j->impl, j->threads, j->runs, r);
+    sample_threads = 0;
+    if (nsamples > 0) {
+        qsort(samples, (size_t)nsamples, sizeof samples[0], cmp_double);
+        r->fma_local = median_sorted(samples, nsamples);
+    }
 }
 static void rate_fn(void *ctx, result *r)
 {
@@ -1179,9 +1215,9 @@ int main(int argc, char **argv)
                    "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
                    nt, rate, read_gbs, fma_gflops, bw_bytes, l3, bi.loaded, bi.kernel, bi.simd);
         if (!json && any_dense)
-            printf("%-4s %-12s %-5s %9s %9s %9s %8s %8s %6s %6s %11s %9s %9s %7s\n", "case",
+            printf("%-4s %-12s %-5s %9s %9s %9s %8s %8s %6s %6s %6s %11s %9s %9s %7s\n", "case",
                    "name", "impl", "ms(med)", "ms(min)", "ms(max)", "GF/s", "GF/s_u", "%peak",
-                   "%sgemm", "workspace", "RSS MiB", "max_err", "speedup");
+                   "%local", "%sgemm", "workspace", "RSS MiB", "max_err", "speedup");
         for (int ci = 0; ci < NCASES; ci++) {
             const bench_case *c = &cases[ci];
             if (!selected[ci] || c->kind == K_DECODE)
@@ -1244,11 +1280,13 @@ int main(int argc, char **argv)
                                    "\"impl\":\"%s\",\"part\":\"%s\",\"ms_median\":%.4f,"
                                    "\"gflops_useful\":%.2f,\"sgemm_gflops\":%.2f,"
                                    "\"frac_sgemm\":%.4f,\"fma_gflops\":%.2f,\"frac_peak\":%.4f,"
+                                   "\"fma_local_gflops\":%.2f,\"frac_peak_local\":%.4f,"
                                    "\"workspace_bytes\":%zu,"
                                    "\"peak_rss_bytes\":%ld,\"max_err\":%s,\"read_gbs\":%.2f,"
                                    "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
                                    c->id, c->name, nt, iname, part[k], ms[k], gfu, rate,
                                    rate > 0 ? gfu / rate : 0, fma_gflops, fma_gflops > 0 ? gfu / fma_gflops : 0,
+                                   r.fma_local, r.fma_local > 0 ? gfu / r.fma_local : 0,
                                    r.workspace, r.peak_rss_kb * 1024,
                                    err, read_gbs, bi.loaded, bi.kernel, bi.simd);
                             continue;
@@ -1260,10 +1298,11 @@ int main(int argc, char **argv)
                             snprintf(sp, sizeof sp, "%.2fx", r.ms_median / attn_ms);
                         char nm[24];
                         snprintf(nm, sizeof nm, "%s %s", iname, part[k]);
-                        printf("%-4s %-12s %-9s %9.3f %9s %9s %8s %8.1f %5.0f%% %5.0f%% %11zu %9.1f "
-                               "%9.2g %7s\n",
+                        printf("%-4s %-12s %-9s %9.3f %9s %9s %8s %8.1f %5.0f%% %5.0f%% %5.0f%% %11zu "
+                               "%9.1f %9.2g %7s\n",
                                c->id, c->name, nm, ms[k], "", "", "", gfu,
                                fma_gflops > 0 ? 100.0 * gfu / fma_gflops : 0.0,
+                               r.fma_local > 0 ? 100.0 * gfu / r.fma_local : 0.0,
                                rate > 0 ? 100.0 * gfu / rate : 0.0, r.workspace,
                                r.peak_rss_kb / 1024.0, k == 2 ? r.max_err : NAN, sp);
                     }
@@ -1280,20 +1319,23 @@ int main(int argc, char **argv)
                     printf("{\"case\":\"%s\",\"name\":\"%s\",\"threads\":%d,\"impl\":\"%s\","
                            "\"ms_median\":%.4f,\"ms_min\":%.4f,\"ms_max\":%.4f,\"gflops\":%.2f,"
                            "\"gflops_useful\":%.2f,\"sgemm_gflops\":%.2f,\"frac_sgemm\":%.4f,"
-                           "\"fma_gflops\":%.2f,\"frac_peak\":%.4f,\"workspace_bytes\":%zu,\"peak_rss_bytes\":%ld,\"max_err\":%s,"
+                           "\"fma_gflops\":%.2f,\"frac_peak\":%.4f,\"fma_local_gflops\":%.2f,"
+                           "\"frac_peak_local\":%.4f,\"workspace_bytes\":%zu,\"peak_rss_bytes\":%ld,\"max_err\":%s,"
                            "\"read_gbs\":%.2f,\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
                            c->id, c->name, nt, iname, r.ms_median, r.ms_min, r.ms_max, gf, gfu, rate,
                            rate > 0 ? gfu / rate : 0, fma_gflops, fma_gflops > 0 ? gfu / fma_gflops : 0,
+                           r.fma_local, r.fma_local > 0 ? gfu / r.fma_local : 0,
                            r.workspace, r.peak_rss_kb * 1024, err,
                            read_gbs, bi.loaded, bi.kernel, bi.simd);
                 } else {
                     char sp[16] = "";
                     if (v > 0 && attn_ms > 0)
                         snprintf(sp, sizeof sp, "%.2fx", r.ms_median / attn_ms);
-                    printf("%-4s %-12s %-5s %9.3f %9.3f %9.3f %8.1f %8.1f %5.0f%% %5.0f%% %11zu %9.1f "
-                           "%9.2g %7s\n",
+                    printf("%-4s %-12s %-5s %9.3f %9.3f %9.3f %8.1f %8.1f %5.0f%% %5.0f%% %5.0f%% %11zu "
+                           "%9.1f %9.2g %7s\n",
                            c->id, c->name, iname, r.ms_median, r.ms_min, r.ms_max, gf, gfu,
                            fma_gflops > 0 ? 100.0 * gfu / fma_gflops : 0.0,
+                           r.fma_local > 0 ? 100.0 * gfu / r.fma_local : 0.0,
                            rate > 0 ? 100.0 * gfu / rate : 0.0, r.workspace,
                            r.peak_rss_kb / 1024.0, r.max_err, sp);
                 }
@@ -1325,7 +1367,10 @@ int main(int argc, char **argv)
         printf("\nGF/s: on 4*B*Hq*n*m*d (S6: plus the four projections, 8*B*L*E^2); GF/s_u, "
                "%%peak and %%sgemm: on the useful FLOPs (causal and padding excluded), %%peak over "
                "the FMA peak (independent register-only FMA chains, AVX-512 or AVX2, at this thread "
-               "count), %%sgemm over the same BLAS's sgemm rate; speedup: naive ms / attn "
+               "count, measured once for the run; the header), %%local over the same peak sampled "
+               "in the case's own process after each timed run (the median of the samples: "
+               "this machine's speed may change for seconds at a time), %%sgemm over "
+               "the same BLAS's sgemm rate; speedup: naive ms / attn "
                "ms (blas rows: their ms / attn ms); max_err: |attn - naive| over O (S6: "
                "over Y).\nattn runs on the engine ATTN_ENGINE and the CPU choose (the header "
                "says which); on the tile engine, blas rows run the same case on the BLAS "

@@ -36,6 +36,8 @@ typedef struct result {
     double max_err;
     size_t workspace;
     long peak_rss_kb;
+    double fma_local;          /* GFLOP/s: the FMA peak measured in the
+                                  case's own process, before and after it */
     char error[96];
 } result;
 
