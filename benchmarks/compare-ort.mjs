@@ -81,10 +81,18 @@
 // float64 computation in JS on rows (b, h, i) of the first, middle and
 // last batch, head and query, with our causal and length semantics.
 //
+// Paired with attn (--attn-bench PATH, the attn-bench program): right after
+// each dense (case, threads), attn-bench runs the same case at the same
+// thread count in its own process (--runs as given, its BLAS-engine row
+// and its machine limits included), and the table gets an "attn" row and
+// the ratio ORT run ms / attn ms.  ORT and attn then run seconds apart,
+// not minutes: this VM's speed changes for seconds at a time, which a
+// ratio of two separate whole runs would take in.
+//
 // ORT_DEBUG_TIMES=1 prints every call's time to stderr.
 
 import { createRequire } from 'node:module';
-import { execSync } from 'node:child_process';
+import { execFileSync, execSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -101,7 +109,7 @@ try {
 
 // ---- arguments ------------------------------------------------------------
 const args = process.argv.slice(2);
-const opt = { cases: [], threads: [], runs: 10, kvMib: 0, layouts: [], json: false };
+const opt = { cases: [], threads: [], runs: 10, kvMib: 0, layouts: [], json: false, attnBench: null };
 for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--case') opt.cases.push(args[++i]);
@@ -110,9 +118,11 @@ for (let i = 0; i < args.length; i++) {
     else if (a === '--kv-mib') opt.kvMib = parseInt(args[++i], 10);
     else if (a === '--kv-layout') opt.layouts.push(args[++i]);
     else if (a === '--json') opt.json = true;
+    else if (a === '--attn-bench') opt.attnBench = args[++i];
     else {
         console.error('usage: compare-ort.mjs [--case S5|D3|S1|...|S9|dense ...] [--threads N ...] ' +
-                      '[--runs R] [--kv-mib M] [--kv-layout bsnh|bnsh ...] [--json]');
+                      '[--runs R] [--kv-mib M] [--kv-layout bsnh|bnsh ...] [--json] ' +
+                      '[--attn-bench PATH]');
         process.exit(2);
     }
 }
@@ -555,6 +565,19 @@ async function runDense(id, threads, layout) {
              calls, max_err: err, ort_version: ort.env.versions?.common ?? '' };
 }
 
+// attn-bench on one dense case and thread count: its default engine's row
+// (impl "attn") as JSON, with the run's FMA peak.
+function runAttn(id, threads) {
+    const outText = execFileSync(opt.attnBench,
+                                 ['--case', id, '--threads', String(threads), '--runs',
+                                  String(opt.runs), '--no-naive', '--bw-mib', '64', '--json'],
+                                 { encoding: 'utf8', maxBuffer: 1 << 24 });
+    const rows = outText.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    const r = rows.find((x) => x.case === id && x.impl === 'attn' && x.threads === threads);
+    if (!r) throw new Error(`attn-bench printed no attn row for ${id} at ${threads} threads`);
+    return r;
+}
+
 const fix = (v, k, w) => (v === null ? '-' : v.toFixed(k)).padStart(w);
 
 // One case's failure: ORT's first error line, in the table or as JSON
@@ -600,7 +623,9 @@ if (denseIds.length && !opt.json) {
     if (decodeIds.length) console.log('');
     console.log(`onnxruntime-node ${version} (CPU), MultiHeadAttention com.microsoft opset 1; ` +
                 `${opt.runs} timed calls after 2 warm-up; GF/s on 4*B*H*n*m*d, ` +
-                `useful: without the keys causality or padding hides`);
+                `useful: without the keys causality or padding hides` +
+                (opt.attnBench ? `; attn rows: ${opt.attnBench} on the same case right after, ` +
+                                 `ORT/attn = ORT's run ms / attn's ms` : ''));
     console.log('case thr impl           ms(med)   ms(min)   ms(max)    GF/s  run ms(med)  run GF/s ' +
                 'run GF/s useful   max_err');
 }
@@ -621,4 +646,25 @@ for (const t of opt.threads)
                             `${fix(r.gflops, 1, 7)} ${fix(r.ort_run_ms_median, 3, 12)} ` +
                             `${fix(r.gflops_ort_run, 1, 9)} ${fix(r.gflops_useful_ort_run, 1, 15)} ` +
                             `${r.max_err.toExponential(2).padStart(9)}`);
+            if (!opt.attnBench || layout !== opt.layouts[0]) continue;
+            let at;
+            try {
+                at = runAttn(id, t);
+            } catch (e) {
+                reportFailure(id, t, 'attn', e);
+                continue;
+            }
+            const ratio = r.ort_run_ms_median === null ? null : r.ort_run_ms_median / at.ms_median;
+            if (opt.json)
+                console.log(JSON.stringify({ ...at, paired_with: r.impl, ort_run_ms_median:
+                                             r.ort_run_ms_median, ort_over_attn: ratio, ok: true }));
+            else
+                console.log(`${id.padEnd(4)} ${String(t).padStart(3)} ${'attn'.padEnd(12)} ` +
+                            `${fix(at.ms_median, 3, 9)} ${fix(at.ms_min, 3, 9)} ` +
+                            `${fix(at.ms_max, 3, 9)} ${fix(at.gflops, 1, 7)} ${''.padStart(12)} ` +
+                            `${''.padStart(9)} ${fix(at.gflops_useful, 1, 15)} ` +
+                            `${(at.max_err ?? NaN).toExponential(2).padStart(9)}   ` +
+                            `ORT/attn ${fix(ratio, 2, 5)}x, attn at ` +
+                            `${(100 * at.frac_peak_local).toFixed(0)}% of the FMA peak sampled ` +
+                            `during its runs`);
         }
