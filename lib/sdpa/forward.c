@@ -627,6 +627,17 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
         }
     }
 
+    /* 1 / l folded into O's last write and nothing else to write: only a
+     * row that saw no key (l exactly 0) is left to clear, which the scan
+     * finds without the per-row bookkeeping below (S7's 64-row items
+     * noticed it). */
+    if (folded && !split && !d->want_lse && !d->want_probs) {
+        for (int64_t vr = 0; vr < vrows; vr++)
+            if (w->lrow[vr] == 0.0f)
+                memset(out.o + (h0 + vr / rows) * out.head + (i0 + vr % rows) * out.seq, 0,
+                       (size_t)dv * sizeof(float));
+        return;
+    }
     for (int64_t vr = 0, h = h0, r = 0; vr < vrows; vr++, r++) {
         if (r == rows) {
             r = 0;
