@@ -503,10 +503,12 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
      * seen evenly (no per-row scan, which short items notice). */
     const int whole = p->window_left < 0 && p->window_right < 0;
     if (whole) {
-        for (int64_t r = 0; r < rows; r++) {
-            w->lo[r] = 0;
-            w->hi[r] = kvlen;
-        }
+        /* (read only by the general row loop, not by softmax_rows) */
+        if (!p->softmax_only)
+            for (int64_t r = 0; r < rows; r++) {
+                w->lo[r] = 0;
+                w->hi[r] = kvlen;
+            }
         if (kvlen > 0)
             jlo = 0, jhi = kvlen;
     } else {
