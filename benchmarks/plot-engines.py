@@ -32,7 +32,8 @@ def main():
         if r.get("impl") in ("attn", "blas") and r.get("case") in CASES and "part" not in r:
             frac[(r["case"], r["threads"], r["impl"])] = r["frac_peak"]
     for r in ort:
-        if r.get("ok") and r.get("case") in CASES and r["threads"] in peak:
+        if (r.get("ok") and str(r.get("impl", "")).startswith("ort") and r.get("case") in CASES
+                and r["threads"] in peak):
             gf = r["flops_useful"] / (r["ort_run_ms_median"] * 1e6)
             frac[(r["case"], r["threads"], "ort")] = gf / peak[r["threads"]]
     threads = sorted(peak)
