@@ -13,7 +13,8 @@
  *
  * and at the end O /= l, lse = m + log l.  Tiles no row can see are never
  * computed; on tiles the rows see unevenly (the causal diagonal, window
- * edges) the rows go in sub-blocks of ATTN_SUB_Q, each over its own columns.
+ * edges) the rows go in sub-blocks of ATTN_SUB_Q (ATTN_TILE_SUB_Q on the tile
+ * engine), each over its own columns.
  * Short queries over long keys (decode) with too few items split the keys
  * into chunks whose partial results are merged by logsumexp afterwards.
  *
@@ -620,8 +621,9 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
             if (first)
                 for (int64_t lr = 0; lr < sg->nrows; lr++)
                     memset(sg->o + lr * sg->ldo, 0, (size_t)dv * sizeof(float));
-            for (int64_t r0 = 0; r0 < sg->nrows; r0 += ATTN_SUB_Q) {
-                int64_t r1 = r0 + ATTN_SUB_Q < sg->nrows ? r0 + ATTN_SUB_Q : sg->nrows;
+            const int64_t sub = p->tile ? ATTN_TILE_SUB_Q : ATTN_SUB_Q;
+            for (int64_t r0 = 0; r0 < sg->nrows; r0 += sub) {
+                int64_t r1 = r0 + sub < sg->nrows ? r0 + sub : sg->nrows;
                 rows_span(w, sg, r0, r1, rows, t, nt, &cs, &ce, &even);
                 if (cs < ce)
                     run_rows(p, a, w, sg, r0, r1, cs, ce, b, h0, i0, rows, t, &kt, 0, 0, 0);
