@@ -773,7 +773,7 @@ static void take_item(const execute_ctx *c, work *w, int64_t it, int64_t next)
 }
 
 /* One thread of execute: its slice of the workspace, its share of the work
- * items (a contiguous run when they cost alike; else heaviest first, the
+ * items (contiguous runs when they cost alike; else heaviest first, the
  * last query blocks under a causal mask, so that a dynamic schedule
  * balances the triangle), then of the split-K merge. */
 static void execute_body(void *arg, int tid)
@@ -796,12 +796,14 @@ static void execute_body(void *arg, int tid)
     attn_ahead ah;
     w.ah = p->ahead ? &ah : NULL;
     if (p->alike) {
-        /* Items that cost alike: each thread takes one contiguous run of
-         * them, so that it reads one contiguous stretch of the tensors
-         * (and the hardware prefetchers of the two cores do not fetch
-         * each other's next heads); its next item is it + 1. */
+        /* Items that cost alike: each thread takes contiguous runs of
+         * them, so that it reads contiguous stretches of the tensors (and
+         * the hardware prefetchers of the two cores do not fetch each
+         * other's next heads); guided, so that the runs shrink towards the
+         * end and a core that ran slower is not waited for; its next item
+         * is it + 1 (but at a run's end). */
 #if ATTN_HAVE_OPENMP
-#pragma omp for schedule(static)
+#pragma omp for schedule(guided)
 #endif
         for (int64_t it = 0; it < nitems; it++)
             take_item(c, &w, it, it + 1);
