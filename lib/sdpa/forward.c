@@ -271,6 +271,22 @@ typedef struct segment {
  * over the tile columns [cs, ce); even: every row sees all of them; fold:
  * this is the item's only tile (fresh and even), so O's rows are final
  * after its P V and 1 / l is applied as they are written. */
+/* Local row r's visible columns of the tile at t, within [cs, ce): [*a0,
+ * *a1) (empty at cs when it sees none); its score row sr gets -inf on the
+ * rest of [cs, ce). */
+static void hide_outside(const work *w, float *sr, int64_t r, int64_t t, int64_t cs,
+                         int64_t ce, int64_t *a0p, int64_t *a1p)
+{
+    int64_t a0 = w->lo[r] - t, a1 = w->hi[r] - t;
+    if (a0 < cs) a0 = cs;
+    if (a1 > ce) a1 = ce;
+    if (a1 < a0) a0 = a1 = cs;
+    for (int64_t j = cs; j < a0; j++) sr[j] = -INFINITY;
+    for (int64_t j = a1; j < ce; j++) sr[j] = -INFINITY;
+    *a0p = a0;
+    *a1p = a1;
+}
+
 static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                      const segment *sg, int64_t r0, int64_t r1, int64_t cs, int64_t ce,
                      int64_t b, int64_t h0, int64_t i0, int64_t rows, int64_t t,
@@ -293,13 +309,8 @@ static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work
     if (p->softmax_only) {
         if (!even)
             for (int64_t lr = r0, r = v0 % rows; lr < r1; lr++, r = r + 1 == rows ? 0 : r + 1) {
-                float *sr = s + lr * bk;
-                int64_t a0 = w->lo[r] - t, a1 = w->hi[r] - t;
-                if (a0 < cs) a0 = cs;
-                if (a1 > ce) a1 = ce;
-                if (a1 < a0) a0 = a1 = cs;
-                for (int64_t j = cs; j < a0; j++) sr[j] = -INFINITY;
-                for (int64_t j = a1; j < ce; j++) sr[j] = -INFINITY;
+                int64_t a0, a1;
+                hide_outside(w, s + lr * bk, r, t, cs, ce, &a0, &a1);
             }
         kern->softmax_rows(s + r0 * bk + cs, bk, r1 - r0, ce - cs, w->mrow + v0, w->lrow + v0,
                            w->corr + v0);
@@ -312,12 +323,8 @@ static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work
             }
             const int64_t i = i0 + r;
             float *sr = s + lr * bk;
-            int64_t a0 = w->lo[r] - t, a1 = w->hi[r] - t;
-            if (a0 < cs) a0 = cs;
-            if (a1 > ce) a1 = ce;
-            if (a1 < a0) a0 = a1 = cs;
-            for (int64_t j = cs; j < a0; j++) sr[j] = -INFINITY;
-            for (int64_t j = a1; j < ce; j++) sr[j] = -INFINITY;
+            int64_t a0, a1;
+            hide_outside(w, sr, r, t, cs, ce, &a0, &a1);
             const float *bias = d->use_bias ? a->bias + b * d->bias.batch + h * d->bias.head +
                                                   i * d->bias.seq + t + a0
                                             : NULL;
