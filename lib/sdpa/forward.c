@@ -267,10 +267,6 @@ typedef struct segment {
     int64_t nrows;
 } segment;
 
-/* One tile of keys [t, t + nt) for the local rows [r0, r1) of a segment,
- * over the tile columns [cs, ce); even: every row sees all of them; fold:
- * this is the item's only tile (fresh and even), so O's rows are final
- * after its P V and 1 / l is applied as they are written. */
 /* Local row r's visible columns of the tile at t, within [cs, ce): [*a0,
  * *a1) (empty at cs when it sees none); its score row sr gets -inf on the
  * rest of [cs, ce). */
@@ -287,6 +283,10 @@ static void hide_outside(const work *w, float *sr, int64_t r, int64_t t, int64_t
     *a1p = a1;
 }
 
+/* One tile of keys [t, t + nt) for the local rows [r0, r1) of a segment,
+ * over the tile columns [cs, ce); even: every row sees all of them; fold:
+ * this is the item's only tile (fresh and even), so O's rows are final
+ * after its P V and 1 / l is applied as they are written. */
 static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                      const segment *sg, int64_t r0, int64_t r1, int64_t cs, int64_t ce,
                      int64_t b, int64_t h0, int64_t i0, int64_t rows, int64_t t,
