@@ -26,8 +26,6 @@
 #include "core/core.h"   /* attn_parallel: the region attn runs its work in */
 #include "bench.h"
 
-static void peak_sample(void);
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1006,7 +1004,7 @@ static int sample_threads;   /* 0: not sampling */
 static double samples[MAX_SAMPLES];
 static int nsamples;
 
-static void peak_sample(void)
+void peak_sample(void)
 {
     if (sample_threads > 0 && nsamples < MAX_SAMPLES)
         samples[nsamples++] = fma_peak_iters(sample_threads, 1000L * 1000, 1);

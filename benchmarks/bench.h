@@ -50,6 +50,10 @@ double median_sorted(double *t, int runs);
 /* fork, run fn(ctx) in the child, its result back through a pipe. */
 int in_child(void (*fn)(void *, result *), void *ctx, result *res);
 
+/* After each timed run of a case: one short sample of the FMA peak, whose
+ * median over the case is its result's fma_local (attn-bench.c). */
+void peak_sample(void);
+
 /* What the driver measured in this run, for the decode cases. */
 typedef struct bench_env {
     int json;

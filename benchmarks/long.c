@@ -269,8 +269,10 @@ void run_long_case(const bench_case *c, int impl, int nthreads, int runs, result
         const double t1 = now_ms();
         if (st != ATTN_OK)
             return fail(res, attn_status_str(st));
-        if (r >= 0)
+        if (r >= 0) {
             t[r] = t1 - t0;
+            peak_sample();
+        }
     }
     qsort(t, (size_t)runs, sizeof *t, cmp_double);
     res->ms_min = t[0];
