@@ -36,8 +36,8 @@ typedef struct result {
     double max_err;
     size_t workspace;
     long peak_rss_kb;
-    double fma_local;          /* GFLOP/s: the FMA peak measured in the
-                                  case's own process, before and after it */
+    double fma_local;          /* GFLOP/s: the FMA peak sampled in the case's
+                                  own process after each timed run (median) */
     char error[96];
 } result;
 

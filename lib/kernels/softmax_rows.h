@@ -1,10 +1,12 @@
 /* The online-softmax step of the forward for a block of score rows that
  * need nothing but the softmax (no bias, mask, dropout or probabilities;
- * every row sees all n columns), written once and instantiated in each
- * table's file with that table's row_max and exp_sum inlined: one call per
- * slice instead of two indirect calls and the driver's bookkeeping per
- * row.  Per row it takes attn_softmax_row_step below, as the forward's
- * and the sparse forward's general loops do, so the bits are the same:
+ * a row that sees only part of the n columns comes with -inf on the
+ * rest): one call per slice instead of two indirect calls and the driver's
+ * bookkeeping per row.  The C table instantiates attn_softmax_rows_with
+ * below with its row_max and exp_sum; the AVX tables take 8 or 16 rows at
+ * a time around attn_softmax_row_begin and _end.  Per row every table
+ * takes the steps of attn_softmax_row_step, as the forward's and the
+ * sparse forward's general loops do, so the bits are the same:
  *   mt = max(s_r), m' = max(m[r], mt);
  *   NaN in mt or m[r]: s_r = 0, m[r] = l[r] = corr[r] = NaN;
  *   m' = -inf (nothing visible yet): s_r = 0, corr[r] = 1;

@@ -473,7 +473,7 @@ static void ahead_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, attn_ah
     }
 }
 
-/* Spread ahead_plan's lines over about blocks register blocks. */
+/* Spread the look-ahead's lines over about blocks register blocks. */
 static void ahead_spread(attn_ahead *ah, int64_t blocks)
 {
     int64_t lines = 0;

@@ -111,7 +111,7 @@ struct attn_sdpa_plan {
                                * a whole tile go through kern->softmax_rows */
     int alike;                /* every work item costs about the same (no window,
                                * no lengths): contiguous runs per thread */
-    int ahead;                /* tile engine: each item asks for the next one's
+    int ahead;                /* tile engine: each tile asks for the next tile's
                                * rows as it computes (attn_ahead) */
     attn_dropout drop;
     float scale;              /* resolved */
