@@ -14,7 +14,8 @@
 #include <stdint.h>
 
 /* A look-ahead stream: the rows of up to ATTN_AHEAD_STREAMS matrices that
- * a later product will read (the tile engine's next key tile), asked for
+ * a later product will read (the tile engine's next key tile, or at an
+ * item's last tile the next item's first tile and Q rows), asked for
  * into L2 by mm, share lines before each register block, so that they come
  * from memory while this product computes instead of stalling the later
  * one.  Spread this finely, the prefetches never fill the core's queue of

@@ -112,7 +112,8 @@ struct attn_sdpa_plan {
     int alike;                /* every work item costs about the same (no window,
                                * no lengths): contiguous runs per thread */
     int ahead;                /* tile engine: each tile asks for the next tile's
-                               * rows as it computes (attn_ahead) */
+                               * rows as it computes, an item's last tile for
+                               * the next item's first (attn_ahead) */
     attn_dropout drop;
     float scale;              /* resolved */
     int64_t window_left;      /* clamped to [-1, n + m] */
