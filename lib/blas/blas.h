@@ -24,14 +24,18 @@ void attn_sgemm_tn(int M, int N, int K, float alpha, const float *A, int lda,
 /* The symbol attn_sgemm calls, to find the loaded library with dladdr(). */
 void *attn_blas_entry_point(void);
 
-/* How to keep the loaded BLAS's own threads out of attn's parallel region,
- * found once per plan (dladdr and dlsym are not free). */
+/* How to keep the loaded BLAS's own threads out of attn's parallel region.
+ * The loaded BLAS never changes within a process, so attn_blas_hooks_get
+ * finds them once (pthread_once: dladdr, dlopen and dlsym cost tens of
+ * microseconds) and every plan shares that one answer;
+ * attn_blas_hooks_resolve copies it. */
 typedef struct attn_blas_hooks {
     int (*openblas_get_parallel)(void);
     int (*openblas_get_num_threads)(void);
     void (*openblas_set_num_threads)(int);
     int (*mkl_set_num_threads_local)(int);
 } attn_blas_hooks;
+const attn_blas_hooks *attn_blas_hooks_get(void);
 void attn_blas_hooks_resolve(attn_blas_hooks *hooks);
 
 /* Around attn's parallel region (the calling thread).  A pthreads OpenBLAS

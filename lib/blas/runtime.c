@@ -13,6 +13,7 @@
 #include "attn_config.h"
 #include "blas/blas.h"
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,8 +38,12 @@ static void *sym(void *handle, const char *name)
     return f ? f : dlsym(RTLD_DEFAULT, name);
 }
 
-void attn_blas_hooks_resolve(attn_blas_hooks *hooks)
+static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
+static attn_blas_hooks hooks_found;
+
+static void hooks_find(void)
 {
+    attn_blas_hooks *hooks = &hooks_found;
     memset(hooks, 0, sizeof *hooks);
 #if ATTN_HAVE_OPENMP
     void *h = blas_handle(NULL);
@@ -51,6 +56,17 @@ void attn_blas_hooks_resolve(attn_blas_hooks *hooks)
     if (h)
         dlclose(h);
 #endif
+}
+
+const attn_blas_hooks *attn_blas_hooks_get(void)
+{
+    pthread_once(&hooks_once, hooks_find);
+    return &hooks_found;
+}
+
+void attn_blas_hooks_resolve(attn_blas_hooks *hooks)
+{
+    *hooks = *attn_blas_hooks_get();
 }
 
 void attn_blas_scope_enter(const attn_blas_hooks *hooks, attn_blas_scope *scope)

@@ -110,43 +110,26 @@ const attn_cvt_kernels attn_cvt_scalar = {
     "scalar", f16_to_f32_c, bf16_to_f32_c, f32_to_f16_c, f32_to_bf16_c,
 };
 
-#if ATTN_HAVE_X86_KERNELS
-#if !ATTN_HAVE_CPU_SUPPORTS_F16C
-#include <cpuid.h>
-#endif
-/* F16C (VCVTPH2PS / VCVTPS2PH on xmm and ymm).  It uses the AVX register
- * state, whose support by the OS __builtin_cpu_supports("avx2") already
- * implies. */
-int attn_cpu_has_f16c(void)
+const attn_cvt_kernels *attn_cvt_at(int level)
 {
-#if ATTN_HAVE_CPU_SUPPORTS_F16C
-    return __builtin_cpu_supports("f16c");
-#else
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
-#endif
-}
-#endif
-
-const attn_cvt_kernels *attn_cvt_select(void)
-{
-    const int cap = attn_simd_cap();
 #if ATTN_HAVE_X86_KERNELS
-    /* Every table past the scalar one converts F16 with F16C or AVX-512F's
-     * own VCVTPH2PS / VCVTPS2PH; check each extension the file was built
-     * with, not only the headline one. */
-    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                     attn_cpu_has_f16c();
-    if (cap >= ATTN_SIMD_AVX512 && avx2 && __builtin_cpu_supports("avx512f")) {
+    if (level >= ATTN_SIMD_AVX512) {
 #if ATTN_HAVE_AVX512BF16
-        if (__builtin_cpu_supports("avx512bf16"))
+        if (attn_cpu_flags() & ATTN_CPU_AVX512BF16)
             return &attn_cvt_avx512bf16;
 #endif
         return &attn_cvt_avx512;
     }
-    if (cap >= ATTN_SIMD_AVX2 && avx2)
+    if (level >= ATTN_SIMD_AVX2)
         return &attn_cvt_avx2;
 #endif
-    (void)cap;
+    (void)level;
     return &attn_cvt_scalar;
+}
+
+const attn_cvt_kernels *attn_cvt_select(void)
+{
+    attn_settings s;
+    attn_settings_read(&s);
+    return attn_cvt_at(s.level);
 }

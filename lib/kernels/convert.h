@@ -15,6 +15,7 @@
 #define ATTN_CONVERT_H
 
 #include "attn_config.h"
+#include "cpu/cpu.h"
 #include <stdint.h>
 
 typedef struct attn_cvt_kernels {
@@ -25,12 +26,10 @@ typedef struct attn_cvt_kernels {
     void (*f32_to_bf16)(const float *src, uint16_t *dst, int64_t n);
 } attn_cvt_kernels;
 
-/* The best table for this CPU, capped by ATTN_SIMD like attn_kernels_select. */
+/* The table of a level (cpu/cpu.h; with AVX512_BF16 inside the AVX-512
+ * level when the CPU has it), and the one of the current settings. */
+const attn_cvt_kernels *attn_cvt_at(int level);
 const attn_cvt_kernels *attn_cvt_select(void);
-#if ATTN_HAVE_X86_KERNELS
-/* Whether the CPU has F16C (also used by the decode kernels' choice). */
-int attn_cpu_has_f16c(void);
-#endif
 
 /* Exact scalar conversions (the reference of the tables; also usable inline). */
 float attn_f16_to_f32(uint16_t h);

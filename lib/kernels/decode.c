@@ -49,18 +49,14 @@ static void pv_c(int st, const float *p, int64_t ldp, int64_t R, const void *con
 
 const attn_dec_kernels attn_dec_scalar = { "scalar", qk_c, pv_c };
 
-const attn_dec_kernels *attn_dec_select(void)
+const attn_dec_kernels *attn_dec_at(int level)
 {
-    const int cap = attn_simd_cap();
 #if ATTN_HAVE_X86_KERNELS
-    if (cap >= ATTN_SIMD_AVX512 && __builtin_cpu_supports("avx512f") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-        attn_cpu_has_f16c())
+    if (level >= ATTN_SIMD_AVX512)
         return &attn_dec_avx512;
-    if (cap >= ATTN_SIMD_AVX2 && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma") && attn_cpu_has_f16c())
+    if (level >= ATTN_SIMD_AVX2)
         return &attn_dec_avx2;
 #endif
-    (void)cap;
+    (void)level;
     return &attn_dec_scalar;
 }

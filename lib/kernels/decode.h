@@ -38,6 +38,7 @@ extern const attn_dec_kernels attn_dec_avx2;
 extern const attn_dec_kernels attn_dec_avx512;
 #endif
 
-const attn_dec_kernels *attn_dec_select(void);
+/* The table of a level (cpu/cpu.h). */
+const attn_dec_kernels *attn_dec_at(int level);
 
 #endif

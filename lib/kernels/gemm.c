@@ -36,37 +36,37 @@ static void transpose_c(const float *b, int64_t ldb, int64_t N, int64_t K, float
 
 const attn_gemm_kernels attn_gemm_scalar = { "scalar", mm_c, transpose_c };
 
-const attn_gemm_kernels *attn_gemm_select(void)
+const attn_gemm_kernels *attn_gemm_at(int level)
 {
-    const int cap = attn_simd_cap();
 #if ATTN_HAVE_X86_KERNELS
-    if (cap >= ATTN_SIMD_AVX512 && __builtin_cpu_supports("avx512f"))
+    if (level >= ATTN_SIMD_AVX512)
         return &attn_gemm_avx512;
-    if (cap >= ATTN_SIMD_AVX2 && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma"))
+    if (level >= ATTN_SIMD_AVX2)
         return &attn_gemm_avx2;
 #endif
-    (void)cap;
+    (void)level;
     return &attn_gemm_scalar;
+}
+
+int attn_gemm_tile_at(const attn_settings *s, int engine)
+{
+    if (engine == 1 || engine == 2)
+        return engine == 2;
+    if (s->engine)
+        return s->engine == 2;
+    return s->level >= ATTN_SIMD_AVX512;
+}
+
+const attn_gemm_kernels *attn_gemm_select(void)
+{
+    attn_settings s;
+    attn_settings_read(&s);
+    return attn_gemm_at(s.level);
 }
 
 int attn_gemm_use_tile(int engine)
 {
-    if (engine == 1 || engine == 2)
-        return engine == 2;
-    const char *env = getenv("ATTN_ENGINE");
-    if (env && !strcmp(env, "blas"))
-        return 0;
-    if (env && !strcmp(env, "tile"))
-        return 1;
-#if ATTN_HAVE_X86_KERNELS
-    return attn_gemm_select() == &attn_gemm_avx512;
-#else
-    return 0;
-#endif
-}
-
-const attn_gemm_kernels *attn_gemm_for(int engine)
-{
-    return attn_gemm_use_tile(engine) ? attn_gemm_select() : NULL;
+    attn_settings s;
+    attn_settings_read(&s);
+    return attn_gemm_tile_at(&s, engine);
 }

@@ -11,6 +11,7 @@
 #ifndef ATTN_GEMM_KERNELS_H
 #define ATTN_GEMM_KERNELS_H
 
+#include "cpu/cpu.h"
 #include <stdint.h>
 
 /* A look-ahead stream: the rows of up to ATTN_AHEAD_STREAMS matrices that
@@ -71,18 +72,16 @@ extern const attn_gemm_kernels attn_gemm_avx2;
 extern const attn_gemm_kernels attn_gemm_avx512;
 #endif
 
-/* The best table for this CPU, capped by ATTN_SIMD. */
+/* The table of a level (cpu/cpu.h), and the one of the current settings. */
+const attn_gemm_kernels *attn_gemm_at(int level);
 const attn_gemm_kernels *attn_gemm_select(void);
 
 /* Whether a plan whose desc asks for engine (attn_engine: 0 auto, 1 blas,
- * 2 tile) runs on these kernels: an explicit choice as given; auto from
- * ATTN_ENGINE=blas|tile when set (other values mean auto), else tile when
- * the AVX-512 table is the one attn_gemm_select picks. */
+ * 2 tile) runs on these kernels under settings s: an explicit choice as
+ * given; auto from ATTN_ENGINE=blas|tile when set (other values mean
+ * auto), else tile at the AVX-512 level.  attn_gemm_use_tile: the same
+ * under the current settings. */
+int attn_gemm_tile_at(const attn_settings *s, int engine);
 int attn_gemm_use_tile(int engine);
-
-/* The kernels a plan asking for engine runs its products on: the
- * attn_gemm_select table when attn_gemm_use_tile(engine), else NULL (the
- * BLAS; what attn_gemm takes as gk). */
-const attn_gemm_kernels *attn_gemm_for(int engine);
 
 #endif

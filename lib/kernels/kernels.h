@@ -9,6 +9,7 @@
 #ifndef ATTN_KERNELS_H
 #define ATTN_KERNELS_H
 
+#include "cpu/cpu.h"
 #include <stdint.h>
 
 /* Dropout's parameters (filled by attn_dropout_init in sdpa/dropout.c):
@@ -66,21 +67,17 @@ typedef struct attn_kernels {
                              int64_t i, int64_t j0, int64_t n);
 } attn_kernels;
 
-enum { ATTN_SIMD_SCALAR = 0, ATTN_SIMD_AVX2 = 1, ATTN_SIMD_AVX512 = 2 };
-
 extern const attn_kernels attn_kernels_scalar;
 #if ATTN_HAVE_X86_KERNELS
 extern const attn_kernels attn_kernels_avx2;
 extern const attn_kernels attn_kernels_avx512;
 #endif
 
-/* The highest level the environment variable ATTN_SIMD=scalar|avx2|avx512
- * allows (read each time; unknown values and no variable mean avx512): the
- * cap of every table's choice (softmax rows, decode, conversions, the
- * tile engine). */
-int attn_simd_cap(void);
+/* The table of a level (ATTN_SIMD_*, cpu/cpu.h: what the plan's settings
+ * resolved; never above what the CPU runs). */
+const attn_kernels *attn_kernels_at(int level);
 
-/* The best table this CPU runs, capped by attn_simd_cap(). */
+/* The table at the level of the current settings (attn_settings_read). */
 const attn_kernels *attn_kernels_select(void);
 
 /* Scalar exp with the steps above, shared with the SIMD tails. */

@@ -189,27 +189,21 @@ const attn_kernels attn_kernels_scalar = {
     dropout_row_c, dropout_bwd_row_c, dropout_keep_row_c,
 };
 
-int attn_simd_cap(void)
+const attn_kernels *attn_kernels_at(int level)
 {
-    const char *env = getenv("ATTN_SIMD");
-    if (env && !strcmp(env, "scalar"))
-        return ATTN_SIMD_SCALAR;
-    if (env && !strcmp(env, "avx2"))
-        return ATTN_SIMD_AVX2;
-    return ATTN_SIMD_AVX512;
+#if ATTN_HAVE_X86_KERNELS
+    if (level >= ATTN_SIMD_AVX512)
+        return &attn_kernels_avx512;
+    if (level >= ATTN_SIMD_AVX2)
+        return &attn_kernels_avx2;
+#endif
+    (void)level;
+    return &attn_kernels_scalar;
 }
 
 const attn_kernels *attn_kernels_select(void)
 {
-    const int cap = attn_simd_cap();
-#if ATTN_HAVE_X86_KERNELS
-    /* libgcc's constructor has filled the CPU model before any call. */
-    if (cap >= ATTN_SIMD_AVX512 && __builtin_cpu_supports("avx512f"))
-        return &attn_kernels_avx512;
-    if (cap >= ATTN_SIMD_AVX2 && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma"))
-        return &attn_kernels_avx2;
-#endif
-    (void)cap;
-    return &attn_kernels_scalar;
+    attn_settings s;
+    attn_settings_read(&s);
+    return attn_kernels_at(s.level);
 }

@@ -31,14 +31,11 @@
 struct attn_linear_bwd_plan {
     attn_linear_bwd_desc d;
     float eps;
-    int nthreads;
     int64_t group, nitems;
     /* byte offsets in a thread's slice */
     size_t o_fk, o_dfx, o_a, o_da, o_g, o_dvc, o_s, o_z, o_den, o_c, o_stats;
     size_t ws_thread, ws_bytes;
-    const attn_kernels *kern;
-    const attn_gemm_kernels *gk;  /* the tile engine's, or NULL (fwd.engine) */
-    attn_blas_hooks blas;
+    attn_exec x;                  /* kernels, engine (fwd.engine), threads */
 };
 
 attn_status attn_linear_bwd_desc_init(attn_linear_bwd_desc *desc)
@@ -113,7 +110,7 @@ attn_status attn_linear_bwd_plan_create(attn_linear_bwd_plan **plan,
         return ATTN_ERR_OUT_OF_MEMORY;
     p->d = *desc;
     p->eps = isnan(f->eps) ? ATTN_LINEAR_EPS_DEFAULT : f->eps;
-    p->nthreads = nthreads;
+    attn_exec_init(&p->x, f->engine, f->threads);
     p->group = (int64_t)g;
     p->nitems = f->batch * f->kv_heads;
     /* fq at 0 */
@@ -130,9 +127,6 @@ attn_status attn_linear_bwd_plan_create(attn_linear_bwd_plan **plan,
     p->o_stats = (size_t)off[11];
     p->ws_thread = (size_t)thread;
     p->ws_bytes = (size_t)total;
-    p->kern = attn_kernels_select();
-    p->gk = attn_gemm_for((int)desc->fwd.engine);
-    attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;
 }
@@ -189,7 +183,7 @@ static void colsum_add(float *z, const float *x, int64_t rows, int64_t cols)
 static void masked_product(const bitem *it, int64_t rows, int64_t kc, int64_t shift)
 {
     const int64_t C = ATTN_LINEAR_CHUNK, dk = it->p->d.fwd.qk_dim;
-    attn_gemm(it->p->gk, 1, (int)rows, (int)kc, (int)dk, 1.0f, it->w->fq, (int)dk, it->w->fk, (int)dk,
+    attn_gemm(it->p->x.gk, 1, (int)rows, (int)kc, (int)dk, 1.0f, it->w->fq, (int)dk, it->w->fk, (int)dk,
                0.0f, it->w->a, (int)C);
     lin_mask(it->w->a, C, rows, kc, shift);
 }
@@ -200,7 +194,7 @@ static void d_product(const bitem *it, const float *vv, int64_t rows, int64_t kc
     const attn_linear_desc *f = &it->p->d.fwd;
     const int64_t C = ATTN_LINEAR_CHUNK, dv = f->v_dim;
     bwork *w = it->w;
-    attn_gemm(it->p->gk, 1, (int)rows, (int)kc, (int)dv, 1.0f, w->g, (int)dv, vv, (int)f->v.seq, 0.0f,
+    attn_gemm(it->p->x.gk, 1, (int)rows, (int)kc, (int)dv, 1.0f, w->g, (int)dv, vv, (int)f->v.seq, 0.0f,
                w->da, (int)C);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < kc; c++)
@@ -242,10 +236,10 @@ static void forward_sweep(const bitem *it)
         lin_chunk_keys(&it->geo, i0, i1, &kl, &kh, &shift);
         for (int64_t j = pos; j < kl; j += C) {
             const int64_t kc = kl - j < C ? kl - j : C;
-            attn_linear_phi(it->p->kern, f->feature_map,
+            attn_linear_phi(it->p->x.kern, f->feature_map,
                             PTR(a->k, f->k, b, hk, j), f->k.seq, kc, dk, w->fk,
                             dk);
-            attn_gemm_tn(p->gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk,
+            attn_gemm_tn(p->x.gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk,
                           PTR(a->v, f->v, b, hk, j), (int)f->v.seq, 1.0f, w->s, (int)dv);
             colsum_add(w->z, w->fk, kc, dk);
         }
@@ -253,15 +247,15 @@ static void forward_sweep(const bitem *it)
         const int64_t kc = kh - kl;
         const float *vv = PTR(a->v, f->v, b, hk, kl);
         if (kc > 0)
-            attn_linear_phi(it->p->kern, f->feature_map,
+            attn_linear_phi(it->p->x.kern, f->feature_map,
                             PTR(a->k, f->k, b, hk, kl), f->k.seq, kc, dk, w->fk,
                             dk);
         for (int64_t hh = 0; hh < g; hh++) {
             const int64_t h = hk * g + hh;
             const float *q = PTR(a->q, f->q, b, h, i0);
-            attn_linear_phi(it->p->kern, f->feature_map, q, f->q.seq, rows, dk, w->fq, dk);
+            attn_linear_phi(it->p->x.kern, f->feature_map, q, f->q.seq, rows, dk, w->fq, dk);
             /* N = Fq S + A V_c in the G buffer; D */
-            attn_gemm(p->gk, 0, (int)rows, (int)dv, (int)dk, 1.0f, w->fq, (int)dk, w->s, (int)dv, 0.0f,
+            attn_gemm(p->x.gk, 0, (int)rows, (int)dv, (int)dk, 1.0f, w->fq, (int)dk, w->s, (int)dv, 0.0f,
                        w->g, (int)dv);
             for (int64_t r = 0; r < rows; r++)
                 w->den[r] = lin_dot(w->fq + r * dk, w->z, dk);
@@ -269,7 +263,7 @@ static void forward_sweep(const bitem *it)
                 masked_product(it, rows, kc, shift);
                 for (int64_t r = 0; r < rows; r++)
                     w->den[r] += lin_sum(w->a + r * C, kc);
-                attn_gemm(p->gk, 0, (int)rows, (int)dv, (int)kc, 1.0f, w->a, (int)C, vv, (int)f->v.seq,
+                attn_gemm(p->x.gk, 0, (int)rows, (int)dv, (int)kc, 1.0f, w->a, (int)C, vv, (int)f->v.seq,
                            1.0f, w->g, (int)dv);
             }
             /* D, delta = dO . O kept; G = dO / D, c = -delta / D */
@@ -285,21 +279,21 @@ static void forward_sweep(const bitem *it)
             }
             load_g(it, hh, i0, rows);
             /* dFq = G S^T + c z^T + dA Fk */
-            attn_gemm(p->gk, 1, (int)rows, (int)dk, (int)dv, 1.0f, w->g, (int)dv, w->s, (int)dv, 0.0f,
+            attn_gemm(p->x.gk, 1, (int)rows, (int)dk, (int)dv, 1.0f, w->g, (int)dv, w->s, (int)dv, 0.0f,
                        w->dfx, (int)dk);
             for (int64_t r = 0; r < rows; r++)
                 for (int64_t x = 0; x < dk; x++)
                     w->dfx[r * dk + x] += w->c[r] * w->z[x];
             if (kc > 0) {
                 d_product(it, vv, rows, kc, shift);
-                attn_gemm(p->gk, 0, (int)rows, (int)dk, (int)kc, 1.0f, w->da, (int)C, w->fk, (int)dk,
+                attn_gemm(p->x.gk, 0, (int)rows, (int)dk, (int)kc, 1.0f, w->da, (int)C, w->fk, (int)dk,
                            1.0f, w->dfx, (int)dk);
             }
-            attn_linear_dphi(it->p->kern, f->feature_map, q, f->q.seq, rows, dk, w->dfx, dk,
+            attn_linear_dphi(it->p->x.kern, f->feature_map, q, f->q.seq, rows, dk, w->dfx, dk,
                              PTR(a->dq, d->dq, b, h, i0), d->dq.seq);
         }
         if (kc > 0) {
-            attn_gemm_tn(p->gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, vv, (int)f->v.seq,
+            attn_gemm_tn(p->x.gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, vv, (int)f->v.seq,
                           1.0f, w->s, (int)dv);
             colsum_add(w->z, w->fk, kc, dk);
             pos = kh;
@@ -315,12 +309,12 @@ static void keys_from_state(const bitem *it, int64_t j, int64_t kc)
     const attn_linear_bwd_args *a = it->a;
     bwork *w = it->w;
     const int64_t dk = f->qk_dim, dv = f->v_dim;
-    attn_gemm(it->p->gk, 1, (int)kc, (int)dk, (int)dv, 1.0f, PTR(a->v, f->v, it->b, it->hk, j),
+    attn_gemm(it->p->x.gk, 1, (int)kc, (int)dk, (int)dv, 1.0f, PTR(a->v, f->v, it->b, it->hk, j),
                (int)f->v.seq, w->s, (int)dv, 0.0f, w->dfx, (int)dk);
     for (int64_t r = 0; r < kc; r++)
         for (int64_t x = 0; x < dk; x++)
             w->dfx[r * dk + x] += w->z[x];
-    attn_gemm(it->p->gk, 0, (int)kc, (int)dv, (int)dk, 1.0f, w->fk, (int)dk, w->s, (int)dv, 0.0f, w->dvc,
+    attn_gemm(it->p->x.gk, 0, (int)kc, (int)dv, (int)dk, 1.0f, w->fk, (int)dk, w->s, (int)dv, 0.0f, w->dvc,
                (int)dv);
 }
 
@@ -331,7 +325,7 @@ static void store_keys(const bitem *it, int64_t j, int64_t kc)
     const attn_linear_bwd_args *a = it->a;
     bwork *w = it->w;
     const int64_t dk = f->qk_dim, dv = f->v_dim;
-    attn_linear_dphi(it->p->kern, f->feature_map,
+    attn_linear_dphi(it->p->x.kern, f->feature_map,
                      PTR(a->k, f->k, it->b, it->hk, j), f->k.seq, kc, dk,
                      w->dfx, dk, PTR(a->dk, d->dk, it->b, it->hk, j), d->dk.seq);
     for (int64_t r = 0; r < kc; r++)
@@ -360,26 +354,26 @@ static void reverse_sweep(const bitem *it)
         const int64_t kc = kh - kl;
         const float *vv = PTR(a->v, f->v, b, hk, kl);
         if (kc > 0) {
-            attn_linear_phi(it->p->kern, f->feature_map,
+            attn_linear_phi(it->p->x.kern, f->feature_map,
                             PTR(a->k, f->k, b, hk, kl), f->k.seq, kc, dk, w->fk,
                             dk);
             keys_from_state(it, kl, kc);
         }
         for (int64_t hh = 0; hh < g; hh++) {
             const int64_t h = hk * g + hh;
-            attn_linear_phi(it->p->kern, f->feature_map,
+            attn_linear_phi(it->p->x.kern, f->feature_map,
                             PTR(a->q, f->q, b, h, i0), f->q.seq, rows, dk, w->fq,
                             dk);
             load_g(it, hh, i0, rows);
             if (kc > 0) {
                 masked_product(it, rows, kc, shift);
                 d_product(it, vv, rows, kc, shift);
-                attn_gemm_tn(p->gk, (int)kc, (int)dk, (int)rows, 1.0f, w->da, (int)C, w->fq, (int)dk,
+                attn_gemm_tn(p->x.gk, (int)kc, (int)dk, (int)rows, 1.0f, w->da, (int)C, w->fq, (int)dk,
                               1.0f, w->dfx, (int)dk);
-                attn_gemm_tn(p->gk, (int)kc, (int)dv, (int)rows, 1.0f, w->a, (int)C, w->g, (int)dv,
+                attn_gemm_tn(p->x.gk, (int)kc, (int)dv, (int)rows, 1.0f, w->a, (int)C, w->g, (int)dv,
                               1.0f, w->dvc, (int)dv);
             }
-            attn_gemm_tn(p->gk, (int)dk, (int)dv, (int)rows, 1.0f, w->fq, (int)dk, w->g, (int)dv, 1.0f,
+            attn_gemm_tn(p->x.gk, (int)dk, (int)dv, (int)rows, 1.0f, w->fq, (int)dk, w->g, (int)dv, 1.0f,
                           w->s, (int)dv);
             for (int64_t r = 0; r < rows; r++)
                 for (int64_t x = 0; x < dk; x++)
@@ -393,7 +387,7 @@ static void reverse_sweep(const bitem *it)
     lin_chunk_keys(&it->geo, 0, qlen < C ? qlen : C, &kl0, &kh0, &shift0);
     for (int64_t j = 0; j < kl0; j += C) {
         const int64_t kc = kl0 - j < C ? kl0 - j : C;
-        attn_linear_phi(it->p->kern, f->feature_map,
+        attn_linear_phi(it->p->x.kern, f->feature_map,
                         PTR(a->k, f->k, b, hk, j), f->k.seq, kc, dk, w->fk, dk);
         keys_from_state(it, j, kc);
         store_keys(it, j, kc);
@@ -487,7 +481,7 @@ attn_status attn_linear_bwd_execute(const attn_linear_bwd_plan *p,
     if ((st = attn_workspace_acquire(workspace, workspace_bytes, p->ws_bytes, &ws)) != ATTN_OK)
         return st;
     const bctx ctx = { p, a, ws };
-    attn_parallel(&p->blas, p->nthreads, p->nitems, body, (void *)&ctx);
+    attn_parallel(p->x.blas, p->x.nthreads, p->nitems, body, (void *)&ctx);
     if (!workspace)
         free(ws);
     return ATTN_OK;

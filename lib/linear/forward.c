@@ -178,7 +178,7 @@ attn_status attn_linear_plan_create(attn_linear_plan **plan, const attn_linear_d
         return ATTN_ERR_OUT_OF_MEMORY;
     p->d = *desc;
     p->eps = isnan(desc->eps) ? ATTN_LINEAR_EPS_DEFAULT : desc->eps;
-    p->nthreads = nthreads;
+    attn_exec_init(&p->x, desc->engine, desc->threads);
     p->group = desc->q_heads / desc->kv_heads;
     p->nitems = desc->batch * desc->kv_heads;
     p->o_fk = (size_t)fq;
@@ -187,9 +187,6 @@ attn_status attn_linear_plan_create(attn_linear_plan **plan, const attn_linear_d
     p->o_den = (size_t)(2 * fq + x + z);
     p->ws_thread = (size_t)thread;
     p->ws_bytes = (size_t)total;
-    p->kern = attn_kernels_select();
-    p->gk = attn_gemm_for((int)desc->engine);
-    attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;
 }
@@ -243,8 +240,8 @@ static void state_add(const attn_linear_plan *p, const attn_linear_args *a, lwor
         const int64_t kc = j1 - j < ATTN_LINEAR_CHUNK ? j1 - j : ATTN_LINEAR_CHUNK;
         const float *k = a->k + b * d->k.batch + hk * d->k.head + j * d->k.seq;
         const float *v = a->v + b * d->v.batch + hk * d->v.head + j * d->v.seq;
-        attn_linear_phi(p->kern, d->feature_map, k, d->k.seq, kc, dk, w->fk, dk);
-        attn_gemm_tn(p->gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, v, (int)d->v.seq, 1.0f,
+        attn_linear_phi(p->x.kern, d->feature_map, k, d->k.seq, kc, dk, w->fk, dk);
+        attn_gemm_tn(p->x.gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, v, (int)d->v.seq, 1.0f,
                       w->s, (int)w->ldx);
         for (int64_t r = 0; r < kc; r++)
             for (int64_t x = 0; x < dk; x++)
@@ -304,7 +301,7 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
             }
         }
         if (kc > 0) {
-            attn_linear_phi(p->kern, d->feature_map, kk, d->k.seq, kc, dk, w->fk, dk);
+            attn_linear_phi(p->x.kern, d->feature_map, kk, d->k.seq, kc, dk, w->fk, dk);
             for (int64_t x = 0; x < dk; x++)
                 for (int64_t c = 0; c < kc; c++)
                     w->kt[x * ldx + c] = w->fk[c * dk + x];
@@ -313,9 +310,9 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
             const int64_t h = hk * g + hh;
             const float *q = a->q + b * d->q.batch + h * d->q.head + i0 * d->q.seq;
             float *o = a->o + b * d->o.batch + h * d->o.head + i0 * d->o.seq;
-            attn_linear_phi(p->kern, d->feature_map, q, d->q.seq, rows, dk, w->fq, dk);
+            attn_linear_phi(p->x.kern, d->feature_map, q, d->q.seq, rows, dk, w->fq, dk);
             /* [phi(Q) S | A] */
-            attn_gemm(p->gk, 0, (int)rows, (int)(dv + kc), (int)dk, 1.0f, w->fq, (int)dk, w->s,
+            attn_gemm(p->x.gk, 0, (int)rows, (int)(dv + kc), (int)dk, 1.0f, w->fq, (int)dk, w->s,
                        (int)ldx, 0.0f, w->x, (int)ldx);
             for (int64_t r = 0; r < rows; r++)
                 w->den[r] = lin_dot(w->fq + r * dk, w->z, dk);
@@ -327,13 +324,13 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
                 const int last = hh == g - 1;
                 if (last && rows == C) {
                     /* [O~; S] += [A; phi(K)^T] V_c */
-                    attn_gemm(p->gk, 0, (int)(C + dk), (int)dv, (int)kc, 1.0f, am, (int)ldx, vv,
+                    attn_gemm(p->x.gk, 0, (int)(C + dk), (int)dv, (int)kc, 1.0f, am, (int)ldx, vv,
                                (int)d->v.seq, 1.0f, w->x, (int)ldx);
                 } else {
-                    attn_gemm(p->gk, 0, (int)rows, (int)dv, (int)kc, 1.0f, am, (int)ldx, vv,
+                    attn_gemm(p->x.gk, 0, (int)rows, (int)dv, (int)kc, 1.0f, am, (int)ldx, vv,
                                (int)d->v.seq, 1.0f, w->x, (int)ldx);
                     if (last)
-                        attn_gemm(p->gk, 0, (int)dk, (int)dv, (int)kc, 1.0f, w->kt, (int)ldx, vv,
+                        attn_gemm(p->x.gk, 0, (int)dk, (int)dv, (int)kc, 1.0f, w->kt, (int)ldx, vv,
                                    (int)d->v.seq, 1.0f, w->s, (int)ldx);
                 }
             }
@@ -423,7 +420,7 @@ attn_status attn_linear_execute(const attn_linear_plan *p, const attn_linear_arg
     if ((st = attn_workspace_acquire(workspace, workspace_bytes, p->ws_bytes, &ws)) != ATTN_OK)
         return st;
     const lctx ctx = { p, a, ws };
-    attn_parallel(&p->blas, p->nthreads, p->nitems, body, (void *)&ctx);
+    attn_parallel(p->x.blas, p->x.nthreads, p->nitems, body, (void *)&ctx);
     if (!workspace)
         free(ws);
     return ATTN_OK;

@@ -7,6 +7,7 @@
 #define ATTN_LINEAR_H
 
 #include "core/core.h"
+#include "core/exec.h"
 #include "sdpa/sdpa.h"
 
 /* Rows (queries, and keys of the masked product) per chunk.  Fixed, never
@@ -18,14 +19,11 @@
 struct attn_linear_plan {
     attn_linear_desc d;
     float eps;                /* resolved */
-    int nthreads;
     int64_t group;            /* Hq / Hkv */
     int64_t nitems;           /* B * Hkv */
     size_t o_fk, o_x, o_z, o_den;  /* offsets in a thread's slice (phi(Q) at 0) */
     size_t ws_thread, ws_bytes;
-    const attn_kernels *kern;  /* exp of the elu + 1 map */
-    const attn_gemm_kernels *gk;  /* the tile engine's, or NULL (engine) */
-    attn_blas_hooks blas;
+    attn_exec x;               /* kernels (exp of the elu + 1 map), engine, threads */
 };
 
 /* Checks of a forward desc shared with the backward plan; check_o = 0

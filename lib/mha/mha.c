@@ -8,7 +8,7 @@
  * run on attn's threads with the BLAS single-threaded, so results are
  * bitwise identical for any number of threads, as for SDPA. */
 #include "core/core.h"
-#include "kernels/gemm.h"
+#include "core/exec.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +24,6 @@ struct attn_mha_plan {
     attn_mha_desc d;
     int64_t E, H, Hkv, dh, kvE, kdim, vdim, B, L, S;
     int64_t xs, ks, vs, os;          /* row strides of X, key, value, Y */
-    int nthreads;
     int fused_qkv;                   /* self-attention with packed weights */
     int combine;                     /* element mask AND key padding */
     int64_t mask_heads;              /* heads of the combined mask (1 or H) */
@@ -40,8 +39,7 @@ struct attn_mha_plan {
     attn_sdpa_plan *sdpa_train;
     attn_sdpa_bwd_plan *sdpa_bwd;
     int no_training;                 /* context or backward sizes overflow */
-    const attn_gemm_kernels *gk;     /* projections: tile kernels or NULL */
-    attn_blas_hooks blas;
+    attn_exec x;                     /* projections: engine, BLAS hooks, threads */
 };
 
 attn_status attn_mha_desc_init(attn_mha_desc *desc)
@@ -154,7 +152,7 @@ static attn_status plan_training(attn_mha_plan *p, const attn_sdpa_desc *sd)
     feat = feat > p->vdim ? feat : p->vdim;
     p->bw_thread = (size_t)attn_size_align(
         attn_size_mul(attn_size_mul(ATTN_MHA_ROWS, (uint64_t)feat, &ok), sizeof(float), &ok), &ok);
-    add_block(&bw, &p->bw_scratch, attn_size_mul(p->bw_thread, (uint64_t)p->nthreads, &ok), 1,
+    add_block(&bw, &p->bw_scratch, attn_size_mul(p->bw_thread, (uint64_t)p->x.nthreads, &ok), 1,
               &ok);
     if (!ok)
         return ATTN_ERR_TOO_LARGE;
@@ -252,7 +250,7 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
         free(p);
         return st;
     }
-    p->nthreads = attn_resolve_threads(d->threads);
+    attn_exec_init(&p->x, d->engine, d->threads);
     p->fused_qkv = d->self_attention && d->packed_in_proj;
     p->combine = d->mask_mode != ATTN_MASK_NONE && d->key_padding_mode != ATTN_MASK_NONE;
     p->mask_heads = p->combine && d->mask.head != 0 ? p->H : 1;
@@ -324,7 +322,7 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
         sd.want_probs = 1;
         sd.probs = attn_view_bhsd(p->H, p->L, p->S);
     }
-    sd.threads = p->nthreads;
+    sd.threads = p->x.nthreads;
     sd.engine = d->engine;
     /* Dropout: in this desc, so in the training forward's and (as its fwd)
      * the backward's, which regenerates the same keep mask. */
@@ -378,8 +376,6 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
         p->no_training = 1;
     }
     /* The projections run on the engine the layer's attention runs on. */
-    p->gk = attn_gemm_for((int)d->engine);
-    attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;
 }
@@ -457,8 +453,8 @@ static void run_gemms(const attn_mha_plan *p, const gemm_job *jobs, int njobs)
         blocks[i] = (jobs[i].M + ATTN_MHA_ROWS - 1) / ATTN_MHA_ROWS;
         total += blocks[i];
     }
-    const gemms_ctx ctx = { p->gk, jobs, blocks, total };
-    attn_parallel(&p->blas, p->nthreads, total, gemms_body, (void *)&ctx);
+    const gemms_ctx ctx = { p->x.gk, jobs, blocks, total };
+    attn_parallel(p->x.blas, p->x.nthreads, total, gemms_body, (void *)&ctx);
 }
 
 static attn_status check_args(const attn_mha_plan *p, const attn_mha_weights *w,
@@ -562,7 +558,7 @@ static attn_status forward(const attn_mha_plan *p, const attn_mha_weights *w,
         const int64_t LS = p->L * p->S;
         const float inv = 1.0f / (float)p->H;
 #if ATTN_HAVE_OPENMP
-#pragma omp parallel for num_threads(p->nthreads) schedule(static) if (p->nthreads > 1)
+#pragma omp parallel for num_threads(p->x.nthreads) schedule(static) if (p->x.nthreads > 1)
 #endif
         for (int64_t bl = 0; bl < BL; bl++) {
             const int64_t b = bl / p->L, i = bl % p->L;
@@ -775,14 +771,14 @@ static void bjobs_body(void *arg, int tid)
 
 static void run_bjobs(const attn_mha_plan *p, const bjob *jobs, int njobs, char *scratch)
 {
-    bjobs_ctx ctx = { p->gk, jobs, { 0 }, njobs, 0, scratch, p->bw_thread };
+    bjobs_ctx ctx = { p->x.gk, jobs, { 0 }, njobs, 0, scratch, p->bw_thread };
     for (int i = 0; i < njobs; i++) {
         const int64_t per = jobs[i].kind == BJ_INPUT ? ATTN_MHA_ROWS : ATTN_MHA_WROWS;
         const int64_t n = jobs[i].kind == BJ_INPUT ? jobs[i].M : jobs[i].N;
         ctx.blocks[i] = (n + per - 1) / per;
         ctx.total += ctx.blocks[i];
     }
-    attn_parallel(&p->blas, p->nthreads, ctx.total, bjobs_body, (void *)&ctx);
+    attn_parallel(p->x.blas, p->x.nthreads, ctx.total, bjobs_body, (void *)&ctx);
 }
 
 static bjob input_job(float *c, int64_t ldc, int64_t M, int64_t N, int acc)

@@ -35,7 +35,6 @@ struct attn_sdpa_bwd_plan {
     attn_dropout drop;
     float scale;
     int64_t window_left, window_right;
-    int nthreads;
     int64_t group;            /* Hq / Hkv */
     int64_t bq, bk;           /* rows per block, keys per tile */
     int64_t nb, nh;           /* items: batch groups x key/value head groups */
@@ -54,9 +53,7 @@ struct attn_sdpa_bwd_plan {
     int gather;
     size_t ws_gather, ws_qg;
     size_t ws_thread, ws_bytes;
-    const attn_kernels *kern;
-    const attn_gemm_kernels *gk;  /* the tile engine's, or NULL (fwd.engine) */
-    attn_blas_hooks blas;
+    attn_exec x;              /* kernels, engine (fwd.engine), threads */
 };
 
 attn_status attn_sdpa_bwd_desc_init(attn_sdpa_bwd_desc *desc)
@@ -127,7 +124,7 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     p->scale = isnan(f->scale) ? (float)(1.0 / sqrt((double)f->qk_dim)) : f->scale;
     p->window_left = attn_window_clamp(f, f->window_left);
     p->window_right = attn_window_clamp(f, f->window_right);
-    p->nthreads = attn_resolve_threads(f->threads);
+    attn_exec_init(&p->x, f->engine, f->threads);
     p->dropout = f->dropout_p > 0.0;
     if (p->dropout)
         attn_dropout_init(&p->drop, f->dropout_p, f->dropout_seed, f->dropout_offset);
@@ -179,7 +176,7 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
             attn_size_add(attn_size_add(attn_size_add(2 * tile, dsz, &ok), lo, &ok), seg, &ok),
             gat, &ok),
         qg, &ok);
-    const uint64_t total = attn_size_mul(thread, (uint64_t)p->nthreads, &ok);
+    const uint64_t total = attn_size_mul(thread, (uint64_t)p->x.nthreads, &ok);
     attn_size_mul((uint64_t)p->nb, (uint64_t)p->nh, &ok);
     if (!ok) {
         free(p);
@@ -193,9 +190,6 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     p->ws_qg = (size_t)(2 * tile + dsz + lo + seg + gat);
     p->ws_thread = (size_t)thread;
     p->ws_bytes = (size_t)total;
-    p->kern = attn_kernels_select();
-    p->gk = attn_gemm_for((int)f->engine);
-    attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;
 }
@@ -289,7 +283,7 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
 {
     const attn_sdpa_bwd_desc *d = &p->d;
     const attn_sdpa_desc *f = &d->fwd;
-    const attn_kernels *kern = p->kern;
+    const attn_kernels *kern = p->x.kern;
     const int64_t rows = i1 - i0, cols = ce - cs, bk = p->bk, dk = f->qk_dim, dv = f->v_dim;
     const int drop = f->mask_mode == ATTN_MASK_DROP_NONZERO;
     const float *q = a->q + b * f->q.batch + h * f->q.head + i0 * f->q.seq;
@@ -300,9 +294,9 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
     float *dkt = a->dk + b * d->dk.batch + hk * d->dk.head + (t + cs) * d->dk.seq;
     float *dvt = a->dv + b * d->dv.batch + hk * d->dv.head + (t + cs) * d->dv.seq;
 
-    attn_gemm(p->gk, 1, (int)rows, (int)cols, (int)dk, p->scale, q, (int)f->q.seq, k, (int)f->k.seq,
+    attn_gemm(p->x.gk, 1, (int)rows, (int)cols, (int)dk, p->scale, q, (int)f->q.seq, k, (int)f->k.seq,
                0.0f, w->p, (int)bk);
-    attn_gemm(p->gk, 1, (int)rows, (int)cols, (int)dv, 1.0f, dO, (int)d->d_o.seq, v, (int)f->v.seq,
+    attn_gemm(p->x.gk, 1, (int)rows, (int)cols, (int)dv, 1.0f, dO, (int)d->d_o.seq, v, (int)f->v.seq,
                0.0f, w->dp, (int)bk);
     for (int64_t r = 0; r < rows; r++) {
         const int64_t i = i0 + r;
@@ -340,7 +334,7 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
         }
     }
     /* dV_t += P^T dO_r  (P' with dropout) */
-    attn_gemm_tn(p->gk, (int)cols, (int)dv, (int)rows, 1.0f, w->p, (int)bk, dO, (int)d->d_o.seq, 1.0f,
+    attn_gemm_tn(p->x.gk, (int)cols, (int)dv, (int)rows, 1.0f, w->p, (int)bk, dO, (int)d->d_o.seq, 1.0f,
                   dvt, (int)d->dv.seq);
     /* dS: in the P tile, or already in the dP tile with dropout. */
     float *ds = p->dropout ? w->dp : w->p;
@@ -360,9 +354,9 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
         }
     }
     /* dQ_r += scale dS K_t;  dK_t += scale dS^T Q_r */
-    attn_gemm(p->gk, 0, (int)rows, (int)dk, (int)cols, p->scale, ds, (int)bk, k, (int)f->k.seq, 1.0f,
+    attn_gemm(p->x.gk, 0, (int)rows, (int)dk, (int)cols, p->scale, ds, (int)bk, k, (int)f->k.seq, 1.0f,
                dq, (int)d->dq.seq);
-    attn_gemm_tn(p->gk, (int)cols, (int)dk, (int)rows, p->scale, ds, (int)bk, q, (int)f->q.seq, 1.0f,
+    attn_gemm_tn(p->x.gk, (int)cols, (int)dk, (int)rows, p->scale, ds, (int)bk, q, (int)f->q.seq, 1.0f,
                   dkt, (int)d->dk.seq);
 }
 
@@ -443,7 +437,7 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
 {
     const attn_sdpa_bwd_desc *d = &p->d;
     const attn_sdpa_desc *f = &d->fwd;
-    const attn_kernels *kern = p->kern;
+    const attn_kernels *kern = p->x.kern;
     const int64_t rows = G->rows, bk = p->bk, dk = f->qk_dim, dv = f->v_dim;
     const int drop = f->mask_mode == ATTN_MASK_DROP_NONZERO;
     const float *q = G->q, *dO = G->dO;
@@ -458,17 +452,17 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
     for (int64_t x = 0; x < nseg; x++) {
         if (seg[x].c0 >= cshort)
             continue;
-        attn_gemm(p->gk, 1, (int)rows, (int)seg[x].len, (int)dk, p->scale, q, ldq,
+        attn_gemm(p->x.gk, 1, (int)rows, (int)seg[x].len, (int)dk, p->scale, q, ldq,
                    k + seg[x].j0 * f->k.seq, (int)f->k.seq, 0.0f, w->p + seg[x].c0, (int)bk);
-        attn_gemm(p->gk, 1, (int)rows, (int)seg[x].len, (int)dv, 1.0f, dO, lddo,
+        attn_gemm(p->x.gk, 1, (int)rows, (int)seg[x].len, (int)dv, 1.0f, dO, lddo,
                    v + seg[x].j0 * f->v.seq, (int)f->v.seq, 0.0f, w->dp + seg[x].c0, (int)bk);
     }
     if (ng > 0) {
         attn_gather_rows(w->kg, k, f->k.seq, dk, seg, nseg, cshort);
         attn_gather_rows(w->vg, v, f->v.seq, dv, seg, nseg, cshort);
-        attn_gemm(p->gk, 1, (int)rows, (int)ng, (int)dk, p->scale, q, ldq, w->kg, (int)dk, 0.0f,
+        attn_gemm(p->x.gk, 1, (int)rows, (int)ng, (int)dk, p->scale, q, ldq, w->kg, (int)dk, 0.0f,
                    w->p + cshort, (int)bk);
-        attn_gemm(p->gk, 1, (int)rows, (int)ng, (int)dv, 1.0f, dO, lddo, w->vg, (int)dv, 0.0f,
+        attn_gemm(p->x.gk, 1, (int)rows, (int)ng, (int)dv, 1.0f, dO, lddo, w->vg, (int)dv, 0.0f,
                    w->dp + cshort, (int)bk);
     }
     for (int64_t r = 0; r < rows; r++) {
@@ -515,10 +509,10 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
      * a copy, then added to their places. */
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
-            attn_gemm_tn(p->gk, (int)seg[x].len, (int)dv, (int)rows, 1.0f, w->p + seg[x].c0, (int)bk,
+            attn_gemm_tn(p->x.gk, (int)seg[x].len, (int)dv, (int)rows, 1.0f, w->p + seg[x].c0, (int)bk,
                           dO, lddo, 1.0f, dvh + seg[x].j0 * d->dv.seq, (int)d->dv.seq);
     if (ng > 0) {
-        attn_gemm_tn(p->gk, (int)ng, (int)dv, (int)rows, 1.0f, w->p + cshort, (int)bk, dO, lddo, 0.0f,
+        attn_gemm_tn(p->x.gk, (int)ng, (int)dv, (int)rows, 1.0f, w->p + cshort, (int)bk, dO, lddo, 0.0f,
                       w->gacc, (int)dv);
         scatter_add(dvh, d->dv.seq, w->gacc, dv, seg, nseg, cshort);
     }
@@ -544,15 +538,15 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
     for (int64_t x = 0; x < nseg; x++) {
         if (seg[x].c0 >= cshort)
             continue;
-        attn_gemm(p->gk, 0, (int)rows, (int)dk, (int)seg[x].len, p->scale, ds + seg[x].c0, (int)bk,
+        attn_gemm(p->x.gk, 0, (int)rows, (int)dk, (int)seg[x].len, p->scale, ds + seg[x].c0, (int)bk,
                    k + seg[x].j0 * f->k.seq, (int)f->k.seq, 1.0f, dq, lddq);
-        attn_gemm_tn(p->gk, (int)seg[x].len, (int)dk, (int)rows, p->scale, ds + seg[x].c0, (int)bk, q,
+        attn_gemm_tn(p->x.gk, (int)seg[x].len, (int)dk, (int)rows, p->scale, ds + seg[x].c0, (int)bk, q,
                       ldq, 1.0f, dkh + seg[x].j0 * d->dk.seq, (int)d->dk.seq);
     }
     if (ng > 0) {
-        attn_gemm(p->gk, 0, (int)rows, (int)dk, (int)ng, p->scale, ds + cshort, (int)bk, w->kg,
+        attn_gemm(p->x.gk, 0, (int)rows, (int)dk, (int)ng, p->scale, ds + cshort, (int)bk, w->kg,
                    (int)dk, 1.0f, dq, lddq);
-        attn_gemm_tn(p->gk, (int)ng, (int)dk, (int)rows, p->scale, ds + cshort, (int)bk, q, ldq, 0.0f,
+        attn_gemm_tn(p->x.gk, (int)ng, (int)dk, (int)rows, p->scale, ds + cshort, (int)bk, q, ldq, 0.0f,
                       w->gacc, (int)dk);
         scatter_add(dkh, d->dk.seq, w->gacc, dk, seg, nseg, cshort);
     }
@@ -733,7 +727,7 @@ attn_status attn_sdpa_bwd_execute(const attn_sdpa_bwd_plan *p, const attn_sdpa_b
     if ((st = attn_workspace_acquire(workspace, workspace_bytes, p->ws_bytes, &ws)) != ATTN_OK)
         return st;
     const bwd_ctx ctx = { p, a, ws };
-    attn_parallel(&p->blas, p->nthreads, p->nb * p->nh, bwd_body, (void *)&ctx);
+    attn_parallel(p->x.blas, p->x.nthreads, p->nb * p->nh, bwd_body, (void *)&ctx);
     if (!workspace)
         free(ws);
     return ATTN_OK;

@@ -137,9 +137,9 @@ static void kv_fill(const attn_sdpa_plan *p, const kvsrc *s, float *buf, int64_t
         if (s->st == ATTN_DTYPE_F32)
             memcpy(buf + (j - t) * width, row, (size_t)width * sizeof(float));
         else if (s->st == ATTN_DTYPE_F16)
-            p->cvt->f16_to_f32(row, buf + (j - t) * width, width);
+            p->x.cvt->f16_to_f32(row, buf + (j - t) * width, width);
         else
-            p->cvt->bf16_to_f32(row, buf + (j - t) * width, width);
+            p->x.cvt->bf16_to_f32(row, buf + (j - t) * width, width);
     }
 }
 
@@ -154,11 +154,11 @@ static void scores(const attn_sdpa_plan *p, const kvtile *kt, const float *q, in
     if (p->decode) {
         const void *rows[ATTN_DECODE_TILE];
         kv_rows(&kt->k, j0, nk, rows);
-        p->dec->qk(kt->k.st, q, ldq, R, rows, nk, dk, p->scale, s, lds);
+        p->x.dec->qk(kt->k.st, q, ldq, R, rows, nk, dk, p->scale, s, lds);
         return;
     }
     if (p->tile) {
-        p->gk->mm(R, nk, dk, p->scale, NULL, q, ldq, 1, kt->kt + (j0 - t), p->ldt, s, lds, 0, ah);
+        p->x.gk->mm(R, nk, dk, p->scale, NULL, q, ldq, 1, kt->kt + (j0 - t), p->ldt, s, lds, 0, ah);
         return;
     }
     const float *k = kt->kb ? kt->kb + (j0 - t) * dk : (const float *)kv_row(&kt->k, j0);
@@ -178,13 +178,13 @@ static void values(const attn_sdpa_plan *p, const kvtile *kt, const float *s, in
     if (p->decode) {
         const void *rows[ATTN_DECODE_TILE];
         kv_rows(&kt->v, j0, nk, rows);
-        p->dec->pv(kt->v.st, s, lds, R, rows, nk, dv, o, ldo, acc);
+        p->x.dec->pv(kt->v.st, s, lds, R, rows, nk, dv, o, ldo, acc);
         return;
     }
     const float *v = kt->vb ? kt->vb + (j0 - t) * dv : (const float *)kv_row(&kt->v, j0);
     const int64_t ldv = kt->vb ? dv : kt->v.ld;
     if (p->tile) {
-        p->gk->mm(R, dv, nk, 1.0f, rs, s, lds, 1, v, ldv, o, ldo, acc, ah);
+        p->x.gk->mm(R, dv, nk, 1.0f, rs, s, lds, 1, v, ldv, o, ldo, acc, ah);
         return;
     }
     attn_sgemm(0, (int)R, (int)dv, (int)nk, 1.0f, s, (int)lds, v, (int)ldv, acc ? 1.0f : 0.0f,
@@ -242,7 +242,7 @@ static void finish_probs(const attn_sdpa_plan *p, float *pr, int64_t lo, int64_t
         lo = hi = 0;
     memset(pr, 0, (size_t)lo * sizeof(float));
     if (hi > lo)
-        p->kern->exp_store(pr + lo, pr + lo, hi - lo, lse);
+        p->x.kern->exp_store(pr + lo, pr + lo, hi - lo, lse);
     memset(pr + hi, 0, (size_t)(p->d.kv_len - hi) * sizeof(float));
 }
 
@@ -254,7 +254,7 @@ static void finish_probs_row(const attn_sdpa_plan *p, const attn_sdpa_args *a, i
     float *pr = probs_row(p, a, b, h, i);
     finish_probs(p, pr, lo, hi, lse);
     if (p->dropout && lse > -INFINITY && hi > lo)  /* not NaN rows */
-        p->kern->dropout_row(&p->drop, pr + lo, b, h, i, lo, hi - lo);
+        p->x.kern->dropout_row(&p->drop, pr + lo, b, h, i, lo, hi - lo);
 }
 
 /* The rows of one GEMM: either one head's rows or the whole group's. */
@@ -293,7 +293,7 @@ static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work
                      const kvtile *kt, int fresh, int even, int fold)
 {
     const attn_sdpa_desc *d = &p->d;
-    const attn_kernels *kern = p->kern;
+    const attn_kernels *kern = p->x.kern;
     const int64_t bk = p->lds;
     const int drop = d->mask_mode == ATTN_MASK_DROP_NONZERO;
     float *s = w->s;
@@ -486,7 +486,7 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                      const partials *part, int64_t b, int64_t hk, int64_t qb, int64_t chunk)
 {
     const attn_sdpa_desc *d = &p->d;
-    const attn_kernels *kern = p->kern;
+    const attn_kernels *kern = p->x.kern;
     const int64_t n = d->q_len, dv = d->v_dim, g = p->group;
     const int64_t h0 = hk * g;
     const int64_t i0 = qb * p->bq;
@@ -599,7 +599,7 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
              * for it now, so that it comes from memory meanwhile. */
             if (!p->kv_copy)
                 attn_prefetch_rows((const float *)kv_row(&kt.v, 0), kt.v.ld, t, t + nt, dv, 0);
-            p->gk->transpose(k0, p->kv_copy ? d->qk_dim : kt.k.ld, nt, d->qk_dim, w->kt, p->ldt);
+            p->x.gk->transpose(k0, p->kv_copy ? d->qk_dim : kt.k.ld, nt, d->qk_dim, w->kt, p->ldt);
         }
         for (int64_t si = 0; si < nseg; si++) {
             const int first = t == jlo;
@@ -857,12 +857,12 @@ attn_status attn_sdpa_execute(const attn_sdpa_plan *p, const attn_sdpa_args *a,
     partials part = { NULL, NULL, NULL };
     if (p->nchunks > 1) {
         int64_t rows = p->nchunks * d->batch * d->q_heads * d->q_len;
-        part.o = (float *)((char *)ws + p->ws_thread * (size_t)p->nthreads);
+        part.o = (float *)((char *)ws + p->ws_thread * (size_t)p->x.nthreads);
         part.m = part.o + rows * d->v_dim;
         part.l = part.m + rows;
     }
     const execute_ctx ctx = { p, a, ws, &part };
-    attn_parallel(&p->blas, p->nthreads, p->nitems, execute_body, (void *)&ctx);
+    attn_parallel(p->x.blas, p->x.nthreads, p->nitems, execute_body, (void *)&ctx);
     if (!workspace)
         free(ws);
     return ATTN_OK;

@@ -238,7 +238,7 @@ static attn_status plan_sparse(attn_sdpa_plan *p)
         qg, &ok);
     const uint64_t order = attn_size_align(
         attn_size_mul((uint64_t)p->nitems, 2 * sizeof(int64_t), &ok), &ok);
-    const uint64_t threads = attn_size_mul(thread, (uint64_t)p->nthreads, &ok);
+    const uint64_t threads = attn_size_mul(thread, (uint64_t)p->x.nthreads, &ok);
     const uint64_t total = attn_size_add(threads, order, &ok);
     /* The flags and the layout are indexed b * m + j, b * n + i and
      * (h * nb + I) * mb + J. */
@@ -267,8 +267,7 @@ static attn_status plan_dense(attn_sdpa_plan *p)
     p->group = g;
     /* The decode path: few queries, decided by the shape (ATTN_DECODE=0
      * turns it off, for comparisons). */
-    const char *env = getenv("ATTN_DECODE");
-    p->decode = n <= ATTN_DECODE_MAX_Q && !(env && !strcmp(env, "0"));
+    p->decode = n <= ATTN_DECODE_MAX_Q && p->x.set.decode;
     if (p->decode)
         p->tile = 0;
     p->kv_copy = !p->decode && (desc->k_type != ATTN_DTYPE_F32 ||
@@ -347,7 +346,7 @@ static attn_status plan_dense(attn_sdpa_plan *p)
         vbuf, &ok), ktbuf, &ok);
     const uint64_t part = p->nchunks > 1
         ? attn_size_align(attn_size_mul(row_bytes, (uint64_t)p->nchunks, &ok), &ok) : 0;
-    const uint64_t total = attn_size_add(attn_size_mul(thread, (uint64_t)p->nthreads, &ok),
+    const uint64_t total = attn_size_add(attn_size_mul(thread, (uint64_t)p->x.nthreads, &ok),
                                          part, &ok);
     if (!ok)
         return ATTN_ERR_TOO_LARGE;
@@ -382,14 +381,13 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
     p->window_left = attn_window_clamp(desc, desc->window_left);
     p->window_right = attn_window_clamp(desc, desc->window_right);
     p->scale = isnan(desc->scale) ? (float)(1.0 / sqrt((double)desc->qk_dim)) : desc->scale;
-    p->nthreads = attn_resolve_threads(desc->threads);
+    attn_exec_init(&p->x, desc->engine, desc->threads);
     p->dropout = desc->dropout_p > 0.0;
     if (p->dropout)
         attn_dropout_init(&p->drop, desc->dropout_p, desc->dropout_seed, desc->dropout_offset);
     p->softmax_only = !p->dropout && !desc->use_bias && desc->mask_mode == ATTN_MASK_NONE &&
                       !desc->want_probs;
-    p->gk = attn_gemm_for((int)desc->engine);
-    p->tile = p->gk != NULL;
+    p->tile = p->x.tile;
     if ((st = plan_blocking(p)) != ATTN_OK) {
         free(p);
         return st;
@@ -405,10 +403,6 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
                (kv_bytes >= (double)ATTN_AHEAD_MIN_KV || all_bytes >= (double)ATTN_AHEAD_MIN_ALL);
     p->alike = !p->sparse && desc->window_left < 0 && desc->window_right < 0 &&
                !desc->use_kv_lens && !desc->use_q_lens;
-    p->kern = attn_kernels_select();
-    p->dec = attn_dec_select();
-    p->cvt = attn_cvt_select();
-    attn_blas_hooks_resolve(&p->blas);
     *plan = p;
     return ATTN_OK;
 }

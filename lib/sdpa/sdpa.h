@@ -3,6 +3,7 @@
 #define ATTN_SDPA_H
 
 #include "core/core.h"
+#include "core/exec.h"
 #include "kernels/kernels.h"
 #include "kernels/decode.h"
 #include "kernels/convert.h"
@@ -118,7 +119,6 @@ struct attn_sdpa_plan {
     float scale;              /* resolved */
     int64_t window_left;      /* clamped to [-1, n + m] */
     int64_t window_right;
-    int nthreads;             /* resolved, >= 1 */
     int64_t group;            /* g = Hq / Hkv */
     int64_t bq, bk;           /* query block rows, key tile columns */
     int64_t nqblocks;         /* ceil(n / bq) */
@@ -135,16 +135,14 @@ struct attn_sdpa_plan {
     size_t ws_state;          /* then row state at this one */
     size_t ws_part;           /* split-K partial results (shared) */
     size_t ws_bytes;          /* nthreads * ws_thread + ws_part */
-    const attn_kernels *kern;
-    /* The tile engine (attn_gemm_use_tile): its kernels gk run the
-     * products instead of sgemm (gk is NULL on the BLAS engine, as
-     * attn_gemm wants); the dense forward's on the tile's K transposed into
-     * the thread's slice at ws_kt (dk x ldt floats). */
+    /* Kernels, engine, BLAS hooks and threads (core/exec.h). */
+    attn_exec x;
+    /* The tile engine (x.tile) runs the dense forward's products on the
+     * tile's K transposed into the thread's slice at ws_kt (dk x ldt
+     * floats); not on the decode path, which has its own kernels. */
     int tile;
-    const attn_gemm_kernels *gk;
     int64_t lds, ldt;         /* leading dims of the score tile and of K^T */
     size_t ws_kt;
-    attn_blas_hooks blas;     /* the loaded BLAS's thread controls */
     /* Sparse plans (sparse.c): items (b, query head, block of sp_rows
      * rows), run heaviest first from an order built per execute. */
     int sparse;
@@ -170,8 +168,6 @@ struct attn_sdpa_plan {
     int decode;
     int kv_copy;
     size_t ws_kbuf, ws_vbuf;
-    const attn_dec_kernels *dec;
-    const attn_cvt_kernels *cvt;  /* kv_copy: widening F16/BF16 tiles */
 };
 
 /* The sparse forward (sparse.c): execute's work for a sparse plan. */

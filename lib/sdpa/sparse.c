@@ -444,7 +444,7 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
                      int64_t nseg, int64_t cols, int64_t cshort)
 {
     const attn_sdpa_desc *d = &p->d;
-    const attn_kernels *kern = p->kern;
+    const attn_kernels *kern = p->x.kern;
     const int64_t bk = p->bk, hk = h / p->group, nr = g->r1 - g->r0;
     const int drop = d->mask_mode == ATTN_MASK_DROP_NONZERO;
     const float *q = g->q;
@@ -469,11 +469,11 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
     }
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
-            attn_gemm(p->gk, 1, (int)nr, (int)seg[x].len, (int)d->qk_dim, p->scale, q, ldq,
+            attn_gemm(p->x.gk, 1, (int)nr, (int)seg[x].len, (int)d->qk_dim, p->scale, q, ldq,
                        k + seg[x].j0 * d->k.seq, (int)d->k.seq, 0.0f, w->s + seg[x].c0, (int)bk);
     if (ng > 0) {
         attn_gather_rows(w->kg, k, d->k.seq, d->qk_dim, seg, nseg, cshort);
-        attn_gemm(p->gk, 1, (int)nr, (int)ng, (int)d->qk_dim, p->scale, q, ldq, w->kg,
+        attn_gemm(p->x.gk, 1, (int)nr, (int)ng, (int)d->qk_dim, p->scale, q, ldq, w->kg,
                    (int)d->qk_dim, 0.0f, w->s + cshort, (int)bk);
     }
 
@@ -541,11 +541,11 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
             kern->scale(o + (r - g->r0) * ldo, d->v_dim, w->corr[r]);
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
-            attn_gemm(p->gk, 0, (int)nr, (int)d->v_dim, (int)seg[x].len, 1.0f, w->s + seg[x].c0,
+            attn_gemm(p->x.gk, 0, (int)nr, (int)d->v_dim, (int)seg[x].len, 1.0f, w->s + seg[x].c0,
                        (int)bk, v + seg[x].j0 * d->v.seq, (int)d->v.seq, 1.0f, o, ldo);
     if (ng > 0) {
         attn_gather_rows(w->vg, v, d->v.seq, d->v_dim, seg, nseg, cshort);
-        attn_gemm(p->gk, 0, (int)nr, (int)d->v_dim, (int)ng, 1.0f, w->s + cshort, (int)bk, w->vg,
+        attn_gemm(p->x.gk, 0, (int)nr, (int)d->v_dim, (int)ng, 1.0f, w->s + cshort, (int)bk, w->vg,
                    (int)d->v_dim, 1.0f, o, ldo);
     }
 }
@@ -557,7 +557,7 @@ static void finish_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork
                          const sgroup *g, int64_t b, int64_t h)
 {
     const attn_sdpa_desc *d = &p->d;
-    const attn_kernels *kern = p->kern;
+    const attn_kernels *kern = p->x.kern;
     for (int64_t r = g->r0; r < g->r1; r++) {
         const int64_t i = grow(g, r);
         const float l = w->lrow[r];
@@ -855,5 +855,5 @@ static void sparse_body(void *arg, int tid)
 void attn_sparse_forward(const attn_sdpa_plan *p, const attn_sdpa_args *a, void *ws)
 {
     sparse_ctx ctx = { p, a, ws, (sorder *)(void *)((char *)ws + p->ws_order) };
-    attn_parallel(&p->blas, p->nthreads, p->nitems, sparse_body, (void *)&ctx);
+    attn_parallel(p->x.blas, p->x.nthreads, p->nitems, sparse_body, (void *)&ctx);
 }

@@ -1,0 +1,49 @@
+/* The one place that decides the machine (dav1d's src/cpu.c).
+ *
+ * - The CPU's features are read once per process (pthread_once) and folded
+ *   into instruction-set levels, each defined here and nowhere else:
+ *     ATTN_SIMD_AVX2    AVX2, FMA and F16C (every AVX2 table: the softmax
+ *                       rows, the tile engine, the decode kernels, the
+ *                       conversions);
+ *     ATTN_SIMD_AVX512  the AVX2 level plus AVX-512 F, BW and VL;
+ *   and extra units a table may use inside a level (AVX512_BF16 today;
+ *   AVX512_FP16 and AMX as the element-type work adds them).
+ * - The ATTN_* environment (ATTN_SIMD, ATTN_ENGINE, ATTN_DECODE) is read
+ *   here only, by attn_settings_read, which every plan creator calls once
+ *   (through attn_exec_init, core/exec.c): a program may change the
+ *   variables between plans (the tests do), never during one.
+ * cpu/ is the leaf of the library: it depends on nothing else in attn. */
+#ifndef ATTN_CPU_H
+#define ATTN_CPU_H
+
+#include "attn_config.h"
+
+enum { ATTN_SIMD_SCALAR = 0, ATTN_SIMD_AVX2 = 1, ATTN_SIMD_AVX512 = 2 };
+
+/* Feature bits of attn_cpu_flags(). */
+enum {
+    ATTN_CPU_AVX2 = 1 << 0,        /* the AVX2 level (AVX2 + FMA + F16C) */
+    ATTN_CPU_AVX512 = 1 << 1,      /* the AVX-512 level (+ F, BW, VL) */
+    ATTN_CPU_AVX512BF16 = 1 << 2,  /* AVX512_BF16 (VCVTNEPS2BF16, VDPBF16PS) */
+};
+
+/* The features of this CPU (once per process; the same answer after). */
+unsigned attn_cpu_flags(void);
+
+/* The highest level this CPU runs (no cap applied). */
+int attn_cpu_level(void);
+
+/* What the environment asks for, read once per plan. */
+typedef struct attn_settings {
+    int simd_cap;     /* ATTN_SIMD=scalar|avx2|avx512 (unset or unknown:
+                         avx512, i.e. no cap) */
+    int level;        /* min(simd_cap, attn_cpu_level()): the level every
+                         table of the plan is chosen at */
+    int engine;       /* ATTN_ENGINE: 0 auto (unset or unknown), 1 blas,
+                         2 tile (the values of attn_engine) */
+    int decode;       /* ATTN_DECODE: 0 when it is "0", else 1 */
+} attn_settings;
+
+void attn_settings_read(attn_settings *s);
+
+#endif
