@@ -143,52 +143,102 @@ static void kv_fill(const attn_sdpa_plan *p, const kvsrc *s, float *buf, int64_t
     }
 }
 
-/* s[r][c] = scale q_r . K_(j0 + c) for rows r < R and c < nk: sgemm on K in
- * place or on the tile's buffer (tile row j0 - t), or the decode kernels
- * over the rows' addresses. */
-static void scores(const attn_sdpa_plan *p, const kvtile *kt, const float *q, int64_t ldq,
-                   int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds,
-                   attn_ahead *ah)
+/* The products of a tile, one pair per engine, chosen at plan time
+ * (attn_sdpa_products_for): the forward's row loop never asks which engine
+ * runs them.
+ *
+ * qk: s[r][c] = scale q_r . K_(j0 + c) for rows r < R and c < nk (tile row
+ * j0 - t of the tile at t).
+ * pv: o[r] = (acc ? o[r] : 0) + sum_c s[r][c] V_(j0 + c); with rs (the tile
+ * engine only) the sum is multiplied by rs[r] as it is written (the fold of
+ * 1 / l into the last write of O). */
+struct attn_sdpa_products {
+    void (*qk)(const attn_sdpa_plan *p, const kvtile *kt, const float *q, int64_t ldq,
+               int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds,
+               attn_ahead *ah);
+    void (*pv)(const attn_sdpa_plan *p, const kvtile *kt, const float *s, int64_t lds,
+               int64_t R, int64_t t, int64_t j0, int64_t nk, float *o, int64_t ldo, int acc,
+               const float *rs, attn_ahead *ah);
+};
+
+/* BLAS: sgemm on K and V in place, or on the tile's widened buffers. */
+static void qk_blas(const attn_sdpa_plan *p, const kvtile *kt, const float *q, int64_t ldq,
+                    int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds,
+                    attn_ahead *ah)
 {
     const int64_t dk = p->d.qk_dim;
-    if (p->decode) {
-        const void *rows[ATTN_DECODE_TILE];
-        kv_rows(&kt->k, j0, nk, rows);
-        p->x.dec->qk(kt->k.st, q, ldq, R, rows, nk, dk, p->scale, s, lds);
-        return;
-    }
-    if (p->tile) {
-        p->x.gk->mm(R, nk, dk, p->scale, NULL, q, ldq, 1, kt->kt + (j0 - t), p->ldt, s, lds, 0, ah);
-        return;
-    }
     const float *k = kt->kb ? kt->kb + (j0 - t) * dk : (const float *)kv_row(&kt->k, j0);
     const int64_t ldk = kt->kb ? dk : kt->k.ld;
+    (void)ah;
     attn_sgemm(1, (int)R, (int)nk, (int)dk, p->scale, q, (int)ldq, k, (int)ldk, 0.0f, s,
                (int)lds);
 }
 
-/* o[r] = (acc ? o[r] : 0) + sum_c s[r][c] V_(j0 + c), likewise; on the
- * tile engine, with rs, the sum is multiplied by rs[r] as it is written
- * (the fold of 1 / l into the last write of O). */
-static void values(const attn_sdpa_plan *p, const kvtile *kt, const float *s, int64_t lds,
-                   int64_t R, int64_t t, int64_t j0, int64_t nk, float *o, int64_t ldo, int acc,
-                   const float *rs, attn_ahead *ah)
+static void pv_blas(const attn_sdpa_plan *p, const kvtile *kt, const float *s, int64_t lds,
+                    int64_t R, int64_t t, int64_t j0, int64_t nk, float *o, int64_t ldo, int acc,
+                    const float *rs, attn_ahead *ah)
 {
     const int64_t dv = p->d.v_dim;
-    if (p->decode) {
-        const void *rows[ATTN_DECODE_TILE];
-        kv_rows(&kt->v, j0, nk, rows);
-        p->x.dec->pv(kt->v.st, s, lds, R, rows, nk, dv, o, ldo, acc);
-        return;
-    }
     const float *v = kt->vb ? kt->vb + (j0 - t) * dv : (const float *)kv_row(&kt->v, j0);
     const int64_t ldv = kt->vb ? dv : kt->v.ld;
-    if (p->tile) {
-        p->x.gk->mm(R, dv, nk, 1.0f, rs, s, lds, 1, v, ldv, o, ldo, acc, ah);
-        return;
-    }
+    (void)rs;
+    (void)ah;
     attn_sgemm(0, (int)R, (int)dv, (int)nk, 1.0f, s, (int)lds, v, (int)ldv, acc ? 1.0f : 0.0f,
                o, (int)ldo);
+}
+
+/* The tile engine: Q K^T on the tile's K transposed (kt->kt), P V on V in
+ * place or widened. */
+static void qk_tile(const attn_sdpa_plan *p, const kvtile *kt, const float *q, int64_t ldq,
+                    int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds,
+                    attn_ahead *ah)
+{
+    p->x.gk->mm(R, nk, p->d.qk_dim, p->scale, NULL, q, ldq, 1, kt->kt + (j0 - t), p->ldt, s,
+                lds, 0, ah);
+}
+
+static void pv_tile(const attn_sdpa_plan *p, const kvtile *kt, const float *s, int64_t lds,
+                    int64_t R, int64_t t, int64_t j0, int64_t nk, float *o, int64_t ldo, int acc,
+                    const float *rs, attn_ahead *ah)
+{
+    const int64_t dv = p->d.v_dim;
+    const float *v = kt->vb ? kt->vb + (j0 - t) * dv : (const float *)kv_row(&kt->v, j0);
+    const int64_t ldv = kt->vb ? dv : kt->v.ld;
+    p->x.gk->mm(R, dv, nk, 1.0f, rs, s, lds, 1, v, ldv, o, ldo, acc, ah);
+}
+
+/* The decode path: the streaming kernels over the rows' addresses, K and
+ * V in their storage type. */
+static void qk_decode(const attn_sdpa_plan *p, const kvtile *kt, const float *q, int64_t ldq,
+                      int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds,
+                      attn_ahead *ah)
+{
+    const void *rows[ATTN_DECODE_TILE];
+    (void)t;
+    (void)ah;
+    kv_rows(&kt->k, j0, nk, rows);
+    p->x.dec->qk(kt->k.st, q, ldq, R, rows, nk, p->d.qk_dim, p->scale, s, lds);
+}
+
+static void pv_decode(const attn_sdpa_plan *p, const kvtile *kt, const float *s, int64_t lds,
+                      int64_t R, int64_t t, int64_t j0, int64_t nk, float *o, int64_t ldo,
+                      int acc, const float *rs, attn_ahead *ah)
+{
+    const void *rows[ATTN_DECODE_TILE];
+    (void)t;
+    (void)rs;
+    (void)ah;
+    kv_rows(&kt->v, j0, nk, rows);
+    p->x.dec->pv(kt->v.st, s, lds, R, rows, nk, p->d.v_dim, o, ldo, acc);
+}
+
+static const attn_sdpa_products products_blas = { qk_blas, pv_blas };
+static const attn_sdpa_products products_tile = { qk_tile, pv_tile };
+static const attn_sdpa_products products_decode = { qk_decode, pv_decode };
+
+const attn_sdpa_products *attn_sdpa_products_for(int decode, int tile)
+{
+    return decode ? &products_decode : tile ? &products_tile : &products_blas;
 }
 
 static int64_t q_len_of(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b)
@@ -298,7 +348,7 @@ static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work
     const int drop = d->mask_mode == ATTN_MASK_DROP_NONZERO;
     float *s = w->s;
 
-    scores(p, kt, sg->q + r0 * sg->ldq, sg->ldq, r1 - r0, t, t + cs, ce - cs, s + r0 * bk + cs,
+    p->prod->qk(p, kt, sg->q + r0 * sg->ldq, sg->ldq, r1 - r0, t, t + cs, ce - cs, s + r0 * bk + cs,
            bk, w->ah);
 
     /* Nothing but the softmax: one kernel call, the same steps as the loop
@@ -357,7 +407,7 @@ static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work
             w->corr[v] = w->lrow[v] == 0.0f ? 0.0f : 1.0f / w->lrow[v];
         rs = w->corr + v0;
     }
-    values(p, kt, s + r0 * bk + cs, bk, r1 - r0, t, t + cs, ce - cs, sg->o + r0 * sg->ldo,
+    p->prod->pv(p, kt, s + r0 * bk + cs, bk, r1 - r0, t, t + cs, ce - cs, sg->o + r0 * sg->ldo,
            sg->ldo, !fresh, rs, w->ah);
 }
 

@@ -401,6 +401,7 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
         (double)(desc->qk_dim + desc->v_dim) * 4.0;
     p->ahead = p->tile && !p->decode && !p->kv_copy && p->nchunks == 1 && !p->sparse &&
                (kv_bytes >= (double)ATTN_AHEAD_MIN_KV || all_bytes >= (double)ATTN_AHEAD_MIN_ALL);
+    p->prod = attn_sdpa_products_for(p->decode, p->tile);
     p->alike = !p->sparse && desc->window_left < 0 && desc->window_right < 0 &&
                !desc->use_kv_lens && !desc->use_q_lens;
     *plan = p;

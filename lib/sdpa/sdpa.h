@@ -105,6 +105,11 @@ int64_t attn_fill_tile(attn_krun *kr, int64_t *s, int64_t *e, int *have, attn_ks
 void attn_gather_rows(float *dst, const float *src, int64_t ld, int64_t width,
                       const attn_kseg *seg, int64_t nseg, int64_t cshort);
 
+/* The dense forward's products {Q K^T, P V} of one engine (forward.c):
+ * the decode kernels, the tile engine or the BLAS, chosen at plan time. */
+typedef struct attn_sdpa_products attn_sdpa_products;
+const attn_sdpa_products *attn_sdpa_products_for(int decode, int tile);
+
 struct attn_sdpa_plan {
     attn_sdpa_desc d;
     int dropout;              /* dropout_p > 0 (p = 0 runs the plain path) */
@@ -168,6 +173,7 @@ struct attn_sdpa_plan {
     int decode;
     int kv_copy;
     size_t ws_kbuf, ws_vbuf;
+    const attn_sdpa_products *prod;   /* attn_sdpa_products_for(decode, tile) */
 };
 
 /* The sparse forward (sparse.c): execute's work for a sparse plan. */
