@@ -490,7 +490,7 @@ static void run_mha_train_case(const bench_case *c, int impl, int nthreads, int 
     attn_status st = ATTN_OK;
     size_t wf = 0, wb = 0, cx = 0;
     if ((st = attn_mha_workspace_size(plan, &wf)) == ATTN_OK &&
-        (st = attn_mha_backward_workspace_size(plan, &wb)) == ATTN_OK)
+        (st = attn_mha_bwd_workspace_size(plan, &wb)) == ATTN_OK)
         st = attn_mha_context_size(plan, &cx);
     if (st != ATTN_OK) {
         snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
@@ -512,10 +512,10 @@ static void run_mha_train_case(const bench_case *c, int impl, int nthreads, int 
     }
     for (int r = -2; r < runs; r++) {
         double t0 = now_ms();
-        st = attn_mha_train_forward(plan, &w, &a, ctx, cx, ws, wf);
+        st = attn_mha_train_execute(plan, &w, &a, ctx, cx, ws, wf);
         double t1 = now_ms();
         if (st == ATTN_OK)
-            st = attn_mha_backward(plan, &w, &a, dy, ctx, cx, &g, 0, ws, wb);
+            st = attn_mha_bwd_execute(plan, &w, &a, dy, ctx, cx, &g, 0, ws, wb);
         double t2 = now_ms();
         if (st != ATTN_OK) {
             snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));

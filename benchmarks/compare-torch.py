@@ -226,7 +226,7 @@ def torch_linear_causal(torch, q, k, v, eps=1e-6):
 
 def long_mask(torch, kind, n, lib):
     """The visible set of X1 or X2 as an [n][n] bool mask (True = seen).
-    X2's BigBird layout comes from attn_layout_bigbird (so both sides use
+    X2's BigBird layout comes from attn_layout_build_bigbird (so both sides use
     the same random blocks)."""
     i = torch.arange(n)
     if kind == "global":   # window 256 + 256, the first 32 tokens global both ways
@@ -234,15 +234,15 @@ def long_mask(torch, kind, n, lib):
         return ((i[:, None] - i[None, :]).abs() <= 256) | g[:, None] | g[None, :]
     import ctypes as C
     if lib is None:
-        raise RuntimeError("X2 needs libattn (--lib) for attn_layout_bigbird")
+        raise RuntimeError("X2 needs libattn (--lib) for attn_layout_build_bigbird")
     nb = (n + 63) // 64
     lay = (C.c_uint8 * (nb * nb))()
-    fn = lib.attn_layout_bigbird
+    fn = lib.attn_layout_build_bigbird
     fn.restype = C.c_int
     fn.argtypes = [C.c_void_p, C.c_int64, C.c_int64, C.c_int64, C.c_int64, C.c_int64,
                    C.c_uint64]
     if fn(lay, nb, nb, 3, 2, 3, 2020) != 0:
-        raise RuntimeError("attn_layout_bigbird failed")
+        raise RuntimeError("attn_layout_build_bigbird failed")
     blocks = torch.tensor(list(lay), dtype=torch.bool).reshape(nb, nb)
     return blocks.repeat_interleave(64, 0).repeat_interleave(64, 1)[:n, :n]
 

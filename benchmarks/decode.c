@@ -351,13 +351,13 @@ static void run_decode_row(const djob *j, result *res)
             const int64_t cnt = kvl[bh / Hkv] * d;
             prefault(k16 + off, (size_t)cnt * 2);
             prefault(v16 + off, (size_t)cnt * 2);
-            st = attn_convert_from_f32(type, kr + off, k16 + off, cnt);
+            st = attn_dtype_encode(type, kr + off, k16 + off, cnt);
             if (st == ATTN_OK)
-                st = attn_convert_from_f32(type, vr + off, v16 + off, cnt);
+                st = attn_dtype_encode(type, vr + off, v16 + off, cnt);
             if (st == ATTN_OK)
-                st = attn_convert_to_f32(type, k16 + off, kr + off, cnt);
+                st = attn_dtype_decode(type, k16 + off, kr + off, cnt);
             if (st == ATTN_OK)
-                st = attn_convert_to_f32(type, v16 + off, vr + off, cnt);
+                st = attn_dtype_decode(type, v16 + off, vr + off, cnt);
         }
         if (st != ATTN_OK)
             return fail(res, "convert", st);

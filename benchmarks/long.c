@@ -7,7 +7,7 @@
  *       at n = 4k, 16k, 64k; the other path is attn's dense SDPA with the
  *       same visible set as an element mask [n][n]
  *   X2  BigBird: block 64, 3 window + 2 global + 3 random blocks a row
- *       (attn_layout_bigbird), at n = 4k, 16k; the other path as in X1
+ *       (attn_layout_build_bigbird), at n = 4k, 16k; the other path as in X1
  *
  * The dense paths run up to n = 16k (their time is O(n^2): at 64k one run
  * takes minutes).  max_err is against float64 on 64 sampled rows of every
@@ -54,7 +54,7 @@ static uint8_t *x2_layout(const bench_case *c, int64_t *nb, int64_t *mb)
     *nb = (c->n + X2_BLOCK - 1) / X2_BLOCK;
     *mb = (c->m + X2_BLOCK - 1) / X2_BLOCK;
     uint8_t *l = malloc((size_t)(*nb * *mb));
-    if (l && attn_layout_bigbird(l, *nb, *mb, X2_WINDOW, X2_GLOBAL, X2_RANDOM, X2_SEED) != ATTN_OK) {
+    if (l && attn_layout_build_bigbird(l, *nb, *mb, X2_WINDOW, X2_GLOBAL, X2_RANDOM, X2_SEED) != ATTN_OK) {
         free(l);
         l = NULL;
     }
@@ -207,7 +207,7 @@ void run_long_case(const bench_case *c, int impl, int nthreads, int runs, result
     for (int64_t i = 0; i < B * n; i++)
         gflags[i] = (uint8_t)(c->kind == K_GLOBAL && x1_global(c, i % n));
     if (c->kind == K_BIGBIRD && !(layout = x2_layout(c, &nb, &mb)))
-        return fail(res, "attn_layout_bigbird failed");
+        return fail(res, "attn_layout_build_bigbird failed");
     if (impl == 1 && c->kind != K_LINEAR) {
         /* the dense path's element mask [n][m], broadcast over B and H */
         if (!(mask = malloc((size_t)(n * m))))

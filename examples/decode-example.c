@@ -103,7 +103,7 @@ static double check_row(const layer *L, const int32_t *table, int len, const flo
     double s[MAXLEN];
     for (int j = 0; j <= last; j++) {
         const size_t row = ((size_t)table[j / BS] * HKV + hk) * BS + j % BS;
-        CHECK(attn_convert_to_f32(ATTN_DTYPE_F16, L->kpool + row * D, kr, D));
+        CHECK(attn_dtype_decode(ATTN_DTYPE_F16, L->kpool + row * D, kr, D));
         double dot = 0.0;
         for (int x = 0; x < D; x++)
             dot += (double)q[(i * HQ + h) * D + x] * kr[x];
@@ -113,7 +113,7 @@ static double check_row(const layer *L, const int32_t *table, int len, const flo
     }
     for (int j = 0; j <= last; j++) {
         const size_t row = ((size_t)table[j / BS] * HKV + hk) * BS + j % BS;
-        CHECK(attn_convert_to_f32(ATTN_DTYPE_F16, L->vpool + row * D, vr, D));
+        CHECK(attn_dtype_decode(ATTN_DTYPE_F16, L->vpool + row * D, vr, D));
         const double p = exp(s[j] - mx);
         l += p;
         for (int x = 0; x < D; x++)

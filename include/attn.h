@@ -308,7 +308,7 @@ typedef struct attn_sdpa_desc {
      * entry is kept with probability 1 - p and then scaled by 1 / (1 - p)
      * (p = 1 drops everything: O = 0).  Whether (b, h, i, j) is kept is a
      * pure function of (dropout_seed, dropout_offset, b, h, i, j), see
-     * attn_dropout_keep_mask; it does not depend on threads, tiles, layout,
+     * attn_dropout_mask_fill; it does not depend on threads, tiles, layout,
      * SIMD level or want_probs, and the backward regenerates it.  The
      * logsumexp is of the undropped scores; the probabilities output is the
      * P that multiplies V (after dropout).  p = 0 (the default) runs exactly
@@ -457,7 +457,7 @@ ATTN_API attn_status attn_sdpa(const attn_sdpa_desc *desc,
  * past 2^32, or a byte count that overflows) or ATTN_ERR_BAD_STRIDE
  * (ld < m).
  */
-ATTN_API attn_status attn_dropout_keep_mask(double p, uint64_t seed, uint64_t offset,
+ATTN_API attn_status attn_dropout_mask_fill(double p, uint64_t seed, uint64_t offset,
                                             int64_t b, int64_t h, int64_t i0, int64_t rows,
                                             int64_t m, uint8_t *keep, int64_t ld);
 
@@ -529,7 +529,7 @@ ATTN_API attn_status attn_dropout_keep_mask(double p, uint64_t seed, uint64_t of
  * window_blocks, global_blocks or random_blocks negative, or window_blocks
  * even and > 0: ATTN_ERR_BAD_OPTION.
  */
-ATTN_API attn_status attn_layout_bigbird(uint8_t *layout, int64_t nb, int64_t mb,
+ATTN_API attn_status attn_layout_build_bigbird(uint8_t *layout, int64_t nb, int64_t mb,
                                          int64_t window_blocks, int64_t global_blocks,
                                          int64_t random_blocks, uint64_t seed);
 
@@ -541,7 +541,7 @@ ATTN_API attn_status attn_layout_bigbird(uint8_t *layout, int64_t nb, int64_t mb
  * which is in the strided set anyway.)  stride < 1 or causal not 0 or 1:
  * ATTN_ERR_BAD_OPTION.
  */
-ATTN_API attn_status attn_layout_strided(uint8_t *layout, int64_t nb, int64_t mb,
+ATTN_API attn_status attn_layout_build_strided(uint8_t *layout, int64_t nb, int64_t mb,
                                          int64_t stride, int causal);
 
 /*
@@ -551,7 +551,7 @@ ATTN_API attn_status attn_layout_strided(uint8_t *layout, int64_t nb, int64_t mb
  * and J <= I when causal.  stride < 1, c outside [1, stride] or causal not
  * 0 or 1: ATTN_ERR_BAD_OPTION.
  */
-ATTN_API attn_status attn_layout_fixed(uint8_t *layout, int64_t nb, int64_t mb, int64_t stride,
+ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_t mb, int64_t stride,
                                        int64_t c, int causal);
 
 /* ------------------------------------------------------------------------ */
@@ -615,8 +615,8 @@ ATTN_API attn_status attn_layout_fixed(uint8_t *layout, int64_t nb, int64_t mb, 
 /*
  * Convert n values between fp32 and a 16-bit storage type (ATTN_DTYPE_F16
  * or ATTN_DTYPE_BF16; F32 is ATTN_ERR_BAD_OPTION).
- * attn_convert_to_f32 is exact (a NaN stays a NaN of the same sign and
- * payload, with its quiet bit set as F16C sets it).  attn_convert_from_f32
+ * attn_dtype_decode is exact (a NaN stays a NaN of the same sign and
+ * payload, with its quiet bit set as F16C sets it).  attn_dtype_encode
  * rounds to nearest,
  * ties to even, with IEEE semantics: denormal inputs and results are kept
  * (never flushed), values past the largest finite F16 become +-Inf, +-Inf
@@ -628,9 +628,9 @@ ATTN_API attn_status attn_layout_fixed(uint8_t *layout, int64_t nb, int64_t mb, 
  * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (src or dst NULL with n > 0),
  * ATTN_ERR_BAD_SIZE (n < 0) or ATTN_ERR_BAD_OPTION.
  */
-ATTN_API attn_status attn_convert_from_f32(attn_dtype type, const float *src, uint16_t *dst,
+ATTN_API attn_status attn_dtype_encode(attn_dtype type, const float *src, uint16_t *dst,
                                            int64_t n);
-ATTN_API attn_status attn_convert_to_f32(attn_dtype type, const uint16_t *src, float *dst,
+ATTN_API attn_status attn_dtype_decode(attn_dtype type, const uint16_t *src, float *dst,
                                          int64_t n);
 
 /* The new tokens of one attn_kv_append call. */
@@ -654,7 +654,7 @@ typedef struct attn_kv_append_args {
  * Append tokens to the KV cache described by desc: for every sequence b
  * and kv head h, rows r < new_lens[b] of k_new and v_new become tokens
  * kv_lens[b] + r of K and V (converted to k_type / v_type as
- * attn_convert_from_f32 does), then kv_lens[b] grows by new_lens[b].  Only
+ * attn_dtype_encode does), then kv_lens[b] grows by new_lens[b].  Only
  * the fields of desc that describe K and V are read: batch, kv_heads,
  * kv_len (each sequence's capacity), qk_dim, v_dim, the k and v views,
  * k_type, v_type and the paging fields (checked as attn_sdpa_plan_create
@@ -707,7 +707,7 @@ ATTN_API attn_status attn_kv_append(const attn_sdpa_desc *desc, const attn_kv_ap
  * count past 2^63 - 1 or SIZE_MAX), checked in this order; on error
  * nothing is written.
  */
-typedef struct attn_merge_args {
+typedef struct attn_partials_merge_args {
     int64_t parts, rows, dim;
     const float *o_parts;
     int64_t o_part_stride, o_row_stride;
@@ -717,8 +717,8 @@ typedef struct attn_merge_args {
     int64_t o_out_stride;
     float *lse_out;
     int64_t lse_out_stride;
-} attn_merge_args;
-ATTN_API attn_status attn_merge_partials(const attn_merge_args *args);
+} attn_partials_merge_args;
+ATTN_API attn_status attn_partials_merge(const attn_partials_merge_args *args);
 
 /* ------------------------------------------------------------------------ */
 /* SDPA backward                                                             */
@@ -1194,9 +1194,9 @@ typedef struct attn_mha_desc {
      * 0 <= p <= 1, applied per head exactly as attn_sdpa_desc applies it:
      * whether (b, h, i, j) is kept (h the query head, i the query, j the
      * key) is the pure function of (dropout_seed, dropout_offset, b, h, i,
-     * j) of attn_dropout_keep_mask, and a kept entry is scaled by
-     * 1 / (1 - p).  attn_mha_execute and attn_mha_train_forward apply it,
-     * attn_mha_backward regenerates the same mask.  The weights output (per
+     * j) of attn_dropout_mask_fill, and a kept entry is scaled by
+     * 1 / (1 - p).  attn_mha_execute and attn_mha_train_execute apply it,
+     * attn_mha_bwd_execute regenerates the same mask.  The weights output (per
      * head or averaged) is of the dropped probabilities, the P' that
      * multiplies V, as SDPA's probabilities output (PyTorch returns the
      * weights after dropout too).  p outside [0, 1] or NaN is
@@ -1210,7 +1210,7 @@ typedef struct attn_mha_desc {
      * global key tokens [B][S] and global query tokens [B][L] (uint8, in
      * attn_mha_args), a block-sparse layout [H|1][ceil(L/bs)][ceil(S/bs)].
      * The same rules and statuses; passed through to the SDPA of
-     * attn_mha_execute, attn_mha_train_forward and attn_mha_backward. */
+     * attn_mha_execute, attn_mha_train_execute and attn_mha_bwd_execute. */
     int use_global_k;
     int use_global_q;
     int layout_per_head;
@@ -1218,7 +1218,7 @@ typedef struct attn_mha_desc {
     int64_t block_size;
 
     /* The engine of the layer's products (see attn_engine): the
-     * projections, the attention and, in attn_mha_backward, the input
+     * projections, the attention and, in attn_mha_bwd_execute, the input
      * gradients (the weight gradients stay on the BLAS); AUTO by default.
      * Anything else is ATTN_ERR_BAD_OPTION. */
     attn_engine engine;
@@ -1289,7 +1289,7 @@ ATTN_API attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_d
 /* Free a plan; NULL is accepted.  Returns ATTN_OK. */
 ATTN_API attn_status attn_mha_plan_destroy(attn_mha_plan *plan);
 
-/* Bytes of workspace attn_mha_execute (and attn_mha_train_forward) needs:
+/* Bytes of workspace attn_mha_execute (and attn_mha_train_execute) needs:
  * the projected Q, K, V and the
  * attention output (B x (L + 2 S) x E floats or less), per-head weights
  * when averaged weights are asked for, a combined mask when both an element
@@ -1319,14 +1319,14 @@ ATTN_API attn_status attn_mha_execute(const attn_mha_plan *plan, const attn_mha_
 /*
  * Training runs in two calls on the same plan:
  *
- *   attn_mha_train_forward   Y = MHA(X, Xk, Xv) bitwise as attn_mha_execute
+ *   attn_mha_train_execute   Y = MHA(X, Xk, Xv) bitwise as attn_mha_execute
  *                            (and the attention weights if the plan asks),
  *                            and saves in a caller buffer, the context, what
  *                            the backward needs: the projected Q, K, V (in
  *                            the BSHD layout the plan uses), the attention
  *                            output O (before the output projection) and
  *                            the logsumexp [B][H][L] of every query row;
- *   attn_mha_backward        from dY = dL/dY and the context, dX (and dXk,
+ *   attn_mha_bwd_execute        from dY = dL/dY and the context, dX (and dXk,
  *                            dXv in cross-attention) and the gradients of
  *                            every weight and bias, in the weights' layout.
  *
@@ -1406,12 +1406,12 @@ typedef struct attn_mha_grads {
  * returns ATTN_ERR_TOO_LARGE). */
 ATTN_API attn_status attn_mha_context_size(const attn_mha_plan *plan, size_t *bytes);
 
-/* Bytes of workspace attn_mha_backward needs: dO, dQ, dK, dV (the sizes of
+/* Bytes of workspace attn_mha_bwd_execute needs: dO, dQ, dK, dV (the sizes of
  * O, Q, K, V), a combined mask as in the forward, the SDPA backward's
  * workspace and per-thread blocks for the gradient GEMMs.  (train_forward
  * takes the workspace of attn_mha_workspace_size.)  Returns ATTN_OK,
  * ATTN_ERR_NULL_ARGUMENT or ATTN_ERR_TOO_LARGE (as attn_mha_context_size). */
-ATTN_API attn_status attn_mha_backward_workspace_size(const attn_mha_plan *plan, size_t *bytes);
+ATTN_API attn_status attn_mha_bwd_workspace_size(const attn_mha_plan *plan, size_t *bytes);
 
 /*
  * attn_mha_execute that also fills the context: the same outputs (out
@@ -1425,7 +1425,7 @@ ATTN_API attn_status attn_mha_backward_workspace_size(const attn_mha_plan *plan,
  * ATTN_ERR_WORKSPACE_ALIGNMENT (context misaligned).  On error nothing is
  * written to out, weights or the context.
  */
-ATTN_API attn_status attn_mha_train_forward(const attn_mha_plan *plan,
+ATTN_API attn_status attn_mha_train_execute(const attn_mha_plan *plan,
                                             const attn_mha_weights *weights,
                                             const attn_mha_args *args, void *context,
                                             size_t context_bytes, void *workspace,
@@ -1439,7 +1439,7 @@ ATTN_API attn_status attn_mha_train_forward(const attn_mha_plan *plan,
  * ignored, so the forward's args can be passed as they are.  accumulate: 0
  * overwrites the gradients, 1 adds into them (see above).  context as in
  * train_forward (read only); workspace 64-byte aligned and at least
- * attn_mha_backward_workspace_size() bytes, or NULL (allocated inside).
+ * attn_mha_bwd_workspace_size() bytes, or NULL (allocated inside).
  * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (plan, weights, args, dy, context,
  * grads, a weight, buffer or gradient the plan needs), ATTN_ERR_BAD_OPTION
  * (accumulate not 0 or 1), ATTN_ERR_ARGUMENT_MISMATCH (a pointer the plan
@@ -1448,7 +1448,7 @@ ATTN_API attn_status attn_mha_train_forward(const attn_mha_plan *plan,
  * ATTN_ERR_WORKSPACE_TOO_SMALL (workspace or context short), ATTN_ERR_WORKSPACE_ALIGNMENT (workspace or context misaligned) or
  * ATTN_ERR_OUT_OF_MEMORY.  On error no gradient is written.
  */
-ATTN_API attn_status attn_mha_backward(const attn_mha_plan *plan, const attn_mha_weights *weights,
+ATTN_API attn_status attn_mha_bwd_execute(const attn_mha_plan *plan, const attn_mha_weights *weights,
                                        const attn_mha_args *args, const float *dy,
                                        const void *context, size_t context_bytes,
                                        attn_mha_grads *grads, int accumulate, void *workspace,

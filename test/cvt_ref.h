@@ -13,11 +13,11 @@
 
 /* The value of a 16-bit pattern (NaN for NaNs); bf16 = 0 for F16. */
 double cvt_ref_value(int bf16, uint16_t h);
-/* The fp32 bits attn_convert_to_f32 must give: the value as a float; a
+/* The fp32 bits attn_dtype_decode must give: the value as a float; a
  * NaN keeps sign and payload, made quiet for F16 (VCVTPH2PS), unchanged
  * for BF16 (a shift). */
 uint32_t cvt_ref_to_f32(int bf16, uint16_t h);
-/* The 16-bit pattern attn_convert_from_f32 must give for fp32 bits x. */
+/* The 16-bit pattern attn_dtype_encode must give for fp32 bits x. */
 uint16_t cvt_ref_from_f32(int bf16, uint32_t x);
 
 #endif

@@ -251,13 +251,13 @@ static int build_sparse(tinst *t)
             attn_status st = ATTN_OK;
             switch (c->lay_kind) {
             case TLAY_BIGBIRD:
-                st = attn_layout_bigbird(lh, nb, mb, 3, 1, 2, c->seed + (uint64_t)h);
+                st = attn_layout_build_bigbird(lh, nb, mb, 3, 1, 2, c->seed + (uint64_t)h);
                 break;
             case TLAY_STRIDED:
-                st = attn_layout_strided(lh, nb, mb, 2 + h % 3, causal);
+                st = attn_layout_build_strided(lh, nb, mb, 2 + h % 3, causal);
                 break;
             case TLAY_FIXED:
-                st = attn_layout_fixed(lh, nb, mb, 3 + h % 2, 1, causal);
+                st = attn_layout_build_fixed(lh, nb, mb, 3 + h % 2, 1, causal);
                 break;
             default:
                 for (int64_t I = 0; I < nb; I++)

@@ -104,9 +104,9 @@ typedef struct tcase {
 /* Kinds of test layouts. */
 enum {
     TLAY_RANDOM = 0,     /* each block visible with probability lay_keep */
-    TLAY_BIGBIRD,        /* attn_layout_bigbird(3, 1, 2, seed) */
-    TLAY_STRIDED,        /* attn_layout_strided(3, causal = window right 0) */
-    TLAY_FIXED,          /* attn_layout_fixed(4, 1, causal) */
+    TLAY_BIGBIRD,        /* attn_layout_build_bigbird(3, 1, 2, seed) */
+    TLAY_STRIDED,        /* attn_layout_build_strided(3, causal = window right 0) */
+    TLAY_FIXED,          /* attn_layout_build_fixed(4, 1, causal) */
     TLAY_EMPTY_ROWS,     /* random, with every third block row empty */
 };
 

@@ -1,6 +1,6 @@
 /*
  * layout_expect.h -- constructions of the block layouts of attn.h's layout
- * builders (attn_layout_bigbird, _strided, _fixed), written from the
+ * builders (attn_layout_build_bigbird, _strided, _fixed), written from the
  * definitions in attn.h a different way than lib/sdpa/layout.c (marking
  * from each block outwards instead of testing each (I, J); BigBird's random
  * blocks by removal from an explicit list of hidden blocks).  Used by the

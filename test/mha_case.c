@@ -696,11 +696,11 @@ attn_status minst_train(minst *t, mgrads *m, int accumulate, void **context_out,
     size_t cb = 0, wb = 0, bb = 0;
     assert_int_equal(attn_mha_context_size(plan, &cb), ATTN_OK);
     assert_int_equal(attn_mha_workspace_size(plan, &wb), ATTN_OK);
-    assert_int_equal(attn_mha_backward_workspace_size(plan, &bb), ATTN_OK);
+    assert_int_equal(attn_mha_bwd_workspace_size(plan, &bb), ATTN_OK);
     void *cx = nan_buffer(cb), *ws = nan_buffer(wb), *bws = nan_buffer(bb);
-    s = attn_mha_train_forward(plan, &t->w, &t->a, cx, cb, ws, wb);
+    s = attn_mha_train_execute(plan, &t->w, &t->a, cx, cb, ws, wb);
     if (s == ATTN_OK)
-        s = attn_mha_backward(plan, &t->w, &t->a, m->dy, cx, cb, &m->g, accumulate, bws, bb);
+        s = attn_mha_bwd_execute(plan, &t->w, &t->a, m->dy, cx, cb, &m->g, accumulate, bws, bb);
     free(ws);
     free(bws);
     if (context_out) {

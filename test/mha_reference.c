@@ -23,7 +23,7 @@
  * - averaged weights (fp32 sum over H heads, times 1/H rounded):
  *     |dA| <= (1/H) sum_h p_rel_h p_h + (H + 2) u A.
  * - dropout (dropout_p > 0): p_j becomes p'_j = p_j keep_j / (1 - p), the
- *   keep mask from the public attn_dropout_keep_mask (which test_dropout.c
+ *   keep mask from the public attn_dropout_mask_fill (which test_dropout.c
  *   checks against an independent Philox4x32-10); p' replaces p in O, the
  *   weights and their average, and the fp32 scale 1/(1 - p) (rounded, then
  *   a multiply) adds 2 u to p_rel.
@@ -93,14 +93,14 @@ static int candidate(const attn_mha_desc *d, const attn_mha_args *a, int64_t b, 
     return vis;
 }
 
-/* The dropout of row (b, h, i): keep[j] from attn_dropout_keep_mask and
+/* The dropout of row (b, h, i): keep[j] from attn_dropout_mask_fill and
  * *zs = 1 / (1 - p) (0 for p = 1, where nothing is kept).  Returns 0 or -1
  * (the public call failed). */
 static int drop_keep(const attn_mha_desc *d, int64_t b, int64_t h, int64_t i, int64_t S,
                      uint8_t *keep, double *zs)
 {
     *zs = d->dropout_p < 1.0 ? 1.0 / (1.0 - d->dropout_p) : 0.0;
-    return attn_dropout_keep_mask(d->dropout_p, d->dropout_seed, d->dropout_offset, b, h, i, 1,
+    return attn_dropout_mask_fill(d->dropout_p, d->dropout_seed, d->dropout_offset, b, h, i, 1,
                                   S, keep, S) == ATTN_OK ? 0 : -1;
 }
 
@@ -320,7 +320,7 @@ done:
  *                        + 3 u P (|dP| + |D|);
  *   dQ: n = S;  dK, dV: n = group L (the query rows of every head of the
  *   group);
- *   with dropout (Z = keep / (1 - p), keep from attn_dropout_keep_mask):
+ *   with dropout (Z = keep / (1 - p), keep from attn_dropout_mask_fill):
  *   O and dV use P' = Z P (relative error p_rel + 2 u), dP = Z dP' with
  *   dP' = dO . V (e = |Z| e(dP') + 2 u |Z dP'|~: the rounded scale and its
  *   multiply), and dS = P (dP - D) with the undropped P (D = dO . O is

@@ -10,7 +10,7 @@
  *   Y = O W_o^T + b_o
  *   averaged weights = mean over heads of P
  *   with dropout_p > 0, P' = P keep / (1 - p) replaces P in O and in the
- *   weights (keep of (b, h, i, j) from the public attn_dropout_keep_mask)
+ *   weights (keep of (b, h, i, j) from the public attn_dropout_mask_fill)
  *
  * Visibility of key j to query i of batch b (AND of all that apply): the
  * window (TOP_LEFT d = i, BOTTOM_RIGHT d = i + kv_lens[b] - q_lens[b]),
@@ -48,7 +48,7 @@ int mref_mha(const attn_mha_desc *desc, const attn_mha_weights *w,
              const attn_mha_args *args, const mref_out *out);
 
 /*
- * The backward of the layer (attn_mha_backward) in float64, written from
+ * The backward of the layer (attn_mha_bwd_execute) in float64, written from
  * the chain rule of the formulas above (nn.Linear: y = x W^T + b), per head
  * the softmax attention backward in its plain form:
  *   dO = dY W_o, dW_o = dY^T O, db_o = sum_t dY_t

@@ -144,7 +144,7 @@ static const mrow backward_rows[] = {
 
 /* dropout on the attention weights (p = 0.1 and 0.5; one p = 1): every
  * layout and option against the reference with the keep mask of
- * attn_dropout_keep_mask, threads 1/2/3/4/0 bitwise, out bitwise the same
+ * attn_dropout_mask_fill, threads 1/2/3/4/0 bitwise, out bitwise the same
  * in every weights mode, the backward (CK_BACKWARD on every row); under
  * ATTN_TEST_QUICK=1 (valgrind) four of them: fused, packed cross, causal,
  * lengths */

@@ -14,7 +14,7 @@
  * Rows i >= q_lens[b] and rows without visible key: o = 0, p = 0,
  * lse = -INFINITY.
  * Dropout (dropout_p > 0): p'_j = p_j keep_j / (1 - p) (0 for all j when
- * p = 1), keep_j of (b, h, i, j) from the public attn_dropout_keep_mask
+ * p = 1), keep_j of (b, h, i, j) from the public attn_dropout_mask_fill
  * (test_dropout.c checks it against an independent Philox4x32-10), replaces
  * p_j in o, o_abs and the probabilities output; lse stays that of the
  * undropped scores (attn.h).
@@ -75,13 +75,13 @@ int ref_candidate(const attn_sdpa_desc *desc, const attn_sdpa_args *args, int64_
 }
 
 /* The dropout of row (b, h, i) of m keys: keep[j] from the public
- * attn_dropout_keep_mask and *z = 1 / (1 - p) (0 for p = 1, where nothing
+ * attn_dropout_mask_fill and *z = 1 / (1 - p) (0 for p = 1, where nothing
  * is kept).  Returns 0, or -1 when the call failed. */
 static int row_keep(const attn_sdpa_desc *desc, int64_t b, int64_t h, int64_t i, int64_t m,
                     uint8_t *keep, double *z)
 {
     *z = desc->dropout_p < 1.0 ? 1.0 / (1.0 - desc->dropout_p) : 0.0;
-    return attn_dropout_keep_mask(desc->dropout_p, desc->dropout_seed, desc->dropout_offset, b,
+    return attn_dropout_mask_fill(desc->dropout_p, desc->dropout_seed, desc->dropout_offset, b,
                                   h, i, 1, m, keep, m) == ATTN_OK ? 0 : -1;
 }
 

@@ -35,7 +35,7 @@ typedef struct ref_out {
 /* Compute SDPA for a valid desc and its args (the plan's own inputs).
  * With desc->dropout_p > 0, p, o and o_abs are of the dropped probabilities
  * P' = P keep / (1 - p), the keep mask taken from the public
- * attn_dropout_keep_mask (test_dropout.c checks that call against its own
+ * attn_dropout_mask_fill (test_dropout.c checks that call against its own
  * Philox4x32-10); lse, s_abs and nvis are those of the undropped row.
  * Returns 0, or -1 when scratch memory could not be allocated (or the keep
  * mask call failed). */
@@ -110,7 +110,7 @@ typedef struct ref_bwd_out {
  * bias; o, probs, lse not used), with dO [B][Hq][n][dv] at d_o with view
  * d_o_view.  P, O and D_i = dO_i . O_i are recomputed in double from the
  * inputs (own softmax).  With desc->dropout_p > 0 it is the backward of the
- * dropped forward with the keep mask (attn_dropout_keep_mask, as ref_sdpa)
+ * dropped forward with the keep mask (attn_dropout_mask_fill, as ref_sdpa)
  * held fixed.  Reads nothing attn.h says is never read, nor the dO rows of
  * padded queries.  Returns 0, or -1 without memory.
  */

@@ -359,13 +359,13 @@ static void test_mha_train_oom(void **state)
     assert_non_null(cx);
     memset(cx, 0x5A, cb);
     arm(-1, 0);
-    assert_int_equal(attn_mha_train_forward(plan, &wt, &a, cx, cb, NULL, 0),
+    assert_int_equal(attn_mha_train_execute(plan, &wt, &a, cx, cb, NULL, 0),
                      ATTN_ERR_OUT_OF_MEMORY);
     assert_int_equal(disarm(), 0);
     assert_true(bits_equal(out, out0, sizeof out / sizeof *out));
     for (size_t i = 0; i < cb; i++)
         assert_int_equal(cx[i], 0x5A);
-    assert_int_equal(attn_mha_train_forward(plan, &wt, &a, cx, cb, NULL, 0), ATTN_OK);
+    assert_int_equal(attn_mha_train_execute(plan, &wt, &a, cx, cb, NULL, 0), ATTN_OK);
     assert_false(isnan(out[0]));
 
     static float *const gs[] = { dx, dinw, dinb, dow, dob };
@@ -374,13 +374,13 @@ static void test_mha_train_oom(void **state)
         for (size_t i = 0; i < gn[k]; i++)
             gs[k][i] = NAN;
     arm(-1, 0);
-    assert_int_equal(attn_mha_backward(plan, &wt, &a, dy, cx, cb, &g, 0, NULL, 0),
+    assert_int_equal(attn_mha_bwd_execute(plan, &wt, &a, dy, cx, cb, &g, 0, NULL, 0),
                      ATTN_ERR_OUT_OF_MEMORY);
     assert_int_equal(disarm(), 0);
     for (size_t k = 0; k < 5; k++)
         for (size_t i = 0; i < gn[k]; i++)
             assert_true(isnan(gs[k][i]));
-    assert_int_equal(attn_mha_backward(plan, &wt, &a, dy, cx, cb, &g, 0, NULL, 0), ATTN_OK);
+    assert_int_equal(attn_mha_bwd_execute(plan, &wt, &a, dy, cx, cb, &g, 0, NULL, 0), ATTN_OK);
     assert_false(isnan(dx[0]));
     assert_false(isnan(dinw[0]));
     free(cx);

@@ -22,7 +22,7 @@
  * bias with -inf entries in every broadcast combination, GQA and MQA,
  * scale 0 and negative, empty rows (mask, bias, lengths), combined, and
  * dropout (p = 0.3, 0.7, 1 on some of those): ref_sdpa applies the keep mask
- * of attn_dropout_keep_mask, the same at every perturbation, so the finite
+ * of attn_dropout_mask_fill, the same at every perturbation, so the finite
  * differences are those of the dropped forward with the mask held fixed.
  */
 #include <math.h>

@@ -1,5 +1,5 @@
 /*
- * attn_convert_from_f32 / attn_convert_to_f32 and the internal conversion
+ * attn_dtype_encode / attn_dtype_decode and the internal conversion
  * tables (kernels/convert.h) against the independent double reference of
  * cvt_ref.c, bit for bit:
  * - every one of the 65536 F16 and 65536 BF16 patterns: to fp32 exact (a
@@ -178,7 +178,7 @@ static void run_to_f32(const attn_cvt_kernels *tab, int bf, const uint16_t *src,
                        int64_t n)
 {
     if (!tab) {
-        assert_int_equal(attn_convert_to_f32(types[bf], src, dst, n), ATTN_OK);
+        assert_int_equal(attn_dtype_decode(types[bf], src, dst, n), ATTN_OK);
         return;
     }
     (bf ? tab->bf16_to_f32 : tab->f16_to_f32)(src, dst, n);
@@ -188,7 +188,7 @@ static void run_from_f32(const attn_cvt_kernels *tab, int bf, const float *src, 
                          int64_t n)
 {
     if (!tab) {
-        assert_int_equal(attn_convert_from_f32(types[bf], src, dst, n), ATTN_OK);
+        assert_int_equal(attn_dtype_encode(types[bf], src, dst, n), ATTN_OK);
         return;
     }
     (bf ? tab->f32_to_bf16 : tab->f32_to_f16)(src, dst, n);
@@ -491,9 +491,9 @@ static void test_errors(void **state)
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const attn_dtype t = (attn_dtype)rows[i].type;
-        attn_status s1 = attn_convert_from_f32(t, rows[i].null_src ? NULL : f,
+        attn_status s1 = attn_dtype_encode(t, rows[i].null_src ? NULL : f,
                                                rows[i].null_dst ? NULL : h, rows[i].n);
-        attn_status s2 = attn_convert_to_f32(t, rows[i].null_src ? NULL : h,
+        attn_status s2 = attn_dtype_decode(t, rows[i].null_src ? NULL : h,
                                              rows[i].null_dst ? NULL : fo, rows[i].n);
         if (s1 != rows[i].want || s2 != rows[i].want)
             printf("FAIL row %zu: from %d to %d, want %d\n", i, (int)s1, (int)s2,

@@ -1,11 +1,11 @@
 /*
  * test_dropout.c -- dropout on the SDPA probabilities (attn.h: dropout_p,
- * dropout_seed, dropout_offset; attn_dropout_keep_mask).
+ * dropout_seed, dropout_offset; attn_dropout_mask_fill).
  *
  * The test owns an independent Philox4x32-10, written from the paper
  * (Salmon et al., SC'11) and checked against Random123's known-answer
  * vectors, and from it the documented keep decision.  Against that:
- *   - attn_dropout_keep_mask: every status, the mask bit for bit (and the
+ *   - attn_dropout_mask_fill: every status, the mask bit for bit (and the
  *     library's raw 32-bit draws, recovered by bisection on p);
  *   - keep rates within 4 sigma of 1 - p (p = 0.1, 0.5, 0.9), p = 0 keeps
  *     all, p = 1 drops all;
@@ -130,42 +130,42 @@ static void test_philox_kat(void **state)
     }
 }
 
-/* ------------------------------------------------- attn_dropout_keep_mask */
+/* ------------------------------------------------- attn_dropout_mask_fill */
 
 static void test_keep_mask_statuses(void **state)
 {
     (void)state;
     uint8_t k[64];
     const int64_t L = (int64_t)1 << 32;
-    assert_int_equal(attn_dropout_keep_mask(0.5, 1, 2, 0, 0, 0, 2, 4, NULL, 4),
+    assert_int_equal(attn_dropout_mask_fill(0.5, 1, 2, 0, 0, 0, 2, 4, NULL, 4),
                      ATTN_ERR_NULL_ARGUMENT);
-    assert_int_equal(attn_dropout_keep_mask(NAN, 1, 2, -1, 0, 0, 2, 4, NULL, 4),
+    assert_int_equal(attn_dropout_mask_fill(NAN, 1, 2, -1, 0, 0, 2, 4, NULL, 4),
                      ATTN_ERR_NULL_ARGUMENT);
-    assert_int_equal(attn_dropout_keep_mask(-0.1, 1, 2, 0, 0, 0, 2, 4, k, 4), ATTN_ERR_BAD_OPTION);
-    assert_int_equal(attn_dropout_keep_mask(1.1, 1, 2, 0, 0, 0, 2, 4, k, 4), ATTN_ERR_BAD_OPTION);
-    assert_int_equal(attn_dropout_keep_mask(NAN, 1, 2, 0, 0, 0, 2, 4, k, 4), ATTN_ERR_BAD_OPTION);
-    assert_int_equal(attn_dropout_keep_mask(INFINITY, 1, 2, 0, 0, 0, 2, 4, k, 4),
+    assert_int_equal(attn_dropout_mask_fill(-0.1, 1, 2, 0, 0, 0, 2, 4, k, 4), ATTN_ERR_BAD_OPTION);
+    assert_int_equal(attn_dropout_mask_fill(1.1, 1, 2, 0, 0, 0, 2, 4, k, 4), ATTN_ERR_BAD_OPTION);
+    assert_int_equal(attn_dropout_mask_fill(NAN, 1, 2, 0, 0, 0, 2, 4, k, 4), ATTN_ERR_BAD_OPTION);
+    assert_int_equal(attn_dropout_mask_fill(INFINITY, 1, 2, 0, 0, 0, 2, 4, k, 4),
                      ATTN_ERR_BAD_OPTION);
-    assert_int_equal(attn_dropout_keep_mask(0.5, 1, 2, 0, 0, 0, 0, 4, k, 4), ATTN_ERR_BAD_SIZE);
-    assert_int_equal(attn_dropout_keep_mask(0.5, 1, 2, 0, 0, 0, 2, 0, k, 4), ATTN_ERR_BAD_SIZE);
-    assert_int_equal(attn_dropout_keep_mask(0.5, 1, 2, -1, 0, 0, 2, 4, k, 4), ATTN_ERR_BAD_SIZE);
-    assert_int_equal(attn_dropout_keep_mask(0.5, 1, 2, 0, -1, 0, 2, 4, k, 4), ATTN_ERR_BAD_SIZE);
-    assert_int_equal(attn_dropout_keep_mask(0.5, 1, 2, 0, 0, -1, 2, 4, k, 4), ATTN_ERR_BAD_SIZE);
-    assert_int_equal(attn_dropout_keep_mask(0.5, 1, 2, 0, 0, 0, -3, 4, k, 4), ATTN_ERR_BAD_SIZE);
-    assert_int_equal(attn_dropout_keep_mask(0.5, 1, 2, L, 0, 0, 2, 4, k, 4), ATTN_ERR_TOO_LARGE);
-    assert_int_equal(attn_dropout_keep_mask(0.5, 1, 2, 0, L, 0, 2, 4, k, 4), ATTN_ERR_TOO_LARGE);
-    assert_int_equal(attn_dropout_keep_mask(0.5, 1, 2, 0, 0, L - 1, 2, 4, k, 4),
+    assert_int_equal(attn_dropout_mask_fill(0.5, 1, 2, 0, 0, 0, 0, 4, k, 4), ATTN_ERR_BAD_SIZE);
+    assert_int_equal(attn_dropout_mask_fill(0.5, 1, 2, 0, 0, 0, 2, 0, k, 4), ATTN_ERR_BAD_SIZE);
+    assert_int_equal(attn_dropout_mask_fill(0.5, 1, 2, -1, 0, 0, 2, 4, k, 4), ATTN_ERR_BAD_SIZE);
+    assert_int_equal(attn_dropout_mask_fill(0.5, 1, 2, 0, -1, 0, 2, 4, k, 4), ATTN_ERR_BAD_SIZE);
+    assert_int_equal(attn_dropout_mask_fill(0.5, 1, 2, 0, 0, -1, 2, 4, k, 4), ATTN_ERR_BAD_SIZE);
+    assert_int_equal(attn_dropout_mask_fill(0.5, 1, 2, 0, 0, 0, -3, 4, k, 4), ATTN_ERR_BAD_SIZE);
+    assert_int_equal(attn_dropout_mask_fill(0.5, 1, 2, L, 0, 0, 2, 4, k, 4), ATTN_ERR_TOO_LARGE);
+    assert_int_equal(attn_dropout_mask_fill(0.5, 1, 2, 0, L, 0, 2, 4, k, 4), ATTN_ERR_TOO_LARGE);
+    assert_int_equal(attn_dropout_mask_fill(0.5, 1, 2, 0, 0, L - 1, 2, 4, k, 4),
                      ATTN_ERR_TOO_LARGE);
-    assert_int_equal(attn_dropout_keep_mask(0.5, 1, 2, 0, 0, L, 1, 4, k, 4), ATTN_ERR_TOO_LARGE);
-    assert_int_equal(attn_dropout_keep_mask(0.5, 1, 2, 0, 0, 0, 2, L + 1, k, L + 1),
+    assert_int_equal(attn_dropout_mask_fill(0.5, 1, 2, 0, 0, L, 1, 4, k, 4), ATTN_ERR_TOO_LARGE);
+    assert_int_equal(attn_dropout_mask_fill(0.5, 1, 2, 0, 0, 0, 2, L + 1, k, L + 1),
                      ATTN_ERR_TOO_LARGE);
-    assert_int_equal(attn_dropout_keep_mask(0.5, 1, 2, 0, 0, 0, 3, 4, k, INT64_MAX),
+    assert_int_equal(attn_dropout_mask_fill(0.5, 1, 2, 0, 0, 0, 3, 4, k, INT64_MAX),
                      ATTN_ERR_TOO_LARGE);
-    assert_int_equal(attn_dropout_keep_mask(0.5, 1, 2, 0, 0, 0, 2, 4, k, 3), ATTN_ERR_BAD_STRIDE);
-    assert_int_equal(attn_dropout_keep_mask(0.5, 1, 2, 0, 0, 0, 2, 4, k, 0), ATTN_ERR_BAD_STRIDE);
+    assert_int_equal(attn_dropout_mask_fill(0.5, 1, 2, 0, 0, 0, 2, 4, k, 3), ATTN_ERR_BAD_STRIDE);
+    assert_int_equal(attn_dropout_mask_fill(0.5, 1, 2, 0, 0, 0, 2, 4, k, 0), ATTN_ERR_BAD_STRIDE);
     /* The last representable coordinates are fine, and match. */
     memset(k, 7, sizeof k);
-    assert_int_equal(attn_dropout_keep_mask(0.5, 3, 4, L - 1, L - 1, L - 1, 1, 9, k, 9), ATTN_OK);
+    assert_int_equal(attn_dropout_mask_fill(0.5, 3, 4, L - 1, L - 1, L - 1, 1, 9, k, 9), ATTN_OK);
     tdrop t = tdrop_make(0.5, 3, 4);
     for (int64_t j = 0; j < 9; j++)
         assert_int_equal(k[j], tdrop_keep(&t, (uint64_t)(L - 1), (uint64_t)(L - 1),
@@ -173,11 +173,11 @@ static void test_keep_mask_statuses(void **state)
     assert_int_equal(k[9], 7);
     /* ld > m: the gap is not written; rows = 1 with a huge ld is fine. */
     memset(k, 7, sizeof k);
-    assert_int_equal(attn_dropout_keep_mask(0.3, 3, 4, 1, 2, 3, 2, 5, k, 8), ATTN_OK);
+    assert_int_equal(attn_dropout_mask_fill(0.3, 3, 4, 1, 2, 3, 2, 5, k, 8), ATTN_OK);
     for (int j = 5; j < 8; j++)
         assert_int_equal(k[j], 7);
     assert_int_equal(k[16], 7);
-    assert_int_equal(attn_dropout_keep_mask(0.3, 3, 4, 1, 2, 3, 1, 5, k, INT64_MAX), ATTN_OK);
+    assert_int_equal(attn_dropout_mask_fill(0.3, 3, 4, 1, 2, 3, 1, 5, k, INT64_MAX), ATTN_OK);
 }
 
 /* The library's mask equals the test's decision, bit for bit, over random
@@ -199,7 +199,7 @@ static void test_keep_mask_independent(void **state)
         const int64_t ld = m + trng_int(&r, 0, 5);
         uint8_t *k = malloc((size_t)(rows * ld));
         assert_non_null(k);
-        assert_int_equal(attn_dropout_keep_mask(p, seed, off, b, h, i0, rows, m, k, ld), ATTN_OK);
+        assert_int_equal(attn_dropout_mask_fill(p, seed, off, b, h, i0, rows, m, k, ld), ATTN_OK);
         tdrop t = tdrop_make(p, seed, off);
         for (int64_t rr = 0; rr < rows; rr++)
             for (int64_t j = 0; j < m; j++) {
@@ -226,7 +226,7 @@ static uint32_t lib_u(uint64_t seed, uint64_t off, int64_t b, int64_t h, int64_t
     while (hi - lo > 1) {
         const uint64_t mid = lo + (hi - lo) / 2;
         const double p = 1.0 - ldexp((double)mid, -32);
-        assert_int_equal(attn_dropout_keep_mask(p, seed, off, b, h, i, 1, j + 1, k, j + 1),
+        assert_int_equal(attn_dropout_mask_fill(p, seed, off, b, h, i, 1, j + 1, k, j + 1),
                          ATTN_OK);
         if (k[j])
             hi = mid;
@@ -261,7 +261,7 @@ static void test_keep_rates(void **state)
     const double ps[] = { 0.0, 0.1, 0.5, 0.9, 1.0 };
     for (size_t x = 0; x < sizeof ps / sizeof ps[0]; x++) {
         const double p = ps[x];
-        assert_int_equal(attn_dropout_keep_mask(p, 2024 + x, 11, 1, 3, 17, rows, m, k, m), ATTN_OK);
+        assert_int_equal(attn_dropout_mask_fill(p, 2024 + x, 11, 1, 3, 17, rows, m, k, m), ATTN_OK);
         int64_t kept = 0;
         for (int64_t e = 0; e < rows * m; e++)
             kept += k[e];

@@ -1,5 +1,5 @@
 /*
- * test_merge.c -- attn_merge_partials (attn.h, "Decoding and the KV
+ * test_merge.c -- attn_partials_merge (attn.h, "Decoding and the KV
  * cache"): attention split over shards of the keys, each shard an attn_sdpa
  * call with want_lse, merged back.
  *
@@ -352,14 +352,14 @@ static long run_case(const mcase *c, errs *E)
     fill(out, L.out_count, sentinel());
     if (lse_out)
         fill(lse_out, L.lse_out_count, sentinel());
-    const attn_merge_args ma = {
+    const attn_partials_merge_args ma = {
         .parts = L.P, .rows = L.rows, .dim = c->dv,
         .o_parts = op, .o_part_stride = L.ops, .o_row_stride = L.ors,
         .lse_parts = lp, .lse_part_stride = L.lps, .lse_row_stride = L.lrs,
         .o = out, .o_out_stride = L.out_stride,
         .lse_out = lse_out, .lse_out_stride = c->lse_out_stride,
     };
-    assert_int_equal(attn_merge_partials(&ma), ATTN_OK);
+    assert_int_equal(attn_partials_merge(&ma), ATTN_OK);
     if (memcmp(op, op_copy, L.o_count * sizeof(float)) ||
         memcmp(lp, lp_copy, L.lse_count * sizeof(float))) {
         printf("FAIL %s: the merge changed its inputs\n", c->name);
@@ -495,13 +495,13 @@ static void test_special_rows(void **state)
     memcpy(o_copy, o, sizeof o);
     fill(&out[0][0], ROWS * D, sentinel());
     fill(lo, ROWS, sentinel());
-    const attn_merge_args a = {
+    const attn_partials_merge_args a = {
         .parts = P, .rows = ROWS, .dim = D,
         .o_parts = &o[0][0][0], .o_part_stride = D, .o_row_stride = P * D,
         .lse_parts = &lse[0][0], .lse_part_stride = 1, .lse_row_stride = P,
         .o = &out[0][0], .o_out_stride = D, .lse_out = lo, .lse_out_stride = 1,
     };
-    assert_int_equal(attn_merge_partials(&a), ATTN_OK);
+    assert_int_equal(attn_partials_merge(&a), ATTN_OK);
     assert_memory_equal(o, o_copy, sizeof o);
 
     for (int i = 0; i < ROWS; i++) {
@@ -550,13 +550,13 @@ static void test_one_part_identity(void **state)
         lse[x] = x % 7 == 0 ? -0.0f : (float)trng_uniform(&r, -1e4, 1e4);
     fill(out, ROWS * OUTS, sentinel());
     fill(lo, ROWS * 2, sentinel());
-    const attn_merge_args a = {
+    const attn_partials_merge_args a = {
         .parts = 1, .rows = ROWS, .dim = D,
         .o_parts = o, .o_part_stride = 12345, .o_row_stride = ORS,
         .lse_parts = lse, .lse_part_stride = 999, .lse_row_stride = 2,
         .o = out, .o_out_stride = OUTS, .lse_out = lo, .lse_out_stride = 2,
     };
-    assert_int_equal(attn_merge_partials(&a), ATTN_OK);
+    assert_int_equal(attn_partials_merge(&a), ATTN_OK);
     for (int i = 0; i < ROWS; i++) {
         assert_memory_equal(out + i * OUTS, o + i * ORS, D * sizeof(float));
         assert_memory_equal(lo + 2 * i, lse + 2 * i, sizeof(float));
@@ -575,13 +575,13 @@ static void test_broadcast_inputs(void **state)
     float o[D] = { 0.25f, -1.0f, 0.5f, 3.0f, -0.125f };
     float lse = 1.5f;
     float out[ROWS * D], lo[ROWS];
-    const attn_merge_args a = {
+    const attn_partials_merge_args a = {
         .parts = P, .rows = ROWS, .dim = D,
         .o_parts = o, .o_part_stride = 0, .o_row_stride = 0,
         .lse_parts = &lse, .lse_part_stride = 0, .lse_row_stride = 0,
         .o = out, .o_out_stride = D, .lse_out = lo, .lse_out_stride = 1,
     };
-    assert_int_equal(attn_merge_partials(&a), ATTN_OK);
+    assert_int_equal(attn_partials_merge(&a), ATTN_OK);
     for (int i = 0; i < ROWS; i++) {
         assert_float_equal(lo[i], 1.5 + log(4.0), 1e-6);
         for (int j = 0; j < D; j++)
@@ -594,7 +594,7 @@ static void test_broadcast_inputs(void **state)
 enum { PTR_NONE = 0, PTR_ARGS, PTR_O_PARTS, PTR_LSE_PARTS, PTR_O, PTR_LSE_OUT };
 
 typedef struct fset {
-    size_t off;       /* an int64_t field of attn_merge_args */
+    size_t off;       /* an int64_t field of attn_partials_merge_args */
     int64_t val;
 } fset;
 
@@ -606,7 +606,7 @@ typedef struct erow {
     attn_status want;
 } erow;
 
-#define F(field) offsetof(attn_merge_args, field)
+#define F(field) offsetof(attn_partials_merge_args, field)
 #define S1(f, v) 1, { { F(f), (v) } }
 #define S2(f, v, g, w) 2, { { F(f), (v) }, { F(g), (w) } }
 
@@ -696,7 +696,7 @@ static void test_errors(void **state)
     float o_copy[ER * EORS], lse_copy[ER * ELRS];
     memcpy(o_copy, o_parts, sizeof o_parts);
     memcpy(lse_copy, lse_parts, sizeof lse_parts);
-    const attn_merge_args base = {
+    const attn_partials_merge_args base = {
         .parts = EP, .rows = ER, .dim = ED,
         .o_parts = o_parts, .o_part_stride = 6, .o_row_stride = EORS,
         .lse_parts = lse_parts, .lse_part_stride = 2, .lse_row_stride = ELRS,
@@ -705,7 +705,7 @@ static void test_errors(void **state)
     int fails = 0;
     for (size_t x = 0; x < sizeof erows / sizeof erows[0]; x++) {
         const erow *e = &erows[x];
-        attn_merge_args a = base;
+        attn_partials_merge_args a = base;
         for (int k = 0; k < e->nset; k++)
             memcpy((char *)&a + e->set[k].off, &e->set[k].val, sizeof(int64_t));
         switch (e->ptr) {
@@ -717,7 +717,7 @@ static void test_errors(void **state)
         }
         fill(out, ER * EOUT, sentinel());
         fill(lo, ER * ELOUT, sentinel());
-        const attn_status s = attn_merge_partials(e->ptr == PTR_ARGS ? NULL : &a);
+        const attn_status s = attn_partials_merge(e->ptr == PTR_ARGS ? NULL : &a);
         if (s != e->want) {
             printf("FAIL %s: returned %d (%s), want %d (%s)\n", e->what, (int)s,
                    attn_status_str(s), (int)e->want, attn_status_str(e->want));

@@ -1033,7 +1033,7 @@ static int check_backward(minst *t, const msnap *first, const mrow *row)
                     m.view[k][i * m.ld[k] + e] = (float)trng_uniform(&r, -1.0, 1.0);
     float *old[MG_COUNT];
     mgrads_snap(&m, old);
-    s = attn_mha_backward(plan, &t->w, &t->a, m.dy, cx, cb, &m.g, 1, NULL, 0);
+    s = attn_mha_bwd_execute(plan, &t->w, &t->a, m.dy, cx, cb, &m.g, 1, NULL, 0);
     long bad = s != ATTN_OK;
     for (int k = 0; k < MG_COUNT && s == ATTN_OK; k++) {
         if (!m.view[k])
@@ -1198,7 +1198,7 @@ static void test_backward_fd(void **state)
         fail_msg("%d finite-difference mismatch(es)", fails);
 }
 
-/* Errors of attn_mha_train_forward and attn_mha_backward: each row a
+/* Errors of attn_mha_train_execute and attn_mha_bwd_execute: each row a
  * mutation of a valid call; a failing call writes nothing (out, weights and
  * the context of train_forward, every gradient buffer of backward). */
 enum { TC_FWD, TC_BWD };
@@ -1228,7 +1228,7 @@ static int run_trow(const trow *r, minst *t, mgrads *m, const attn_mha_plan *pla
     if (r->call == TC_FWD)
         assert_int_equal(attn_mha_workspace_size(plan, &wb), ATTN_OK);
     else
-        assert_int_equal(attn_mha_backward_workspace_size(plan, &wb), ATTN_OK);
+        assert_int_equal(attn_mha_bwd_workspace_size(plan, &wb), ATTN_OK);
     const size_t cap_w = (wb + 63) / 64 * 64 + 128, cap_c = (cb + 63) / 64 * 64 + 128;
     unsigned char *ws = aligned_alloc(64, cap_w), *cx = aligned_alloc(64, cap_c);
     assert_non_null(ws);
@@ -1269,9 +1269,9 @@ static int run_trow(const trow *r, minst *t, mgrads *m, const attn_mha_plan *pla
     const attn_mha_args *ap = r->kind == TM_NULL_ARGS ? NULL : &a;
     void *cxp = r->kind == TM_NULL_CONTEXT ? NULL : cp;
     if (r->call == TC_FWD)
-        s = attn_mha_train_forward(pl, w, ap, cxp, cbytes, wp, wbytes);
+        s = attn_mha_train_execute(pl, w, ap, cxp, cbytes, wp, wbytes);
     else
-        s = attn_mha_backward(pl, w, ap, r->kind == TM_NULL_DY ? NULL : m->dy, cxp, cbytes,
+        s = attn_mha_bwd_execute(pl, w, ap, r->kind == TM_NULL_DY ? NULL : m->dy, cxp, cbytes,
                               r->kind == TM_NULL_GRADS ? NULL : &g, acc, wp, wbytes);
     int fail = 0;
     if (s != r->want) {
@@ -1412,15 +1412,15 @@ static void test_train_api(void **state)
     assert_int_equal(attn_mha_plan_create(&plan, &t.d), ATTN_OK);
     size_t bytes = 777;
     assert_int_equal(attn_mha_context_size(NULL, &bytes), ATTN_ERR_NULL_ARGUMENT);
-    assert_int_equal(attn_mha_backward_workspace_size(NULL, &bytes), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_mha_bwd_workspace_size(NULL, &bytes), ATTN_ERR_NULL_ARGUMENT);
     assert_int_equal(bytes, 777);
     assert_int_equal(attn_mha_context_size(plan, NULL), ATTN_ERR_NULL_ARGUMENT);
-    assert_int_equal(attn_mha_backward_workspace_size(plan, NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_mha_bwd_workspace_size(plan, NULL), ATTN_ERR_NULL_ARGUMENT);
     /* the context holds Q, K, V, O and the logsumexp at least */
     const int64_t B = t.c.B, L = t.c.L, S = t.c.S, E = t.c.E, H = t.c.H;
     assert_int_equal(attn_mha_context_size(plan, &bytes), ATTN_OK);
     assert_true(bytes >= (size_t)(2 * B * L * E + 2 * B * S * t.kvE + B * H * L) * sizeof(float));
-    assert_int_equal(attn_mha_backward_workspace_size(plan, &bytes), ATTN_OK);
+    assert_int_equal(attn_mha_bwd_workspace_size(plan, &bytes), ATTN_OK);
     assert_true(bytes > 0);
     attn_mha_plan_destroy(plan);
     minst_free(&t);

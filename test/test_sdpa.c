@@ -705,7 +705,7 @@ void test_layout_builders(void **state)
                 for (int64_t r = 0; r <= 4; r += 2)
                     for (uint64_t seed = 1; seed <= 2; seed++) {
                         memset(got, 0xEE, (size_t)(nb * mb));
-                        assert_int_equal(attn_layout_bigbird(got, nb, mb, w, gb, r, seed), ATTN_OK);
+                        assert_int_equal(attn_layout_build_bigbird(got, nb, mb, w, gb, r, seed), ATTN_OK);
                         assert_int_equal(expect_bigbird(want, nb, mb, w, gb, r, seed), 0);
                         checked++;
                         if (memcmp(got, want, (size_t)(nb * mb))) {
@@ -718,7 +718,7 @@ void test_layout_builders(void **state)
         for (int64_t l = 1; l <= 5; l++)
             for (int causal = 0; causal < 2; causal++) {
                 memset(got, 0xEE, (size_t)(nb * mb));
-                assert_int_equal(attn_layout_strided(got, nb, mb, l, causal), ATTN_OK);
+                assert_int_equal(attn_layout_build_strided(got, nb, mb, l, causal), ATTN_OK);
                 expect_strided(want, nb, mb, l, causal);
                 checked++;
                 if (memcmp(got, want, (size_t)(nb * mb))) {
@@ -728,7 +728,7 @@ void test_layout_builders(void **state)
                 }
                 for (int64_t c = 1; c <= l; c++) {
                     memset(got, 0xEE, (size_t)(nb * mb));
-                    assert_int_equal(attn_layout_fixed(got, nb, mb, l, c, causal), ATTN_OK);
+                    assert_int_equal(attn_layout_build_fixed(got, nb, mb, l, c, causal), ATTN_OK);
                     expect_fixed(want, nb, mb, l, c, causal);
                     checked++;
                     if (memcmp(got, want, (size_t)(nb * mb))) {
@@ -745,8 +745,8 @@ void test_layout_builders(void **state)
      * of the seed (another seed, another layout) */
     {
         uint8_t a[64 * 64], b[64 * 64];
-        assert_int_equal(attn_layout_bigbird(a, 64, 64, 3, 1, 3, 7), ATTN_OK);
-        assert_int_equal(attn_layout_bigbird(b, 64, 64, 3, 1, 3, 8), ATTN_OK);
+        assert_int_equal(attn_layout_build_bigbird(a, 64, 64, 3, 1, 3, 7), ATTN_OK);
+        assert_int_equal(attn_layout_build_bigbird(b, 64, 64, 3, 1, 3, 8), ATTN_OK);
         if (!memcmp(a, b, sizeof a)) {
             printf("FAIL bigbird: seeds 7 and 8 give the same layout\n");
             fails++;
@@ -788,9 +788,9 @@ void test_layout_builders(void **state)
         memset(buf, 0xEE, sizeof buf);
         uint8_t *l = bad[k].null ? NULL : buf;
         attn_status s = bad[k].fn == 0
-            ? attn_layout_bigbird(l, bad[k].nb, bad[k].mb, bad[k].p1, bad[k].p2, bad[k].p3, 1)
-            : bad[k].fn == 1 ? attn_layout_strided(l, bad[k].nb, bad[k].mb, bad[k].p1, (int)bad[k].p2)
-                             : attn_layout_fixed(l, bad[k].nb, bad[k].mb, bad[k].p1, bad[k].p2,
+            ? attn_layout_build_bigbird(l, bad[k].nb, bad[k].mb, bad[k].p1, bad[k].p2, bad[k].p3, 1)
+            : bad[k].fn == 1 ? attn_layout_build_strided(l, bad[k].nb, bad[k].mb, bad[k].p1, (int)bad[k].p2)
+                             : attn_layout_build_fixed(l, bad[k].nb, bad[k].mb, bad[k].p1, bad[k].p2,
                                                  (int)bad[k].p3);
         int untouched = 1;
         for (size_t x = 0; x < sizeof buf; x++)

@@ -1,7 +1,7 @@
 /* Conversions between fp32 and the 16-bit storage types of K and V (F16 =
  * IEEE binary16, BF16 = the upper half of a binary32), one table per
  * instruction set, chosen at run time (attn_cvt_select) like the softmax
- * kernels.  Semantics (attn.h, attn_convert_from_f32), the same bits at
+ * kernels.  Semantics (attn.h, attn_dtype_encode), the same bits at
  * every level and whatever the MXCSR rounding mode, FTZ and DAZ:
  * - to fp32: exact.  A NaN keeps its sign and payload; an F16 NaN comes
  *   out quiet (bit 22 set), as F16C's VCVTPH2PS gives it, a BF16 NaN is

@@ -612,7 +612,7 @@ attn_status attn_mha_context_size(const attn_mha_plan *plan, size_t *bytes)
     return ATTN_OK;
 }
 
-attn_status attn_mha_backward_workspace_size(const attn_mha_plan *plan, size_t *bytes)
+attn_status attn_mha_bwd_workspace_size(const attn_mha_plan *plan, size_t *bytes)
 {
     if (!plan || !bytes)
         return ATTN_ERR_NULL_ARGUMENT;
@@ -634,7 +634,7 @@ static attn_status check_context(const attn_mha_plan *p, const void *context, si
     return ATTN_OK;
 }
 
-attn_status attn_mha_train_forward(const attn_mha_plan *p, const attn_mha_weights *w,
+attn_status attn_mha_train_execute(const attn_mha_plan *p, const attn_mha_weights *w,
                                    const attn_mha_args *a, void *context, size_t context_bytes,
                                    void *workspace, size_t workspace_bytes)
 {
@@ -846,7 +846,7 @@ static attn_status check_bwd_args(const attn_mha_plan *p, const attn_mha_weights
     return attn_check_lengths(p->B, a->kv_lens, p->S, a->q_lens, p->L);
 }
 
-attn_status attn_mha_backward(const attn_mha_plan *p, const attn_mha_weights *w,
+attn_status attn_mha_bwd_execute(const attn_mha_plan *p, const attn_mha_weights *w,
                               const attn_mha_args *a, const float *dy, const void *context,
                               size_t context_bytes, attn_mha_grads *g, int accumulate,
                               void *workspace, size_t workspace_bytes)

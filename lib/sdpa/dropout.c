@@ -1,7 +1,7 @@
 /* Dropout on the attention probabilities: the keep decision of (b, h, i, j)
  * through Philox4x32-10 (Salmon, Moraes, Dror and Shaw, "Parallel random
  * numbers: as easy as 1, 2, 3", SC'11; Random123's constants), as attn.h
- * documents it at attn_dropout_keep_mask:
+ * documents it at attn_dropout_mask_fill:
  *
  *   key   = words 0, 1 of Philox4x32-10((offset lo, offset hi, 0, 0),
  *                                       (seed lo, seed hi))
@@ -31,7 +31,7 @@ void attn_dropout_init(attn_dropout *dr, double p, uint64_t seed, uint64_t offse
     dr->scale = p < 1.0 ? (float)(1.0 / (1.0 - p)) : 0.0f;
 }
 
-attn_status attn_dropout_keep_mask(double p, uint64_t seed, uint64_t offset, int64_t b,
+attn_status attn_dropout_mask_fill(double p, uint64_t seed, uint64_t offset, int64_t b,
                                    int64_t h, int64_t i0, int64_t rows, int64_t m,
                                    uint8_t *keep, int64_t ld)
 {

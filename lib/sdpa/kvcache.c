@@ -1,4 +1,4 @@
-/* The KV cache's write side: attn_convert_from_f32 / attn_convert_to_f32 and
+/* The KV cache's write side: attn_dtype_encode / attn_dtype_decode and
  * attn_kv_append (contiguous or paged, any storage type).  Appending is a
  * copy of a few rows per call, so it runs on the calling thread; every
  * check is done before the first write, as for every other call. */
@@ -17,7 +17,7 @@ static attn_status convert_check(attn_dtype type, const void *src, const void *d
     return ATTN_OK;
 }
 
-attn_status attn_convert_from_f32(attn_dtype type, const float *src, uint16_t *dst, int64_t n)
+attn_status attn_dtype_encode(attn_dtype type, const float *src, uint16_t *dst, int64_t n)
 {
     attn_status st = convert_check(type, src, dst, n);
     if (st != ATTN_OK || n == 0)
@@ -27,7 +27,7 @@ attn_status attn_convert_from_f32(attn_dtype type, const float *src, uint16_t *d
     return ATTN_OK;
 }
 
-attn_status attn_convert_to_f32(attn_dtype type, const uint16_t *src, float *dst, int64_t n)
+attn_status attn_dtype_decode(attn_dtype type, const uint16_t *src, float *dst, int64_t n)
 {
     attn_status st = convert_check(type, src, dst, n);
     if (st != ATTN_OK || n == 0)

@@ -29,7 +29,7 @@ static uint64_t mix64(uint64_t x)
     return z ^ (z >> 31);
 }
 
-attn_status attn_layout_bigbird(uint8_t *layout, int64_t nb, int64_t mb, int64_t window_blocks,
+attn_status attn_layout_build_bigbird(uint8_t *layout, int64_t nb, int64_t mb, int64_t window_blocks,
                                 int64_t global_blocks, int64_t random_blocks, uint64_t seed)
 {
     attn_status st = layout_size(layout, nb, mb);
@@ -68,7 +68,7 @@ attn_status attn_layout_bigbird(uint8_t *layout, int64_t nb, int64_t mb, int64_t
     return ATTN_OK;
 }
 
-attn_status attn_layout_strided(uint8_t *layout, int64_t nb, int64_t mb, int64_t stride,
+attn_status attn_layout_build_strided(uint8_t *layout, int64_t nb, int64_t mb, int64_t stride,
                                 int causal)
 {
     attn_status st = layout_size(layout, nb, mb);
@@ -88,7 +88,7 @@ attn_status attn_layout_strided(uint8_t *layout, int64_t nb, int64_t mb, int64_t
     return ATTN_OK;
 }
 
-attn_status attn_layout_fixed(uint8_t *layout, int64_t nb, int64_t mb, int64_t stride, int64_t c,
+attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_t mb, int64_t stride, int64_t c,
                               int causal)
 {
     attn_status st = layout_size(layout, nb, mb);

@@ -1,4 +1,4 @@
-/* attn_merge_partials: the logsumexp combine of attention computed over
+/* attn_partials_merge: the logsumexp combine of attention computed over
  * disjoint key sets (attn.h, "Decoding and the KV cache").
  *
  * Per row, with mx the largest lse_p:
@@ -33,7 +33,7 @@ static uint64_t extent(int64_t count, int64_t stride, uint64_t base, int *ok)
 /* The element extent of every buffer must fit an int64_t index and its
  * byte count a size_t (attn_size_*), so that every offset formed below is
  * representable. */
-static attn_status check_extents(const attn_merge_args *a)
+static attn_status check_extents(const attn_partials_merge_args *a)
 {
     int ok = 1;
     const uint64_t o_in = extent(a->parts, a->o_part_stride,
@@ -49,7 +49,7 @@ static attn_status check_extents(const attn_merge_args *a)
     return ok ? ATTN_OK : ATTN_ERR_TOO_LARGE;
 }
 
-static attn_status check_args(const attn_merge_args *a)
+static attn_status check_args(const attn_partials_merge_args *a)
 {
     if (!a || !a->o_parts || !a->lse_parts || !a->o)
         return ATTN_ERR_NULL_ARGUMENT;
@@ -68,7 +68,7 @@ static attn_status check_args(const attn_merge_args *a)
 
 /* One output row.  lse_r[p * lse_part_stride] are the row's lse_p and
  * o_r + p * o_part_stride its O_p; returns the merged lse. */
-static float merge_row(const attn_merge_args *a, const float *o_r, const float *lse_r,
+static float merge_row(const attn_partials_merge_args *a, const float *o_r, const float *lse_r,
                        float *out)
 {
     const int64_t parts = a->parts, dim = a->dim;
@@ -130,7 +130,7 @@ static float merge_row(const attn_merge_args *a, const float *o_r, const float *
     return sum == 1.0 ? mx : (float)((double)mx + log(sum));
 }
 
-attn_status attn_merge_partials(const attn_merge_args *args)
+attn_status attn_partials_merge(const attn_partials_merge_args *args)
 {
     const attn_status st = check_args(args);
     if (st != ATTN_OK)

@@ -239,6 +239,6 @@ def dropout_keep_mask(p, seed, offset, b, h, rows, m, i0=0):
     keep = np.empty((rows, m), dtype=np.uint8)
     _check(_lib.dropout_keep_mask(float(p), int(seed) & (2**64 - 1),
                                   int(offset) & (2**64 - 1), b, h, i0, rows, m,
-                                  keep.ctypes.data, m), "attn_dropout_keep_mask")
+                                  keep.ctypes.data, m), "attn_dropout_mask_fill")
     return keep.view(np.bool_)
 

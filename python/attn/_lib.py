@@ -223,5 +223,5 @@ mha_plan_create = _fn("attn_mha_plan_create", c_int, _P(c_void_p), _P(MhaDesc))
 mha_plan_destroy = _fn("attn_mha_plan_destroy", c_int, c_void_p)
 mha_execute = _fn("attn_mha_execute", c_int, c_void_p, _P(MhaWeights), _P(MhaArgs),
                   c_void_p, ctypes.c_size_t)
-dropout_keep_mask = _fn("attn_dropout_keep_mask", c_int, c_double, c_uint64, c_uint64,
+dropout_keep_mask = _fn("attn_dropout_mask_fill", c_int, c_double, c_uint64, c_uint64,
                         c_int64, c_int64, c_int64, c_int64, c_int64, c_void_p, c_int64)

@@ -42,17 +42,17 @@
  * Bit 1 of the first byte adds dropout to the SDPA or MHA desc: dropout_p
  * (0, -0, tiny, small, large, 1, or invalid: negative, past 1, NaN, -inf),
  * dropout_seed and dropout_offset (0, small, near 2^64, any).  The float64
- * references apply the keep mask of the public attn_dropout_keep_mask
+ * references apply the keep mask of the public attn_dropout_mask_fill
  * (test_dropout.c checks that call against its own Philox4x32-10), scaled
  * by 1 / (1 - p), in the forward, the SDPA backward (the mask held fixed)
  * and the MHA layer's forward and backward; p = 0 with a seed or offset is
  * checked bitwise against the same desc without them by the rerun.
  *
  * Bit 2 of the first byte, for MHA, runs the training calls instead of
- * attn_mha_execute: attn_mha_train_forward with a decoded context (exact or
+ * attn_mha_execute: attn_mha_train_execute with a decoded context (exact or
  * larger; or NULL, short, misaligned) checked as execute is (and the
  * context untouched on error), whose rerun is attn_mha_execute (bitwise the
- * same out and weights), then attn_mha_backward (fuzz_mha_train): dY with
+ * same out and weights), then attn_mha_bwd_execute (fuzz_mha_train): dY with
  * NaN in its row gaps, every gradient in its own sentinel-filled buffer
  * (the packed ones in one), one or two planted invalid fields (MB_*:
  * NULL plan, weights, args, dY, grads or context, short or misaligned
@@ -89,7 +89,7 @@
  * and parameters, valid or not, NULL: the status of a broken rule and
  * nothing written, or the layout of test/layout_expect.c byte for byte.
  *
- * Bits 4 and 5 together call attn_merge_partials instead (fuzz_merge):
+ * Bits 4 and 5 together call attn_partials_merge instead (fuzz_merge):
  * decoded sizes, partial layouts (part-major, interleaved, broadcast,
  * overlapping), lse values with -INFINITY, NaN and +INFINITY, one or two
  * invalid fields (GB_*); the exact status of attn.h's ordered rules,
@@ -105,7 +105,7 @@
  * out of range, table NULL or unexpected, the K/V pointer of the storage
  * type NULL or the other one given, an unknown type, paging fields, a
  * sparse option with them, K/V views) besides byte 1's.  The reference
- * reads the stored values widened (attn_convert_to_f32) from contiguous
+ * reads the stored values widened (attn_dtype_decode) from contiguous
  * F32 buffers; a paged problem is rerun contiguously (bitwise equal), and
  * one with q_len <= 16 with ATTN_DECODE=0 (the sgemm path, within the
  * reference's bounds).  Bits 6 and 0 together call attn_kv_append instead
@@ -789,7 +789,7 @@ static void wsp_make(wsp *w, unsigned choice, size_t need, int small, int misali
 
 /* Byte 0 of an input: bit 0 the API (SDPA or MHA); bit 1 decodes the
  * dropout fields (decode_dropout) into the SDPA or MHA desc; bit 2, for MHA,
- * runs the training calls (attn_mha_train_forward, then fuzz_mha_train).
+ * runs the training calls (attn_mha_train_execute, then fuzz_mha_train).
  * Inputs with bits 1 and 2 clear decode as they did before those existed. */
 enum { SEL_MHA = 1, SEL_DROPOUT = 2, SEL_TRAIN = 4, SEL_SPARSE = 8, SEL_LINEAR = 16,
        SEL_LAYOUT = 32, SEL_KV = 64 };
@@ -797,7 +797,7 @@ enum { SEL_MHA = 1, SEL_DROPOUT = 2, SEL_TRAIN = 4, SEL_SPARSE = 8, SEL_LINEAR =
  * cache (decode_kv); with bit 0, one attn_kv_append call (fuzz_kv_append).
  * Bit 6 was cleared in every committed input first (the decoder ignored
  * it), so they decode as before. */
-/* Bits 4 and 5 together: attn_merge_partials (fuzz_merge).  They decoded
+/* Bits 4 and 5 together: attn_partials_merge (fuzz_merge).  They decoded
  * as a layout builder call before; no committed input has both set. */
 #define SEL_MERGE (SEL_LINEAR | SEL_LAYOUT)
 
@@ -921,26 +921,26 @@ static void layout_fill(uint8_t *L, int64_t nb, int64_t mb, unsigned style, prng
         break;
     case 4: {
         static const int64_t ws[4] = { 0, 1, 3, 5 };
-        const attn_status st = attn_layout_bigbird(L, nb, mb, ws[pr_next(g) % 4],
+        const attn_status st = attn_layout_build_bigbird(L, nb, mb, ws[pr_next(g) % 4],
                                                    (int64_t)(pr_next(g) % 3),
                                                    (int64_t)(pr_next(g) % 3), pr_next(g));
         if (st != ATTN_OK)
-            FAIL("attn_layout_bigbird: %s", st_name(st));
+            FAIL("attn_layout_build_bigbird: %s", st_name(st));
         break;
     }
     case 5: {
-        const attn_status st = attn_layout_strided(L, nb, mb, 1 + (int64_t)(pr_next(g) % 3),
+        const attn_status st = attn_layout_build_strided(L, nb, mb, 1 + (int64_t)(pr_next(g) % 3),
                                                    (int)(pr_next(g) & 1));
         if (st != ATTN_OK)
-            FAIL("attn_layout_strided: %s", st_name(st));
+            FAIL("attn_layout_build_strided: %s", st_name(st));
         break;
     }
     default: {
         const int64_t l = 1 + (int64_t)(pr_next(g) % 3);
-        const attn_status st = attn_layout_fixed(L, nb, mb, l, 1 + (int64_t)(pr_next(g) % (uint64_t)l),
+        const attn_status st = attn_layout_build_fixed(L, nb, mb, l, 1 + (int64_t)(pr_next(g) % (uint64_t)l),
                                                  (int)(pr_next(g) & 1));
         if (st != ATTN_OK)
-            FAIL("attn_layout_fixed: %s", st_name(st));
+            FAIL("attn_layout_build_fixed: %s", st_name(st));
         break;
     }
     }
@@ -1289,8 +1289,8 @@ static void kv_store_tensor(kv_store *S, int t, const kv_cfg *c, attn_dtype ty, 
     if (ty != ATTN_DTYPE_F32) {
         S->c16[t] = xmalloc((size_t)ext * sizeof(uint16_t));
         S->w[t] = xmalloc((size_t)ext * sizeof(float));
-        if (attn_convert_from_f32(ty, src, S->c16[t], ext) != ATTN_OK ||
-            attn_convert_to_f32(ty, S->c16[t], S->w[t], ext) != ATTN_OK)
+        if (attn_dtype_encode(ty, src, S->c16[t], ext) != ATTN_OK ||
+            attn_dtype_decode(ty, S->c16[t], S->w[t], ext) != ATTN_OK)
             FAIL("attn_convert of the K/V values failed");
     }
     if (!c->paged)
@@ -1343,7 +1343,7 @@ static void kv_store_tensor(kv_store *S, int t, const kv_cfg *c, attn_dtype ty, 
                     }
             }
     if (ty != ATTN_DTYPE_F32 &&
-        attn_convert_to_f32(ty, S->c16[t], S->w[t], ext) != ATTN_OK)
+        attn_dtype_decode(ty, S->c16[t], S->w[t], ext) != ATTN_OK)
         FAIL("attn_convert of the K/V values failed");
 }
 
@@ -2679,7 +2679,7 @@ static void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2)
         counts[N_SPARSE_BWD_CHECKED]++;
     {
         /* against the float64 reference (with dropout, that of the keep
-         * mask of attn_dropout_keep_mask held fixed); sentinels outside */
+         * mask of attn_dropout_mask_fill held fixed); sentinels outside */
         const bwd_buf bq = bwd_buf_of(&gq, &bd.dq, szq, dk), bk = bwd_buf_of(&gk, &bd.dk, szk, dk),
                       bv = bwd_buf_of(&gv, &bd.dv, szk, dv), bdb = bwd_buf_of(&gb, &dbv, szb, m);
         bwd_err err = { 0, 0, 0, 0, 0 };
@@ -2796,7 +2796,7 @@ static expect expect_mha_plan(const attn_mha_desc *d)
 }
 
 /* The pointer, length and workspace rules of attn_mha_execute and
- * attn_mha_train_forward (outputs 1) and of attn_mha_backward (outputs 0:
+ * attn_mha_train_execute (outputs 1) and of attn_mha_bwd_execute (outputs 0:
  * it ignores args->out and args->weights). */
 static expect expect_mha_call(const attn_mha_desc *d, const attn_mha_weights *w,
                               const attn_mha_args *a, int outputs, const void *ws,
@@ -2832,7 +2832,7 @@ static expect expect_mha_exec(const attn_mha_desc *d, const attn_mha_weights *w,
 }
 
 /* The training context: required, attn_mha_context_size bytes, 64-byte
- * aligned (attn_mha_train_forward and attn_mha_backward). */
+ * aligned (attn_mha_train_execute and attn_mha_bwd_execute). */
 static void expect_context(expect *e, const void *cx, size_t bytes, size_t need)
 {
     if (!cx) {
@@ -2873,7 +2873,7 @@ static void print_mha(const attn_mha_desc *d, const unsigned bad[2], int t2, int
 
 /* ------------------------------------------------------- MHA training */
 
-/* A valid MHA problem whose attn_mha_train_forward (plan of d, d->threads)
+/* A valid MHA problem whose attn_mha_train_execute (plan of d, d->threads)
  * has just been checked: out (and weights) hold its result, the context
  * its saved state. */
 typedef struct mha_prob {
@@ -2891,7 +2891,7 @@ typedef struct mha_prob {
     int sparse;              /* SEL_SPARSE */
 } mha_prob;
 
-/* Invalid fields of attn_mha_backward (one or two per input). */
+/* Invalid fields of attn_mha_bwd_execute (one or two per input). */
 enum {
     MB_NONE = 0,
     MB_NULL_TOP,       /* NULL plan, weights, args, dy or grads */
@@ -2934,7 +2934,7 @@ static void grads_clear(obuf gb[MG_COUNT])
 }
 
 /*
- * attn_mha_backward after the train_forward of M (plan: its plan): dY
+ * attn_mha_bwd_execute after the train_forward of M (plan: its plan): dY
  * (NaN in the row gaps), the gradients in sentinel-filled buffers (dX,
  * dXk, dXv with the inputs' row strides, the weight gradients dense, the
  * packed ones in one [3E][E] and one [3E] buffer), one or two planted
@@ -3134,8 +3134,8 @@ static void fuzz_mha_train(rd *r, const mha_prob *M, const attn_mha_plan *plan)
     }
     const unsigned wsel = u8(r);
     size_t need_bws = 0;
-    if (attn_mha_backward_workspace_size(plan, &need_bws) != ATTN_OK)
-        FAIL("attn_mha_backward_workspace_size failed on a small plan");
+    if (attn_mha_bwd_workspace_size(plan, &need_bws) != ATTN_OK)
+        FAIL("attn_mha_bwd_workspace_size failed on a small plan");
     wsp ws;
     wsp_make(&ws, wsel & 3, need_bws, ws_small, ws_mis);
     expect e = expect_mha_call(d, &w, &a, 0, ws.ptr, ws.bytes, need_bws);
@@ -3169,18 +3169,18 @@ static void fuzz_mha_train(rd *r, const mha_prob *M, const attn_mha_plan *plan)
     unsigned char *cx_copy = xmalloc(M->cx_bytes);
     memcpy(cx_copy, M->cx, M->cx_bytes);
 
-    attn_status st = attn_mha_backward(null_top == 1 ? NULL : plan, null_top == 2 ? NULL : &w,
+    attn_status st = attn_mha_bwd_execute(null_top == 1 ? NULL : plan, null_top == 2 ? NULL : &w,
                                        null_top == 3 ? NULL : &a, null_top == 4 ? NULL : dy, cxp,
                                        cxb, null_top == 5 ? NULL : &g, acc, ws.ptr, ws.bytes);
-    check_status("attn_mha_backward", st, e);
+    check_status("attn_mha_bwd_execute", st, e);
     free(ws.raw);
     for (int x = 0; x < 64; x++) /* args->weights (ignored), unused pointers */
         if (fbits(junk_f[x]) != 0)
-            FAIL("attn_mha_backward wrote through a pointer it must ignore or refuse");
+            FAIL("attn_mha_bwd_execute wrote through a pointer it must ignore or refuse");
     if (memcmp(pool_copy, M->pool, M->pool_len * sizeof(float)) ||
         memcmp(m_copy, M->mpool, M->mlen) || memcmp(dy_copy, dy, ndy * sizeof(float)) ||
         memcmp(cx_copy, M->cx, M->cx_bytes))
-        FAIL("attn_mha_backward: an input, dY or the context was modified");
+        FAIL("attn_mha_bwd_execute: an input, dY or the context was modified");
     if (st != ATTN_OK) {
         counts[N_MBWD_ERROR]++;
         for (int k = 0; k < MG_COUNT; k++)
@@ -3239,7 +3239,7 @@ static void fuzz_mha_train(rd *r, const mha_prob *M, const attn_mha_plan *plan)
         size_t need_cx = 0, need_fws = 0, need2 = 0;
         if (attn_mha_context_size(plan2, &need_cx) != ATTN_OK ||
             attn_mha_workspace_size(plan2, &need_fws) != ATTN_OK ||
-            attn_mha_backward_workspace_size(plan2, &need2) != ATTN_OK)
+            attn_mha_bwd_workspace_size(plan2, &need2) != ATTN_OK)
             FAIL("MHA training sizes with %d threads failed", M->t2);
         wsp cx2, fws, bws;
         wsp_make(&cx2, 1, need_cx, 0, 0);
@@ -3249,9 +3249,9 @@ static void fuzz_mha_train(rd *r, const mha_prob *M, const attn_mha_plan *plan)
         obuf_clear(M->ob);
         if (M->ow->base)
             obuf_clear(M->ow);
-        if ((st = attn_mha_train_forward(plan2, M->w, M->a, cx2.ptr, cx2.bytes, fws.ptr,
+        if ((st = attn_mha_train_execute(plan2, M->w, M->a, cx2.ptr, cx2.bytes, fws.ptr,
                                          fws.bytes)) != ATTN_OK)
-            FAIL("attn_mha_train_forward with %d threads: %s", M->t2, st_name(st));
+            FAIL("attn_mha_train_execute with %d threads: %s", M->t2, st_name(st));
         obuf_same(M->ob, so, "out", d->threads, M->t2, note);
         if (M->ow->base)
             obuf_same(M->ow, sw, "weights", d->threads, M->t2, note);
@@ -3268,9 +3268,9 @@ static void fuzz_mha_train(rd *r, const mha_prob *M, const attn_mha_plan *plan)
         }
         for (int k = 0; k < MG_COUNT; k++)
             old[k] = obuf_snap(&gb[k]);
-        if ((st = attn_mha_backward(plan2, M->w, M->a, dy, cx2.ptr, cx2.bytes, &g0, accumulate,
+        if ((st = attn_mha_bwd_execute(plan2, M->w, M->a, dy, cx2.ptr, cx2.bytes, &g0, accumulate,
                                     bws.ptr, bws.bytes)) != ATTN_OK)
-            FAIL("attn_mha_backward with %d threads: %s", M->t2, st_name(st));
+            FAIL("attn_mha_bwd_execute with %d threads: %s", M->t2, st_name(st));
         for (int k = 0; k < MG_COUNT; k++) {
             if (!gb[k].base)
                 continue;
@@ -3500,9 +3500,9 @@ static void fuzz_mha(rd *r, unsigned sel)
                  * or backward workspace is not representable" (both) */
                 size_t cxb = 0, bwb = 0;
                 const attn_status s1 = attn_mha_context_size(plan, &cxb);
-                const attn_status s2 = attn_mha_backward_workspace_size(plan, &bwb);
+                const attn_status s2 = attn_mha_bwd_workspace_size(plan, &bwb);
                 if ((s1 != ATTN_OK && !(huge && s1 == ATTN_ERR_TOO_LARGE)) || s2 != s1)
-                    FAIL("attn_mha_context_size %s, attn_mha_backward_workspace_size %s",
+                    FAIL("attn_mha_context_size %s, attn_mha_bwd_workspace_size %s",
                          st_name(s1), st_name(s2));
             }
         } else if (plan) {
@@ -3779,9 +3779,9 @@ static void fuzz_mha(rd *r, unsigned sel)
     }
     if (null_top) {
         if (train)
-            st = null_top == 1 ? attn_mha_train_forward(NULL, &w, &a, cx.ptr, cx.bytes, NULL, 0)
-               : null_top == 2 ? attn_mha_train_forward(plan, NULL, &a, cx.ptr, cx.bytes, NULL, 0)
-                               : attn_mha_train_forward(plan, &w, NULL, cx.ptr, cx.bytes, NULL, 0);
+            st = null_top == 1 ? attn_mha_train_execute(NULL, &w, &a, cx.ptr, cx.bytes, NULL, 0)
+               : null_top == 2 ? attn_mha_train_execute(plan, NULL, &a, cx.ptr, cx.bytes, NULL, 0)
+                               : attn_mha_train_execute(plan, &w, NULL, cx.ptr, cx.bytes, NULL, 0);
         else
             st = null_top == 1 ? attn_mha_execute(NULL, &w, &a, NULL, 0)
                : null_top == 2 ? attn_mha_execute(plan, NULL, &a, NULL, 0)
@@ -3798,8 +3798,8 @@ static void fuzz_mha(rd *r, unsigned sel)
         if (train) {
             void *cxp = cx_null ? NULL : cx.ptr;
             expect_context(&ee, cxp, cx.bytes, need_cx);
-            st = attn_mha_train_forward(plan, &w, &a, cxp, cx.bytes, w1.ptr, w1.bytes);
-            check_status("attn_mha_train_forward", st, ee);
+            st = attn_mha_train_execute(plan, &w, &a, cxp, cx.bytes, w1.ptr, w1.bytes);
+            check_status("attn_mha_train_execute", st, ee);
         } else {
             st = attn_mha_execute(plan, &w, &a, w1.ptr, w1.bytes);
             check_status("attn_mha_execute", st, ee);
@@ -3814,7 +3814,7 @@ static void fuzz_mha(rd *r, unsigned sel)
         if (ow.base)
             obuf_untouched(&ow, "weights", st_name(st));
         if (train && memcmp(cx_copy, cx.raw, cx.alloc))
-            FAIL("attn_mha_train_forward: %s, but the context was written", st_name(st));
+            FAIL("attn_mha_train_execute: %s, but the context was written", st_name(st));
         goto out;
     }
 
@@ -3870,7 +3870,7 @@ static void fuzz_mha(rd *r, unsigned sel)
         d2.threads = t2;
         char note[256];
         snprintf(note, sizeof note, "%s%s",
-                 train ? " (attn_mha_train_forward, then attn_mha_execute)" : "",
+                 train ? " (attn_mha_train_execute, then attn_mha_execute)" : "",
                  drop_zero_reset(d2.dropout_p, &d2.dropout_seed, &d2.dropout_offset));
         obuf_clear(&ob);
         if (ow.base)
@@ -3914,7 +3914,7 @@ out:
 
 /* ------------------------------------------------------- layout builders */
 
-/* Bit 5 of the first byte (SEL_LAYOUT): one call of attn_layout_bigbird,
+/* Bit 5 of the first byte (SEL_LAYOUT): one call of attn_layout_build_bigbird,
  * _strided or _fixed with decoded arguments (sizes 1..40, or 0, negative,
  * huge; parameters in and out of their ranges; NULL).  The status must be
  * one of the rules broken (attn.h: NULL_ARGUMENT, BAD_SIZE, TOO_LARGE,
@@ -3987,10 +3987,10 @@ static void fuzz_layout(rd *r)
     uint8_t *buf = xmalloc(cnt), *want = xmalloc(cnt);
     memset(buf, 0xEE, cnt);
     uint8_t *L = null ? NULL : buf;
-    attn_status st = fn == 0   ? attn_layout_bigbird(L, nb, mb, p1, p2, p3, seed)
-                     : fn == 1 ? attn_layout_strided(L, nb, mb, p1, causal)
-                               : attn_layout_fixed(L, nb, mb, p1, p2, causal);
-    check_status(fn == 0 ? "attn_layout_bigbird" : fn == 1 ? "attn_layout_strided" : "attn_layout_fixed",
+    attn_status st = fn == 0   ? attn_layout_build_bigbird(L, nb, mb, p1, p2, p3, seed)
+                     : fn == 1 ? attn_layout_build_strided(L, nb, mb, p1, causal)
+                               : attn_layout_build_fixed(L, nb, mb, p1, p2, causal);
+    check_status(fn == 0 ? "attn_layout_build_bigbird" : fn == 1 ? "attn_layout_build_strided" : "attn_layout_build_fixed",
                  st, e);
     if (st != ATTN_OK) {
         for (size_t i = 0; i < cnt; i++)
@@ -4826,7 +4826,7 @@ out:
 /* ------------------------------------------------------------ merge */
 
 /* Bits 4 and 5 of the first byte together (SEL_MERGE): one call of
- * attn_merge_partials (attn.h, "Decoding and the KV cache").  Decoded:
+ * attn_partials_merge (attn.h, "Decoding and the KV cache").  Decoded:
  * parts 1..6, rows 1..12, dim 1..40 or 250..265 (across the library's
  * column chunks), the partial O and lse laid out part-major, interleaved,
  * broadcast over parts or rows (stride 0), with overlapping rows (a row
@@ -4874,7 +4874,7 @@ static int merge_fits(u128 elems)
 }
 
 /* The four extents of an args whose sizes and strides passed their rules. */
-static void merge_extents(const attn_merge_args *a, u128 ext[4])
+static void merge_extents(const attn_partials_merge_args *a, u128 ext[4])
 {
     ext[0] = merge_span(a->parts, a->o_part_stride,
                         merge_span(a->rows, a->o_row_stride, (u128)a->dim));
@@ -4884,7 +4884,7 @@ static void merge_extents(const attn_merge_args *a, u128 ext[4])
 }
 
 /* attn.h's rules in their order: the one status the call must return. */
-static attn_status expect_merge(const attn_merge_args *a)
+static attn_status expect_merge(const attn_partials_merge_args *a)
 {
     if (!a || !a->o_parts || !a->lse_parts || !a->o)
         return ATTN_ERR_NULL_ARGUMENT;
@@ -4903,7 +4903,7 @@ static attn_status expect_merge(const attn_merge_args *a)
     return ATTN_OK;
 }
 
-static int64_t *merge_stride_field(attn_merge_args *a, unsigned k, int64_t *count)
+static int64_t *merge_stride_field(attn_partials_merge_args *a, unsigned k, int64_t *count)
 {
     switch (k % 6) {
     case 0: *count = a->parts; return &a->o_part_stride;
@@ -4915,7 +4915,7 @@ static int64_t *merge_stride_field(attn_merge_args *a, unsigned k, int64_t *coun
     }
 }
 
-static void merge_plant(rd *r, unsigned kind, attn_merge_args *a, int *args_null)
+static void merge_plant(rd *r, unsigned kind, attn_partials_merge_args *a, int *args_null)
 {
     static const int64_t bad_sizes[4] = { 0, -1, INT64_MIN, -7 };
     static const int64_t neg[3] = { -1, INT64_MIN, -40 };
@@ -4990,7 +4990,7 @@ static void merge_plant(rd *r, unsigned kind, attn_merge_args *a, int *args_null
     }
 }
 
-static void print_merge(const attn_merge_args *a, const unsigned bad[2], int args_null)
+static void print_merge(const attn_partials_merge_args *a, const unsigned bad[2], int args_null)
 {
     fprintf(stderr,
             "MERGE parts=%lld rows=%lld dim=%lld o_parts=%s %lld/%lld lse_parts=%s %lld/%lld "
@@ -5045,7 +5045,7 @@ static void merge_layout(unsigned c, int64_t parts, int64_t rows, int64_t tail, 
  * float rounding of the double result plus the double sums' error.
  * Everything outside the rows keeps the sentinel (and all of lout when
  * lse_out is NULL), and a second call writes the same bits. */
-static void merge_check(const attn_merge_args *a, const float *out, size_t n_out,
+static void merge_check(const attn_partials_merge_args *a, const float *out, size_t n_out,
                         const float *lout, size_t n_lout)
 {
     const int64_t P = a->parts, R = a->rows, D = a->dim;
@@ -5143,10 +5143,10 @@ static void merge_check(const attn_merge_args *a, const float *out, size_t n_out
         out2[x] = sent;
     for (size_t x = 0; x < n_lout; x++)
         lout2[x] = sent;
-    attn_merge_args a2 = *a;
+    attn_partials_merge_args a2 = *a;
     a2.o = out2;
     a2.lse_out = a->lse_out ? lout2 : NULL;
-    if (attn_merge_partials(&a2) != ATTN_OK)
+    if (attn_partials_merge(&a2) != ATTN_OK)
         FAIL("merge: the second call failed");
     if (memcmp(out, out2, n_out * sizeof(float)) || memcmp(lout, lout2, n_lout * sizeof(float)))
         FAIL("merge: a second call gave other bits");
@@ -5179,7 +5179,7 @@ static void fuzz_merge(rd *r)
 
     /* Buffers of the valid problem: inputs NaN wherever nothing that is
      * read lands, outputs the sentinel with a tail. */
-    attn_merge_args a = {
+    attn_partials_merge_args a = {
         .parts = parts, .rows = rows, .dim = dim,
         .o_part_stride = ops, .o_row_stride = ors,
         .lse_part_stride = lps, .lse_row_stride = lrs,
@@ -5257,22 +5257,22 @@ static void fuzz_merge(rd *r)
     if (skip) {
         counts[N_MERGE_SKIPPED]++;
     } else {
-        const attn_status st = attn_merge_partials(args_null ? NULL : &a);
+        const attn_status st = attn_partials_merge(args_null ? NULL : &a);
         expect e = { want == ATTN_OK ? 0u : BIT(want), 0u };
-        check_status("attn_merge_partials", st, e);
+        check_status("attn_partials_merge", st, e);
         if (st != want)
-            FAIL("attn_merge_partials returned %s, the rules say %s", st_name(st),
+            FAIL("attn_partials_merge returned %s, the rules say %s", st_name(st),
                  st_name(want));
         if (memcmp(oin, oin_copy, n_oin * sizeof(float)) ||
             memcmp(lin, lin_copy, n_lin * sizeof(float)))
-            FAIL("attn_merge_partials changed its inputs");
+            FAIL("attn_partials_merge changed its inputs");
         if (st != ATTN_OK) {
             for (size_t x = 0; x < n_out; x++)
                 if (fbits(out[x]) != SENT)
-                    FAIL("attn_merge_partials: %s, but O element %zu was written", st_name(st), x);
+                    FAIL("attn_partials_merge: %s, but O element %zu was written", st_name(st), x);
             for (size_t x = 0; x < n_lout; x++)
                 if (fbits(lout[x]) != SENT)
-                    FAIL("attn_merge_partials: %s, but lse element %zu was written", st_name(st),
+                    FAIL("attn_partials_merge: %s, but lse element %zu was written", st_name(st),
                          x);
             counts[N_MERGE_ERROR]++;
         } else {
@@ -5294,7 +5294,7 @@ static void fuzz_merge(rd *r)
  * kind byte: the planted fields (AB_*; >= 128 plants a second), sizes,
  * storage types and paging, lengths, the new rows' views and values, the
  * desc's unread fields.  The expected cache is written here: the initial
- * bytes, then every new row converted with attn_convert_from_f32 (F32:
+ * bytes, then every new row converted with attn_dtype_encode (F32:
  * copied) at its token's place (through the table when paged). */
 enum { AB_NONE, AB_NULL_TOP, AB_PTR_NULL, AB_TABLE, AB_T, AB_LENGTH, AB_TABLE_RANGE, AB_TYPE,
        AB_PAGING, AB_NEW_VIEW, AB_CACHE_VIEW, AB_SIZE, AB_COUNT_ };
@@ -5362,8 +5362,8 @@ static void put_row(attn_dtype ty, void *dst, const float *src, int64_t n)
 {
     if (ty == ATTN_DTYPE_F32)
         memcpy(dst, src, (size_t)n * sizeof(float));
-    else if (attn_convert_from_f32(ty, src, dst, n) != ATTN_OK)
-        FAIL("attn_convert_from_f32 failed");
+    else if (attn_dtype_encode(ty, src, dst, n) != ATTN_OK)
+        FAIL("attn_dtype_encode failed");
 }
 
 static void fuzz_kv_append(rd *r)

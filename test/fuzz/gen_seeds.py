@@ -11,7 +11,7 @@ An input is read byte by byte by fuzz_attn.c (missing bytes read as 0):
            linear attention problem instead, bit 1 then its backward, byte
            1 as above over the LB_* enum, 20 kinds; bit 5: one call of a
            layout builder instead; bits 4 and 5 together: one call of
-           attn_merge_partials; bit 6: K/V storage types and the paged
+           attn_partials_merge; bit 6: K/V storage types and the paged
            cache in the SDPA problem, with bit 0 one attn_kv_append call)
   then     sizes, options, layouts, values, workspace: random here.
 For each API and each invalid-field kind (and none) a few inputs with
@@ -102,7 +102,7 @@ def main():
                 tail[7] = 0   # SDPA shape 0 (byte 9) ...
                 tail[10] |= 3  # ... and (byte 12) several blocks of 16
             seeds["%s-%02d" % (name, k)] = bytes([sel, bad]) + bytes(tail)
-    # bits 4 and 5 together: attn_merge_partials (own generator again);
+    # bits 4 and 5 together: attn_partials_merge (own generator again);
     # after the kind byte: the planted field (GB_* in fuzz_attn.c, 9
     # kinds; >= 128 plants a second), parts, rows, dim, the O and lse
     # layouts, the output, the values' magnitudes and special rates
