@@ -4,9 +4,23 @@
  * This header is the manual: read it top to bottom.
  *
  * attn computes scaled dot-product attention (SDPA), batched over batch and
- * heads, as cblas_sgemm calls over head-strided fp32 tensors, with OpenMP
- * across (batch, head, query block) and a vectorized, masked row softmax in
- * between.
+ * heads, on head-strided fp32 tensors: as cblas_sgemm calls of the
+ * configured BLAS or on attn's own register-blocked tile engine (chosen per
+ * plan, see attn_engine), with OpenMP across (batch, head, query block) and
+ * a vectorized, masked online softmax in between.  Around that core:
+ * - the SDPA backward (dQ, dK, dV, dBias) and dropout with a counter-based
+ *   generator, for training;
+ * - sparse attention (global tokens, block-sparse layouts and their
+ *   builders);
+ * - decoding: a streaming path for few queries, K/V stored as F16 or BF16,
+ *   a paged KV cache with an append call, and the merge of partial results
+ *   computed over shards of the keys;
+ * - linear attention, with its recurrent state and backward;
+ * - a multi-head attention layer (nn.MultiheadAttention's), forward and
+ *   backward;
+ * - what the library runs on: the BLAS loaded and the engine a plan takes.
+ * Every computation is a plan (made once, executed many times) plus a
+ * one-shot call that wraps it.  The formulas of SDPA:
  *
  *   S = scale * Q K^T          (scale defaults to 1/sqrt(dk))
  *   S += bias                  (optional additive bias)
@@ -23,6 +37,14 @@
  *   or with workspace == NULL), also from inside the caller's OpenMP region.
  * - Results are bitwise identical for any number of threads.
  * - All sizes and strides are int64_t and counted in elements, not bytes.
+ * - ABI (1.0): every struct a caller fills has room to grow -- a reserved
+ *   tail that must be zero -- and an _init function that sets its
+ *   defaults; initialize with it (or with `= {0}` where the defaults are
+ *   all zero), never field by field from uninitialized memory.  A nonzero
+ *   reserved field is ATTN_ERR_BAD_OPTION.  Fields added in a later 1.x
+ *   take reserved slots, so a program built against this header keeps
+ *   working with any later 1.x library (docs/API.md says what 1.0
+ *   promises).
  */
 #ifndef ATTN_H
 #define ATTN_H
@@ -78,12 +100,18 @@ typedef enum attn_status {
                                     or bias enabled without strides) */
     ATTN_ERR_BAD_SCALE,          /* scale is infinite (NaN means default) */
     ATTN_ERR_BAD_OPTION,         /* an enum field (alignment, mask polarity,
-                                    weights mode, feature map) holds an
-                                    unknown value, linear attention's eps
-                                    is negative or infinite,
-                                    options that do not go together (see
-                                    attn_mha_plan_create), or a reserved
-                                    field is not zero */
+                                    weights mode, feature map, engine,
+                                    k_type / v_type) holds an unknown
+                                    value; dropout_p is outside [0, 1] or
+                                    NaN; block_size is not 0 or a power of
+                                    two in [16, 256]; a paging field is
+                                    set without paging (kv_block_size 0)
+                                    or kv_block_size is negative; linear
+                                    attention's eps is negative or
+                                    infinite; options do not go together
+                                    (see attn_mha_plan_create and
+                                    "Decoding and the KV cache"); or a
+                                    reserved field is not zero */
     ATTN_ERR_BAD_THREADS,        /* threads < 0 or > 1024 */
     ATTN_ERR_BAD_LENGTH,         /* kv_lens[b] not in [0, m] or q_lens[b]
                                     not in [0, n] */
@@ -97,7 +125,6 @@ typedef enum attn_status {
     ATTN_ERR_BAD_BLOCK_TABLE,    /* a paged KV cache's block table names a
                                     block outside [0, kv_num_blocks), or an
                                     append would pass the table's end */
-    ATTN_STATUS_COUNT_           /* not a status: the number of statuses */
 } attn_status;
 
 /* A static English description of the status ("unknown status" for values
@@ -128,7 +155,9 @@ ATTN_API const char *attn_version(void);
  * - strides are >= 0; a stride may be 0 only for a dimension of size 1,
  *   except where a field says "broadcast";
  * - the seq stride of Q, K, V, O is >= that tensor's dim and of P >= m,
- *   even when that length is 1 (it is the BLAS leading dimension); the
+ *   even when that length is 1 (it is the BLAS leading dimension); that
+ *   of the element mask and of the bias is 0 (broadcast over the rows) or
+ *   >= m, since they are read a row at a time like P; the
  *   logsumexp is no matrix, so its seq stride follows the first rule only
  *   (0 is fine when n == 1);
  * - output views (O, P, logsumexp) are nested: take the dimensions of size
@@ -306,7 +335,8 @@ typedef struct attn_sdpa_desc {
 
     /* Dropout on the probabilities (PyTorch's dropout_p), 0 <= p <= 1: an
      * entry is kept with probability 1 - p and then scaled by 1 / (1 - p)
-     * (p = 1 drops everything: O = 0).  Whether (b, h, i, j) is kept is a
+     * (p = 1 drops everything: O = 0); p outside [0, 1] or NaN is
+     * ATTN_ERR_BAD_OPTION.  Whether (b, h, i, j) is kept is a
      * pure function of (dropout_seed, dropout_offset, b, h, i, j), see
      * attn_dropout_mask_fill; it does not depend on threads, tiles, layout,
      * SIMD level or want_probs, and the backward regenerates it.  The
@@ -388,7 +418,14 @@ typedef struct attn_sdpa_args {
     const uint16_t *k16;      /* K, when k_type is F16 or BF16 (k NULL) */
     const uint16_t *v16;      /* V, when v_type is F16 or BF16 (v NULL) */
     const int32_t *block_table; /* [B][kv_max_blocks], when kv_block_size */
+    /* Room to grow: must be NULL (attn_sdpa_args_init does it). */
+    void *reserved[8];
 } attn_sdpa_args;
+
+/* Every pointer NULL (then set those in use; `attn_sdpa_args a = {0}` or
+ * designated initializers do the same).  Returns ATTN_OK or
+ * ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_sdpa_args_init(attn_sdpa_args *args);
 
 /* ------------------------------------------------------------------------ */
 /* Plan / execute                                                            */
@@ -615,8 +652,10 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
 /*
  * Convert n values between fp32 and a 16-bit storage type (ATTN_DTYPE_F16
  * or ATTN_DTYPE_BF16; F32 is ATTN_ERR_BAD_OPTION).
- * attn_dtype_decode is exact (a NaN stays a NaN of the same sign and
- * payload, with its quiet bit set as F16C sets it).  attn_dtype_encode
+ * attn_dtype_decode is exact: a NaN stays a NaN of the same sign and
+ * payload; an F16 NaN comes out with its quiet bit set (as F16C's
+ * VCVTPH2PS sets it), a BF16 NaN is the plain 16-bit shift, so a
+ * signaling BF16 NaN stays signaling (0x7F81 -> 0x7F810000).  attn_dtype_encode
  * rounds to nearest,
  * ties to even, with IEEE semantics: denormal inputs and results are kept
  * (never flushed), values past the largest finite F16 become +-Inf, +-Inf
@@ -648,7 +687,13 @@ typedef struct attn_kv_append_args {
     const float *v_new;         /* [B][Hkv][t][dv] with view v_new_view */
     attn_view k_new_view;
     attn_view v_new_view;
+    /* Room to grow: must be NULL (attn_kv_append_args_init does it). */
+    void *reserved[8];
 } attn_kv_append_args;
+
+/* Every pointer NULL, t 0 and both views ATTN_STRIDE_UNSET.  Returns
+ * ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_kv_append_args_init(attn_kv_append_args *args);
 
 /*
  * Append tokens to the KV cache described by desc: for every sequence b
@@ -700,6 +745,7 @@ ATTN_API attn_status attn_kv_append(const attn_sdpa_desc *desc, const attn_kv_ap
  * Input strides may be 0 (inputs may overlap); o and lse_out may not
  * overlap the inputs or each other (not checked).
  * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (args, o_parts, lse_parts or o),
+ * ATTN_ERR_BAD_OPTION (a reserved field is not zero),
  * ATTN_ERR_BAD_SIZE (parts, rows or dim <= 0), ATTN_ERR_BAD_STRIDE (a
  * negative stride, o_out_stride < dim, or lse_out_stride 0 with rows > 1)
  * or ATTN_ERR_TOO_LARGE (the extent of a buffer, e.g. (parts - 1) *
@@ -717,7 +763,13 @@ typedef struct attn_partials_merge_args {
     int64_t o_out_stride;
     float *lse_out;
     int64_t lse_out_stride;
+    /* Room to grow (pointers and sizes take 8-byte slots): must be zero
+     * (attn_partials_merge_args_init does it). */
+    int64_t reserved[8];
 } attn_partials_merge_args;
+
+/* Every field zero.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_partials_merge_args_init(attn_partials_merge_args *args);
 ATTN_API attn_status attn_partials_merge(const attn_partials_merge_args *args);
 
 /* ------------------------------------------------------------------------ */
@@ -793,7 +845,12 @@ typedef struct attn_sdpa_bwd_args {
     const uint8_t *global_k;  /* when fwd.use_global_k (as attn_sdpa_args) */
     const uint8_t *global_q;  /* when fwd.use_global_q */
     const uint8_t *layout;    /* when fwd.block_size != 0 */
+    /* Room to grow: must be NULL (attn_sdpa_bwd_args_init does it). */
+    void *reserved[8];
 } attn_sdpa_bwd_args;
+
+/* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_sdpa_bwd_args_init(attn_sdpa_bwd_args *args);
 
 typedef struct attn_sdpa_bwd_plan attn_sdpa_bwd_plan;
 
@@ -978,7 +1035,12 @@ typedef struct attn_linear_args {
                                  use_state */
     float *state_z;           /* [B][Hkv][dk] dense, in and out, when
                                  use_state */
+    /* Room to grow: must be NULL (attn_linear_args_init does it). */
+    void *reserved[8];
 } attn_linear_args;
+
+/* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_linear_args_init(attn_linear_args *args);
 
 typedef struct attn_linear_plan attn_linear_plan;
 
@@ -1081,7 +1143,12 @@ typedef struct attn_linear_bwd_args {
     float *dv;
     const int32_t *kv_lens;   /* [B], when fwd.use_kv_lens */
     const int32_t *q_lens;    /* [B], when fwd.use_q_lens */
+    /* Room to grow: must be NULL (attn_linear_bwd_args_init does it). */
+    void *reserved[8];
 } attn_linear_bwd_args;
+
+/* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_linear_bwd_args_init(attn_linear_bwd_args *args);
 
 typedef struct attn_linear_bwd_plan attn_linear_bwd_plan;
 
@@ -1247,7 +1314,12 @@ typedef struct attn_mha_weights {
     const float *v_bias;           /* [Hkv*dh] when has_bias */
     const float *out_weight;       /* [E][E]   always */
     const float *out_bias;         /* [E]      when has_bias */
+    /* Room to grow: must be NULL (attn_mha_weights_init does it). */
+    void *reserved[8];
 } attn_mha_weights;
+
+/* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_mha_weights_init(attn_mha_weights *weights);
 
 /* The per-call buffers (pointers for features the plan does not use must be
  * NULL). */
@@ -1266,7 +1338,12 @@ typedef struct attn_mha_args {
     const uint8_t *global_q;       /* [B][L], when use_global_q */
     const uint8_t *layout;         /* [H|1][ceil(L/bs)][ceil(S/bs)], when
                                       block_size != 0 */
+    /* Room to grow: must be NULL (attn_mha_args_init does it). */
+    void *reserved[8];
 } attn_mha_args;
+
+/* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_mha_args_init(attn_mha_args *args);
 
 typedef struct attn_mha_plan attn_mha_plan;
 
@@ -1395,7 +1472,12 @@ typedef struct attn_mha_grads {
     float *d_v_bias;           /* [Hkv*dh] */
     float *d_out_weight;       /* [E][E]    always */
     float *d_out_bias;         /* [E]       when has_bias */
+    /* Room to grow: must be NULL (attn_mha_grads_init does it). */
+    void *reserved[8];
 } attn_mha_grads;
+
+/* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+ATTN_API attn_status attn_mha_grads_init(attn_mha_grads *grads);
 
 /* Bytes of the context train_forward fills and backward reads: Q, K, V (one
  * [B*L][3E] block in self-attention with packed weights, else [B*L][E] and
@@ -1481,6 +1563,10 @@ typedef struct attn_blas_info {
                              or "scalar" */
     int openmp;           /* 1 if attn was built with OpenMP */
     int max_threads;      /* omp_get_max_threads() now (1 without OpenMP) */
+    /* Room to grow: attn_blas_query zeroes it (fields added later are
+     * filled in it, so a caller built against this header keeps its
+     * size). */
+    int64_t reserved[16];
 } attn_blas_info;
 
 /* Describe the BLAS really loaded at run time (on Debian the library

@@ -43,6 +43,10 @@
 
 #include <attn.h>
 
+/* The number of statuses (the last one + 1; attn.h keeps no count in its
+ * enum, so that adding a status changes no value a program holds). */
+#define N_STATUS (ATTN_ERR_BAD_BLOCK_TABLE + 1)
+
 #include "harness.h"
 
 static int g_fail;
@@ -1429,11 +1433,234 @@ static void test_sparse_execute_errors(void **state)
     assert_int_equal(g_fail, 0);
 }
 
+/* The growable structs (attn.h, "ABI"): each _init refuses NULL and zeroes
+ * the struct (reserved tail included); a nonzero reserved slot in any args
+ * struct is ATTN_ERR_BAD_OPTION with nothing written; with the slot back to
+ * zero the same call succeeds. */
+#define GROW_N 2
+#define GROW_D 8
+static int grow_untouched(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(x[i]))
+            return 0;
+    return 1;
+}
+
+static void grow_fill(float *x, size_t n, float v)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = v;
+}
+
+static void test_growable_structs(void **state)
+{
+    (void)state;
+    enum { N = GROW_N * GROW_D };
+    float q[N], k[N], v[N], o[N], lse[GROW_N], dO[N], dq[N], dk[N], dv[N];
+    grow_fill(q, N, 0.25f);
+    grow_fill(k, N, -0.5f);
+    grow_fill(v, N, 1.0f);
+    grow_fill(dO, N, 0.125f);
+
+    /* Every _init refuses NULL and leaves no nonzero byte where the
+     * defaults are zero. */
+    assert_int_equal(attn_sdpa_args_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_sdpa_bwd_args_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_linear_args_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_linear_bwd_args_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_mha_weights_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_mha_args_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_mha_grads_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_kv_append_args_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_partials_merge_args_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+    {
+        attn_kv_append_args ka;
+        memset(&ka, 0xA5, sizeof ka);
+        assert_int_equal(attn_kv_append_args_init(&ka), ATTN_OK);
+        assert_null(ka.k_cache);
+        assert_int_equal(ka.t, 0);
+        assert_true(ka.k_new_view.seq == ATTN_STRIDE_UNSET &&
+                    ka.v_new_view.batch == ATTN_STRIDE_UNSET);
+        for (int i = 0; i < 8; i++)
+            assert_null(ka.reserved[i]);
+    }
+
+    /* SDPA forward and backward. */
+    attn_sdpa_desc d;
+    attn_sdpa_desc_init(&d);
+    d.batch = d.q_heads = d.kv_heads = 1;
+    d.q_len = d.kv_len = GROW_N;
+    d.qk_dim = d.v_dim = GROW_D;
+    d.q = d.k = d.v = d.o = attn_view_bhsd(1, GROW_N, GROW_D);
+    d.want_lse = 1;
+    d.lse = (attn_view){ GROW_N, GROW_N, 1 };
+    d.threads = 1;
+    attn_sdpa_args a;
+    memset(&a, 0xA5, sizeof a);
+    assert_int_equal(attn_sdpa_args_init(&a), ATTN_OK);
+    a.q = q, a.k = k, a.v = v, a.o = o, a.lse = lse;
+    for (int slot = 0; slot < 8; slot += 7) {
+        grow_fill(o, N, NAN);
+        a.reserved[slot] = &a;
+        assert_int_equal(attn_sdpa(&d, &a), ATTN_ERR_BAD_OPTION);
+        assert_true(grow_untouched(o, N));
+        a.reserved[slot] = NULL;
+    }
+    assert_int_equal(attn_sdpa(&d, &a), ATTN_OK);
+
+    attn_sdpa_bwd_desc bd;
+    attn_sdpa_bwd_desc_init(&bd);
+    bd.fwd = d;
+    bd.d_o = bd.dq = bd.dk = bd.dv = attn_view_bhsd(1, GROW_N, GROW_D);
+    attn_sdpa_bwd_args ba;
+    memset(&ba, 0xA5, sizeof ba);
+    assert_int_equal(attn_sdpa_bwd_args_init(&ba), ATTN_OK);
+    ba.q = q, ba.k = k, ba.v = v, ba.o = o, ba.d_o = dO, ba.lse = lse;
+    ba.dq = dq, ba.dk = dk, ba.dv = dv;
+    grow_fill(dq, N, NAN);
+    ba.reserved[3] = &ba;
+    assert_int_equal(attn_sdpa_backward(&bd, &ba), ATTN_ERR_BAD_OPTION);
+    assert_true(grow_untouched(dq, N));
+    ba.reserved[3] = NULL;
+    assert_int_equal(attn_sdpa_backward(&bd, &ba), ATTN_OK);
+
+    /* Linear attention forward and backward. */
+    attn_linear_desc ld;
+    attn_linear_desc_init(&ld);
+    ld.batch = ld.q_heads = ld.kv_heads = 1;
+    ld.q_len = ld.kv_len = GROW_N;
+    ld.qk_dim = ld.v_dim = GROW_D;
+    ld.q = ld.k = ld.v = ld.o = attn_view_bhsd(1, GROW_N, GROW_D);
+    ld.threads = 1;
+    attn_linear_args la;
+    memset(&la, 0xA5, sizeof la);
+    assert_int_equal(attn_linear_args_init(&la), ATTN_OK);
+    la.q = q, la.k = k, la.v = v, la.o = o;
+    grow_fill(o, N, NAN);
+    la.reserved[7] = &la;
+    assert_int_equal(attn_linear(&ld, &la), ATTN_ERR_BAD_OPTION);
+    assert_true(grow_untouched(o, N));
+    la.reserved[7] = NULL;
+    assert_int_equal(attn_linear(&ld, &la), ATTN_OK);
+    attn_linear_bwd_desc lbd;
+    attn_linear_bwd_desc_init(&lbd);
+    lbd.fwd = ld;
+    lbd.d_o = lbd.dq = lbd.dk = lbd.dv = attn_view_bhsd(1, GROW_N, GROW_D);
+    attn_linear_bwd_args lba;
+    memset(&lba, 0xA5, sizeof lba);
+    assert_int_equal(attn_linear_bwd_args_init(&lba), ATTN_OK);
+    lba.q = q, lba.k = k, lba.v = v, lba.d_o = dO, lba.dq = dq, lba.dk = dk, lba.dv = dv;
+    grow_fill(dq, N, NAN);
+    lba.reserved[0] = &lba;
+    assert_int_equal(attn_linear_backward(&lbd, &lba), ATTN_ERR_BAD_OPTION);
+    assert_true(grow_untouched(dq, N));
+    lba.reserved[0] = NULL;
+    assert_int_equal(attn_linear_backward(&lbd, &lba), ATTN_OK);
+
+    /* The MHA layer: weights, args and grads each carry a tail. */
+    enum { E = GROW_D, L = GROW_N };
+    float x[L * E], y[L * E], dy[L * E], dx[L * E], wq[E * E], wk[E * E], wv[E * E], wo[E * E];
+    float gq[E * E], gk[E * E], gv[E * E], go[E * E];
+    for (int i = 0; i < E * E; i++)
+        wq[i] = wk[i] = wv[i] = wo[i] = (float)((i * 7) % 5 - 2) * 0.1f;
+    grow_fill(x, L * E, 0.3f);
+    grow_fill(dy, L * E, -0.2f);
+    attn_mha_desc md;
+    attn_mha_desc_init(&md);
+    md.embed_dim = E;
+    md.num_heads = 2;
+    md.batch = 1;
+    md.q_len = md.kv_len = L;
+    md.self_attention = 1;
+    md.has_bias = 0;
+    md.threads = 1;
+    attn_mha_plan *mp = NULL;
+    assert_int_equal(attn_mha_plan_create(&mp, &md), ATTN_OK);
+    attn_mha_weights mw;
+    attn_mha_args ma;
+    attn_mha_grads mg;
+    memset(&mw, 0xA5, sizeof mw);
+    memset(&ma, 0xA5, sizeof ma);
+    memset(&mg, 0xA5, sizeof mg);
+    assert_int_equal(attn_mha_weights_init(&mw), ATTN_OK);
+    assert_int_equal(attn_mha_args_init(&ma), ATTN_OK);
+    assert_int_equal(attn_mha_grads_init(&mg), ATTN_OK);
+    mw.q_weight = wq, mw.k_weight = wk, mw.v_weight = wv, mw.out_weight = wo;
+    ma.x = x, ma.out = y;
+    mg.dx = dx, mg.d_q_weight = gq, mg.d_k_weight = gk, mg.d_v_weight = gv;
+    mg.d_out_weight = go;
+    size_t cx_bytes = 0;
+    assert_int_equal(attn_mha_context_size(mp, &cx_bytes), ATTN_OK);
+    void *cx = NULL;
+    assert_int_equal(posix_memalign(&cx, 64, cx_bytes), 0);
+    grow_fill(y, L * E, NAN);
+    mw.reserved[5] = &mw;
+    assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_ERR_BAD_OPTION);
+    assert_int_equal(attn_mha_train_execute(mp, &mw, &ma, cx, cx_bytes, NULL, 0),
+                     ATTN_ERR_BAD_OPTION);
+    mw.reserved[5] = NULL;
+    ma.reserved[5] = &ma;
+    assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_ERR_BAD_OPTION);
+    assert_true(grow_untouched(y, L * E));
+    ma.reserved[5] = NULL;
+    assert_int_equal(attn_mha_train_execute(mp, &mw, &ma, cx, cx_bytes, NULL, 0), ATTN_OK);
+    grow_fill(dx, L * E, NAN);
+    mg.reserved[2] = &mg;
+    assert_int_equal(attn_mha_bwd_execute(mp, &mw, &ma, dy, cx, cx_bytes, &mg, 0, NULL, 0),
+                     ATTN_ERR_BAD_OPTION);
+    assert_true(grow_untouched(dx, L * E));
+    mg.reserved[2] = NULL;
+    assert_int_equal(attn_mha_bwd_execute(mp, &mw, &ma, dy, cx, cx_bytes, &mg, 0, NULL, 0),
+                     ATTN_OK);
+    free(cx);
+    attn_mha_plan_destroy(mp);
+
+    /* attn_kv_append and attn_partials_merge. */
+    float kc[N], vc[N];
+    grow_fill(kc, N, NAN);
+    grow_fill(vc, N, NAN);
+    int32_t lens[1] = { 0 };
+    attn_kv_append_args ka;
+    attn_kv_append_args_init(&ka);
+    ka.k_cache = kc, ka.v_cache = vc, ka.kv_lens = lens, ka.t = 1;
+    ka.k_new = k, ka.v_new = v;
+    ka.k_new_view = ka.v_new_view = attn_view_bhsd(1, 1, GROW_D);
+    ka.reserved[1] = &ka;
+    assert_int_equal(attn_kv_append(&d, &ka), ATTN_ERR_BAD_OPTION);
+    assert_true(grow_untouched(kc, N) && lens[0] == 0);
+    ka.reserved[1] = NULL;
+    assert_int_equal(attn_kv_append(&d, &ka), ATTN_OK);
+    assert_int_equal(lens[0], 1);
+
+    float parts_lse[2] = { 0.0f, -1.0f };
+    attn_partials_merge_args mr;
+    memset(&mr, 0xA5, sizeof mr);
+    assert_int_equal(attn_partials_merge_args_init(&mr), ATTN_OK);
+    mr.parts = 2, mr.rows = 1, mr.dim = GROW_D;
+    mr.o_parts = q, mr.o_part_stride = GROW_D, mr.o_row_stride = GROW_D;
+    mr.lse_parts = parts_lse, mr.lse_part_stride = 1, mr.lse_row_stride = 1;
+    mr.o = o, mr.o_out_stride = GROW_D;
+    grow_fill(o, N, NAN);
+    mr.reserved[4] = 1;
+    assert_int_equal(attn_partials_merge(&mr), ATTN_ERR_BAD_OPTION);
+    assert_true(grow_untouched(o, N));
+    mr.reserved[4] = 0;
+    assert_int_equal(attn_partials_merge(&mr), ATTN_OK);
+
+    /* attn_blas_query fills its reserved tail with zeros. */
+    attn_blas_info info;
+    memset(&info, 0xA5, sizeof info);
+    assert_int_equal(attn_blas_query(&info), ATTN_OK);
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(info.reserved[i], 0);
+}
+
 static void test_status_strings(void **state)
 {
     (void)state;
-    const char *strs[ATTN_STATUS_COUNT_];
-    for (int s = 0; s < ATTN_STATUS_COUNT_; s++) {
+    const char *strs[N_STATUS];
+    for (int s = 0; s < N_STATUS; s++) {
         strs[s] = attn_status_str((attn_status)s);
         assert_non_null(strs[s]);
         assert_true(strlen(strs[s]) > 0);
@@ -1441,16 +1668,16 @@ static void test_status_strings(void **state)
             if (strcmp(strs[r], strs[s]) == 0)
                 fail_msg("statuses %d and %d share the string \"%s\"", r, s, strs[s]);
     }
-    const int outside[] = {ATTN_STATUS_COUNT_, ATTN_STATUS_COUNT_ + 1, -1, 1000, INT_MIN,
+    const int outside[] = {N_STATUS, N_STATUS + 1, -1, 1000, INT_MIN,
                            INT_MAX};
     for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++) {
         const char *u = attn_status_str((attn_status)outside[i]);
         assert_non_null(u);
         assert_non_null(strcasestr(u, "unknown"));
-        for (int s = 0; s < ATTN_STATUS_COUNT_; s++)
+        for (int s = 0; s < N_STATUS; s++)
             assert_string_not_equal(u, strs[s]);
     }
-    for (int s = 0; s < ATTN_STATUS_COUNT_; s++)
+    for (int s = 0; s < N_STATUS; s++)
         printf("  status %2d: %s\n", s, strs[s]);
 }
 
@@ -1540,6 +1767,7 @@ int main(void)
         cmocka_unit_test(test_bwd_desc_table),
         cmocka_unit_test(test_bwd_execute_errors),
         cmocka_unit_test(test_sparse_execute_errors),
+        cmocka_unit_test(test_growable_structs),
         cmocka_unit_test(test_status_strings),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_blas_query),

@@ -11,6 +11,14 @@ int attn_reserved_zero(const int64_t *reserved, size_t count)
     return 1;
 }
 
+int attn_reserved_null(void *const *reserved, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (reserved[i] != NULL)
+            return 0;
+    return 1;
+}
+
 int attn_mask_mode_valid(attn_mask_mode mode)
 {
     return mode == ATTN_MASK_NONE || mode == ATTN_MASK_KEEP_NONZERO ||

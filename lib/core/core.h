@@ -64,6 +64,19 @@ static inline uint64_t attn_size_align(uint64_t x, int *ok)
 /* Checks shared by the SDPA and MHA plans (checks.c). */
 #define ATTN_MAX_THREADS 1024
 int attn_reserved_zero(const int64_t *reserved, size_t count);
+/* Every pointer of an args struct's reserved tail is NULL. */
+int attn_reserved_null(void *const *reserved, size_t count);
+#define ATTN_RESERVED_NULL(s) attn_reserved_null((s)->reserved, sizeof (s)->reserved / sizeof (s)->reserved[0])
+#define ATTN_RESERVED_ZERO(s) attn_reserved_zero((s)->reserved, sizeof (s)->reserved / sizeof (s)->reserved[0])
+/* The _init of a growable struct: all zero (NULL pointers). */
+#define ATTN_DEFINE_ZERO_INIT(fn, type)      \
+    attn_status fn(type *x)                  \
+    {                                        \
+        if (!x)                              \
+            return ATTN_ERR_NULL_ARGUMENT;   \
+        memset(x, 0, sizeof *x);             \
+        return ATTN_OK;                      \
+    }
 int attn_mask_mode_valid(attn_mask_mode mode);
 int attn_engine_valid(attn_engine engine);
 

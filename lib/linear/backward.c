@@ -468,12 +468,16 @@ static attn_status check_args(const attn_linear_bwd_plan *p, const attn_linear_b
     return attn_check_lengths(f->batch, a->kv_lens, f->kv_len, a->q_lens, f->q_len);
 }
 
+ATTN_DEFINE_ZERO_INIT(attn_linear_bwd_args_init, attn_linear_bwd_args)
+
 attn_status attn_linear_bwd_execute(const attn_linear_bwd_plan *p,
                                     const attn_linear_bwd_args *a, void *workspace,
                                     size_t workspace_bytes)
 {
     if (!p || !a)
         return ATTN_ERR_NULL_ARGUMENT;
+    if (!ATTN_RESERVED_NULL(a))
+        return ATTN_ERR_BAD_OPTION;
     attn_status st = check_args(p, a);
     if (st != ATTN_OK)
         return st;

@@ -408,11 +408,15 @@ static attn_status check_args(const attn_linear_plan *p, const attn_linear_args 
     return attn_check_lengths(d->batch, a->kv_lens, d->kv_len, a->q_lens, d->q_len);
 }
 
+ATTN_DEFINE_ZERO_INIT(attn_linear_args_init, attn_linear_args)
+
 attn_status attn_linear_execute(const attn_linear_plan *p, const attn_linear_args *a,
                                 void *workspace, size_t workspace_bytes)
 {
     if (!p || !a)
         return ATTN_ERR_NULL_ARGUMENT;
+    if (!ATTN_RESERVED_NULL(a))
+        return ATTN_ERR_BAD_OPTION;
     attn_status st = check_args(p, a);
     if (st != ATTN_OK)
         return st;

@@ -579,11 +579,17 @@ static attn_status forward(const attn_mha_plan *p, const attn_mha_weights *w,
     return st;
 }
 
+ATTN_DEFINE_ZERO_INIT(attn_mha_weights_init, attn_mha_weights)
+ATTN_DEFINE_ZERO_INIT(attn_mha_args_init, attn_mha_args)
+ATTN_DEFINE_ZERO_INIT(attn_mha_grads_init, attn_mha_grads)
+
 attn_status attn_mha_execute(const attn_mha_plan *p, const attn_mha_weights *w,
                              const attn_mha_args *a, void *workspace, size_t workspace_bytes)
 {
     if (!p || !w || !a)
         return ATTN_ERR_NULL_ARGUMENT;
+    if (!ATTN_RESERVED_NULL(w) || !ATTN_RESERVED_NULL(a))
+        return ATTN_ERR_BAD_OPTION;
     attn_status st = check_args(p, w, a);
     if (st != ATTN_OK)
         return st;
@@ -640,6 +646,8 @@ attn_status attn_mha_train_execute(const attn_mha_plan *p, const attn_mha_weight
 {
     if (!p || !w || !a)
         return ATTN_ERR_NULL_ARGUMENT;
+    if (!ATTN_RESERVED_NULL(w) || !ATTN_RESERVED_NULL(a))
+        return ATTN_ERR_BAD_OPTION;
     if (p->no_training)
         return ATTN_ERR_TOO_LARGE;
     attn_status st = check_args(p, w, a);
@@ -853,6 +861,8 @@ attn_status attn_mha_bwd_execute(const attn_mha_plan *p, const attn_mha_weights 
 {
     if (!p || !w || !a || !dy || !g)
         return ATTN_ERR_NULL_ARGUMENT;
+    if (!ATTN_RESERVED_NULL(w) || !ATTN_RESERVED_NULL(a) || !ATTN_RESERVED_NULL(g))
+        return ATTN_ERR_BAD_OPTION;
     if (p->no_training)
         return ATTN_ERR_TOO_LARGE;
     attn_status st = check_bwd_args(p, w, a, g);

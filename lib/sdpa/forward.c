@@ -885,11 +885,15 @@ static void execute_body(void *arg, int tid)
     }
 }
 
+ATTN_DEFINE_ZERO_INIT(attn_sdpa_args_init, attn_sdpa_args)
+
 attn_status attn_sdpa_execute(const attn_sdpa_plan *p, const attn_sdpa_args *a,
                               void *workspace, size_t workspace_bytes)
 {
     if (!p || !a)
         return ATTN_ERR_NULL_ARGUMENT;
+    if (!ATTN_RESERVED_NULL(a))
+        return ATTN_ERR_BAD_OPTION;
     attn_status st = check_args(p, a);
     if (st != ATTN_OK)
         return st;

@@ -143,10 +143,22 @@ static void append_tensor(const attn_sdpa_desc *d, const attn_kv_append_args *a,
     }
 }
 
+attn_status attn_kv_append_args_init(attn_kv_append_args *args)
+{
+    if (!args)
+        return ATTN_ERR_NULL_ARGUMENT;
+    memset(args, 0, sizeof *args);
+    const attn_view unset = { ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET };
+    args->k_new_view = args->v_new_view = unset;
+    return ATTN_OK;
+}
+
 attn_status attn_kv_append(const attn_sdpa_desc *desc, const attn_kv_append_args *args)
 {
     if (!desc || !args)
         return ATTN_ERR_NULL_ARGUMENT;
+    if (!ATTN_RESERVED_NULL(args))
+        return ATTN_ERR_BAD_OPTION;
     attn_status st = append_check(desc, args);
     if (st != ATTN_OK)
         return st;

@@ -19,6 +19,7 @@
  * pure function of the inputs. */
 #include "core/core.h"
 #include <math.h>
+#include <string.h>
 
 /* Columns accumulated at a time (2 KiB of doubles on the stack). */
 #define MERGE_CHUNK 256
@@ -53,6 +54,8 @@ static attn_status check_args(const attn_partials_merge_args *a)
 {
     if (!a || !a->o_parts || !a->lse_parts || !a->o)
         return ATTN_ERR_NULL_ARGUMENT;
+    if (!ATTN_RESERVED_ZERO(a))
+        return ATTN_ERR_BAD_OPTION;
     if (a->parts <= 0 || a->rows <= 0 || a->dim <= 0)
         return ATTN_ERR_BAD_SIZE;
     if (a->o_part_stride < 0 || a->o_row_stride < 0 || a->lse_part_stride < 0 ||
@@ -129,6 +132,8 @@ static float merge_row(const attn_partials_merge_args *a, const float *o_r, cons
      * is mx itself (mx + 0 would turn an lse of -0 into +0). */
     return sum == 1.0 ? mx : (float)((double)mx + log(sum));
 }
+
+ATTN_DEFINE_ZERO_INIT(attn_partials_merge_args_init, attn_partials_merge_args)
 
 attn_status attn_partials_merge(const attn_partials_merge_args *args)
 {

@@ -118,7 +118,7 @@ class SdpaArgs(ctypes.Structure):
     _fields_ = [(name, c_void_p) for name in (
         "q", "k", "v", "o", "kv_lens", "q_lens", "mask", "bias", "probs",
         "lse", "global_k", "global_q", "layout", "k16", "v16",
-        "block_table")]
+        "block_table")] + [("reserved", c_void_p * 8)]
 
 
 class MhaDesc(ctypes.Structure):
@@ -149,14 +149,16 @@ class MhaWeights(ctypes.Structure):
     """attn_mha_weights."""
     _fields_ = [(name, c_void_p) for name in (
         "in_proj_weight", "in_proj_bias", "q_weight", "k_weight", "v_weight",
-        "q_bias", "k_bias", "v_bias", "out_weight", "out_bias")]
+        "q_bias", "k_bias", "v_bias", "out_weight", "out_bias")] + [
+            ("reserved", c_void_p * 8)]
 
 
 class MhaArgs(ctypes.Structure):
     """attn_mha_args."""
     _fields_ = [(name, c_void_p) for name in (
         "x", "key", "value", "out", "kv_lens", "q_lens", "mask", "bias",
-        "key_padding_mask", "weights", "global_k", "global_q", "layout")]
+        "key_padding_mask", "weights", "global_k", "global_q", "layout")] + [
+            ("reserved", c_void_p * 8)]
 
 
 # The structs the ABI test checks, by their C names.

@@ -38,6 +38,7 @@ int main(void)
     F(attn_sdpa_args, bias); F(attn_sdpa_args, probs); F(attn_sdpa_args, lse);
     F(attn_sdpa_args, global_k); F(attn_sdpa_args, global_q); F(attn_sdpa_args, layout);
     F(attn_sdpa_args, k16); F(attn_sdpa_args, v16); F(attn_sdpa_args, block_table);
+    F(attn_sdpa_args, reserved);
 
     S(attn_mha_desc);
     F(attn_mha_desc, embed_dim); F(attn_mha_desc, num_heads); F(attn_mha_desc, num_kv_heads);
@@ -61,14 +62,14 @@ int main(void)
     F(attn_mha_weights, q_weight); F(attn_mha_weights, k_weight);
     F(attn_mha_weights, v_weight); F(attn_mha_weights, q_bias); F(attn_mha_weights, k_bias);
     F(attn_mha_weights, v_bias); F(attn_mha_weights, out_weight);
-    F(attn_mha_weights, out_bias);
+    F(attn_mha_weights, out_bias); F(attn_mha_weights, reserved);
 
     S(attn_mha_args);
     F(attn_mha_args, x); F(attn_mha_args, key); F(attn_mha_args, value);
     F(attn_mha_args, out); F(attn_mha_args, kv_lens); F(attn_mha_args, q_lens);
     F(attn_mha_args, mask); F(attn_mha_args, bias); F(attn_mha_args, key_padding_mask);
     F(attn_mha_args, weights); F(attn_mha_args, global_k); F(attn_mha_args, global_q);
-    F(attn_mha_args, layout);
+    F(attn_mha_args, layout); F(attn_mha_args, reserved);
 
     /* enums mirrored as c_int */
     printf("attn_status size %zu\n", sizeof(attn_status));
