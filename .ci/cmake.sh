@@ -22,7 +22,7 @@ multiarch=$(gcc -print-multiarch)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# consumer <build dir> <prefix> <expected libattn.so.0 directory>
+# consumer <build dir> <prefix> <expected libattn.so.1 directory>
 consumer() {
     local b=$1 prefix=$2 libdir=$3
     cmake -S "$root/test/cmake" -B "$b" -DCMAKE_PREFIX_PATH="$prefix" \
@@ -34,7 +34,7 @@ consumer() {
     [ "$dir" = "$prefix/lib/$multiarch/cmake/attn" ] || { echo "attn_DIR is $dir"; return 1; }
     # ... the shared program must load this prefix's library, the static
     # one none, and both must pass their float64 check.
-    ldd "$b/consumer" | grep -q "libattn.so.0 => $libdir/libattn.so.0" ||
+    ldd "$b/consumer" | grep -q "libattn.so.1 => $libdir/libattn.so.1" ||
         { ldd "$b/consumer"; return 1; }
     ! ldd "$b/consumer-static" | grep -q libattn || { ldd "$b/consumer-static"; return 1; }
     "$b/consumer" && "$b/consumer-static"

@@ -82,7 +82,7 @@ if ls /usr/local/lib/"$multiarch"/libattn* /usr/local/include/attn.h >/dev/null 
     die "attn is still installed under /usr/local"
 fi
 debs=()
-for p in libattn0 libattn-dev attn-tools python3-attn; do
+for p in libattn1 libattn-dev attn-tools python3-attn; do
     f=$out/${p}_${version}_${arch}.deb
     [ -f "$f" ] || f=$out/${p}_${version}_all.deb
     if [ -f "$f" ]; then debs+=("./$f"); elif [ "$p" != python3-attn ] || [ "$with_python" = 1 ]; then
@@ -90,7 +90,7 @@ for p in libattn0 libattn-dev attn-tools python3-attn; do
     fi
 done
 apt-get install -y -qq "${debs[@]}" >/dev/null || die "apt-get install ${debs[*]}"
-dpkg -l libattn0 libattn-dev attn-tools | grep '^ii'
+dpkg -l libattn1 libattn-dev attn-tools | grep '^ii'
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -103,7 +103,7 @@ python3 .ci/readme-block.py example >"$tmp/example.c" || die "README example"
 check "README example, pkg-config --cflags --libs attn" bash -ec "
     [ \"\$(pkg-config --variable=libdir attn)\" = $syslib ]
     cc -std=c11 -Wall -Werror $tmp/example.c \$(pkg-config --cflags --libs attn) -o $tmp/example
-    ldd $tmp/example | grep -Eq 'libattn.so.0 => (/usr)?/lib/$multiarch/libattn.so.0'
+    ldd $tmp/example | grep -Eq 'libattn.so.1 => (/usr)?/lib/$multiarch/libattn.so.1'
     $tmp/example"
 
 step "the CMake consumer via find_package(attn CONFIG)"
@@ -112,7 +112,7 @@ check "test/cmake: attn::attn and attn::attn_static" bash -ec "
     cmake --build $tmp/cmake >>$tmp/cmake.log 2>&1 || { cat $tmp/cmake.log; exit 1; }
     grep -qx 'attn_DIR:PATH=$syslib/cmake/attn' $tmp/cmake/CMakeCache.txt
     dpkg -S $syslib/cmake/attn/attnConfig.cmake | grep -q '^libattn-dev:'
-    ldd $tmp/cmake/consumer | grep -Eq 'libattn.so.0 => (/usr)?/lib/$multiarch/libattn.so.0'
+    ldd $tmp/cmake/consumer | grep -Eq 'libattn.so.1 => (/usr)?/lib/$multiarch/libattn.so.1'
     ! ldd $tmp/cmake/consumer-static | grep -q libattn
     $tmp/cmake/consumer
     $tmp/cmake/consumer-static"

@@ -272,6 +272,9 @@ static void philox_row_init(philox_row *r, const attn_dropout *dr, int64_t b, in
     r->have = 0;
     r->pos = 0;
     r->next_c = 0;
+    /* Never read before philox_fetch fills it (have is 0); cleared so
+     * that GCC's -Wmaybe-uninitialized (-O2 -g) sees it set. */
+    memset(r->next, 0, sizeof r->next);
 }
 
 /* The 32x32->64 products of the 8 lanes of a by m: even lanes from one

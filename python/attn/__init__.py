@@ -15,7 +15,7 @@ Arrays are numpy; all arithmetic is float32.  Inputs already float32 whose
 strides attn can describe are read in place; anything else is converted
 once.  An argument attn rejects raises AttnError (a ValueError) naming the
 status.  The shared library is found through ATTN_LIBRARY, then the path
-of the installed library, then the soname libattn.so.0.  See docs/PYTHON.md.
+of the installed library, then the soname libattn.so.1.  See docs/PYTHON.md.
 """
 
 import ctypes

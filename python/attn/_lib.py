@@ -183,7 +183,7 @@ def _candidates():
         out.append(("installed", _build_config.LIBRARY))
     except ImportError:
         pass
-    out.append(("soname", "libattn.so.0"))
+    out.append(("soname", "libattn.so.1"))
     return out
 
 
