@@ -5,124 +5,35 @@
  *
  *   attn-bench [--case S1 ...] [--threads N ...] [--runs R] [--quick] [--json]
  *              [--no-naive] [--bw-mib M] [--kv-mib M]
+ *   attn-bench --list [--json]
  *
- * Cases S1-S9 and T1, T1d, T2 run by default; S2n and S3n (S2 and S3
- * without their causal mask) only when named.  S6 is the whole multi-head
- * attention layer; T1 (S1's shape; T1d with dropout 0.1) and T2 (S2's,
- * causal) time the forward with logsumexp and the backward, T3 the layer's
- * training forward and backward (S6's shape).
+ * The cases are the table of cases.c (--list prints it, --list --json as
+ * JSON: the scripts of benchmarks/ read it so).  Cases S1-S9, T1, T1d, T2,
+ * T3 and P1 run by default; S2n and S3n (S2 and S3 without their causal
+ * mask) only when named.  S6 is the whole multi-head attention layer; T1
+ * (S1's shape; T1d with dropout 0.1) and T2 (S2's, causal) time the forward
+ * with logsumexp and the backward, T3 the layer's training forward and
+ * backward (S6's shape).  P1 times what a plan costs: creating and
+ * destroying one, the one-shot attn_sdpa, and the execute of a reused plan,
+ * on a tiny problem.  --quick runs S8 and P1 at one thread.
  *
- * The decode cases (S5's decode row, D1-D3: decode.c) run only when named,
- * --case D naming them all.  Every run measures, next to the sgemm rate,
- * the machine's streaming read bandwidth at each thread count.
+ * The long-sequence cases (L1, X1, X2: long.c) and the decode cases (S5's
+ * decode row, D1-D3, DL: decode.c) run only when named, --case D naming
+ * S5, D1-D3.  Every run measures, next to the sgemm rate, the machine's
+ * streaming read bandwidth and FMA peak at each thread count (harness.c).
  *
  * Each (case, threads, impl) runs in a child process, so its peak RSS is its
  * own.  FLOPs count the attention core, 4*B*Hq*n*m*d; the useful count
  * leaves out what causality or key padding hides.
  */
-#include "attn_config.h"
 #include "attn.h"
-#include "blas/blas.h"   /* the same internal sgemm attn uses (static library) */
-#include "core/core.h"   /* attn_parallel: the region attn runs its work in */
-#include "bench.h"
+#include "cases.h"
+#include "harness.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-
-static const bench_case cases[] = {
-    { "S1", "bert-base", 8, 12, 12, 512, 512, 64, 0, 0, 0, 0, 0, 0.0, K_DENSE },
-    { "S2", "gpt2-causal", 4, 12, 12, 1024, 1024, 64, 1, 0, 0, 0, 0, 0.0, K_DENSE },
-    { "S3", "long-causal", 1, 8, 8, 4096, 4096, 64, 1, 0, 0, 0, 0, 0.0, K_DENSE },
-    { "S4", "cross", 8, 8, 8, 128, 1024, 64, 0, 0, 0, 0, 0, 0.0, K_DENSE },
-    { "S5", "decode-gqa", 1, 32, 8, 1, 4096, 128, 0, 0, 0, 0, 0, 0.0, K_DENSE },
-    { "S6", "mha-module", 8, 12, 12, 512, 512, 64, 0, 0, 1, 0, 0, 0.0, K_DENSE },
-    { "S7", "tiny", 32, 8, 8, 64, 64, 32, 0, 0, 0, 0, 0, 0.0, K_DENSE },
-    { "S8", "vit", 8, 12, 12, 197, 197, 64, 0, 0, 0, 0, 0, 0.0, K_DENSE },
-    { "S9", "padded", 8, 12, 12, 512, 512, 64, 0, 1, 0, 0, 0, 0.0, K_DENSE },
-    /* S2 and S3 without their mask: what causality saves */
-    { "S2n", "gpt2-nomask", 4, 12, 12, 1024, 1024, 64, 0, 0, 0, 1, 0, 0.0, K_DENSE },
-    { "S3n", "long-nomask", 1, 8, 8, 4096, 4096, 64, 0, 0, 0, 1, 0, 0.0, K_DENSE },
-    /* training: forward with logsumexp, then the backward (dQ, dK, dV) */
-    { "T1", "train-bert", 8, 12, 12, 512, 512, 64, 0, 0, 0, 0, 1, 0.0, K_DENSE },
-    { "T1d", "train-bert-p.1", 8, 12, 12, 512, 512, 64, 0, 0, 0, 0, 1, 0.1, K_DENSE },
-    { "T2", "train-gpt2", 4, 12, 12, 1024, 1024, 64, 1, 0, 0, 0, 1, 0.0, K_DENSE },
-    /* the whole layer: train_forward (saving the context), then backward */
-    { "T3", "train-mha", 8, 12, 12, 512, 512, 64, 0, 0, 1, 0, 1, 0.0, K_DENSE },
-    /* long sequences (only when named; --case L1 names every L1-*): linear
-     * attention against dense causal SDPA, window + global tokens and
-     * BigBird against dense SDPA with the same mask (long.c) */
-    { "L1-1k", "linear-causal", 1, 8, 8, 1024, 1024, 64, 1, 0, 0, 1, 0, 0.0, K_LINEAR },
-    { "L1-4k", "linear-causal", 1, 8, 8, 4096, 4096, 64, 1, 0, 0, 1, 0, 0.0, K_LINEAR },
-    { "L1-16k", "linear-causal", 1, 8, 8, 16384, 16384, 64, 1, 0, 0, 1, 0, 0.0, K_LINEAR },
-    { "L1-64k", "linear-causal", 1, 8, 8, 65536, 65536, 64, 1, 0, 0, 1, 0, 0.0, K_LINEAR },
-    { "X1-4k", "longformer", 1, 8, 8, 4096, 4096, 64, 0, 0, 0, 1, 0, 0.0, K_GLOBAL },
-    { "X1-16k", "longformer", 1, 8, 8, 16384, 16384, 64, 0, 0, 0, 1, 0, 0.0, K_GLOBAL },
-    { "X1-64k", "longformer", 1, 8, 8, 65536, 65536, 64, 0, 0, 0, 1, 0, 0.0, K_GLOBAL },
-    { "X2-4k", "bigbird", 1, 8, 8, 4096, 4096, 64, 0, 0, 0, 1, 0, 0.0, K_BIGBIRD },
-    { "X2-16k", "bigbird", 1, 8, 8, 16384, 16384, 64, 0, 0, 0, 1, 0, 0.0, K_BIGBIRD },
-    /* decoding (only when named; --case D names all four): one or a few
-     * queries against a KV cache far larger than the L3, F32/F16/BF16
-     * storage, paged and contiguous (decode.c).  The S5 entry here is the
-     * decode table's S5 row; the dense S5 above stays in the default run. */
-    { "S5", "decode-f32", 1, 32, 8, 1, 4096, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
-    { "D1", "decode-f16/bf16", 1, 32, 8, 1, 4096, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
-    { "D2", "decode-paged", 8, 32, 8, 1, 4096, 128, 0, 1, 0, 1, 0, 0.0, K_DECODE },
-    { "D3", "decode-4q-causal", 1, 32, 8, 4, 4096, 128, 1, 0, 0, 1, 0, 0.0, K_DECODE },
-    /* S5 over cache lengths, F32 and F16 (only when named: --case DL; the
-     * data of docs/bench-decode.svg, benchmarks/plot-decode.py) */
-    { "DL-512", "decode-len", 1, 32, 8, 1, 512, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
-    { "DL-1k", "decode-len", 1, 32, 8, 1, 1024, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
-    { "DL-2k", "decode-len", 1, 32, 8, 1, 2048, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
-    { "DL-4k", "decode-len", 1, 32, 8, 1, 4096, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
-    { "DL-8k", "decode-len", 1, 32, 8, 1, 8192, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
-    { "DL-16k", "decode-len", 1, 32, 8, 1, 16384, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
-    { "DL-32k", "decode-len", 1, 32, 8, 1, 32768, 128, 0, 0, 0, 1, 0, 0.0, K_DECODE },
-};
-#define NCASES (int)(sizeof cases / sizeof cases[0])
-
-
-double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-float frand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-
-float *alloc_fill(size_t count, int fill)
-{
-    float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
-    if (p && fill)
-        for (size_t i = 0; i < count; i++)
-            p[i] = frand();
-    return p;
-}
-
-static int kv_len_of(const bench_case *c, int64_t b)
-{
-    return c->padded ? (int)(c->m - b * (c->m / c->B)) : (int)c->m;
-}
 
 /* The layer's four projections, 2 * (B * L) * E * E each. */
 static double proj_flops(const bench_case *c)
@@ -136,7 +47,7 @@ static double useful_flops(const bench_case *c)
     double f = 0;
     for (int64_t b = 0; b < c->B; b++)
         for (int64_t i = 0; i < c->n; i++) {
-            int64_t vis = kv_len_of(c, b);
+            int64_t vis = case_kv_len(c, b);
             if (c->causal && i + 1 < vis)
                 vis = i + 1;
             f += (double)vis;
@@ -159,7 +70,7 @@ static void naive_body(void *arg, int tid)
     const int64_t n = c->n, m = c->m, d = c->d, g = c->Hq / c->Hkv;
     const float scale = 1.0f / sqrtf((float)d);
     float *s = x->scores + (size_t)tid * n * m;
-#if ATTN_HAVE_OPENMP
+#ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
     for (int64_t bh = 0; bh < c->B * c->Hq; bh++) {
@@ -167,7 +78,7 @@ static void naive_body(void *arg, int tid)
         const float *qb = x->q + (b * c->Hq + h) * n * d;
         const float *kb = x->k + (b * c->Hkv + hk) * m * d;
         const float *vb = x->v + (b * c->Hkv + hk) * m * d;
-        attn_sgemm(1, (int)n, (int)m, (int)d, scale, qb, (int)d, kb, (int)d, 0.0f, s, (int)m);
+        bench_sgemm(1, (int)n, (int)m, (int)d, scale, qb, (int)d, kb, (int)d, 0.0f, s, (int)m);
         for (int64_t i = 0; i < n; i++) {
             float *r = s + i * m;
             int64_t lim = x->kvl[b];
@@ -187,21 +98,19 @@ static void naive_body(void *arg, int tid)
             for (int64_t j = lim; j < m; j++)
                 r[j] = 0.0f;
         }
-        attn_sgemm(0, (int)n, (int)d, (int)m, 1.0f, s, (int)m, vb, (int)d, 0.0f,
+        bench_sgemm(0, (int)n, (int)d, (int)m, 1.0f, s, (int)m, vb, (int)d, 0.0f,
                    x->o + (b * c->Hq + h) * n * d, (int)d);
     }
 }
 
 /* The naive path: per (b, h) the full n x m score matrix, a row softmax,
- * then P V; on attn's threads (attn_parallel) with the BLAS single-threaded
- * inside, as attn does. */
+ * then P V; on OpenMP threads (bench_parallel) with the BLAS
+ * single-threaded inside, as attn does. */
 static void naive(const bench_case *c, int nthreads, const float *q, const float *k,
                   const float *v, float *o, const int32_t *kvl, float *scores)
 {
-    attn_blas_hooks hooks;
-    attn_blas_hooks_resolve(&hooks);
     const naive_ctx ctx = { c, q, k, v, o, kvl, scores };
-    attn_parallel(&hooks, nthreads, c->B * c->Hq, naive_body, (void *)&ctx);
+    bench_parallel(nthreads, c->B * c->Hq, naive_body, (void *)&ctx);
 }
 
 /* C[M][N] = A[M][K] W[N][K]^T + bias, rows split evenly over the threads
@@ -216,14 +125,14 @@ static void linear_body(void *arg, int tid)
 {
     const linear_ctx *x = arg;
     (void)tid;
-#if ATTN_HAVE_OPENMP
+#ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
     for (int64_t part = 0; part < x->parts; part++) {
         int64_t r0 = x->M * part / x->parts, r1 = x->M * (part + 1) / x->parts;
         if (r1 <= r0)
             continue;
-        attn_sgemm(1, (int)(r1 - r0), (int)x->N, (int)x->K, 1.0f, x->A + r0 * x->K, (int)x->K,
+        bench_sgemm(1, (int)(r1 - r0), (int)x->N, (int)x->K, 1.0f, x->A + r0 * x->K, (int)x->K,
                    x->W, (int)x->K, 0.0f, x->C + r0 * x->N, (int)x->N);
         for (int64_t r = r0; r < r1; r++)
             for (int64_t j = 0; j < x->N; j++)
@@ -234,10 +143,8 @@ static void linear_body(void *arg, int tid)
 static void par_linear(int nthreads, int64_t M, int64_t N, int64_t K, const float *A,
                        const float *W, const float *bias, float *C)
 {
-    attn_blas_hooks hooks;
-    attn_blas_hooks_resolve(&hooks);
     const linear_ctx ctx = { M, N, K, nthreads, A, W, bias, C };
-    attn_parallel(&hooks, nthreads, nthreads, linear_body, (void *)&ctx);
+    bench_parallel(nthreads, nthreads, linear_body, (void *)&ctx);
 }
 
 /* S6: the whole nn.MultiheadAttention-style layer, self-attention with a
@@ -284,6 +191,49 @@ static int mha_layer_make(const bench_case *c, int nthreads, mha_layer *m, resul
     return 0;
 }
 
+/* One call of the layer: attn's (which 0), or the naive path's (which 1:
+ * project, reshape Q, K, V to [B][H][S][d], naive attention, reshape back,
+ * project; into out). */
+typedef struct mha_call {
+    const bench_case *c, *core;   /* core: the layer's attention (mha = 0) */
+    int which, nthreads;
+    const attn_mha_plan *plan;
+    const attn_mha_weights *w;
+    const attn_mha_args *a;
+    void *ws;
+    size_t ws_bytes;
+    float *qkv, *qh, *kh, *vh, *oh, *o2, *scores, *out;
+    const int32_t *kvl;
+} mha_call;
+
+static int mha_call_run(void *arg, double *split)
+{
+    const mha_call *x = arg;
+    (void)split;
+    if (x->which == 0)
+        return (int)attn_mha_execute(x->plan, x->w, x->a, x->ws, x->ws_bytes);
+    const bench_case *c = x->c;
+    const int64_t B = c->B, H = c->Hq, L = c->n, d = c->d, E = H * d, BL = B * L;
+    par_linear(x->nthreads, BL, 3 * E, E, x->a->x, x->w->in_proj_weight, x->w->in_proj_bias, x->qkv);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < L; i++) {
+                const float *row = x->qkv + (b * L + i) * 3 * E + h * d;
+                size_t dst = (size_t)(((b * H + h) * L + i) * d);
+                memcpy(x->qh + dst, row, (size_t)d * sizeof(float));
+                memcpy(x->kh + dst, row + E, (size_t)d * sizeof(float));
+                memcpy(x->vh + dst, row + 2 * E, (size_t)d * sizeof(float));
+            }
+    naive(x->core, x->nthreads, x->qh, x->kh, x->vh, x->oh, x->kvl, x->scores);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < L; i++)
+                memcpy(x->o2 + (b * L + i) * E + h * d, x->oh + ((b * H + h) * L + i) * d,
+                       (size_t)d * sizeof(float));
+    par_linear(x->nthreads, BL, E, E, x->o2, x->w->out_weight, x->w->out_bias, x->out);
+    return 0;
+}
+
 static void run_mha_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
 {
     const int64_t B = c->B, H = c->Hq, L = c->n, d = c->d, E = H * d, BL = B * L;
@@ -294,10 +244,8 @@ static void run_mha_case(const bench_case *c, int impl, int nthreads, int runs, 
     attn_mha_plan *plan = ml.plan;
     attn_status st = ATTN_OK;
     float *y = alloc_fill((size_t)(BL * E), 0), *yref = alloc_fill((size_t)(BL * E), 0);
-    if (!y || !yref) {
-        snprintf(res->error, sizeof res->error, "out of memory");
-        return;
-    }
+    if (!y || !yref)
+        return result_fail(res, "out of memory");
     attn_mha_weights w = { .in_proj_weight = inw, .in_proj_bias = inb, .out_weight = ow, .out_bias = ob };
     attn_mha_args a = { .x = x, .out = y };
     attn_mha_workspace_size(plan, &res->workspace);
@@ -315,65 +263,26 @@ static void run_mha_case(const bench_case *c, int impl, int nthreads, int runs, 
     oh = alloc_fill((size_t)(BL * E), 0);
     o2 = alloc_fill((size_t)(BL * E), 0);
     scores = alloc_fill((size_t)nthreads * (size_t)(L * L), 0);
-    if (!ws || !kvl || !qkv || !qh || !kh || !vh || !oh || !o2 || !scores) {
-        snprintf(res->error, sizeof res->error, "out of memory");
-        return;
-    }
+    if (!ws || !kvl || !qkv || !qh || !kh || !vh || !oh || !o2 || !scores)
+        return result_fail(res, "out of memory");
     bench_case core = *c;
     core.mha = 0;
 
-    double *t = malloc(sizeof(double) * (size_t)runs);
-    for (int pass = 0; pass < 2; pass++) {
-        /* pass 0: timed runs of impl; pass 1: the other impl once, for the error */
-        int which = pass == 0 ? impl : 1 - impl;
-        int reps = pass == 0 ? runs : 1;
-        for (int r = pass == 0 ? -2 : 0; r < reps; r++) {
-            double t0 = now_ms();
-            if (which == 0) {
-                st = attn_mha_execute(plan, &w, &a, ws, res->workspace);
-            } else {
-                par_linear(nthreads, BL, 3 * E, E, x, inw, inb, qkv);
-                for (int64_t b = 0; b < B; b++)
-                    for (int64_t h = 0; h < H; h++)
-                        for (int64_t i = 0; i < L; i++) {
-                            const float *row = qkv + (b * L + i) * 3 * E + h * d;
-                            size_t dst = (size_t)(((b * H + h) * L + i) * d);
-                            memcpy(qh + dst, row, (size_t)d * sizeof(float));
-                            memcpy(kh + dst, row + E, (size_t)d * sizeof(float));
-                            memcpy(vh + dst, row + 2 * E, (size_t)d * sizeof(float));
-                        }
-                naive(&core, nthreads, qh, kh, vh, oh, kvl, scores);
-                for (int64_t b = 0; b < B; b++)
-                    for (int64_t h = 0; h < H; h++)
-                        for (int64_t i = 0; i < L; i++)
-                            memcpy(o2 + (b * L + i) * E + h * d, oh + ((b * H + h) * L + i) * d,
-                                   (size_t)d * sizeof(float));
-                par_linear(nthreads, BL, E, E, o2, ow, ob, pass == 0 ? y : yref);
-            }
-            double t1 = now_ms();
-            if (st != ATTN_OK) {
-                snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
-                return;
-            }
-            if (pass == 0 && r >= 0) {
-                t[r] = t1 - t0;
-                peak_sample();
-            }
-        }
-        if (pass == 0) {
-            struct rusage ru;
-            getrusage(RUSAGE_SELF, &ru);
-            res->peak_rss_kb = ru.ru_maxrss;
-            /* naive timed: keep its output in yref and let attn write y */
-            if (impl == 1)
-                memcpy(yref, y, (size_t)(BL * E) * sizeof(float));
-        }
-    }
-    /* attn's output is in y, the naive one in yref */
-    qsort(t, (size_t)runs, sizeof *t, cmp_double);
-    res->ms_min = t[0];
-    res->ms_max = t[runs - 1];
-    res->ms_median = runs % 2 ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
+    /* timed runs of impl (its output in y), then the other once, for the
+     * error: attn's output ends in y, the naive one in yref */
+    mha_call call = { c, &core, impl, nthreads, plan, &w, &a, ws, res->workspace,
+                      qkv, qh, kh, vh, oh, o2, scores, y, kvl };
+    const bench_timing timing = { .runs = runs, .warmup = 2, .sample_peak = 1 };
+    bench_stats stats;
+    if (bench_time(mha_call_run, &call, &timing, &stats))
+        return result_fail(res, status_str(stats.status));
+    result_set_times(res, &stats);
+    if (impl == 1)   /* naive timed: keep its output in yref and let attn write y */
+        memcpy(yref, y, (size_t)(BL * E) * sizeof(float));
+    call.which = 1 - impl;
+    call.out = yref;
+    if ((st = (attn_status)mha_call_run(&call, NULL)) != ATTN_OK)
+        return result_fail(res, attn_status_str(st));
     if (impl == 1)
         res->workspace = (size_t)(BL * 3 * E + 4 * BL * E) * sizeof(float) +
                          (size_t)nthreads * (size_t)(L * L) * sizeof(float);
@@ -405,7 +314,7 @@ static void naive_bwd_body(void *arg, int tid)
     const int64_t n = c->n, m = c->m, d = c->d, g = c->Hq / c->Hkv;
     const float scale = 1.0f / sqrtf((float)d);
     float *s = x->scores + (size_t)tid * 2 * n * m, *dp = s + n * m;
-#if ATTN_HAVE_OPENMP
+#ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
     for (int64_t bk = 0; bk < c->B * c->Hkv; bk++) {
@@ -415,8 +324,8 @@ static void naive_bwd_body(void *arg, int tid)
         for (int64_t hh = 0; hh < g; hh++) {
             const int64_t bh = b * c->Hq + hk * g + hh;
             const float *qb = x->q + bh * n * d, *ob = x->o + bh * n * d, *dob = x->d_o + bh * n * d;
-            attn_sgemm(1, (int)n, (int)m, (int)d, scale, qb, (int)d, kb, (int)d, 0.0f, s, (int)m);
-            attn_sgemm(1, (int)n, (int)m, (int)d, 1.0f, dob, (int)d, vb, (int)d, 0.0f, dp, (int)m);
+            bench_sgemm(1, (int)n, (int)m, (int)d, scale, qb, (int)d, kb, (int)d, 0.0f, s, (int)m);
+            bench_sgemm(1, (int)n, (int)m, (int)d, 1.0f, dob, (int)d, vb, (int)d, 0.0f, dp, (int)m);
             for (int64_t i = 0; i < n; i++) {
                 float *r = s + i * m, *dr = dp + i * m;
                 int64_t lim = x->kvl[b];
@@ -440,100 +349,123 @@ static void naive_bwd_body(void *arg, int tid)
                     r[j] = dr[j] = 0.0f;
             }
             const float beta = hh ? 1.0f : 0.0f;
-            attn_sgemm_tn((int)m, (int)d, (int)n, 1.0f, s, (int)m, dob, (int)d, beta, dvb, (int)d);
-            attn_sgemm(0, (int)n, (int)d, (int)m, scale, dp, (int)m, kb, (int)d, 0.0f,
+            bench_sgemm_tn((int)m, (int)d, (int)n, 1.0f, s, (int)m, dob, (int)d, beta, dvb, (int)d);
+            bench_sgemm(0, (int)n, (int)d, (int)m, scale, dp, (int)m, kb, (int)d, 0.0f,
                        x->dq + bh * n * d, (int)d);
-            attn_sgemm_tn((int)m, (int)d, (int)n, scale, dp, (int)m, qb, (int)d, beta, dkb, (int)d);
+            bench_sgemm_tn((int)m, (int)d, (int)n, scale, dp, (int)m, qb, (int)d, beta, dkb, (int)d);
         }
     }
 }
 
-/* A training case's times (forward, backward, both; runs each) into res:
- * the medians of each, and the range of both. */
-double median_sorted(double *t, int runs)
+/* A training case's times into res: each half's median, and the median
+ * and range of both. */
+static void train_times(result *res, const bench_stats *stats)
 {
-    qsort(t, (size_t)runs, sizeof *t, cmp_double);
-    return runs % 2 ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
+    result_set_times(res, stats);
+    res->ms_fwd = stats->split_median[0];
+    res->ms_bwd = stats->split_median[1];
 }
 
-static void train_times(result *res, double *tf, double *tb, double *tt, int runs)
+/* One call of the T3 layer: train_forward (saving the context), then
+ * backward, *split between the two. */
+typedef struct mha_train_call {
+    const attn_mha_plan *plan;
+    const attn_mha_weights *w;
+    const attn_mha_args *a;
+    attn_mha_grads *g;
+    const float *dy;
+    void *ws, *ctx;
+    size_t wf, wb, cx;
+} mha_train_call;
+
+static int mha_train_call_run(void *arg, double *split)
 {
-    res->ms_fwd = median_sorted(tf, runs);
-    res->ms_bwd = median_sorted(tb, runs);
-    res->ms_median = median_sorted(tt, runs);
-    res->ms_min = tt[0];
-    res->ms_max = tt[runs - 1];
+    const mha_train_call *x = arg;
+    attn_status st = attn_mha_train_execute(x->plan, x->w, x->a, x->ctx, x->cx, x->ws, x->wf);
+    *split = now_ms();
+    if (st == ATTN_OK)
+        st = attn_mha_bwd_execute(x->plan, x->w, x->a, x->dy, x->ctx, x->cx, x->g, 0, x->ws, x->wb);
+    return (int)st;
 }
 
 /* T3: the MHA layer's training forward and backward (attn only: the naive
  * path has no layer backward; compare-torch.py adds PyTorch's autograd). */
 static void run_mha_train_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
 {
-    if (impl != 0) {
-        snprintf(res->error, sizeof res->error, "no naive layer backward (see compare-torch.py)");
-        return;
-    }
+    if (impl != 0)
+        return result_fail(res, "no naive layer backward (see compare-torch.py)");
     const int64_t E = c->Hq * c->d, BL = c->B * c->n;
     mha_layer ml;
     if (mha_layer_make(c, nthreads, &ml, res))
         return;
-    float *x = ml.x, *inw = ml.inw, *inb = ml.inb, *ow = ml.ow, *ob = ml.ob;
-    attn_mha_plan *plan = ml.plan;
     float *y = alloc_fill((size_t)(BL * E), 0);
     float *dy = alloc_fill((size_t)(BL * E), 1), *dx = alloc_fill((size_t)(BL * E), 0);
     float *dinw = alloc_fill((size_t)(3 * E * E), 0), *dinb = alloc_fill((size_t)(3 * E), 0);
     float *dow = alloc_fill((size_t)(E * E), 0), *dob = alloc_fill((size_t)E, 0);
-    if (!y || !dy || !dx || !dinw || !dinb || !dow || !dob) {
-        snprintf(res->error, sizeof res->error, "out of memory");
-        return;
-    }
+    if (!y || !dy || !dx || !dinw || !dinb || !dow || !dob)
+        return result_fail(res, "out of memory");
     attn_status st = ATTN_OK;
     size_t wf = 0, wb = 0, cx = 0;
-    if ((st = attn_mha_workspace_size(plan, &wf)) == ATTN_OK &&
-        (st = attn_mha_bwd_workspace_size(plan, &wb)) == ATTN_OK)
-        st = attn_mha_context_size(plan, &cx);
-    if (st != ATTN_OK) {
-        snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
-        return;
-    }
+    if ((st = attn_mha_workspace_size(ml.plan, &wf)) == ATTN_OK &&
+        (st = attn_mha_bwd_workspace_size(ml.plan, &wb)) == ATTN_OK)
+        st = attn_mha_context_size(ml.plan, &cx);
+    if (st != ATTN_OK)
+        return result_fail(res, attn_status_str(st));
     /* workspace: the larger of the two calls' plus the saved context */
     res->workspace = (wf > wb ? wf : wb) + cx;
     void *ws = aligned_alloc(64, (wf > wb ? wf : wb) + 64), *ctx = aligned_alloc(64, cx + 64);
-    attn_mha_weights w = { .in_proj_weight = inw, .in_proj_bias = inb, .out_weight = ow,
-                           .out_bias = ob };
-    attn_mha_args a = { .x = x, .out = y };
+    if (!ws || !ctx)
+        return result_fail(res, "out of memory");
+    const attn_mha_weights w = { .in_proj_weight = ml.inw, .in_proj_bias = ml.inb,
+                                 .out_weight = ml.ow, .out_bias = ml.ob };
+    const attn_mha_args a = { .x = ml.x, .out = y };
     attn_mha_grads g = { .dx = dx, .d_in_proj_weight = dinw, .d_in_proj_bias = dinb,
-                         .d_out_weight = dow, .d_out_bias = dob };
-    double *tf = malloc(sizeof(double) * (size_t)runs), *tb = malloc(sizeof(double) * (size_t)runs);
-    double *tt = malloc(sizeof(double) * (size_t)runs);
-    if (!ws || !ctx || !tf || !tb || !tt) {
-        snprintf(res->error, sizeof res->error, "out of memory");
-        return;
-    }
-    for (int r = -2; r < runs; r++) {
-        double t0 = now_ms();
-        st = attn_mha_train_execute(plan, &w, &a, ctx, cx, ws, wf);
-        double t1 = now_ms();
-        if (st == ATTN_OK)
-            st = attn_mha_bwd_execute(plan, &w, &a, dy, ctx, cx, &g, 0, ws, wb);
-        double t2 = now_ms();
-        if (st != ATTN_OK) {
-            snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
-            return;
-        }
-        if (r >= 0) {
-            tf[r] = t1 - t0;
-            tb[r] = t2 - t1;
-            tt[r] = t2 - t0;
-            peak_sample();
-        }
-    }
-    train_times(res, tf, tb, tt, runs);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    res->peak_rss_kb = ru.ru_maxrss;
+                               .d_out_weight = dow, .d_out_bias = dob };
+    mha_train_call call = { ml.plan, &w, &a, &g, dy, ws, ctx, wf, wb, cx };
+    const bench_timing timing = { .runs = runs, .warmup = 2, .sample_peak = 1 };
+    bench_stats stats;
+    if (bench_time(mha_train_call_run, &call, &timing, &stats))
+        return result_fail(res, status_str(stats.status));
+    train_times(res, &stats);
     res->max_err = NAN;
     res->ok = 1;
+}
+
+/* One call of a dense SDPA case: attn's plan (impl 0) or the naive path
+ * (impl 1); a training case adds its backward, *split between the two. */
+typedef struct sdpa_call {
+    const bench_case *c;
+    int impl, nthreads;
+    const attn_sdpa_plan *fp;
+    const attn_sdpa_bwd_plan *bp;
+    const attn_sdpa_args *fa;
+    const attn_sdpa_bwd_args *ba;
+    void *ws;
+    size_t wf, wb;
+    const float *q, *k, *v;
+    float *o;                       /* the naive path's output */
+    const int32_t *kvl;
+    float *scores;
+    const naive_bwd_ctx *nb;
+} sdpa_call;
+
+static int sdpa_call_run(void *arg, double *split)
+{
+    const sdpa_call *x = arg;
+    attn_status st = ATTN_OK;
+    if (x->impl == 0)
+        st = attn_sdpa_execute(x->fp, x->fa, x->ws, x->wf);
+    else
+        naive(x->c, x->nthreads, x->q, x->k, x->v, x->o, x->kvl, x->scores);
+    if (!x->c->train || st != ATTN_OK)
+        return (int)st;
+    if (split)
+        *split = now_ms();
+    if (x->impl == 0)
+        st = attn_sdpa_bwd_execute(x->bp, x->ba, x->ws, x->wb);
+    else
+        bench_parallel(x->nthreads, x->c->B * x->c->Hkv, naive_bwd_body, (void *)x->nb);
+    return (int)st;
 }
 
 /* A training case in the child: impl 0 = attn (forward with logsumexp,
@@ -550,12 +482,10 @@ static void run_train_case(const bench_case *c, int impl, int nthreads, int runs
     int32_t *kvl = malloc(sizeof(int32_t) * (size_t)B);
     float *scores = alloc_fill((size_t)nthreads * 2 * (size_t)(n * m), 0);
     if (!q || !k || !v || !o || !d_o || !lse || !dq || !dk || !dv || !rq || !rk || !rv || !kvl ||
-        !scores) {
-        snprintf(res->error, sizeof res->error, "out of memory");
-        return;
-    }
+        !scores)
+        return result_fail(res, "out of memory");
     for (int64_t b = 0; b < B; b++)
-        kvl[b] = kv_len_of(c, b);
+        kvl[b] = (int32_t)case_kv_len(c, b);
     attn_sdpa_bwd_desc bd;
     attn_sdpa_bwd_desc_init(&bd);
     attn_sdpa_desc *f = &bd.fwd;
@@ -582,48 +512,21 @@ static void run_train_case(const bench_case *c, int impl, int nthreads, int runs
     attn_status st = attn_sdpa_plan_create(&fp, f);
     if (st == ATTN_OK)
         st = attn_sdpa_bwd_plan_create(&bp, &bd);
-    if (st != ATTN_OK) {
-        snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
-        return;
-    }
+    if (st != ATTN_OK)
+        return result_fail(res, attn_status_str(st));
     size_t wf = 0, wb = 0;
     attn_sdpa_workspace_size(fp, &wf);
     attn_sdpa_bwd_workspace_size(bp, &wb);
     res->workspace = impl == 0 ? (wf > wb ? wf : wb)
                                : (size_t)nthreads * 2 * (size_t)(n * m) * sizeof(float);
     void *ws = impl == 0 ? aligned_alloc(64, res->workspace) : NULL;
-    attn_blas_hooks hooks;
-    attn_blas_hooks_resolve(&hooks);
     const naive_bwd_ctx nb = { c, q, k, v, o, d_o, dq, dk, dv, kvl, scores };
-    double *tf = malloc(sizeof(double) * (size_t)runs), *tb = malloc(sizeof(double) * (size_t)runs);
-    double *tt = malloc(sizeof(double) * (size_t)runs);
-    for (int r = -2; r < runs; r++) {
-        double t0 = now_ms();
-        if (impl == 0)
-            st = attn_sdpa_execute(fp, &fa, ws, wf);
-        else
-            naive(c, nthreads, q, k, v, o, kvl, scores);
-        double t1 = now_ms();
-        if (impl == 0 && st == ATTN_OK)
-            st = attn_sdpa_bwd_execute(bp, &ba, ws, wb);
-        else if (impl == 1)
-            attn_parallel(&hooks, nthreads, B * Hkv, naive_bwd_body, (void *)&nb);
-        double t2 = now_ms();
-        if (st != ATTN_OK) {
-            snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
-            return;
-        }
-        if (r >= 0) {
-            tf[r] = t1 - t0;
-            tb[r] = t2 - t1;
-            tt[r] = t2 - t0;
-            peak_sample();
-        }
-    }
-    train_times(res, tf, tb, tt, runs);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    res->peak_rss_kb = ru.ru_maxrss;
+    sdpa_call call = { c, impl, nthreads, fp, bp, &fa, &ba, ws, wf, wb, q, k, v, o, kvl, scores, &nb };
+    const bench_timing timing = { .runs = runs, .warmup = 2, .sample_peak = 1 };
+    bench_stats stats;
+    if (bench_time(sdpa_call_run, &call, &timing, &stats))
+        return result_fail(res, status_str(stats.status));
+    train_times(res, &stats);
 
     /* Error of the gradients against the other path (without dropout). */
     res->max_err = NAN;
@@ -631,13 +534,11 @@ static void run_train_case(const bench_case *c, int impl, int nthreads, int runs
         memcpy(rq, dq, nq * sizeof(float));
         memcpy(rk, dk, nk * sizeof(float));
         memcpy(rv, dv, nk * sizeof(float));
-        if (impl == 0) {
-            naive(c, nthreads, q, k, v, o, kvl, scores);
-            attn_parallel(&hooks, nthreads, B * Hkv, naive_bwd_body, (void *)&nb);
-        } else {
-            attn_sdpa_execute(fp, &fa, NULL, 0);
-            attn_sdpa_bwd_execute(bp, &ba, NULL, 0);
-        }
+        sdpa_call other = call;
+        other.impl = 1 - impl;
+        other.ws = NULL;
+        other.wf = other.wb = 0;
+        sdpa_call_run(&other, NULL);
         double e = 0;
         for (size_t i = 0; i < nq; i++)
             e = fmax(e, fabs((double)dq[i] - rq[i]));
@@ -648,36 +549,26 @@ static void run_train_case(const bench_case *c, int impl, int nthreads, int runs
     res->ok = 1;
 }
 
-/* Runs in the child: impl 0 = attn, 1 = naive. */
+/* Runs in the child: impl 0 = attn, 1 = naive (the long kinds: long.c). */
 static void run_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
 {
-    if (c->kind != K_DENSE) {
-        run_long_case(c, impl, nthreads, runs, res);
-        return;
-    }
-    if (c->mha && c->train) {
-        run_mha_train_case(c, impl, nthreads, runs, res);
-        return;
-    }
-    if (c->mha) {
-        run_mha_case(c, impl, nthreads, runs, res);
-        return;
-    }
-    if (c->train) {
-        run_train_case(c, impl, nthreads, runs, res);
-        return;
-    }
+    if (c->kind != K_DENSE)
+        return long_run_case(c, impl, nthreads, runs, res);
+    if (c->mha && c->train)
+        return run_mha_train_case(c, impl, nthreads, runs, res);
+    if (c->mha)
+        return run_mha_case(c, impl, nthreads, runs, res);
+    if (c->train)
+        return run_train_case(c, impl, nthreads, runs, res);
     const int64_t B = c->B, Hq = c->Hq, Hkv = c->Hkv, n = c->n, m = c->m, d = c->d;
     size_t nq = (size_t)(B * Hq * n * d), nk = (size_t)(B * Hkv * m * d);
     float *q = alloc_fill(nq, 1), *k = alloc_fill(nk, 1), *v = alloc_fill(nk, 1);
     float *o = alloc_fill(nq, 0), *oref = alloc_fill(nq, 0);
     int32_t *kvl = malloc(sizeof(int32_t) * (size_t)B);
-    if (!q || !k || !v || !o || !oref || !kvl) {
-        snprintf(res->error, sizeof res->error, "out of memory");
-        return;
-    }
+    if (!q || !k || !v || !o || !oref || !kvl)
+        return result_fail(res, "out of memory");
     for (int64_t b = 0; b < B; b++)
-        kvl[b] = kv_len_of(c, b);
+        kvl[b] = (int32_t)case_kv_len(c, b);
 
     attn_sdpa_desc desc;
     attn_sdpa_desc_init(&desc);
@@ -695,47 +586,25 @@ static void run_case(const bench_case *c, int impl, int nthreads, int runs, resu
     attn_sdpa_plan *plan = NULL;
     void *ws = NULL;
     attn_status st = attn_sdpa_plan_create(&plan, &desc);
-    if (st != ATTN_OK) {
-        snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
-        return;
-    }
+    if (st != ATTN_OK)
+        return result_fail(res, attn_status_str(st));
     attn_sdpa_workspace_size(plan, &res->workspace);
     if (impl == 0) {
         ws = aligned_alloc(64, res->workspace);
     } else {
         res->workspace = (size_t)nthreads * (size_t)(n * m) * sizeof(float);
         scores = alloc_fill((size_t)nthreads * (size_t)(n * m), 0);
-        if (!scores) {
-            snprintf(res->error, sizeof res->error, "out of memory");
-            return;
-        }
+        if (!scores)
+            return result_fail(res, "out of memory");
     }
 
-    double *t = malloc(sizeof(double) * (size_t)runs);
-    for (int r = -2; r < runs; r++) {
-        double t0 = now_ms();
-        if (impl == 0)
-            st = attn_sdpa_execute(plan, &args, ws, res->workspace);
-        else
-            naive(c, nthreads, q, k, v, o, kvl, scores);
-        double t1 = now_ms();
-        if (st != ATTN_OK) {
-            snprintf(res->error, sizeof res->error, "%s", attn_status_str(st));
-            return;
-        }
-        if (r >= 0) {
-            t[r] = t1 - t0;
-            peak_sample();
-        }
-    }
-    qsort(t, (size_t)runs, sizeof *t, cmp_double);
-    res->ms_min = t[0];
-    res->ms_max = t[runs - 1];
-    res->ms_median = runs % 2 ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
-
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    res->peak_rss_kb = ru.ru_maxrss;
+    sdpa_call call = { c, impl, nthreads, plan, NULL, &args, NULL, ws, res->workspace, 0,
+                       q, k, v, o, kvl, scores, NULL };
+    const bench_timing timing = { .runs = runs, .warmup = 2, .sample_peak = 1 };
+    bench_stats stats;
+    if (bench_time(sdpa_call_run, &call, &timing, &stats))
+        return result_fail(res, status_str(stats.status));
+    result_set_times(res, &stats);
 
     /* Error against the other path, computed after the timing (and after
      * the RSS reading) so it does not count in either. */
@@ -759,323 +628,159 @@ static void run_case(const bench_case *c, int impl, int nthreads, int runs, resu
     res->ok = 1;
 }
 
-/* sgemm rate of this BLAS at this thread count: every thread multiplies its
- * own 1024^3 matrices, as attn's work items each call a single-threaded
- * sgemm. */
-typedef struct rate_ctx {
-    int N, count;
-    const float *a, *b;
-    float *c;
-} rate_ctx;
+/* ---- P1: what a plan costs ------------------------------------------------
+ * On a problem so small that the arithmetic is nothing: creating and
+ * destroying a plan, the one-shot attn_sdpa (plan, execute with its own
+ * workspace, destroy), and the execute of a plan made once and reused
+ * (with the caller's workspace, and with NULL: attn allocates it).  The
+ * ratio one-shot / reused execute is what a caller pays for not keeping
+ * its plan; the project's target is within 3x. */
+enum { PLAN_CREATE, PLAN_ONESHOT, PLAN_REUSED, PLAN_REUSED_NULL_WS, PLAN_NWHAT };
+static const struct {
+    const char *key, *label;
+    int calls;              /* calls per timed run */
+} plan_what[PLAN_NWHAT] = {
+    { "create_destroy", "create + destroy", 50 },
+    { "one_shot", "one-shot attn_sdpa", 50 },
+    { "reused_execute", "reused plan: execute", 2000 },
+    { "reused_execute_null_ws", "reused, workspace NULL", 2000 },
+};
+static const double PLAN_TARGET = 3.0;   /* one-shot / reused execute, at most */
 
-static void rate_body(void *arg, int tid)
+typedef struct plan_call {
+    int what;
+    const attn_sdpa_desc *desc;
+    const attn_sdpa_args *args;
+    const attn_sdpa_plan *plan;
+    void *ws;
+    size_t ws_bytes;
+} plan_call;
+
+static int plan_call_run(void *arg, double *split)
 {
-    const rate_ctx *x = arg;
-    (void)tid;
-#if ATTN_HAVE_OPENMP
-#pragma omp for schedule(static)
-#endif
-    for (int i = 0; i < x->count; i++) {
-        size_t off = (size_t)i * (size_t)x->N * (size_t)x->N;
-        attn_sgemm(0, x->N, x->N, x->N, 1.0f, x->a + off, x->N, x->b + off, x->N, 0.0f,
-                   x->c + off, x->N);
+    const plan_call *x = arg;
+    (void)split;
+    attn_sdpa_plan *p = NULL;
+    attn_status st;
+    switch (x->what) {
+    case PLAN_CREATE:
+        if ((st = attn_sdpa_plan_create(&p, x->desc)) == ATTN_OK)
+            st = attn_sdpa_plan_destroy(p);
+        return (int)st;
+    case PLAN_ONESHOT:
+        return (int)attn_sdpa(x->desc, x->args);
+    case PLAN_REUSED:
+        return (int)attn_sdpa_execute(x->plan, x->args, x->ws, x->ws_bytes);
+    default:
+        return (int)attn_sdpa_execute(x->plan, x->args, NULL, 0);
     }
 }
 
-static double sgemm_rate(int nthreads)
+typedef struct plan_job { const bench_case *c; int what, threads, runs; } plan_job;
+
+/* In the child: one of plan_what, ms per call. */
+static void plan_job_fn(void *ctx, result *res)
 {
-    const int N = 1024, reps = 24;
-    float *a = alloc_fill((size_t)N * N * nthreads, 1), *b = alloc_fill((size_t)N * N * nthreads, 1);
-    float *c = alloc_fill((size_t)N * N * nthreads, 0);
-    if (!a || !b || !c)
-        return 0;
-    double best = 0;
-    attn_blas_hooks hooks;
-    attn_blas_hooks_resolve(&hooks);
-    const rate_ctx ctx = { N, nthreads, a, b, c };
-    for (int rep = 0; rep < reps; rep++) {
-        double t0 = now_ms();
-        attn_parallel(&hooks, nthreads, nthreads, rate_body, (void *)&ctx);
-        double dt = now_ms() - t0;
-        double gf = 2.0 * N * N * N * nthreads / (dt * 1e6);
-        if (rep > 0 && gf > best)
-            best = gf;
+    const plan_job *j = ctx;
+    const bench_case *c = j->c;
+    const size_t nq = (size_t)(c->B * c->Hq * c->n * c->d), nk = (size_t)(c->B * c->Hkv * c->m * c->d);
+    float *q = alloc_fill(nq, 1), *k = alloc_fill(nk, 1), *v = alloc_fill(nk, 1);
+    float *o = alloc_fill(nq, 0);
+    if (!q || !k || !v || !o)
+        return result_fail(res, "out of memory");
+    attn_sdpa_desc desc;
+    attn_sdpa_desc_init(&desc);
+    desc.batch = c->B; desc.q_heads = c->Hq; desc.kv_heads = c->Hkv;
+    desc.q_len = c->n; desc.kv_len = c->m; desc.qk_dim = c->d; desc.v_dim = c->d;
+    desc.q = desc.o = attn_view_bhsd(c->Hq, c->n, c->d);
+    desc.k = desc.v = attn_view_bhsd(c->Hkv, c->m, c->d);
+    desc.threads = j->threads;
+    const attn_sdpa_args args = { .q = q, .k = k, .v = v, .o = o };
+    attn_sdpa_plan *plan = NULL;
+    attn_status st = attn_sdpa_plan_create(&plan, &desc);
+    if (st == ATTN_OK)
+        st = attn_sdpa_workspace_size(plan, &res->workspace);
+    if (st != ATTN_OK)
+        return result_fail(res, attn_status_str(st));
+    void *ws = aligned_alloc(64, (res->workspace + 63) / 64 * 64 + 64);
+    if (!ws)
+        return result_fail(res, "out of memory");
+    const plan_call call = { j->what, &desc, &args, plan, ws, res->workspace };
+    const bench_timing timing = { .runs = j->runs, .warmup = 2, .per_run = plan_what[j->what].calls };
+    bench_stats stats;
+    if (bench_time(plan_call_run, (void *)&call, &timing, &stats))
+        return result_fail(res, status_str(stats.status));
+    result_set_times(res, &stats);
+    res->max_err = NAN;
+    res->ok = 1;
+    attn_sdpa_plan_destroy(plan);
+}
+
+/* The plan-cost table of case c at nt threads (each line its own child). */
+static void plan_run_case(const bench_case *c, int nt, int runs, const bench_env *env)
+{
+    if (!env->json) {
+        printf("\nplan cost (%s %s: SDPA B %lld, Hq %lld, Hkv %lld, n %lld, m %lld, d %lld; us per "
+               "call, over %d runs)\n", c->id, c->name, (long long)c->B, (long long)c->Hq,
+               (long long)c->Hkv, (long long)c->n, (long long)c->m, (long long)c->d, runs);
+        printf("%-4s %-24s %9s %9s %9s %9s %11s\n", "case", "what", "us(med)", "us(min)",
+               "us(max)", "calls/run", "workspace");
     }
-    return best;
-}
-
-/* The last-level cache's size: sysconf, else /sys, else 0. */
-static size_t l3_size(void)
-{
-    long v = -1;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-#endif
-    if (v > 0)
-        return (size_t)v;
-    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
-    if (!f)
-        return 0;
-    unsigned long x = 0;
-    char unit = 0;
-    int got = fscanf(f, "%lu%c", &x, &unit);
-    fclose(f);
-    if (got < 1)
-        return 0;
-    return (size_t)x * (unit == 'K' ? 1024u : unit == 'M' ? 1048576u : 1u);
-}
-
-/* Streaming read bandwidth: every thread sums its own contiguous part of a
- * buffer far larger than the L3, with the widest loads the CPU has (an
- * AVX-512 or AVX2 loop chosen at run time, 4 independent accumulators; a
- * plain loop of 32 float accumulators otherwise), so that the figure is the
- * memory's limit and not that of the loop reading it. */
-typedef struct bw_ctx {
-    const float *buf;
-    size_t count;     /* floats, a multiple of 64 * parts */
-    int parts;
-    int isa;          /* 2 AVX-512, 1 AVX2, 0 plain C */
-    float *sums;      /* one per part, so the sums are not optimized away */
-} bw_ctx;
-
-#if ATTN_HAVE_X86_KERNELS
-#include <immintrin.h>
-__attribute__((target("avx512f"))) static float bw_sum_avx512(const float *p, size_t n)
-{
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i < n; i += 64) {
-        a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
-        a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
-        a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
-        a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
-
-__attribute__((target("avx2"))) static float bw_sum_avx2(const float *p, size_t n)
-{
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i < n; i += 32) {
-        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
-        a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
-        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
-        a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
-    }
-    float t[8];
-    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
-}
-#endif
-
-static float bw_sum_c(const float *p, size_t n)
-{
-    float acc[32] = { 0 };
-    for (size_t i = 0; i < n; i += 32)
-        for (int k = 0; k < 32; k++)
-            acc[k] += p[i + k];
-    float s = 0;
-    for (int k = 0; k < 32; k++)
-        s += acc[k];
-    return s;
-}
-
-static void bw_body(void *arg, int tid)
-{
-    const bw_ctx *x = arg;
-    (void)tid;
-#if ATTN_HAVE_OPENMP
-#pragma omp for schedule(static)
-#endif
-    for (int part = 0; part < x->parts; part++) {
-        const size_t per = x->count / (size_t)x->parts;
-        const float *p = x->buf + per * (size_t)part;
-#if ATTN_HAVE_X86_KERNELS
-        if (x->isa == 2)
-            x->sums[part] = bw_sum_avx512(p, per);
-        else if (x->isa == 1)
-            x->sums[part] = bw_sum_avx2(p, per);
-        else
-#endif
-            x->sums[part] = bw_sum_c(p, per);
-    }
-}
-
-/* The FMA peak: every thread runs independent chains of fused
- * multiply-adds on registers (12 vectors, more than the FMA latency x the
- * FMA ports), the widest the CPU has; GFLOP/s of the best of a few passes. */
-#if ATTN_HAVE_X86_KERNELS
-__attribute__((target("avx512f"))) static float fma_loop_avx512(long iters)
-{
-    __m512 a[12], x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-    for (int k = 0; k < 12; k++)
-        a[k] = _mm512_set1_ps((float)k);
-    for (long i = 0; i < iters; i++)
-        for (int k = 0; k < 12; k++)
-            a[k] = _mm512_fmadd_ps(a[k], x, y);
-    for (int k = 1; k < 12; k++)
-        a[0] = _mm512_add_ps(a[0], a[k]);
-    return _mm512_reduce_add_ps(a[0]);
-}
-
-__attribute__((target("avx2,fma"))) static float fma_loop_avx2(long iters)
-{
-    __m256 a[12], x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-    for (int k = 0; k < 12; k++)
-        a[k] = _mm256_set1_ps((float)k);
-    for (long i = 0; i < iters; i++)
-        for (int k = 0; k < 12; k++)
-            a[k] = _mm256_fmadd_ps(a[k], x, y);
-    for (int k = 1; k < 12; k++)
-        a[0] = _mm256_add_ps(a[0], a[k]);
-    float t[8];
-    _mm256_storeu_ps(t, a[0]);
-    return t[0] + t[7];
-}
-#endif
-
-typedef struct fma_ctx {
-    long iters;
-    int isa;       /* lanes per FMA: 16, 8, or 0 when neither kernel runs */
-    float *sums;
-} fma_ctx;
-
-static void fma_body(void *arg, int tid)
-{
-    const fma_ctx *x = arg;
-#if ATTN_HAVE_X86_KERNELS
-    x->sums[tid] = x->isa == 16 ? fma_loop_avx512(x->iters) : fma_loop_avx2(x->iters);
-#else
-    (void)x;
-    (void)tid;
-#endif
-}
-
-/* The best rate (work / 1e6 per ms: GFLOP/s for flops, GB/s for bytes) of
- * `passes` passes of body on nthreads threads, the first left out when
- * skip_first; the per-thread sums body writes are read afterwards, so its
- * work cannot be optimized away. */
-static double best_rate(int nthreads, void (*body)(void *, int), void *ctx, double work,
-                        int skip_first, const float *sums, int passes)
-{
-    attn_blas_hooks hooks;
-    attn_blas_hooks_resolve(&hooks);
-    double best = 0;
-    for (int pass = 0; pass < passes; pass++) {
-        const double t0 = now_ms();
-        attn_parallel(&hooks, nthreads, nthreads, body, ctx);
-        const double rate = work / ((now_ms() - t0) * 1e6);
-        if ((pass > 0 || !skip_first) && rate > best)
-            best = rate;
-    }
-    volatile float sink = 0;
-    for (int t = 0; t < nthreads; t++)
-        sink += sums[t];
-    (void)sink;
-    return best;
-}
-
-static double fma_peak_iters(int nthreads, long iters, int passes)
-{
-    int lanes = 0;
-#if ATTN_HAVE_X86_KERNELS
-    lanes = __builtin_cpu_supports("avx512f") ? 16
-          : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 8 : 0;
-#endif
-    float sums[64];
-    if (!lanes || nthreads > 64)
-        return 0;
-    const fma_ctx ctx = { iters, lanes, sums };
-    return best_rate(nthreads, fma_body, (void *)&ctx,
-                     2.0 * 12 * lanes * (double)ctx.iters * nthreads, 0, sums, passes);
-}
-
-static double fma_peak(int nthreads)
-{
-    return fma_peak_iters(nthreads, 20L * 1000 * 1000, 4);
-}
-
-/* The FMA peak sampled during a case, in its own process: one short pass
- * (about 2 ms) after each of its timed runs; the case's local peak is the
- * median of these.  The VMs this runs on change speed for seconds at a
- * time, so a case is also reported against the peak of the moments it ran
- * in. */
-enum { MAX_SAMPLES = 1024 };
-static int sample_threads;   /* 0: not sampling */
-static double samples[MAX_SAMPLES];
-static int nsamples;
-
-void peak_sample(void)
-{
-    if (sample_threads > 0 && nsamples < MAX_SAMPLES)
-        samples[nsamples++] = fma_peak_iters(sample_threads, 1000L * 1000, 1);
-}
-
-/* GB/s (1e9 bytes) of the best of a few passes over `bytes`. */
-static double read_bandwidth(int nthreads, size_t bytes)
-{
-    const size_t unit = 64 * sizeof(float) * (size_t)nthreads;
-    bytes = bytes / unit * unit;
-    float *buf = aligned_alloc(64, bytes), sums[64];
-    if (!buf || nthreads > 64)
-        return 0;
-    /* written, so that every page is really there (an untouched page reads
-     * as the shared zero page, from the cache) */
-    for (size_t i = 0; i < bytes / sizeof(float); i++)
-        buf[i] = (float)(i & 7);
-    int isa = 0;
-#if ATTN_HAVE_X86_KERNELS
-    isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
-#endif
-    const bw_ctx ctx = { buf, bytes / sizeof(float), nthreads, isa, sums };
-    /* the first pass warms the threads and the TLB */
-    const double best = best_rate(nthreads, bw_body, (void *)&ctx, (double)bytes, 1, sums, 4);
-    free(buf);
-    return best;
-}
-
-/* fork, run fn in the child, return its result through a pipe. */
-int in_child(void (*fn)(void *, result *), void *ctx, result *res)
-{
-    int fd[2];
-    memset(res, 0, sizeof *res);
-    if (pipe(fd))
-        return -1;
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        close(fd[0]);
+    double us[PLAN_NWHAT] = { 0 };
+    for (int w = 0; w < PLAN_NWHAT; w++) {
+        plan_job j = { c, w, nt, runs };
         result r;
-        memset(&r, 0, sizeof r);
-        fn(ctx, &r);
-        ssize_t w = write(fd[1], &r, sizeof r);
-        _exit(w == (ssize_t)sizeof r ? 0 : 1);
+        in_child(plan_job_fn, &j, &r);
+        if (!r.ok) {
+            if (env->json)
+                printf("{\"kind\":\"plan\",\"case\":\"%s\",\"threads\":%d,\"what\":\"%s\","
+                       "\"ok\":false,\"error\":\"%s\"}\n", c->id, nt, plan_what[w].key, r.error);
+            else
+                printf("%-4s %-24s FAILED: %s\n", c->id, plan_what[w].label, r.error);
+            continue;
+        }
+        us[w] = 1e3 * r.ms_median;
+        if (env->json)
+            printf("{\"kind\":\"plan\",\"case\":\"%s\",\"name\":\"%s\",\"threads\":%d,"
+                   "\"impl\":\"attn\",\"what\":\"%s\",\"ok\":true,\"us_median\":%.4f,"
+                   "\"us_min\":%.4f,\"us_max\":%.4f,\"ms_median\":%.7f,\"calls_per_run\":%d,"
+                   "\"runs\":%d,\"workspace_bytes\":%zu,\"blas\":\"%s\",\"kernel\":\"%s\","
+                   "\"simd\":\"%s\"}\n",
+                   c->id, c->name, nt, plan_what[w].key, us[w], 1e3 * r.ms_min, 1e3 * r.ms_max,
+                   r.ms_median, plan_what[w].calls, runs, r.workspace, env->blas, env->kernel,
+                   env->simd);
+        else
+            printf("%-4s %-24s %9.3f %9.3f %9.3f %9d %11zu\n", c->id, plan_what[w].label, us[w],
+                   1e3 * r.ms_min, 1e3 * r.ms_max, plan_what[w].calls, r.workspace);
+        fflush(stdout);
     }
-    close(fd[1]);
-    ssize_t got = read(fd[0], res, sizeof *res);
-    close(fd[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    if (got != (ssize_t)sizeof *res) {
-        memset(res, 0, sizeof *res);
-        snprintf(res->error, sizeof res->error, "child failed (status %d)", status);
-        return -1;
+    for (int w = PLAN_REUSED; w <= PLAN_REUSED_NULL_WS; w++) {
+        if (us[PLAN_ONESHOT] <= 0 || us[w] <= 0)
+            continue;
+        const double ratio = us[PLAN_ONESHOT] / us[w];
+        const int met = ratio <= PLAN_TARGET;
+        const char *what = w == PLAN_REUSED ? "one-shot / reused execute"
+                                            : "one-shot / reused execute (workspace NULL)";
+        if (env->json)
+            printf("{\"kind\":\"plan\",\"case\":\"%s\",\"ratio\":\"%s\",\"threads\":%d,"
+                   "\"value\":%.4f,\"target\":%.2f,\"met\":%s}\n", c->id, what, nt, ratio,
+                   PLAN_TARGET, met ? "true" : "false");
+        else
+            printf("  %s %-42s %8.2f   (target <= %.2f: %s)\n", c->id, what, ratio, PLAN_TARGET,
+                   met ? "met" : "NOT met");
     }
-    return 0;
+    fflush(stdout);
 }
+
+/* ---- the driver ------------------------------------------------------------ */
 
 typedef struct job { const bench_case *c; int impl, threads, runs; } job;
 static void job_fn(void *ctx, result *r)
 {
     job *j = ctx;
-    sample_threads = j->threads;
-    nsamples = 0;
+    peak_sample_start(j->threads);
     run_case(j->c, j->impl, j->threads, j->runs, r);
-    sample_threads = 0;
-    if (nsamples > 0) {
-        qsort(samples, (size_t)nsamples, sizeof samples[0], cmp_double);
-        r->fma_local = median_sorted(samples, nsamples);
-    }
+    r->fma_local = peak_sample_finish();
 }
 static void rate_fn(void *ctx, result *r)
 {
@@ -1099,6 +804,9 @@ static void usage(void)
 {
     fprintf(stderr, "usage: attn-bench [--case S1 ...] [--threads N ...] [--runs R] [--quick] "
                     "[--json] [--no-naive] [--bw-mib M] [--kv-mib M]\n"
+                    "       attn-bench --list [--json]\n"
+                    "  --list: the case table (--json: as one JSON array), nothing measured\n"
+                    "  --quick: the cases marked quick (S8, P1) at 1 thread, 5 runs\n"
                     "  --case D names the decode cases S5, D1, D2, D3 (only run when named);\n"
                     "            --case DL the decode sweep over cache lengths (S5, 512 ... 32k)\n"
                     "  --bw-mib: buffer of the read-bandwidth measurement (default 16 x L3,\n"
@@ -1109,11 +817,12 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    const char *want[NCASES];
-    int nwant = 0, threads[8], nthreads = 0, runs = 10, json = 0, do_naive = 1, quick = 0;
+    enum { MAX_WANT = 128 };
+    const char *want[MAX_WANT];
+    int nwant = 0, threads[8], nthreads = 0, runs = 10, json = 0, do_naive = 1, quick = 0, list = 0;
     long bw_mib = 0, kv_mib = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--case") && i + 1 < argc && nwant < NCASES) want[nwant++] = argv[++i];
+        if (!strcmp(argv[i], "--case") && i + 1 < argc && nwant < MAX_WANT) want[nwant++] = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc && nthreads < 8) threads[nthreads++] = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json")) json = 1;
@@ -1121,12 +830,24 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--bw-mib") && i + 1 < argc) bw_mib = atol(argv[++i]);
         else if (!strcmp(argv[i], "--kv-mib") && i + 1 < argc) kv_mib = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--list")) list = 1;
         else usage();
+    }
+    if (list) {
+        cases_print(stdout, json);
+        return 0;
     }
     if (runs < 1)
         usage();
-    if (quick && !nwant)
-        want[nwant++] = "S8";
+    for (int w = 0; w < nwant; w++) {
+        int known = 0;
+        for (int ci = 0; ci < bench_ncases; ci++)
+            known |= case_named(&bench_cases[ci], want[w]);
+        if (!known) {
+            fprintf(stderr, "attn-bench: no case %s (attn-bench --list)\n", want[w]);
+            exit(2);
+        }
+    }
     if (!nthreads) {
         threads[nthreads++] = 1;
         if (!quick)
@@ -1136,6 +857,7 @@ int main(int argc, char **argv)
         if (threads[t] < 1)
             usage();
 
+    bench_blas_init();
     attn_blas_info bi;
     attn_blas_query(&bi);
     /* The engine "attn" rows run on (ATTN_ENGINE and the CPU); on the tile
@@ -1154,21 +876,19 @@ int main(int argc, char **argv)
         printf("OPENBLAS_CORETYPE=%s  runs=%d (after 2 warm-up)\n", ct ? ct : "(unset)", runs);
     }
 
-    /* which cases run: by default every case not marked extra; --case ID
-     * names one (L1 names every L1-*, D the decode cases S5, D1-D3, DL
-     * every DL-*) */
-    int selected[NCASES], any_dense = 0, any_decode = 0;
-    for (int ci = 0; ci < NCASES; ci++) {
-        const bench_case *c = &cases[ci];
-        int sel = !nwant && !c->extra;
-        for (int w = 0; w < nwant; w++) {
-            const size_t wl = strlen(want[w]);
-            sel |= !strcmp(want[w], c->id) || (!strncmp(want[w], c->id, wl) && c->id[wl] == '-') ||
-                   (c->kind == K_DECODE && !strcmp(want[w], "D") && strncmp(c->id, "DL", 2));
-        }
+    /* which cases run: by default every case not marked extra, with
+     * --quick those marked quick; --case names a case by its id or a group
+     * (L1 every L1-*, D the decode cases S5, D1-D3, DL every DL-*) */
+    int selected[bench_ncases], any_dense = 0, any_decode = 0, any_plan = 0;
+    for (int ci = 0; ci < bench_ncases; ci++) {
+        const bench_case *c = &bench_cases[ci];
+        int sel = !nwant && (quick ? c->quick : !c->extra);
+        for (int w = 0; w < nwant; w++)
+            sel |= case_named(c, want[w]);
         selected[ci] = sel;
-        any_dense |= sel && c->kind != K_DECODE;
+        any_dense |= sel && c->kind != K_DECODE && c->kind != K_PLAN;
         any_decode |= sel && c->kind == K_DECODE;
+        any_plan |= sel && c->kind == K_PLAN;
     }
 
     /* The read bandwidth's buffer: 16 x L3, at least 1 GiB, at most 2 GiB
@@ -1216,9 +936,9 @@ int main(int argc, char **argv)
             printf("%-4s %-12s %-5s %9s %9s %9s %8s %8s %6s %6s %6s %11s %9s %9s %7s\n", "case",
                    "name", "impl", "ms(med)", "ms(min)", "ms(max)", "GF/s", "GF/s_u", "%peak",
                    "%local", "%sgemm", "workspace", "RSS MiB", "max_err", "speedup");
-        for (int ci = 0; ci < NCASES; ci++) {
-            const bench_case *c = &cases[ci];
-            if (!selected[ci] || c->kind == K_DECODE)
+        for (int ci = 0; ci < bench_ncases; ci++) {
+            const bench_case *c = &bench_cases[ci];
+            if (!selected[ci] || c->kind == K_DECODE || c->kind == K_PLAN)
                 continue;
             double full = 4.0 * c->B * c->Hq * c->n * c->m * c->d + proj_flops(c);
             double useful = c->kind == K_DENSE ? useful_flops(c) : long_useful_flops(c, 0);
@@ -1268,9 +988,8 @@ int main(int argc, char **argv)
                     const double fl[3] = { useful, 2.5 * af + 2.0 * pf, 3.5 * af + 3.0 * pf };
                     if (v == 0)
                         attn_ms = r.ms_median;
-                    char err[32] = "null";   /* JSON has no NaN */
-                    if (r.max_err == r.max_err)
-                        snprintf(err, sizeof err, "%.3g", r.max_err);
+                    char err[32];
+                    json_g(err, sizeof err, r.max_err);
                     for (int k = 0; k < 3; k++) {
                         double gfu = fl[k] / (ms[k] * 1e6);
                         if (json) {
@@ -1311,9 +1030,8 @@ int main(int argc, char **argv)
                 if (v == 0)
                     attn_ms = r.ms_median;
                 if (json) {
-                    char err[32] = "null";   /* JSON has no NaN */
-                    if (r.max_err == r.max_err)
-                        snprintf(err, sizeof err, "%.3g", r.max_err);
+                    char err[32];
+                    json_g(err, sizeof err, r.max_err);
                     printf("{\"case\":\"%s\",\"name\":\"%s\",\"threads\":%d,\"impl\":\"%s\","
                            "\"ms_median\":%.4f,\"ms_min\":%.4f,\"ms_max\":%.4f,\"gflops\":%.2f,"
                            "\"gflops_useful\":%.2f,\"sgemm_gflops\":%.2f,\"frac_sgemm\":%.4f,"
@@ -1340,18 +1058,27 @@ int main(int argc, char **argv)
                 fflush(stdout);
             }
         }
+        const bench_env env = { json, do_naive, runs, rate, read_gbs, fma_gflops, l3,
+                                kv_bytes, bi.loaded, bi.kernel, bi.simd };
+        for (int ci = 0; ci < bench_ncases; ci++)
+            if (selected[ci] && bench_cases[ci].kind == K_PLAN)
+                plan_run_case(&bench_cases[ci], nt, quick ? 5 : runs, &env);
         if (any_decode) {
-            const bench_env env = { json, do_naive, runs, rate, read_gbs, fma_gflops, l3,
-                                    kv_bytes, bi.loaded, bi.kernel, bi.simd };
             decode_print_header(&env);
-            for (int ci = 0; ci < NCASES; ci++)
-                if (selected[ci] && cases[ci].kind == K_DECODE)
-                    run_decode_case(&cases[ci], nt, &env);
+            for (int ci = 0; ci < bench_ncases; ci++)
+                if (selected[ci] && bench_cases[ci].kind == K_DECODE)
+                    decode_run_case(&bench_cases[ci], nt, &env);
             decode_print_ratios(nt, &env);
         }
     }
     if (!json && any_decode)
         decode_print_notes();
+    if (!json && any_plan)
+        printf("\nP1 (plan cost): us per call, the median (and range) of the runs, each of "
+               "calls/run calls after 2 warm-up runs: creating and destroying a plan, the one-shot "
+               "attn_sdpa (plan, execute with its own workspace, destroy), and the execute of a "
+               "plan made once (with the caller's workspace; and with NULL, attn allocating it); "
+               "the target is one-shot / reused execute <= %.0f.\n", PLAN_TARGET);
     if (!json && any_dense) {
         printf("\nT cases (training): fwd is the forward with logsumexp, bwd the backward (dQ, dK, "
                "dV), counted as 2.5x the forward's useful FLOPs (T3: plus 2x the projections'); "

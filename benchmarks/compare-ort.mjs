@@ -1,21 +1,14 @@
 // compare-ort.mjs: ONNX Runtime's CPU attention contrib ops (com.microsoft,
 // opset 1) on attn-bench's shapes, as a peer for its tables:
 // GroupQueryAttention on the decode cases, MultiHeadAttention on the dense
-// ones.
-//
-//   S5  B 1, Hq 32, Hkv 8, 1 query, 4096 keys, d 128, F32
-//   D3  the same with 4 queries (bottom-right causal: GQA's "subsequent
-//       prompt", which ORT allows for batch 1)
-//
-//   dense (H = Hq = Hkv, F32):
-//   S1  B 8,  H 12, n 512,  m 512,  d 64  no mask
-//   S2  B 4,  H 12, n 1024, m 1024, d 64  causal (query i sees keys j <= i)
-//   S3  B 1,  H 8,  n 4096, m 4096, d 64  causal
-//   S4  B 8,  H 8,  n 128,  m 1024, d 64  cross attention, no mask
-//   S7  B 32, H 8,  n 64,   m 64,   d 32  no mask
-//   S8  B 8,  H 12, n 197,  m 197,  d 64  no mask
-//   S9  B 8,  H 12, n 512,  m 512,  d 64  key lengths 512, 448, ..., 64 per
-//                                          batch (keys j >= len[b] hidden)
+// ones.  The cases and their shapes are attn-bench's table, read from
+// `attn-bench --list --json` (--bench PATH, default
+// build/benchmarks/attn-bench; --attn-bench PATH, when given, is used for
+// it too): the cases whose "ort" field is "gqa" (S5, D3: one query, and 4
+// with bottom-right causality, GQA's "subsequent prompt", which ORT allows
+// for batch 1; F32) or "mha" (S1-S4, S7-S9, H = Hq = Hkv, F32; causal S2,
+// S3: query i sees keys j <= i; S9: per-batch key lengths, keys j >= len[b]
+// hidden).  --dry-run prints them and their shapes without ORT.
 //
 // Run (onnxruntime-node installed with npm somewhere, no other package):
 //
@@ -23,6 +16,7 @@
 //   NODE_PATH=/work/ort/node_modules node benchmarks/compare-ort.mjs \
 //       [--case S5 --case D3 | --case S1 ... | --case dense] [--threads 1 --threads 2]
 //       [--runs 10] [--kv-mib M] [--kv-layout bsnh --kv-layout bnsh] [--json]
+//       [--bench PATH] [--attn-bench PATH] [--dry-run]
 //
 // With no --case it runs S5 and D3; --case dense names S1-S4, S7-S9 (S3
 // alone takes about 10 s at --runs 1: its inputs, the float64 check and
@@ -98,18 +92,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const require = createRequire(import.meta.url);
-let ort;
-try {
-    ort = require('onnxruntime-node');
-} catch (e) {
-    console.error('compare-ort: cannot load onnxruntime-node (set NODE_PATH to its node_modules): ' +
-                  e.message);
-    process.exit(1);
-}
 
 // ---- arguments ------------------------------------------------------------
+const USAGE = 'usage: compare-ort.mjs [--case S5|D3|S1|...|S9|dense ...] [--threads N ...] ' +
+              '[--runs R] [--kv-mib M] [--kv-layout bsnh|bnsh ...] [--json] ' +
+              '[--bench PATH] [--attn-bench PATH] [--dry-run]';
 const args = process.argv.slice(2);
-const opt = { cases: [], threads: [], runs: 10, kvMib: 0, layouts: [], json: false, attnBench: null };
+const opt = { cases: [], threads: [], runs: 10, kvMib: 0, layouts: [], json: false, attnBench: null,
+              bench: null, dryRun: false };
 for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--case') opt.cases.push(args[++i]);
@@ -119,28 +109,40 @@ for (let i = 0; i < args.length; i++) {
     else if (a === '--kv-layout') opt.layouts.push(args[++i]);
     else if (a === '--json') opt.json = true;
     else if (a === '--attn-bench') opt.attnBench = args[++i];
-    else {
-        console.error('usage: compare-ort.mjs [--case S5|D3|S1|...|S9|dense ...] [--threads N ...] ' +
-                      '[--runs R] [--kv-mib M] [--kv-layout bsnh|bnsh ...] [--json] ' +
-                      '[--attn-bench PATH]');
+    else if (a === '--bench') opt.bench = args[++i];
+    else if (a === '--dry-run') opt.dryRun = true;
+    else if (a === '--help' || a === '-h') {
+        console.log(USAGE + '\n  --bench PATH: attn-bench, for its case table (--list --json; ' +
+                    'default build/benchmarks/attn-bench, or --attn-bench\'s PATH)\n' +
+                    '  --attn-bench PATH: also run attn-bench on each dense case, paired\n' +
+                    '  --dry-run: print the cases and their shapes, run nothing (no ORT needed)');
+        process.exit(0);
+    } else {
+        console.error(USAGE);
         process.exit(2);
     }
 }
 if (!opt.threads.length) opt.threads = [1, 2];
 if (!opt.layouts.length) opt.layouts = ['bsnh'];
 
-// attn-bench's shapes (benchmarks/attn-bench.c); dense ones have Hq = Hkv
-const CASES = {
-    S5: { B: 1, Hq: 32, Hkv: 8, n: 1, m: 4096, d: 128 },
-    D3: { B: 1, Hq: 32, Hkv: 8, n: 4, m: 4096, d: 128 },
-    S1: { B: 8, Hq: 12, Hkv: 12, n: 512, m: 512, d: 64, dense: true },
-    S2: { B: 4, Hq: 12, Hkv: 12, n: 1024, m: 1024, d: 64, dense: true, causal: true },
-    S3: { B: 1, Hq: 8, Hkv: 8, n: 4096, m: 4096, d: 64, dense: true, causal: true },
-    S4: { B: 8, Hq: 8, Hkv: 8, n: 128, m: 1024, d: 64, dense: true },
-    S7: { B: 32, Hq: 8, Hkv: 8, n: 64, m: 64, d: 32, dense: true },
-    S8: { B: 8, Hq: 12, Hkv: 12, n: 197, m: 197, d: 64, dense: true },
-    S9: { B: 8, Hq: 12, Hkv: 12, n: 512, m: 512, d: 64, dense: true, padded: true },
-};
+// attn-bench's table (benchmarks/cases.c): the cases ORT has an op for,
+// GroupQueryAttention ("gqa") or MultiHeadAttention ("mha": Hq = Hkv)
+function readTable(bench) {
+    try {
+        const text = execFileSync(bench, ['--list', '--json'], { encoding: 'utf8' });
+        return JSON.parse(text);
+    } catch (e) {
+        console.error(`compare-ort: cannot read the case table from ${bench} --list --json ` +
+                      `(${String(e.message || e).split('\n')[0]}): build it (meson compile -C ` +
+                      'build) or name it with --bench');
+        process.exit(1);
+    }
+}
+const CASES = {};
+for (const c of readTable(opt.bench ?? opt.attnBench ?? join('build', 'benchmarks', 'attn-bench')))
+    if (c.ort === 'gqa' || c.ort === 'mha')
+        CASES[c.id] = { B: c.B, Hq: c.Hq, Hkv: c.Hkv, n: c.n, m: c.m, d: c.d, dense: c.ort === 'mha',
+                        causal: c.causal, padded: c.padded, kvLens: c.kv_lens };
 const DENSE = Object.keys(CASES).filter((id) => CASES[id].dense);
 opt.cases = opt.cases.flatMap((c) => (c === 'dense' ? DENSE : [c]));
 if (!opt.cases.length) opt.cases = ['S5', 'D3'];
@@ -155,6 +157,23 @@ for (const l of opt.layouts)
         console.error(`compare-ort: unknown --kv-layout ${l} (bsnh, bnsh)`);
         process.exit(2);
     }
+if (opt.dryRun) {
+    for (const id of opt.cases) {
+        const c = CASES[id];
+        console.log(`${id.padEnd(4)} ${c.dense ? 'MultiHeadAttention ' : 'GroupQueryAttention'} B ${c.B}, ` +
+                    `Hq ${c.Hq}, Hkv ${c.Hkv}, n ${c.n}, m ${c.m}, d ${c.d}` +
+                    (c.causal ? ', causal' : '') + (c.padded ? `, kv lengths ${c.kvLens.join(' ')}` : ''));
+    }
+    process.exit(0);
+}
+let ort;
+try {
+    ort = require('onnxruntime-node');
+} catch (e) {
+    console.error('compare-ort: cannot load onnxruntime-node (set NODE_PATH to its node_modules): ' +
+                  e.message);
+    process.exit(1);
+}
 
 function l3Bytes() {
     try {
@@ -462,9 +481,9 @@ async function runCase(id, threads, mode) {
 }
 
 // ---- dense cases (MultiHeadAttention) ---------------------------------------
-// attn-bench's key lengths: S9's len[b] = m - b * (m / B), i.e. 512, 448,
-// ..., 64; every other case all m keys
-const kvLen = (c, b) => (c.padded ? c.m - b * Math.floor(c.m / c.B) : c.m);
+// attn-bench's key lengths (the table's kv_lens): S9's 512, 448, ..., 64;
+// every other case all m keys
+const kvLen = (c, b) => (c.padded ? c.kvLens[b] : c.m);
 // keys query i of batch b sees: j < len[b], and j <= i when causal (top-left)
 const visible = (c, b, i) => Math.min(kvLen(c, b), c.causal ? i + 1 : c.m);
 

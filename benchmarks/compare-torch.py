@@ -14,6 +14,10 @@ Training cases T1, T1d (dropout 0.1), T2 and T3 (the whole layer against
 nn.MultiheadAttention) compare attn's forward and backward with PyTorch's
 autograd on the same shapes, and print the largest difference of the SDPA
 gradients (attn through ctypes, --lib, on PyTorch's own inputs; T1 and T2).
+
+The cases and their shapes are attn-bench's table, read from
+`attn-bench --list --json` (the --bench program): the dense ones (S*, T*)
+and the long-sequence ones (L1, X1, X2; --case L1 names every L1-*).
 """
 import argparse
 import json
@@ -23,35 +27,31 @@ import subprocess
 import sys
 import time
 
-# id: (B, Hq, Hkv, n, m, d, causal, padded) -- the same table as attn-bench.
-CASES = {
-    "S1": (8, 12, 12, 512, 512, 64, False, False),
-    "S2": (4, 12, 12, 1024, 1024, 64, True, False),
-    "S3": (1, 8, 8, 4096, 4096, 64, True, False),
-    "S4": (8, 8, 8, 128, 1024, 64, False, False),
-    "S5": (1, 32, 8, 1, 4096, 128, False, False),
-    "S6": (8, 12, 12, 512, 512, 64, False, False),   # whole layer: nn.MultiheadAttention
-    "S7": (32, 8, 8, 64, 64, 32, False, False),
-    "S8": (8, 12, 12, 197, 197, 64, False, False),
-    "S9": (8, 12, 12, 512, 512, 64, False, True),
-}
-EXTRA = {  # only when named: S2 and S3 without their mask
-    "S2n": (4, 12, 12, 1024, 1024, 64, False, False),
-    "S3n": (1, 8, 8, 4096, 4096, 64, False, False),
-}
-CASES.update(EXTRA)
-# Long sequences (B = 1, H = 8, d = 64; as in attn-bench's long.c): id:
-# (kind, n).  PyTorch runs causal linear attention written with cumsum, and
-# dense SDPA with the same visible set as a bool mask, head by head, up to
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import casetable  # noqa: E402
+
+# From attn-bench's table (main() fills them): id -> case.
+CASES = {}    # the dense forward cases (S*): SDPA, or the layer (mha)
+TRAIN = {}    # training: forward + backward (autograd in PyTorch)
+LONG = {}     # long sequences: kind linear, global or bigbird
+# PyTorch runs causal linear attention written with cumsum, and dense SDPA
+# with the same visible set as a bool mask, head by head, up to
 # TORCH_DENSE_MAX_N (the targets compare with it at 4k).
-LONG = {"L1-1k": ("linear", 1024), "L1-4k": ("linear", 4096), "L1-16k": ("linear", 16384),
-        "L1-64k": ("linear", 65536), "X1-4k": ("global", 4096), "X1-16k": ("global", 16384),
-        "X1-64k": ("global", 65536), "X2-4k": ("bigbird", 4096), "X2-16k": ("bigbird", 16384)}
-LONG_GROUPS = {"L1", "X1", "X2"}
 TORCH_DENSE_MAX_N = 4096     # PyTorch's dense SDPA at 16k takes minutes a run
-# Training cases: forward + backward (autograd in PyTorch); id: (shape of
-# the S case, dropout_p).
-TRAIN = {"T1": ("S1", 0.0), "T1d": ("S1", 0.1), "T2": ("S2", 0.0), "T3": ("S6", 0.0)}
+
+
+def read_table(bench):
+    """Fill CASES, TRAIN and LONG from attn-bench --list --json."""
+    for c in casetable.load(bench):
+        if c["kind"] == "dense":
+            (TRAIN if c["train"] else CASES)[c["id"]] = c
+        elif c["kind"] in ("linear", "global", "bigbird"):
+            LONG[c["id"]] = c
+
+
+def shape(c):
+    """(B, Hq, Hkv, n, m, d, causal, padded) of a case."""
+    return (c["B"], c["Hq"], c["Hkv"], c["n"], c["m"], c["d"], c["causal"], c["padded"])
 
 
 def run_attn_bench(bench, cases, threads, runs, naive):
@@ -67,7 +67,7 @@ def run_attn_bench(bench, cases, threads, runs, naive):
     # attn-bench also prints a line per thread count with the machine's
     # rates, and (when the decode cases are named) decode rows and ratios:
     # only the case rows of the tables here
-    return [r for r in rows if "case" in r and r.get("kind") != "decode"]
+    return [r for r in rows if "case" in r and r.get("kind") not in ("decode", "plan")]
 
 
 def torch_sdpa(torch):
@@ -166,10 +166,11 @@ class AttnLib:
 def time_train(torch, sdpa, case, threads, runs, attn):
     """PyTorch autograd: forward (with grad) and backward timed apart; the
     largest |attn - torch| over dQ, dK, dV (without dropout)."""
-    shape, p = TRAIN[case]
-    B, Hq, Hkv, n, m, d, causal, _ = CASES[shape]
+    c = TRAIN[case]
+    p = c["dropout"]
+    B, Hq, Hkv, n, m, d, causal, _ = shape(c)
     torch.set_num_threads(threads)
-    if shape == "S6":   # the whole layer: nn.MultiheadAttention in training
+    if c["mha"]:   # the whole layer: nn.MultiheadAttention in training
         torch.manual_seed(1)
         mha = torch.nn.MultiheadAttention(Hq * d, Hq, batch_first=True)
         x0 = torch.rand(B, n, Hq * d) * 2 - 1
@@ -224,44 +225,47 @@ def torch_linear_causal(torch, q, k, v, eps=1e-6):
     return out
 
 
-def long_mask(torch, kind, n, lib):
+def long_mask(torch, c, lib):
     """The visible set of X1 or X2 as an [n][n] bool mask (True = seen).
     X2's BigBird layout comes from attn_layout_build_bigbird (so both sides use
     the same random blocks)."""
+    n = c["n"]
     i = torch.arange(n)
-    if kind == "global":   # window 256 + 256, the first 32 tokens global both ways
-        g = i < 32
-        return ((i[:, None] - i[None, :]).abs() <= 256) | g[:, None] | g[None, :]
+    if c["kind"] == "global":   # window each side, the first `global` tokens global both ways
+        g = i < c["global"]
+        return ((i[:, None] - i[None, :]).abs() <= c["window"]) | g[:, None] | g[None, :]
     import ctypes as C
     if lib is None:
         raise RuntimeError("X2 needs libattn (--lib) for attn_layout_build_bigbird")
-    nb = (n + 63) // 64
+    bs, bb = c["block"], c["bigbird"]
+    nb = (n + bs - 1) // bs
     lay = (C.c_uint8 * (nb * nb))()
     fn = lib.attn_layout_build_bigbird
     fn.restype = C.c_int
     fn.argtypes = [C.c_void_p, C.c_int64, C.c_int64, C.c_int64, C.c_int64, C.c_int64,
                    C.c_uint64]
-    if fn(lay, nb, nb, 3, 2, 3, 2020) != 0:
+    if fn(lay, nb, nb, bb["window"], bb["global"], bb["random"], bb["seed"]) != 0:
         raise RuntimeError("attn_layout_build_bigbird failed")
     blocks = torch.tensor(list(lay), dtype=torch.bool).reshape(nb, nb)
-    return blocks.repeat_interleave(64, 0).repeat_interleave(64, 1)[:n, :n]
+    return blocks.repeat_interleave(bs, 0).repeat_interleave(bs, 1)[:n, :n]
 
 
 def time_long(torch, sdpa, case, threads, runs, lib):
     """PyTorch on a long-sequence case: (median, min, max) ms, or None
     where its dense path would not fit."""
-    kind, n = LONG[case]
-    if kind != "linear" and n > TORCH_DENSE_MAX_N:
+    c = LONG[case]
+    n, H = c["n"], c["B"] * c["Hq"]
+    if c["kind"] != "linear" and n > TORCH_DENSE_MAX_N:
         return None
     torch.set_num_threads(threads)
     g = torch.Generator().manual_seed(1)
-    q, k, v = (torch.rand(8, n, 64, generator=g) * 2 - 1 for _ in range(3))
-    if kind == "linear":
+    q, k, v = (torch.rand(H, n, c["d"], generator=g) * 2 - 1 for _ in range(3))
+    if c["kind"] == "linear":
         run = lambda: torch_linear_causal(torch, q, k, v)
     else:
-        mask = long_mask(torch, kind, n, lib)
+        mask = long_mask(torch, c, lib)
         run = lambda: [sdpa(q[h:h + 1][None], k[h:h + 1][None], v[h:h + 1][None],
-                            mask, False) for h in range(8)]
+                            mask, False) for h in range(H)]
     # the O(n) PyTorch paths still take seconds a run at 16k and more
     runs = 1 if n >= 65536 else min(runs, 3) if n >= 16384 else runs
     with torch.no_grad():
@@ -277,7 +281,7 @@ def time_long(torch, sdpa, case, threads, runs, lib):
 
 def time_mha(torch, case, threads, runs):
     """S6: nn.MultiheadAttention(batch_first=True) self-attention, no weights."""
-    B, H, _, L, _, d, _, _ = CASES[case]
+    B, H, _, L, _, d, _, _ = shape(CASES[case])
     torch.set_num_threads(threads)
     torch.manual_seed(1)
     mha = torch.nn.MultiheadAttention(H * d, H, batch_first=True).eval()
@@ -294,9 +298,9 @@ def time_mha(torch, case, threads, runs):
 
 
 def time_torch(torch, sdpa, case, threads, runs):
-    if case == "S6":
+    if CASES[case]["mha"]:
         return time_mha(torch, case, threads, runs)
-    B, Hq, Hkv, n, m, d, causal, padded = CASES[case]
+    B, Hq, Hkv, n, m, d, causal, padded = shape(CASES[case])
     torch.set_num_threads(threads)
     g = torch.Generator().manual_seed(1)
     q = torch.rand(B, Hq, n, d, generator=g) * 2 - 1
@@ -307,7 +311,7 @@ def time_torch(torch, sdpa, case, threads, runs):
         v = v.repeat_interleave(Hq // Hkv, dim=1)
     mask = None
     if padded:  # key lengths m, m - m/8, ...: True = take part
-        lens = torch.tensor([m - b * (m // B) for b in range(B)])
+        lens = torch.tensor(CASES[case]["kv_lens"])
         mask = (torch.arange(m)[None, :] < lens[:, None])[:, None, None, :]
     with torch.no_grad():
         for _ in range(2):
@@ -321,10 +325,22 @@ def time_torch(torch, sdpa, case, threads, runs):
 
 
 def main():
+    bench = casetable.bench_option()
+    try:
+        read_table(bench)
+    except (OSError, subprocess.CalledProcessError, ValueError) as e:
+        if "-h" not in sys.argv[1:] and "--help" not in sys.argv[1:]:
+            sys.exit("cannot read the case table from %s --list --json (%s): build it "
+                     "(meson compile -C build) or name it with --bench" % (bench, e))
+    groups = sorted({c["group"] for c in LONG.values() if c["group"]})
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bench", default=os.path.join("build", "benchmarks", "attn-bench"))
+    ap.add_argument("--bench", default=casetable.DEFAULT_BENCH,
+                    help="the attn-bench program: runs attn and the naive path, and gives "
+                         "the case table (--list --json)")
     ap.add_argument("--case", action="append",
-                    choices=sorted(CASES) + sorted(TRAIN) + list(LONG) + sorted(LONG_GROUPS))
+                    choices=(sorted(CASES) + sorted(TRAIN) + list(LONG) + groups) or None,
+                    help="a case or group of attn-bench's table (default: every dense and "
+                         "training case not marked extra)")
     ap.add_argument("--lib", default=os.path.join("build", "lib", "libattn.so"),
                     help="libattn for the gradients' error against PyTorch")
     ap.add_argument("--threads", action="append", type=int)
@@ -333,9 +349,9 @@ def main():
     ap.add_argument("--csv")
     ap.add_argument("--save-json", help="write every measurement, one JSON object a line")
     args = ap.parse_args()
-    cases = args.case or [c for c in CASES if c not in EXTRA] + list(TRAIN)
-    cases = [x for c in cases for x in ([l for l in LONG if l.startswith(c + "-")]
-                                         if c in LONG_GROUPS else [c])]
+    cases = args.case or [c for c in CASES if not CASES[c]["extra"]] + list(TRAIN)
+    cases = [x for c in cases for x in ([l for l in LONG if LONG[l]["group"] == c]
+                                         if c in groups else [c])]
     threads = args.threads or [1, 2]
     train = [c for c in cases if c in TRAIN]
     long = [c for c in cases if c in LONG]
@@ -354,9 +370,9 @@ def main():
               "attn and naive only", file=sys.stderr)
     else:
         for c in cases:
-            B, Hq, Hkv, n, m, d, _, _ = CASES[c]
+            B, Hq, Hkv, n, m, d, _, _ = shape(CASES[c])
             flops = 4.0 * B * Hq * n * m * d
-            if c == "S6":
+            if CASES[c]["mha"]:
                 flops += 8.0 * B * n * (Hq * d) ** 2
             for t in threads:
                 med, lo, hi = time_torch(torch, sdpa, c, t, args.runs)
@@ -449,7 +465,9 @@ def main():
                 print("%-7s %3d %s %6.0f%% %s %s %s %s %10.2g" % (
                     c, t, fmt(a), 100 * a.get("frac_sgemm", 0), fmt(dn), fmt(tr), sp(dn),
                     sp(tr), a.get("max_err", float("nan"))))
-        for grp, lo, hi in (("L1", "L1-4k", "L1-64k"), ("X1", "X1-4k", "X1-64k")):
+        at_n = {(LONG[c]["group"], LONG[c]["n"]): c for c in LONG}
+        for grp in ("L1", "X1"):
+            lo, hi = at_n.get((grp, 4096)), at_n.get((grp, 65536))
             for t in threads:
                 a, b = by.get((lo, t, "attn")), by.get((hi, t, "attn"))
                 if a and b:

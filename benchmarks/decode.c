@@ -22,20 +22,18 @@
  * loop.  GB/s counts the K/V bytes a call must read: per sequence
  * kv_len x Hkv x (dk + dv) x element size.  max_err is against float64 on
  * a few heads of every sequence, computed from the same rounded F16/BF16
- * values.
+ * values.  Each case's rows (how its cache is stored) are in the case
+ * table (cases.c); the kv lengths of D2 are case_kv_len's.
  */
-#include "attn_config.h"
 #include "attn.h"
-#include "blas/blas.h"   /* attn_blas_hooks for attn_parallel */
-#include "core/core.h"   /* attn_parallel: the region attn runs its work in */
-#include "bench.h"
+#include "cases.h"
+#include "harness.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 
 enum {
     BLOCK = 16,          /* D2's kv_block_size */
@@ -44,37 +42,12 @@ enum {
     MAX_ROWS = 64,
 };
 
-typedef struct drow {
-    const char *case_id, *label;
-    attn_dtype type;
-    int paged;   /* 1: the block table a random permutation; 2: in order
-                    (a diagnostic row: attn only, no target) */
-} drow;
-
-static const drow drows[] = {
-    { "S5", "f32", ATTN_DTYPE_F32, 0 },
-    { "D1", "f32", ATTN_DTYPE_F32, 0 },
-    { "D1", "f16", ATTN_DTYPE_F16, 0 },
-    { "D1", "bf16", ATTN_DTYPE_BF16, 0 },
-    { "D2", "f16-paged", ATTN_DTYPE_F16, 1 },
-    { "D2", "f16-contig", ATTN_DTYPE_F16, 0 },
-    { "D2", "f16-pg-ord", ATTN_DTYPE_F16, 2 },
-    { "D3", "f32", ATTN_DTYPE_F32, 0 },
-    { "D3", "f16", ATTN_DTYPE_F16, 0 },
-    { "DL", "f32", ATTN_DTYPE_F32, 0 },
-    { "DL", "f16", ATTN_DTYPE_F16, 0 },
-};
-#define NDROWS (int)(sizeof drows / sizeof drows[0])
+typedef decode_row drow;
 
 enum { IMPL_ATTN, IMPL_SGEMM, IMPL_SCALAR, NIMPL };
 static const char *const impl_name[NIMPL] = { "attn", "sgemm", "scalar" };
 
 /* ---- sizes ------------------------------------------------------------- */
-
-static int64_t kv_len_of(const bench_case *c, int64_t b)
-{
-    return c->padded ? (b + 1) * (c->m / c->B) : c->m;   /* D2: 512, 1024, ..., 4096 */
-}
 
 static size_t elsize(attn_dtype t)
 {
@@ -86,7 +59,7 @@ static double kv_bytes_read(const bench_case *c, const drow *r)
 {
     double rows = 0;
     for (int64_t b = 0; b < c->B; b++)
-        rows += (double)kv_len_of(c, b);
+        rows += (double)case_kv_len(c, b);
     return rows * (double)c->Hkv * 2.0 * (double)c->d * (double)elsize(r->type);
 }
 
@@ -97,7 +70,7 @@ static double flops_of(const bench_case *c)
 {
     double f = 0;
     for (int64_t b = 0; b < c->B; b++) {
-        const int64_t m = kv_len_of(c, b);
+        const int64_t m = case_kv_len(c, b);
         for (int64_t i = 0; i < c->n; i++) {
             const int64_t vis = c->causal ? m - c->n + i + 1 : m;
             f += (double)(vis > 0 ? vis : 0);
@@ -157,11 +130,11 @@ static void scalar_body(void *arg, int tid)
     const int64_t n = c->n, m = c->m, d = c->d, g = c->Hq / c->Hkv;
     const float scale = 1.0f / sqrtf((float)d);
     float *s = x->scores + (size_t)tid * (size_t)m;
-#if ATTN_HAVE_OPENMP
+#ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
     for (int64_t bh = 0; bh < c->B * c->Hq; bh++) {
-        const int64_t b = bh / c->Hq, h = bh % c->Hq, hk = h / g, len = kv_len_of(c, b);
+        const int64_t b = bh / c->Hq, h = bh % c->Hq, hk = h / g, len = case_kv_len(c, b);
         const float *kb = x->k + (b * c->Hkv + hk) * m * d;
         const float *vb = x->v + (b * c->Hkv + hk) * m * d;
         for (int64_t i = 0; i < n; i++) {
@@ -200,12 +173,13 @@ typedef struct djob {
     size_t target;
 } djob;
 
-static void fail(result *res, const char *what, attn_status st)
+/* A row's failure: what failed, and the status (ATTN_OK: none). */
+static void fail(result *res, const char *what, int status)
 {
-    if (st != ATTN_OK)
-        snprintf(res->error, sizeof res->error, "%s: %s", what, attn_status_str(st));
+    if (status != ATTN_OK)
+        snprintf(res->error, sizeof res->error, "%s: %s", what, status_str(status));
     else
-        snprintf(res->error, sizeof res->error, "%s", what);
+        result_fail(res, what);
 }
 
 /* Largest |o - float64| over SAMPLE_HEADS query heads of every sequence,
@@ -224,7 +198,7 @@ static double sampled_error(const bench_case *c, const float *q, const float *kr
     for (int64_t b = 0; b < c->B; b++)
         for (int64_t hs = 0; hs < SAMPLE_HEADS; hs++) {
             const int64_t h = hs * (c->Hq - 1) / (SAMPLE_HEADS - 1), hk = h / g;
-            const int64_t len = kv_len_of(c, b);
+            const int64_t len = case_kv_len(c, b);
             const float *kb = kr + (b * c->Hkv + hk) * m * d, *vb = vr + (b * c->Hkv + hk) * m * d;
             for (int64_t i = 0; i < n; i++) {
                 const float *qi = q + ((b * c->Hq + h) * n + i) * d;
@@ -291,6 +265,44 @@ static void copies_fill(const bench_case *c, const drow *row, char *kc, char *vc
     }
 }
 
+/* One timed call, on the next copy of the cache (round-robin). */
+typedef struct decode_call {
+    const bench_case *c;
+    int impl, threads;
+    attn_dtype type;
+    const attn_sdpa_plan *plan;
+    attn_sdpa_args *args;
+    void *ws;
+    size_t ws_bytes;
+    const float *q;
+    float *o, *scores;
+    const char *kc, *vc;
+    size_t copy_bytes;
+    int copies, next;
+} decode_call;
+
+static int decode_call_run(void *arg, double *split)
+{
+    decode_call *x = arg;
+    const char *kp = x->kc + (size_t)x->next * x->copy_bytes;
+    const char *vp = x->vc + (size_t)x->next * x->copy_bytes;
+    (void)split;
+    x->next = (x->next + 1) % x->copies;
+    if (x->impl == IMPL_SCALAR) {
+        const scalar_ctx ctx = { x->c, x->q, (const float *)kp, (const float *)vp, x->o, x->scores };
+        bench_parallel(x->threads, x->c->B * x->c->Hq, scalar_body, (void *)&ctx);
+        return 0;
+    }
+    if (x->type == ATTN_DTYPE_F32) {
+        x->args->k = (const float *)kp;
+        x->args->v = (const float *)vp;
+    } else {
+        x->args->k16 = (const uint16_t *)kp;
+        x->args->v16 = (const uint16_t *)vp;
+    }
+    return (int)attn_sdpa_execute(x->plan, x->args, x->ws, x->ws_bytes);
+}
+
 static void run_decode_row(const djob *j, result *res)
 {
     const bench_case *c = j->c;
@@ -322,11 +334,10 @@ static void run_decode_row(const djob *j, result *res)
     float *kr = big_alloc(nkv * sizeof(float)), *vr = big_alloc(nkv * sizeof(float));
     uint16_t *k16 = NULL, *v16 = NULL;
     int32_t *kvl = malloc(sizeof(int32_t) * (size_t)B);
-    double *t = malloc(sizeof(double) * (size_t)(j->runs * CALLS_PER_RUN));
-    if (!q || !o || !kr || !vr || !kvl || !t)
+    if (!q || !o || !kr || !vr || !kvl)
         return fail(res, "out of memory", ATTN_OK);
     for (int64_t b = 0; b < B; b++) {
-        kvl[b] = (int32_t)kv_len_of(c, b);
+        kvl[b] = (int32_t)case_kv_len(c, b);
         for (int64_t h = 0; h < Hkv; h++) {
             prefault(kr + ((b * Hkv + h) * m) * d, sizeof(float) * (size_t)(kvl[b] * d));
             prefault(vr + ((b * Hkv + h) * m) * d, sizeof(float) * (size_t)(kvl[b] * d));
@@ -427,8 +438,6 @@ static void run_decode_row(const djob *j, result *res)
     attn_sdpa_plan *plan = NULL;
     void *ws = NULL;
     float *scores = NULL;
-    attn_blas_hooks hooks;
-    attn_blas_hooks_resolve(&hooks);
     if (j->impl == IMPL_SCALAR) {
         res->workspace = (size_t)j->threads * (size_t)m * sizeof(float);
         if (!(scores = alloc_fill((size_t)j->threads * (size_t)m, 0)))
@@ -444,53 +453,23 @@ static void run_decode_row(const djob *j, result *res)
 
     /* one call on copy 0 first: a row that fails does so before the
      * other copies are made */
+    decode_call call = { c, j->impl, j->threads, type, plan, &args, ws, res->workspace,
+                         q, o, scores, kc, vc, copy_bytes, R, 0 };
     if (j->impl != IMPL_SCALAR) {
-        if (type == ATTN_DTYPE_F32) {
-            args.k = (const float *)kc;
-            args.v = (const float *)vc;
-        } else {
-            args.k16 = (const uint16_t *)kc;
-            args.v16 = (const uint16_t *)vc;
-        }
-        attn_status st = attn_sdpa_execute(plan, &args, ws, res->workspace);
+        const int st = decode_call_run(&call, NULL);
         if (st != ATTN_OK)
             return fail(res, "execute", st);
+        call.next = 0;
     }
     copies_fill(c, row, kc, vc, ksrc, vsrc, kvl, table, copy_bytes, 1, R);
 
     /* warm-up: one pass over every copy (the first read of a page after
      * the copies were written is slower here), then the timed calls */
-    const int calls = j->runs * CALLS_PER_RUN, warm = R > 2 ? R : 2;
-    int r = 0;
-    for (int call = -warm; call < calls; call++, r = (r + 1) % R) {
-        const char *kp = kc + (size_t)r * copy_bytes, *vp = vc + (size_t)r * copy_bytes;
-        attn_status st = ATTN_OK;
-        const double t0 = now_ms();
-        if (j->impl == IMPL_SCALAR) {
-            const scalar_ctx ctx = { c, q, (const float *)kp, (const float *)vp, o, scores };
-            attn_parallel(&hooks, j->threads, B * Hq, scalar_body, (void *)&ctx);
-        } else {
-            if (type == ATTN_DTYPE_F32) {
-                args.k = (const float *)kp;
-                args.v = (const float *)vp;
-            } else {
-                args.k16 = (const uint16_t *)kp;
-                args.v16 = (const uint16_t *)vp;
-            }
-            st = attn_sdpa_execute(plan, &args, ws, res->workspace);
-        }
-        const double t1 = now_ms();
-        if (st != ATTN_OK)
-            return fail(res, "execute", st);
-        if (call >= 0)
-            t[call] = t1 - t0;
-    }
-    res->ms_median = median_sorted(t, calls);   /* sorts t */
-    res->ms_min = t[0];
-    res->ms_max = t[calls - 1];
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    res->peak_rss_kb = ru.ru_maxrss;
+    const bench_timing timing = { .runs = j->runs * CALLS_PER_RUN, .warmup = R > 2 ? R : 2 };
+    bench_stats stats;
+    if (bench_time(decode_call_run, &call, &timing, &stats))
+        return fail(res, "execute", stats.status);
+    result_set_times(res, &stats);
     res->max_err = sampled_error(c, q, kr, vr, o);
     res->ok = 1;
     attn_sdpa_plan_destroy(plan);
@@ -532,13 +511,10 @@ void decode_print_header(const bench_env *env)
            "workspace", "RSS MiB", "max_err", "vs attn");
 }
 
-void run_decode_case(const bench_case *c, int nthreads, const bench_env *env)
+void decode_run_case(const bench_case *c, int nthreads, const bench_env *env)
 {
-    for (int ri = 0; ri < NDROWS; ri++) {
-        const drow *row = &drows[ri];
-        if (strcmp(row->case_id, c->id) &&
-            !(!strcmp(row->case_id, "DL") && !strncmp(c->id, "DL-", 3)))
-            continue;
+    for (int ri = 0; c->rows[ri].label; ri++) {
+        const drow *row = &c->rows[ri];
         const double bytes = kv_bytes_read(c, row);
         const int R = copies_of(c, row, env->kv_target_bytes);
         double attn_ms = 0;
@@ -573,9 +549,8 @@ void run_decode_case(const bench_case *c, int nthreads, const bench_env *env)
                 attn_ms = r.ms_median;
             if (ndone < (int)(sizeof done / sizeof done[0]))
                 done[ndone++] = (kept){ c->id, row->label, impl, r.ms_median, gbs, frac, roof };
-            char err[32] = "null";
-            if (r.max_err == r.max_err)
-                snprintf(err, sizeof err, "%.3g", r.max_err);
+            char err[32];
+            json_g(err, sizeof err, r.max_err);
             if (env->json) {
                 printf("{\"kind\":\"decode\",\"case\":\"%s\",\"name\":\"%s\",\"row\":\"%s\","
                        "\"threads\":%d,\"impl\":\"%s\",\"ok\":true,\"ms_median\":%.4f,"

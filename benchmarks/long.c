@@ -9,30 +9,26 @@
  *   X2  BigBird: block 64, 3 window + 2 global + 3 random blocks a row
  *       (attn_layout_build_bigbird), at n = 4k, 16k; the other path as in X1
  *
- * The dense paths run up to n = 16k (their time is O(n^2): at 64k one run
- * takes minutes).  max_err is against float64 on 64 sampled rows of every
- * head, computed here from the definitions, after the timing.
+ * The window, the global tokens and BigBird's layout are fields of the
+ * case table (cases.c).  The dense paths run up to n = 16k (their time is
+ * O(n^2): at 64k one run takes minutes).  max_err is against float64 on 64
+ * sampled rows of every head, computed here from the definitions, after
+ * the timing.
  */
-#include "attn_config.h"
 #include "attn.h"
-#include "bench.h"
+#include "cases.h"
+#include "harness.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 enum {
     LINEAR_CHUNK = 64,     /* rows per chunk of attn's linear attention (FLOP count) */
-    X1_WINDOW = 256,       /* keys on each side */
-    X1_GLOBAL = 32,        /* global tokens, spread evenly */
-    X2_BLOCK = 64,
-    X2_WINDOW = 3, X2_GLOBAL = 2, X2_RANDOM = 3,
     DENSE_MAX_N = 16384,   /* the O(n^2) paths run up to here */
     SAMPLE_ROWS = 64,
 };
-static const uint64_t X2_SEED = 2020;
 
 const char *long_other_name(const bench_case *c)
 {
@@ -40,21 +36,21 @@ const char *long_other_name(const bench_case *c)
     return "dense";
 }
 
-/* X1's global tokens: the first 32, as Longformer makes a question's
- * tokens (or [CLS]) global. */
+/* X1's global tokens: the first c->global, as Longformer makes a
+ * question's tokens (or [CLS]) global. */
 static int x1_global(const bench_case *c, int64_t j)
 {
-    (void)c;
-    return j < X1_GLOBAL;
+    return j < c->global;
 }
 
 /* The BigBird layout of X2, [ceil(n/bs)][ceil(m/bs)], or NULL. */
 static uint8_t *x2_layout(const bench_case *c, int64_t *nb, int64_t *mb)
 {
-    *nb = (c->n + X2_BLOCK - 1) / X2_BLOCK;
-    *mb = (c->m + X2_BLOCK - 1) / X2_BLOCK;
+    *nb = (c->n + c->block - 1) / c->block;
+    *mb = (c->m + c->block - 1) / c->block;
     uint8_t *l = malloc((size_t)(*nb * *mb));
-    if (l && attn_layout_build_bigbird(l, *nb, *mb, X2_WINDOW, X2_GLOBAL, X2_RANDOM, X2_SEED) != ATTN_OK) {
+    if (l && attn_layout_build_bigbird(l, *nb, *mb, c->bb_window, c->bb_global, c->bb_random,
+                                 c->seed) != ATTN_OK) {
         free(l);
         l = NULL;
     }
@@ -65,8 +61,8 @@ static uint8_t *x2_layout(const bench_case *c, int64_t *nb, int64_t *mb)
 static int visible(const bench_case *c, const uint8_t *layout, int64_t mb, int64_t i, int64_t j)
 {
     if (c->kind == K_GLOBAL)
-        return x1_global(c, i) || x1_global(c, j) || (j >= i - X1_WINDOW && j <= i + X1_WINDOW);
-    return layout[(i / X2_BLOCK) * mb + j / X2_BLOCK] != 0;
+        return x1_global(c, i) || x1_global(c, j) || (j >= i - c->window && j <= i + c->window);
+    return layout[(i / c->block) * mb + j / c->block] != 0;
 }
 
 /* Keys query i sees (X1, X2). */
@@ -76,17 +72,17 @@ static int64_t visible_in_row(const bench_case *c, const uint8_t *layout, int64_
     if (c->kind == K_GLOBAL) {
         if (x1_global(c, i))
             return c->m;
-        const int64_t lo = i - X1_WINDOW < 0 ? 0 : i - X1_WINDOW;
-        const int64_t hi = i + X1_WINDOW + 1 > c->m ? c->m : i + X1_WINDOW + 1;
+        const int64_t lo = i - c->window < 0 ? 0 : i - c->window;
+        const int64_t hi = i + c->window + 1 > c->m ? c->m : i + c->window + 1;
         count = hi - lo;
-        for (int64_t j = 0; j < X1_GLOBAL && j < c->m; j++)
+        for (int64_t j = 0; j < c->global && j < c->m; j++)
             count += j < lo || j >= hi;
         return count;
     }
     for (int64_t jb = 0; jb < mb; jb++)
-        if (layout[(i / X2_BLOCK) * mb + jb]) {
-            const int64_t hi = (jb + 1) * X2_BLOCK > c->m ? c->m : (jb + 1) * X2_BLOCK;
-            count += hi - jb * X2_BLOCK;
+        if (layout[(i / c->block) * mb + jb]) {
+            const int64_t hi = (jb + 1) * c->block > c->m ? c->m : (jb + 1) * c->block;
+            count += hi - jb * c->block;
         }
     return count;
 }
@@ -179,13 +175,26 @@ static double sampled_error(const bench_case *c, const float *q, const float *k,
     return err;
 }
 
-static void fail(result *res, const char *what)
+/* One timed call: the linear plan, or the SDPA one. */
+typedef struct long_call {
+    const attn_linear_plan *lp;
+    const attn_sdpa_plan *sp;
+    const attn_linear_args *la;
+    const attn_sdpa_args *sa;
+    void *ws;
+    size_t ws_bytes;
+} long_call;
+
+static int long_call_run(void *arg, double *split)
 {
-    snprintf(res->error, sizeof res->error, "%s", what);
+    const long_call *x = arg;
+    (void)split;
+    return (int)(x->lp ? attn_linear_execute(x->lp, x->la, x->ws, x->ws_bytes)
+                       : attn_sdpa_execute(x->sp, x->sa, x->ws, x->ws_bytes));
 }
 
 /* Runs in the child: impl 0 = attn's linear or sparse path, 1 = dense. */
-void run_long_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
+void long_run_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
 {
     const int64_t B = c->B, Hq = c->Hq, Hkv = c->Hkv, n = c->n, m = c->m, d = c->d;
     if (impl == 1 && n > DENSE_MAX_N) {
@@ -200,18 +209,17 @@ void run_long_case(const bench_case *c, int impl, int nthreads, int runs, result
     float *q = alloc_fill(nq, 1), *k = alloc_fill(nk, 1), *v = alloc_fill(nk, 1);
     float *o = alloc_fill(nq, 0);
     uint8_t *gflags = malloc((size_t)(B * n)), *mask = NULL, *layout = NULL;
-    double *t = malloc(sizeof(double) * (size_t)runs);
     int64_t nb = 0, mb = 0;
-    if (!q || !k || !v || !o || !gflags || !t)
-        return fail(res, "out of memory");
+    if (!q || !k || !v || !o || !gflags)
+        return result_fail(res, "out of memory");
     for (int64_t i = 0; i < B * n; i++)
         gflags[i] = (uint8_t)(c->kind == K_GLOBAL && x1_global(c, i % n));
     if (c->kind == K_BIGBIRD && !(layout = x2_layout(c, &nb, &mb)))
-        return fail(res, "attn_layout_build_bigbird failed");
+        return result_fail(res, "attn_layout_build_bigbird failed");
     if (impl == 1 && c->kind != K_LINEAR) {
         /* the dense path's element mask [n][m], broadcast over B and H */
         if (!(mask = malloc((size_t)(n * m))))
-            return fail(res, "out of memory (mask)");
+            return result_fail(res, "out of memory (mask)");
         for (int64_t i = 0; i < n; i++)
             for (int64_t j = 0; j < m; j++)
                 mask[i * m + j] = (uint8_t)visible(c, layout, mb, i, j);
@@ -248,11 +256,11 @@ void run_long_case(const bench_case *c, int impl, int nthreads, int runs, result
             sd.mask = (attn_view){ 0, 0, m };
             sa.mask = mask;
         } else if (c->kind == K_GLOBAL) {
-            sd.window_left = sd.window_right = X1_WINDOW;
+            sd.window_left = sd.window_right = c->window;
             sd.use_global_k = sd.use_global_q = 1;
             sa.global_k = sa.global_q = gflags;
         } else {
-            sd.block_size = X2_BLOCK;
+            sd.block_size = c->block;
             sa.layout = layout;
         }
         if ((st = attn_sdpa_plan_create(&sp, &sd)) == ATTN_OK)
@@ -260,27 +268,14 @@ void run_long_case(const bench_case *c, int impl, int nthreads, int runs, result
     }
     void *ws = st == ATTN_OK ? aligned_alloc(64, (res->workspace + 63) / 64 * 64 + 64) : NULL;
     if (st != ATTN_OK || !ws)
-        return fail(res, st != ATTN_OK ? attn_status_str(st) : "out of memory");
+        return result_fail(res, st != ATTN_OK ? attn_status_str(st) : "out of memory");
 
-    for (int r = -1; r < runs; r++) {
-        const double t0 = now_ms();
-        st = lp ? attn_linear_execute(lp, &la, ws, res->workspace)
-                : attn_sdpa_execute(sp, &sa, ws, res->workspace);
-        const double t1 = now_ms();
-        if (st != ATTN_OK)
-            return fail(res, attn_status_str(st));
-        if (r >= 0) {
-            t[r] = t1 - t0;
-            peak_sample();
-        }
-    }
-    qsort(t, (size_t)runs, sizeof *t, cmp_double);
-    res->ms_min = t[0];
-    res->ms_max = t[runs - 1];
-    res->ms_median = median_sorted(t, runs);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    res->peak_rss_kb = ru.ru_maxrss;
+    const long_call call = { lp, sp, &la, &sa, ws, res->workspace };
+    const bench_timing timing = { .runs = runs, .warmup = 1, .sample_peak = 1 };
+    bench_stats stats;
+    if (bench_time(long_call_run, (void *)&call, &timing, &stats))
+        return result_fail(res, status_str(stats.status));
+    result_set_times(res, &stats);
     /* the dense causal path of L1 computes softmax attention: no error */
     res->max_err = c->kind == K_LINEAR && impl == 1 ? NAN
                                                     : sampled_error(c, q, k, v, o, layout, mb);

@@ -6,13 +6,21 @@ path, F32 and F16 storage, with the machine's streaming read bandwidth
 measured in the same run, one panel per thread count.
 
     attn-bench --case DL --threads 1 --threads 2 --json > docs/bench-data/decode.json
-    benchmarks/plot-decode.py docs/bench-data/decode.json docs/bench-decode.svg
+    benchmarks/plot-decode.py docs/bench-data/decode.json docs/bench-decode.svg \
+        [--bench build/benchmarks/attn-bench]
+
+Each DL case's cache length is its m in attn-bench's table (--list --json,
+from --bench).
 """
+import argparse
 import json
 import math
+import os
 import sys
 
-import svgplot
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import casetable  # noqa: E402
+import svgplot  # noqa: E402
 
 # (impl, row) -> (label, colour, dashed)
 SERIES = [
@@ -23,13 +31,13 @@ SERIES = [
 ]
 
 
-def m_of(case):
-    k = case.split("-")[1]
-    return int(k[:-1]) * 1024 if k.endswith("k") else int(k)
-
-
 def main():
-    src, out = sys.argv[1], sys.argv[2]
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("src", help="attn-bench --case DL --json output")
+    ap.add_argument("out", help="the SVG to write")
+    args, table = casetable.parse_with_table(ap)
+    src, out = args.src, args.out
+    m_of = {c["id"]: c["m"] for c in table if c["kind"] == "decode"}
     rows = [json.loads(line) for line in open(src) if line.strip().startswith("{")]
     bw, pts = {}, {}
     for r in rows:
@@ -37,7 +45,7 @@ def main():
             bw[r["threads"]] = r["read_gbs"]
         elif r.get("kind") == "decode" and r.get("case", "").startswith("DL-") and r.get("ok"):
             pts.setdefault(r["threads"], {}).setdefault((r["impl"], r["row"]), []).append(
-                (m_of(r["case"]), r["gbs"]))
+                (m_of[r["case"]], r["gbs"]))
     if not pts:
         sys.exit("no DL rows in %s (run attn-bench --case DL --json)" % src)
     threads = sorted(pts)

@@ -6,26 +6,36 @@ MultiHeadAttention, at 1 and 2 threads, from one session's
     build/benchmarks/attn-bench --case S1 ... --no-naive --json > engines.json
     node benchmarks/compare-ort.mjs --case dense --json > ort-dense.json
 
-    benchmarks/plot-engines.py engines.json ort-dense.json docs/bench-engines.svg
+    benchmarks/plot-engines.py engines.json ort-dense.json docs/bench-engines.svg \
+        [--bench build/benchmarks/attn-bench]
 
 Useful FLOPs (causal and padding left out) over the FMA peak attn-bench
 measured at that thread count; ORT's time is its own profiler's run time.
+The cases are those of attn-bench's table (--list --json, from --bench)
+that ORT's MultiHeadAttention runs (compare-ort.mjs: "ort": "mha").
 """
+import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import casetable  # noqa: E402
 import svgplot  # noqa: E402
 
-CASES = ["S1", "S2", "S3", "S4", "S7", "S8", "S9"]
 COLORS = [("#2b7bba", "attn, tile engine"), ("#9ecae1", "attn, BLAS engine"),
           ("#e4572e", "ONNX Runtime 1.30")]
 
 
 def main():
-    eng = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
-    ort = [json.loads(line) for line in open(sys.argv[2]) if line.strip()]
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("engines", help="attn-bench --json output")
+    ap.add_argument("ort", help="compare-ort.mjs --json output")
+    ap.add_argument("out", help="the SVG to write")
+    args, table = casetable.parse_with_table(ap)
+    CASES = [c["id"] for c in table if c["kind"] == "dense" and c["ort"] == "mha"]
+    eng = [json.loads(line) for line in open(args.engines) if line.strip()]
+    ort = [json.loads(line) for line in open(args.ort) if line.strip()]
     peak = {r["threads"]: r["fma_gflops"] for r in eng if r.get("machine")}
     frac = {}
     for r in eng:
@@ -60,7 +70,7 @@ def main():
                   "%d thread%s (FMA peak %.0f GFLOP/s)" % (t, "s" if t > 1 else "", peak[t]),
                   anchor="middle")
     page.legend(COLORS, page.left, page.H - 14)
-    page.save(sys.argv[3])
+    page.save(args.out)
 
 
 if __name__ == "__main__":

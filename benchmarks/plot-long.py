@@ -4,44 +4,61 @@ length for the long-sequence cases from compare-torch.py --save-json: attn's
 linear attention (L1), window + global tokens (X1) and BigBird (X2), attn's
 dense SDPA (causal, and with the X1 mask), and PyTorch, at one thread count.
 
-    benchmarks/plot-long.py docs/bench-data/long.json docs/bench-long.svg [threads]
+    benchmarks/plot-long.py docs/bench-data/long.json docs/bench-long.svg [threads] \
+        [--bench build/benchmarks/attn-bench]
+
+The cases (their group, n, window, global tokens and block) are those of
+attn-bench's table (--list --json, from --bench).
 """
+import argparse
 import json
 import math
+import os
 import sys
 
-import svgplot
-
-# (case prefix, impl) -> (label, colour, dashed)
-SERIES = [
-    (("L1", "attn"), ("attn linear, causal (L1)", "#2b7bba", False)),
-    (("X1", "attn"), ("attn window 512 + 32 global (X1)", "#1a9850", False)),
-    (("X2", "attn"), ("attn BigBird, block 64 (X2)", "#984ea3", False)),
-    (("L1", "dense"), ("attn dense causal SDPA", "#555555", False)),
-    (("X1", "dense"), ("attn dense SDPA, X1 mask", "#999999", False)),
-    (("L1", "torch"), ("PyTorch linear, cumsum", "#2b7bba", True)),
-    (("X1", "torch"), ("PyTorch dense SDPA, X1 mask", "#1a9850", True)),
-    (("X2", "torch"), ("PyTorch dense SDPA, X2 mask", "#984ea3", True)),
-]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import casetable  # noqa: E402
+import svgplot  # noqa: E402
 
 
-def n_of(case):
-    k = case.split("-")[1]
-    return int(k[:-1]) * 1024
+def series(long):
+    """(group, impl) -> (label, colour, dashed), the labels from the table's
+    first case of each group."""
+    first = {}
+    for c in long.values():
+        first.setdefault(c["group"], c)
+    x1, x2 = first.get("X1", {}), first.get("X2", {})
+    return [
+        (("L1", "attn"), ("attn linear, causal (L1)", "#2b7bba", False)),
+        (("X1", "attn"), ("attn window %s + %s global (X1)" % (
+            2 * x1.get("window", 0), x1.get("global", 0)), "#1a9850", False)),
+        (("X2", "attn"), ("attn BigBird, block %s (X2)" % x2.get("block", "?"), "#984ea3", False)),
+        (("L1", "dense"), ("attn dense causal SDPA", "#555555", False)),
+        (("X1", "dense"), ("attn dense SDPA, X1 mask", "#999999", False)),
+        (("L1", "torch"), ("PyTorch linear, cumsum", "#2b7bba", True)),
+        (("X1", "torch"), ("PyTorch dense SDPA, X1 mask", "#1a9850", True)),
+        (("X2", "torch"), ("PyTorch dense SDPA, X2 mask", "#984ea3", True)),
+    ]
 
 
 def main():
-    src, out = sys.argv[1], sys.argv[2]
-    threads = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("src", help="compare-torch.py --save-json output")
+    ap.add_argument("out", help="the SVG to write")
+    ap.add_argument("threads", nargs="?", type=int, default=1)
+    args, table = casetable.parse_with_table(ap)
+    src, out, threads = args.src, args.out, args.threads
+    long = {c["id"]: c for c in table if c["kind"] in ("linear", "global", "bigbird")}
+    SERIES = series(long)
     rows = [json.loads(line) for line in open(src) if line.strip()]
     pts = {}
     for r in rows:
-        c = r.get("case", "")
-        if r.get("threads") != threads or "-" not in c or c[:2] not in ("L1", "X1", "X2"):
+        c = long.get(r.get("case", ""))
+        if r.get("threads") != threads or c is None:
             continue
         if "ms_median" not in r or r.get("part"):
             continue
-        pts.setdefault((c[:2], r["impl"]), []).append((n_of(c), r["ms_median"]))
+        pts.setdefault((c["group"], r["impl"]), []).append((c["n"], r["ms_median"]))
     if not pts:
         sys.exit("no long-sequence rows for %d thread(s) in %s" % (threads, src))
     xs = [n for v in pts.values() for n, _ in v]
