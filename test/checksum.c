@@ -332,7 +332,7 @@ static float *page(const scase *c, const sinst *t, float *src, attn_view v, int6
 static uint16_t *to16(attn_dtype ty, const float *p, size_t n)
 {
     uint16_t *d = xmalloc(n * sizeof *d);
-    if (attn_convert_from_f32(ty, p, d, (int64_t)n) != ATTN_OK)
+    if (attn_dtype_encode(ty, p, d, (int64_t)n) != ATTN_OK)
         exit(3);
     return d;
 }
@@ -922,7 +922,7 @@ static void run_mha(const mcase *c, const minst *t, int eng, int th)
     a.out = out;
     a.weights = wts;
     if (s == ATTN_OK)
-        s = attn_mha_train_forward(p, &t->w, &a, ctx, cb, ws, wb);
+        s = attn_mha_train_execute(p, &t->w, &a, ctx, cb, ws, wb);
     ou = mk(3, out, t->nout * 4, wts, t->nwts * 4, ctx, cb);
     snprintf(name, sizeof name, "mha_train.%s.%s.t%d", c->name, eng_name[eng], th);
     emit(name, s, &ou);
@@ -936,7 +936,7 @@ static void run_mha(const mcase *c, const minst *t, int eng, int th)
                           !c->packed && c->hasb, 1, c->hasb };
     void *bws = NULL;
     if (s == ATTN_OK && th == 2) {
-        attn_mha_backward_workspace_size(p, &bb);
+        attn_mha_bwd_workspace_size(p, &bb);
         bws = wsalloc(bb);
     }
     for (int acc = 0; acc < 2; acc++) {
@@ -947,7 +947,7 @@ static void run_mha(const mcase *c, const minst *t, int eng, int th)
                 g[x] = acc ? frand(&r, gn[x], 0) : fsent(gn[x]);
         attn_mha_grads gr = { g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10],
                               g[11], g[12] };
-        attn_status sb = s == ATTN_OK ? attn_mha_backward(p, &t->w, &a, t->dy, ctx, cb, &gr, acc,
+        attn_status sb = s == ATTN_OK ? attn_mha_bwd_execute(p, &t->w, &a, t->dy, ctx, cb, &gr, acc,
                                                           bws, bb)
                                       : s;
         ou.k = 0;
@@ -981,8 +981,8 @@ static void run_merge(const char *nm, int64_t parts, int64_t rows, int64_t dim, 
     const int64_t oos = dim + 5;
     const size_t no = (size_t)(rows * oos) + TAIL, nl = (size_t)(2 * rows) + TAIL;
     float *o = fsent(no), *l = with_lse ? fsent(nl) : NULL;
-    attn_merge_args a = { parts, rows, dim, op, ops, ors, lp, 1, parts, o, oos, l, 2 };
-    const attn_status s = attn_merge_partials(&a);
+    attn_partials_merge_args a = { parts, rows, dim, op, ops, ors, lp, 1, parts, o, oos, l, 2 };
+    const attn_status s = attn_partials_merge(&a);
     const outs ou = mk(2, o, no * 4, l, nl * 4);
     emit(nm, s, &ou);
     free(op); free(lp); free(o); free(l);
@@ -1062,16 +1062,16 @@ static void run_convert(void)
         const char *tn = ty == 1 ? "f16" : "bf16";
         char name[64];
         memset(d16, 0xA5, (n + TAIL) * 2);
-        attn_status s = attn_convert_from_f32((attn_dtype)ty, (const float *)(const void *)src, d16,
+        attn_status s = attn_dtype_encode((attn_dtype)ty, (const float *)(const void *)src, d16,
                                               (int64_t)n);
         snprintf(name, sizeof name, "convert.from_f32.%s", tn);
         emit1(name, s, d16, (n + TAIL) * 2);
         memset(f, 0xA5, (65536 + TAIL) * 4);
-        s = attn_convert_to_f32((attn_dtype)ty, all, f, 65536);
+        s = attn_dtype_decode((attn_dtype)ty, all, f, 65536);
         snprintf(name, sizeof name, "convert.to_f32.%s", tn);
         emit1(name, s, f, (65536 + TAIL) * 4);
         memset(d16, 0xA5, (n + TAIL) * 2);   /* an odd length and offset */
-        s = attn_convert_from_f32((attn_dtype)ty, (const float *)(const void *)(src + 3),
+        s = attn_dtype_encode((attn_dtype)ty, (const float *)(const void *)(src + 3),
                                   d16 + 1, 37);
         snprintf(name, sizeof name, "convert.from_f32.%s.odd", tn);
         emit1(name, s, d16, 64 * 2);
@@ -1103,7 +1103,7 @@ static void run_misc(void)
         const size_t nb = (size_t)(km[x].rows * km[x].ld) + TAIL;
         uint8_t *keep = xmalloc(nb);
         memset(keep, 0xA5, nb);
-        const attn_status s = attn_dropout_keep_mask(km[x].p, km[x].seed, km[x].off, km[x].b,
+        const attn_status s = attn_dropout_mask_fill(km[x].p, km[x].seed, km[x].off, km[x].b,
                                                      km[x].h, km[x].i0, km[x].rows, km[x].m,
                                                      keep, km[x].ld);
         char name[64];
@@ -1118,13 +1118,13 @@ static void run_misc(void)
         memset(lay, 0xA5, sizeof lay);                    \
         emit1(nm, call, lay, (size_t)((nb) * (mb)) + TAIL); \
     } while (0)
-    LAYOUT("layout.bigbird.13x19", 13, 19, attn_layout_bigbird(lay, 13, 19, 3, 2, 3, 42));
-    LAYOUT("layout.bigbird.20x20", 20, 20, attn_layout_bigbird(lay, 20, 20, 5, 1, 2, ~0ull));
-    LAYOUT("layout.bigbird.noband", 9, 40, attn_layout_bigbird(lay, 9, 40, 0, 0, 4, 5));
-    LAYOUT("layout.strided.17x23", 17, 23, attn_layout_strided(lay, 17, 23, 3, 0));
-    LAYOUT("layout.strided.causal", 17, 17, attn_layout_strided(lay, 17, 17, 4, 1));
-    LAYOUT("layout.fixed.17x23", 17, 23, attn_layout_fixed(lay, 17, 23, 4, 2, 0));
-    LAYOUT("layout.fixed.causal", 19, 19, attn_layout_fixed(lay, 19, 19, 5, 1, 1));
+    LAYOUT("layout.bigbird.13x19", 13, 19, attn_layout_build_bigbird(lay, 13, 19, 3, 2, 3, 42));
+    LAYOUT("layout.bigbird.20x20", 20, 20, attn_layout_build_bigbird(lay, 20, 20, 5, 1, 2, ~0ull));
+    LAYOUT("layout.bigbird.noband", 9, 40, attn_layout_build_bigbird(lay, 9, 40, 0, 0, 4, 5));
+    LAYOUT("layout.strided.17x23", 17, 23, attn_layout_build_strided(lay, 17, 23, 3, 0));
+    LAYOUT("layout.strided.causal", 17, 17, attn_layout_build_strided(lay, 17, 17, 4, 1));
+    LAYOUT("layout.fixed.17x23", 17, 23, attn_layout_build_fixed(lay, 17, 23, 4, 2, 0));
+    LAYOUT("layout.fixed.causal", 19, 19, attn_layout_build_fixed(lay, 19, 19, 5, 1, 1));
 }
 
 /* Error statuses: the outputs must stay the sentinel. */
@@ -1192,24 +1192,24 @@ static void run_errors(void)
 
     float op[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, lp[2] = { 0, 1 }, mo[8 + TAIL];
     memset(mo, 0xA5, sizeof mo);
-    attn_merge_args ma = { 2, 2, 2, op, 4, 2, lp, 1, 0, mo, 1, NULL, 0 };
-    emit1("error.merge.bad_stride", attn_merge_partials(&ma), mo, sizeof mo);
+    attn_partials_merge_args ma = { 2, 2, 2, op, 4, 2, lp, 1, 0, mo, 1, NULL, 0 };
+    emit1("error.merge.bad_stride", attn_partials_merge(&ma), mo, sizeof mo);
     ma.o_out_stride = 2;
     ma.o_parts = NULL;
-    emit1("error.merge.null", attn_merge_partials(&ma), mo, sizeof mo);
+    emit1("error.merge.null", attn_partials_merge(&ma), mo, sizeof mo);
 
     uint16_t h16[4 + TAIL];
     memset(h16, 0xA5, sizeof h16);
-    emit1("error.convert.f32", attn_convert_from_f32(ATTN_DTYPE_F32, op, h16, 4), h16, sizeof h16);
+    emit1("error.convert.f32", attn_dtype_encode(ATTN_DTYPE_F32, op, h16, 4), h16, sizeof h16);
     uint8_t keep[64];
     memset(keep, 0xA5, sizeof keep);
-    emit1("error.keep_mask.bad_ld", attn_dropout_keep_mask(0.1, 1, 2, 0, 0, 0, 2, 16, keep, 15),
+    emit1("error.keep_mask.bad_ld", attn_dropout_mask_fill(0.1, 1, 2, 0, 0, 0, 2, 16, keep, 15),
           keep, sizeof keep);
-    emit1("error.keep_mask.bad_p", attn_dropout_keep_mask(1.5, 1, 2, 0, 0, 0, 2, 16, keep, 16),
+    emit1("error.keep_mask.bad_p", attn_dropout_mask_fill(1.5, 1, 2, 0, 0, 0, 2, 16, keep, 16),
           keep, sizeof keep);
-    emit1("error.layout.bigbird_even", attn_layout_bigbird(keep, 4, 4, 2, 0, 0, 0), keep,
+    emit1("error.layout.bigbird_even", attn_layout_build_bigbird(keep, 4, 4, 2, 0, 0, 0), keep,
           sizeof keep);
-    emit1("error.layout.fixed_c", attn_layout_fixed(keep, 4, 4, 2, 3, 0), keep, sizeof keep);
+    emit1("error.layout.fixed_c", attn_layout_build_fixed(keep, 4, 4, 2, 3, 0), keep, sizeof keep);
 
     minst mi;
     minst_build(&mha_cases[2], &mi);
