@@ -583,7 +583,7 @@ static void run_sdpa(const scase *c, const sinst *t, int eng, int th)
             bd.dbias = d.bias;
         }
         attn_sdpa_bwd_args ba = { t->q, t->k, t->v, o, t->dout, l, a.kv_lens, a.q_lens, t->mask,
-                                  t->bias, dq, dk, dv, db, a.global_k, a.global_q, t->lay };
+                                  t->bias, dq, dk, dv, db, a.global_k, a.global_q, t->lay, { 0 } };
         s = th == 1 ? attn_sdpa_backward(&bd, &ba) : bwd_planned(&bd, &ba);
         outs ob = mk(4, dq, t->nq * 4, dk, t->nk * 4, dv, t->nv * 4, db, t->nbias * 4);
         snprintf(name, sizeof name, "sdpa_bwd.%s.%s.t%d", c->name, eng_name[eng], th);
@@ -662,7 +662,7 @@ static void run_linear(const lcase *c, int eng, int th)
     const size_t ns = B * c->Hkv * c->dk * c->dv, nz = (size_t)(B * c->Hkv * c->dk);
     float *ss = c->state ? frand(&r, ns, 0) : NULL, *sz = c->state ? frand(&r, nz, 1) : NULL;
     float *o = fsent(no);
-    attn_linear_args a = { q, k, v, o, c->kvl ? kvl : NULL, c->ql ? ql : NULL, ss, sz };
+    attn_linear_args a = { q, k, v, o, c->kvl ? kvl : NULL, c->ql ? ql : NULL, ss, sz, { 0 } };
     attn_status s;
     if (th == 1) {
         s = attn_linear(&d, &a);
@@ -692,7 +692,7 @@ static void run_linear(const lcase *c, int eng, int th)
         bd.dk = d.k;
         bd.dv = d.v;
         float *dq = fsent(nq), *dk = fsent(nk), *dv = fsent(nv);
-        attn_linear_bwd_args ba = { q, k, v, dout, dq, dk, dv, a.kv_lens, a.q_lens };
+        attn_linear_bwd_args ba = { q, k, v, dout, dq, dk, dv, a.kv_lens, a.q_lens, { 0 } };
         if (th == 1) {
             s = attn_linear_backward(&bd, &ba);
         } else {
@@ -946,7 +946,7 @@ static void run_mha(const mcase *c, const minst *t, int eng, int th)
             if (use[x])
                 g[x] = acc ? frand(&r, gn[x], 0) : fsent(gn[x]);
         attn_mha_grads gr = { g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10],
-                              g[11], g[12] };
+                              g[11], g[12], { 0 } };
         attn_status sb = s == ATTN_OK ? attn_mha_bwd_execute(p, &t->w, &a, t->dy, ctx, cb, &gr, acc,
                                                           bws, bb)
                                       : s;
@@ -981,7 +981,7 @@ static void run_merge(const char *nm, int64_t parts, int64_t rows, int64_t dim, 
     const int64_t oos = dim + 5;
     const size_t no = (size_t)(rows * oos) + TAIL, nl = (size_t)(2 * rows) + TAIL;
     float *o = fsent(no), *l = with_lse ? fsent(nl) : NULL;
-    attn_partials_merge_args a = { parts, rows, dim, op, ops, ors, lp, 1, parts, o, oos, l, 2 };
+    attn_partials_merge_args a = { parts, rows, dim, op, ops, ors, lp, 1, parts, o, oos, l, 2, { 0 } };
     const attn_status s = attn_partials_merge(&a);
     const outs ou = mk(2, o, no * 4, l, nl * 4);
     emit(nm, s, &ou);
@@ -1028,7 +1028,7 @@ static void run_kv_append(const char *nm, int ty, int paged, int bshd, int all)
     if (all)
         nl[1] = 40;
     attn_kv_append_args a = { kc,    vc, paged ? table : NULL, kvl, all ? NULL : nl,
-                              t,     kn, vn,                   knv, vnv };
+                              t,     kn, vn,                   knv, vnv, { 0 } };
     const attn_status s = attn_kv_append(&d, &a);
     outs ou = mk(3, kc, nk * es, vc, nv * es, kvl, sizeof kvl);
     emit(nm, s, &ou);
@@ -1167,7 +1167,7 @@ static void run_errors(void)
     bd.fwd.probs = (attn_view){ ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET };
     bd.d_o = t.d.o; bd.dq = t.d.q; bd.dk = t.d.k; bd.dv = t.d.v;
     attn_sdpa_bwd_args ba = { t.q, t.k, t.v, o, t.dout, l, t.kvl, t.ql, NULL, NULL, dq, dk, dv,
-                              NULL, NULL, NULL, NULL };
+                              NULL, NULL, NULL, NULL, { 0 } };
     ou = mk(3, dq, t.nq * 4, dk, t.nk * 4, dv, t.nv * 4);
     emit("error.sdpa_bwd.bad_length", attn_sdpa_backward(&bd, &ba), &ou);
     t.kvl[1] = len_of(1, cl->m);
@@ -1192,7 +1192,7 @@ static void run_errors(void)
 
     float op[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, lp[2] = { 0, 1 }, mo[8 + TAIL];
     memset(mo, 0xA5, sizeof mo);
-    attn_partials_merge_args ma = { 2, 2, 2, op, 4, 2, lp, 1, 0, mo, 1, NULL, 0 };
+    attn_partials_merge_args ma = { 2, 2, 2, op, 4, 2, lp, 1, 0, mo, 1, NULL, 0, { 0 } };
     emit1("error.merge.bad_stride", attn_partials_merge(&ma), mo, sizeof mo);
     ma.o_out_stride = 2;
     ma.o_parts = NULL;
@@ -1243,7 +1243,7 @@ static void run_errors(void)
     memset(kc, 0xA5, sizeof kc);
     memset(vc, 0xA5, sizeof vc);
     attn_kv_append_args ka = { kc, vc, NULL, &kl, &nl2, 2, op, op, attn_view_bhsd(1, 2, 4),
-                               attn_view_bhsd(1, 2, 4) };
+                               attn_view_bhsd(1, 2, 4), { 0 } };
     ou = mk(3, kc, sizeof kc, vc, sizeof vc, &kl, sizeof kl);
     emit("error.kv_append.new_len", attn_kv_append(&kd, &ka), &ou);
     nl2 = 2;
@@ -1259,7 +1259,7 @@ static void run_errors(void)
     ld.use_state = 1;
     float lo[8 + TAIL];
     memset(lo, 0xA5, sizeof lo);
-    attn_linear_args la = { op, op, op, lo, NULL, NULL, NULL, NULL };
+    attn_linear_args la = { op, op, op, lo, NULL, NULL, NULL, NULL, { 0 } };
     emit1("error.linear.null_state", attn_linear(&ld, &la), lo, sizeof lo);
 }
 
