@@ -238,8 +238,8 @@ static void state_add(const attn_linear_plan *p, const attn_linear_args *a, lwor
     const int64_t dk = d->qk_dim, dv = d->v_dim;
     for (int64_t j = j0; j < j1; j += ATTN_LINEAR_CHUNK) {
         const int64_t kc = j1 - j < ATTN_LINEAR_CHUNK ? j1 - j : ATTN_LINEAR_CHUNK;
-        const float *k = a->k + b * d->k.batch + hk * d->k.head + j * d->k.seq;
-        const float *v = a->v + b * d->v.batch + hk * d->v.head + j * d->v.seq;
+        const float *k = ATTN_VIEW_AT(a->k, d->k, b, hk, j);
+        const float *v = ATTN_VIEW_AT(a->v, d->v, b, hk, j);
         attn_linear_phi(p->x.kern, d->feature_map, k, d->k.seq, kc, dk, w->fk, dk);
         attn_gemm_tn(p->x.gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, v, (int)d->v.seq, 1.0f,
                       w->s, (int)w->ldx);
@@ -283,8 +283,8 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
         state_add(p, a, w, b, hk, pos, kl);
         pos = kl;
         const int64_t kc = kh - kl;
-        const float *kk = a->k + b * d->k.batch + hk * d->k.head + kl * d->k.seq;
-        const float *vv = a->v + b * d->v.batch + hk * d->v.head + kl * d->v.seq;
+        const float *kk = ATTN_VIEW_AT(a->k, d->k, b, hk, kl);
+        const float *vv = ATTN_VIEW_AT(a->v, d->v, b, hk, kl);
         /* The next chunk's rows, while this one computes (Q, K, V and O
          * walk in order, and a long sequence comes from memory). */
         if (i1 < geo.qlen) {
@@ -308,8 +308,8 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
         }
         for (int64_t hh = 0; hh < g; hh++) {
             const int64_t h = hk * g + hh;
-            const float *q = a->q + b * d->q.batch + h * d->q.head + i0 * d->q.seq;
-            float *o = a->o + b * d->o.batch + h * d->o.head + i0 * d->o.seq;
+            const float *q = ATTN_VIEW_AT(a->q, d->q, b, h, i0);
+            float *o = ATTN_VIEW_AT(a->o, d->o, b, h, i0);
             attn_linear_phi(p->x.kern, d->feature_map, q, d->q.seq, rows, dk, w->fq, dk);
             /* [phi(Q) S | A] */
             attn_gemm(p->x.gk, 0, (int)rows, (int)(dv + kc), (int)dk, 1.0f, w->fq, (int)dk, w->s,
@@ -353,7 +353,7 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
     for (int64_t hh = 0; hh < g; hh++) {
         const int64_t h = hk * g + hh;
         for (int64_t i = geo.qlen; i < n; i++)
-            memset(a->o + b * d->o.batch + h * d->o.head + i * d->o.seq, 0,
+            memset(ATTN_VIEW_AT(a->o, d->o, b, h, i), 0,
                    (size_t)dv * sizeof(float));
     }
     if (st_s) {

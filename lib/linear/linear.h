@@ -2,13 +2,13 @@
  * plan and execute, backward.c the backward) and the pieces both share:
  * the feature map and its derivative, the chunk geometry and the running
  * state's key sweep.  linear/ builds on core/ and blas/, and takes the
- * view rules from sdpa/. */
+ * view rules from core/. */
 #ifndef ATTN_LINEAR_H
 #define ATTN_LINEAR_H
 
 #include "core/core.h"
 #include "core/exec.h"
-#include "sdpa/sdpa.h"
+#include "core/view.h"
 
 /* Rows (queries, and keys of the masked product) per chunk.  Fixed, never
  * a function of the thread count. */

@@ -8,6 +8,7 @@
  * run on attn's threads with the BLAS single-threaded, so results are
  * bitwise identical for any number of threads, as for SDPA. */
 #include "core/core.h"
+#include "core/view.h"
 #include "core/exec.h"
 #include <math.h>
 #include <stdlib.h>
@@ -491,7 +492,7 @@ static void build_mask(const attn_mha_plan *p, const attn_mha_args *a, uint8_t *
     for (int64_t b = 0; b < p->B; b++)
         for (int64_t h = 0; h < p->mask_heads; h++)
             for (int64_t i = 0; i < p->L; i++) {
-                const uint8_t *mr = a->mask + b * d->mask.batch + h * d->mask.head + i * d->mask.seq;
+                const uint8_t *mr = ATTN_VIEW_AT(a->mask, d->mask, b, h, i);
                 const uint8_t *kp = a->key_padding_mask + b * p->S;
                 uint8_t *out = keep + ((b * p->mask_heads + h) * p->L + i) * p->S;
                 for (int64_t j = 0; j < p->S; j++)

@@ -286,11 +286,11 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
     const attn_kernels *kern = p->x.kern;
     const int64_t rows = i1 - i0, cols = ce - cs, bk = p->bk, dk = f->qk_dim, dv = f->v_dim;
     const int drop = f->mask_mode == ATTN_MASK_DROP_NONZERO;
-    const float *q = a->q + b * f->q.batch + h * f->q.head + i0 * f->q.seq;
-    const float *dO = a->d_o + b * d->d_o.batch + h * d->d_o.head + i0 * d->d_o.seq;
+    const float *q = ATTN_VIEW_AT(a->q, f->q, b, h, i0);
+    const float *dO = ATTN_VIEW_AT(a->d_o, d->d_o, b, h, i0);
     const float *k = a->k + b * f->k.batch + hk * f->k.head + (t + cs) * f->k.seq;
     const float *v = a->v + b * f->v.batch + hk * f->v.head + (t + cs) * f->v.seq;
-    float *dq = a->dq + b * d->dq.batch + h * d->dq.head + i0 * d->dq.seq;
+    float *dq = ATTN_VIEW_AT(a->dq, d->dq, b, h, i0);
     float *dkt = a->dk + b * d->dk.batch + hk * d->dk.head + (t + cs) * d->dk.seq;
     float *dvt = a->dv + b * d->dv.batch + hk * d->dv.head + (t + cs) * d->dv.seq;
 
@@ -309,9 +309,9 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
             a0 = a1 = 0;
         const int64_t j0 = t + cs + a0;
         const float *bias = f->use_bias
-            ? a->bias + b * f->bias.batch + h * f->bias.head + i * f->bias.seq + j0 : NULL;
+            ? ATTN_VIEW_AT(a->bias, f->bias, b, h, i) + j0 : NULL;
         const uint8_t *mask = f->mask_mode != ATTN_MASK_NONE
-            ? a->mask + b * f->mask.batch + h * f->mask.head + i * f->mask.seq + j0 : NULL;
+            ? ATTN_VIEW_AT(a->mask, f->mask, b, h, i) + j0 : NULL;
         memset(pr, 0, (size_t)a0 * sizeof(float));
         memset(pr + a1, 0, (size_t)(cols - a1) * sizeof(float));
         if (a1 > a0) {
@@ -319,7 +319,7 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
             kern->exp_store(pr + a0, pr + a0, a1 - a0, lse);
         }
         /* D of the row, for dS = P (dP - D) once dV has used P. */
-        const float *o = a->o + b * f->o.batch + h * f->o.head + i * f->o.seq;
+        const float *o = ATTN_VIEW_AT(a->o, f->o, b, h, i);
         const float *dor = dO + r * d->d_o.seq;
         float D = 0.0f;
         for (int64_t x = 0; x < dv; x++)
@@ -470,9 +470,9 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
         float *pr = w->p + r * bk;
         const float lse = a->lse[b * f->lse.batch + h * f->lse.head + i * f->lse.seq];
         const float *brow = f->use_bias
-            ? a->bias + b * f->bias.batch + h * f->bias.head + i * f->bias.seq : NULL;
+            ? ATTN_VIEW_AT(a->bias, f->bias, b, h, i) : NULL;
         const uint8_t *mrow = f->mask_mode != ATTN_MASK_NONE
-            ? a->mask + b * f->mask.batch + h * f->mask.head + i * f->mask.seq : NULL;
+            ? ATTN_VIEW_AT(a->mask, f->mask, b, h, i) : NULL;
         for (int64_t x = 0; x < nseg; x++) {
             const int64_t j0 = seg[x].j0, j1 = j0 + seg[x].len;
             float *sc = pr + seg[x].c0;
@@ -494,7 +494,7 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
                 j = stop;
             }
         }
-        const float *o = a->o + b * f->o.batch + h * f->o.head + i * f->o.seq;
+        const float *o = ATTN_VIEW_AT(a->o, f->o, b, h, i);
         const float *dor = dO + r * lddo;
         float D = 0.0f;
         for (int64_t x = 0; x < dv; x++)

@@ -270,7 +270,7 @@ static void write_empty_row(const attn_sdpa_plan *p, const attn_sdpa_args *a,
                             int64_t b, int64_t h, int64_t i)
 {
     const attn_sdpa_desc *d = &p->d;
-    memset(a->o + b * d->o.batch + h * d->o.head + i * d->o.seq, 0,
+    memset(ATTN_VIEW_AT(a->o, d->o, b, h, i), 0,
            (size_t)d->v_dim * sizeof(float));
     if (d->want_probs)
         memset(probs_row(p, a, b, h, i), 0, (size_t)d->kv_len * sizeof(float));
@@ -758,7 +758,7 @@ static void merge_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, const p
             }
         const int empty = l == 0.0f;
         const float lse = empty ? -INFINITY : mx + logf(l);
-        float *orow = a->o + b * d->o.batch + h * d->o.head + i * d->o.seq;
+        float *orow = ATTN_VIEW_AT(a->o, d->o, b, h, i);
         memset(orow, 0, (size_t)dv * sizeof(float));
         if (!empty)
             for (int64_t c = 0; c < p->nchunks; c++) {

@@ -4,6 +4,7 @@
 
 #include "core/core.h"
 #include "core/exec.h"
+#include "core/view.h"
 #include "kernels/kernels.h"
 #include "kernels/decode.h"
 #include "kernels/convert.h"
@@ -195,12 +196,6 @@ static inline int64_t attn_dtype_size(attn_dtype t)
 {
     return t == ATTN_DTYPE_F32 ? 4 : 2;
 }
-/* How a view is used: mask and bias broadcast (0 strides), outputs must be
- * nested (attn.h, Tensor views), and the logsumexp is a vector, not a BLAS
- * matrix (no leading-dimension rule on its seq stride). */
-enum { VIEW_BROADCAST = 1, VIEW_OUTPUT = 2, VIEW_VECTOR = 4 };
-attn_status attn_check_view(const attn_view *v, int64_t B, int64_t H, int64_t S, int64_t D,
-                            int how);
 
 /* A window bound past n + m is as good as unbounded; clamping it keeps the
  * index arithmetic of execute far from overflow.  Negative: unbounded. */

@@ -481,9 +481,9 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
         const int64_t i = grow(g, r);
         float *sr = w->s + (r - g->r0) * bk;
         const float *brow = d->use_bias
-            ? a->bias + b * d->bias.batch + h * d->bias.head + i * d->bias.seq : NULL;
+            ? ATTN_VIEW_AT(a->bias, d->bias, b, h, i) : NULL;
         const uint8_t *mrow = d->mask_mode != ATTN_MASK_NONE
-            ? a->mask + b * d->mask.batch + h * d->mask.head + i * d->mask.seq : NULL;
+            ? ATTN_VIEW_AT(a->mask, d->mask, b, h, i) : NULL;
         float mt = -INFINITY;
         int nan = 0;
         for (int64_t x = 0; x < nseg; x++) {
@@ -622,7 +622,7 @@ static void run_global_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
         w->mrow[r] = -INFINITY;
         w->lrow[r] = 0.0f;
         w->lo[r] = w->hi[r] = 0;   /* unused: global rows see every candidate */
-        memcpy(w->qg + r * d->qk_dim, a->q + b * d->q.batch + h * d->q.head + i * d->q.seq,
+        memcpy(w->qg + r * d->qk_dim, ATTN_VIEW_AT(a->q, d->q, b, h, i),
                (size_t)d->qk_dim * sizeof(float));
         memset(w->og + r * d->v_dim, 0, (size_t)d->v_dim * sizeof(float));
         if (d->want_probs)
