@@ -7,14 +7,16 @@
  * overview of the target and LLVMFuzzerTestOneInput's dispatch on the
  * first byte (SEL_*).
  *
- * Adding an API (a new element type, a quantized KV cache, ...): write a
- * fuzz_<api>.c with its own contract comment and a
+ * Adding an API (a new element type, a quantized KV cache, ...): add a
+ * file and a kind, do not grow an existing function.  Write fuzz_<api>.c
+ * with a comment on what it fuzzes and its contract and a
  * `void fuzz_<api>(rd *r, unsigned sel)` cut into decode, plant, run and
- * check stages; declare it below; give it a kind in
- * LLVMFuzzerTestOneInput (a byte-0 combination no committed input uses,
- * so that the corpus decodes as before) and a name in kind_names; add its
- * N_* counters; list the file in fuzz_target_sources (meson.build); write
- * its seeds in gen_seeds.py.  Do not grow an existing API's function.
+ * check stages that pass a small state struct; declare it below; give it
+ * a kind in LLVMFuzzerTestOneInput (a byte-0 combination no committed
+ * input uses, so that the corpus decodes as before; docs/BUILDING.md,
+ * "Fuzzing") with a FUZZ_TIME slot (print_times); add its N_* counters
+ * (and print_counts); list the file in fuzz_target_sources
+ * (meson.build); write its seeds in gen_seeds.py.
  */
 #ifndef ATTN_FUZZ_COMMON_H
 #define ATTN_FUZZ_COMMON_H
