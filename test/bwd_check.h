@@ -4,7 +4,7 @@
  * element within its fp32 error bound, the exact (bitwise +0) zeros attn.h
  * promises, and the sentinel everywhere outside the output views.  Shared
  * by the SDPA test table (sdpa_bwd.c) and the fuzz target
- * (fuzz/fuzz_attn.c); the bounds are summarized in sdpa_bwd.c.
+ * (fuzz/fuzz_sdpa_bwd.c); the bounds are summarized in sdpa_bwd.c.
  */
 #ifndef ATTN_TEST_BWD_CHECK_H
 #define ATTN_TEST_BWD_CHECK_H

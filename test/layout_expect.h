@@ -4,7 +4,7 @@
  * definitions in attn.h a different way than lib/sdpa/layout.c (marking
  * from each block outwards instead of testing each (I, J); BigBird's random
  * blocks by removal from an explicit list of hidden blocks).  Used by the
- * sparse tests (test_sdpa.c) and the fuzz target (test/fuzz/fuzz_attn.c).
+ * sparse tests (test_sdpa.c) and the fuzz target (test/fuzz/fuzz_layout.c).
  * Each fills e[nb][mb] with 1 (visible) and 0 for valid arguments.
  */
 #ifndef ATTN_TEST_LAYOUT_EXPECT_H

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Write the structured part of the fuzz seed corpus (test/fuzz/corpus/).
 
-An input is read byte by byte by fuzz_attn.c (missing bytes read as 0):
+An input is read byte by byte by the fuzz target (fuzz_common.c picks the
+kind, fuzz_<api>.c decodes the rest; missing bytes read as 0):
   byte 0   bit 0: 0 = SDPA, 1 = MHA; bit 1: dropout fields (p, seed,
            offset) in the desc; bit 2 (MHA): the training calls
            (train_forward, backward) instead of execute
@@ -22,14 +23,14 @@ and the sdpa-bwd-* seeds: the SDPA backward's bytes follow the forward's
 (whose length depends on what they decode), so those were picked from a
 fuzzing run's corpus by what FUZZ_VERBOSE=1 printed for them ("bwd: ...
 bad=X,Y"): the smallest input per planted backward field (BB_* in
-fuzz_attn.c, sdpa-bwd-badNN), one with two, and valid ones with and
+fuzz_sdpa_bwd.c, sdpa-bwd-badNN), one with two, and valid ones with and
 without dBias.  Likewise the dropout and training seeds named
 sdpa-dropout-*, mha-dropout-weights and mha-train-* (other than the
 *-valid-* ones written here): p = 1, p = 0 with an offset, an invalid p,
 dropout with dBias and with probabilities, MHA dropout with weights, small
 and dropout training problems, accumulate = 1, a train_forward context
 error, the smallest input per planted backward field (MB_* in
-fuzz_attn.c, mha-train-bwd-badNN) and one with two.  The sparse, linear and layout seeds (sdpa-sparse-*,
+fuzz_mha_train.c, mha-train-bwd-badNN) and one with two.  The sparse, linear and layout seeds (sdpa-sparse-*,
 mha-sparse-*, mha-train-sparse-*, linear-*, linear-bwd-*, layout-*) and the merge seeds
 (merge-*: byte 0 with bits 4 and 5 set) are written here; some of them with the bytes that select the larger shapes
 (several blocks of 16, past a chunk of 64) set.  So are the KV seeds:
@@ -103,7 +104,7 @@ def main():
                 tail[10] |= 3  # ... and (byte 12) several blocks of 16
             seeds["%s-%02d" % (name, k)] = bytes([sel, bad]) + bytes(tail)
     # bits 4 and 5 together: attn_partials_merge (own generator again);
-    # after the kind byte: the planted field (GB_* in fuzz_attn.c, 9
+    # after the kind byte: the planted field (GB_* in fuzz_merge.c, 9
     # kinds; >= 128 plants a second), parts, rows, dim, the O and lse
     # layouts, the output, the values' magnitudes and special rates
     rng4 = random.Random(20261126)
