@@ -103,7 +103,7 @@ python3 .ci/readme-block.py example >"$tmp/example.c" || die "README example"
 check "README example, pkg-config --cflags --libs attn" bash -ec "
     [ \"\$(pkg-config --variable=libdir attn)\" = $syslib ]
     cc -std=c11 -Wall -Werror $tmp/example.c \$(pkg-config --cflags --libs attn) -o $tmp/example
-    ldd $tmp/example | grep -Eq 'libattn.so.1 => (/usr)?/lib/$multiarch/libattn.so.1'
+    ldd $tmp/example | grep -E 'libattn.so.1 => (/usr)?/lib/$multiarch/libattn.so.1'
     $tmp/example"
 
 step "the CMake consumer via find_package(attn CONFIG)"
@@ -112,8 +112,8 @@ check "test/cmake: attn::attn and attn::attn_static" bash -ec "
     cmake --build $tmp/cmake >>$tmp/cmake.log 2>&1 || { cat $tmp/cmake.log; exit 1; }
     grep -qx 'attn_DIR:PATH=$syslib/cmake/attn' $tmp/cmake/CMakeCache.txt
     dpkg -S $syslib/cmake/attn/attnConfig.cmake | grep -q '^libattn-dev:'
-    ldd $tmp/cmake/consumer | grep -Eq 'libattn.so.1 => (/usr)?/lib/$multiarch/libattn.so.1'
-    ! ldd $tmp/cmake/consumer-static | grep -q libattn
+    ldd $tmp/cmake/consumer | grep -E 'libattn.so.1 => (/usr)?/lib/$multiarch/libattn.so.1'
+    ! ldd $tmp/cmake/consumer-static | grep libattn
     $tmp/cmake/consumer
     $tmp/cmake/consumer-static"
 

@@ -286,7 +286,7 @@ double sgemm_rate(int nthreads)
 {
     const int N = 1024, reps = 24;
     float *a = alloc_fill((size_t)N * N * nthreads, 1), *b = alloc_fill((size_t)N * N * nthreads, 1);
-    float *c = alloc_fill((size_t)N * N * nthreads, 0), sums[64];
+    float *c = alloc_fill((size_t)N * N * nthreads, 0), sums[64] = { 0 };
     if (!a || !b || !c || nthreads > 64)
         return 0;
     const rate_ctx ctx = { N, nthreads, a, b, c, sums };
@@ -352,7 +352,7 @@ static double fma_peak_iters(int nthreads, long iters, int passes)
     lanes = __builtin_cpu_supports("avx512f") ? 16
           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 8 : 0;
 #endif
-    float sums[64];
+    float sums[64] = { 0 };
     if (!lanes || nthreads > 64)
         return 0;
     const fma_ctx ctx = { iters, lanes, sums };
@@ -443,7 +443,7 @@ double read_bandwidth(int nthreads, size_t bytes)
 {
     const size_t unit = 64 * sizeof(float) * (size_t)nthreads;
     bytes = bytes / unit * unit;
-    float *buf = aligned_alloc(64, bytes), sums[64];
+    float *buf = aligned_alloc(64, bytes), sums[64] = { 0 };
     if (!buf || nthreads > 64)
         return 0;
     /* written, so that every page is really there (an untouched page reads
