@@ -1,0 +1,52 @@
+/* Multi-head attention layer: projections as row-blocked sgemm over all
+ * B x L (or B x S) tokens, written straight into BSHD layout in the
+ * workspace; the SDPA core reads them as head-strided views and writes its
+ * output in BSHD; the output projection reads that.  Nothing is transposed
+ * or copied between input and output.
+ *
+ * Every GEMM is cut into blocks of ATTN_MHA_ROWS rows fixed by the shape and
+ * run on attn's threads with the BLAS single-threaded, so results are
+ * bitwise identical for any number of threads, as for SDPA. */
+#ifndef ATTN_MHA_H
+#define ATTN_MHA_H
+
+#include "core/core.h"
+#include "core/view.h"
+#include "core/exec.h"
+
+#define ATTN_MHA_ROWS 128
+/* Rows of a weight gradient per work item of the backward. */
+#define ATTN_MHA_WROWS 64
+/* Tokens per sgemm call of a weight gradient (int arguments); the chunks
+ * add up in token order. */
+#define ATTN_MHA_TOKENS ((int64_t)1 << 30)
+
+struct attn_mha_plan {
+    attn_mha_desc d;
+    int64_t E, H, Hkv, dh, kvE, kdim, vdim, B, L, S;
+    int64_t xs, ks, vs, os;          /* row strides of X, key, value, Y */
+    int fused_qkv;                   /* self-attention with packed weights */
+    int combine;                     /* element mask AND key padding */
+    int64_t mask_heads;              /* heads of the combined mask (1 or H) */
+    int64_t ldq, ldk, ldv;           /* row strides of Q, K, V in workspace */
+    size_t off_q, off_k, off_v, off_o, off_p, off_mask, off_sdpa, ws_bytes;
+    attn_sdpa_plan *sdpa;
+    /* Training: the context (Q, K, V, O as in the workspace, then the
+     * logsumexp [B][H][L]), the forward's SDPA plan with the logsumexp, the
+     * SDPA backward and the backward's workspace (dO, dQ, dK, dV, the
+     * combined mask, the SDPA backward's workspace, per-thread scratch). */
+    size_t cx_q, cx_k, cx_v, cx_o, cx_lse, cx_bytes;
+    size_t bw_do, bw_q, bw_k, bw_v, bw_mask, bw_sdpa, bw_scratch, bw_thread, bw_bytes;
+    attn_sdpa_plan *sdpa_train;
+    attn_sdpa_bwd_plan *sdpa_bwd;
+    int no_training;                 /* context or backward sizes overflow */
+    attn_exec x;                     /* projections: engine, BLAS hooks, threads */
+};
+
+/* Shared by the forward and the backward (forward.c). */
+/* The context's checks: the statuses of a caller workspace. */
+attn_status attn_mha_check_context(const attn_mha_plan *p, const void *context, size_t bytes);
+/* keep[b][h][i][j] = attn mask visible AND key padding visible. */
+void attn_mha_build_mask(const attn_mha_plan *p, const attn_mha_args *a, uint8_t *keep);
+
+#endif

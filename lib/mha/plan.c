@@ -1,0 +1,383 @@
+/* The MHA layer's plan: defaults, validation, the projections' and the
+ * SDPA plans, and the workspace and context layouts (mha.h). */
+#include "mha/mha.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+attn_status attn_mha_desc_init(attn_mha_desc *desc)
+{
+    if (!desc)
+        return ATTN_ERR_NULL_ARGUMENT;
+    memset(desc, 0, sizeof *desc);
+    const attn_view unset = { ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET };
+    desc->mask = desc->bias = unset;
+    desc->has_bias = 1;
+    desc->scale = NAN;
+    desc->align = ATTN_ALIGN_TOP_LEFT;
+    desc->window_left = desc->window_right = -1;
+    desc->mask_mode = ATTN_MASK_NONE;
+    desc->key_padding_mode = ATTN_MASK_NONE;
+    desc->weights = ATTN_WEIGHTS_NONE;
+    return ATTN_OK;
+}
+
+/* Row stride of a [rows][width] matrix: 0 means width. */
+static attn_status row_stride(int64_t stride, int64_t width, int64_t rows, int64_t *out)
+{
+    if (stride == 0)
+        stride = width;
+    if (stride < width)
+        return ATTN_ERR_BAD_STRIDE;
+    if (stride > INT32_MAX)
+        return ATTN_ERR_TOO_LARGE;
+    uint64_t ext;
+    if (__builtin_mul_overflow((uint64_t)(rows - 1), (uint64_t)stride, &ext) ||
+        __builtin_add_overflow(ext, (uint64_t)width, &ext) ||
+        ext > SIZE_MAX / sizeof(float) / 4)
+        return ATTN_ERR_TOO_LARGE;
+    *out = stride;
+    return ATTN_OK;
+}
+
+/* Append a block of count elements of elem bytes, rounded to 64 bytes, to
+ * the workspace layout: *offset is where it starts.  Overflow clears *ok. */
+static void add_block(size_t *total, size_t *offset, uint64_t count, size_t elem, int *ok)
+{
+    uint64_t bytes = attn_size_align(attn_size_mul(count, elem, ok), ok);
+    uint64_t end = attn_size_add(*total, bytes, ok);
+    if (*ok) {
+        *offset = *total;
+        *total = (size_t)end;
+    }
+}
+
+/* The context and backward workspace layouts, and the SDPA plans of
+ * training: the forward's with the logsumexp, and the backward's (the
+ * forward's views; dO, dQ, dK, dV laid out as O, Q, K, V). */
+static attn_status plan_training(attn_mha_plan *p, const attn_sdpa_desc *sd)
+{
+    int ok = 1;
+    const uint64_t BL = (uint64_t)p->B * (uint64_t)p->L, BS = (uint64_t)p->B * (uint64_t)p->S;
+    const uint64_t E = (uint64_t)p->E;
+    size_t cx = 0, bw = 0;
+    if (p->fused_qkv) {
+        add_block(&cx, &p->cx_q, attn_size_mul(BL, 3 * E, &ok), sizeof(float), &ok);
+        p->cx_k = p->cx_q + (size_t)p->E * sizeof(float);
+        p->cx_v = p->cx_q + 2 * (size_t)p->E * sizeof(float);
+        add_block(&bw, &p->bw_q, attn_size_mul(BL, 3 * E, &ok), sizeof(float), &ok);
+        p->bw_k = p->bw_q + (size_t)p->E * sizeof(float);
+        p->bw_v = p->bw_q + 2 * (size_t)p->E * sizeof(float);
+    } else {
+        add_block(&cx, &p->cx_q, attn_size_mul(BL, E, &ok), sizeof(float), &ok);
+        add_block(&cx, &p->cx_k, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float), &ok);
+        add_block(&cx, &p->cx_v, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float), &ok);
+        add_block(&bw, &p->bw_q, attn_size_mul(BL, E, &ok), sizeof(float), &ok);
+        add_block(&bw, &p->bw_k, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float), &ok);
+        add_block(&bw, &p->bw_v, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float), &ok);
+    }
+    add_block(&cx, &p->cx_o, attn_size_mul(BL, E, &ok), sizeof(float), &ok);
+    add_block(&cx, &p->cx_lse, attn_size_mul(BL, (uint64_t)p->H, &ok), sizeof(float), &ok);
+    add_block(&bw, &p->bw_do, attn_size_mul(BL, E, &ok), sizeof(float), &ok);
+    if (p->combine)
+        add_block(&bw, &p->bw_mask,
+                  attn_size_mul(attn_size_mul(BL, (uint64_t)p->S, &ok), (uint64_t)p->mask_heads, &ok),
+                  1, &ok);
+    if (!ok)
+        return ATTN_ERR_TOO_LARGE;
+
+    attn_sdpa_desc tr = *sd;
+    tr.want_probs = 0;
+    tr.probs = (attn_view){ ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET };
+    tr.want_lse = 1;
+    tr.lse = (attn_view){ p->H * p->L, p->L, 1 };
+    attn_sdpa_bwd_desc bd;
+    attn_sdpa_bwd_desc_init(&bd);
+    bd.fwd = tr;
+    bd.d_o = sd->o;
+    bd.dq = sd->q;
+    bd.dk = sd->k;
+    bd.dv = sd->v;
+    /* The training forward's SDPA: the forward's, with the logsumexp. */
+    tr.want_probs = sd->want_probs;
+    tr.probs = sd->probs;
+    attn_status st = attn_sdpa_plan_create(&p->sdpa_train, &tr);
+    if (st != ATTN_OK)
+        return st;
+    if ((st = attn_sdpa_bwd_plan_create(&p->sdpa_bwd, &bd)) != ATTN_OK)
+        return st;
+    size_t sws;
+    attn_sdpa_bwd_workspace_size(p->sdpa_bwd, &sws);
+    add_block(&bw, &p->bw_sdpa, sws, 1, &ok);
+    /* Scratch per thread: a block of ATTN_MHA_ROWS rows of an input
+     * gradient, or ATTN_MHA_WROWS rows of a weight gradient and its bias. */
+    int64_t feat = p->E > p->kdim ? p->E : p->kdim;
+    feat = feat > p->vdim ? feat : p->vdim;
+    p->bw_thread = (size_t)attn_size_align(
+        attn_size_mul(attn_size_mul(ATTN_MHA_ROWS, (uint64_t)feat, &ok), sizeof(float), &ok), &ok);
+    add_block(&bw, &p->bw_scratch, attn_size_mul(p->bw_thread, (uint64_t)p->x.nthreads, &ok), 1,
+              &ok);
+    if (!ok)
+        return ATTN_ERR_TOO_LARGE;
+    p->cx_bytes = cx;
+    p->bw_bytes = bw;
+    return ATTN_OK;
+}
+
+static attn_status validate(const attn_mha_desc *d)
+{
+    if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]) ||
+        d->reserved_pad != 0 || !attn_engine_valid(d->engine))
+        return ATTN_ERR_BAD_OPTION;
+    if ((d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
+        !attn_mask_mode_valid(d->mask_mode) || !attn_mask_mode_valid(d->key_padding_mode) ||
+        (d->weights != ATTN_WEIGHTS_NONE && d->weights != ATTN_WEIGHTS_PER_HEAD &&
+         d->weights != ATTN_WEIGHTS_AVERAGED))
+        return ATTN_ERR_BAD_OPTION;
+    if (d->embed_dim <= 0 || d->num_heads <= 0 || d->num_kv_heads < 0 || d->kdim < 0 ||
+        d->vdim < 0 || d->batch <= 0 || d->q_len <= 0 || d->kv_len <= 0)
+        return ATTN_ERR_BAD_SIZE;
+    if (d->embed_dim % d->num_heads != 0)
+        return ATTN_ERR_BAD_SIZE;
+    if (d->self_attention && d->kv_len != d->q_len)
+        return ATTN_ERR_BAD_SIZE;
+    if (d->embed_dim > INT32_MAX || d->kdim > INT32_MAX || d->vdim > INT32_MAX ||
+        d->q_len > INT32_MAX || d->kv_len > INT32_MAX)
+        return ATTN_ERR_TOO_LARGE;
+    const int64_t Hkv = d->num_kv_heads ? d->num_kv_heads : d->num_heads;
+    if (d->num_heads % Hkv != 0)
+        return ATTN_ERR_HEAD_RATIO;
+    const int64_t E = d->embed_dim;
+    const int64_t kdim = d->kdim ? d->kdim : E, vdim = d->vdim ? d->vdim : E;
+    if (d->packed_in_proj && (kdim != E || vdim != E || Hkv != d->num_heads))
+        return ATTN_ERR_BAD_OPTION;
+    if (d->self_attention && (kdim != E || vdim != E))
+        return ATTN_ERR_BAD_OPTION;
+    /* key_stride and value_stride are not used (and not checked) in
+     * self-attention, as the key and value pointers are not. */
+    if (d->x_stride < 0 || d->out_stride < 0 ||
+        (!d->self_attention && (d->key_stride < 0 || d->value_stride < 0)))
+        return ATTN_ERR_BAD_STRIDE;
+    if (isinf(d->scale))
+        return ATTN_ERR_BAD_SCALE;
+    if (d->threads < 0 || d->threads > ATTN_MAX_THREADS)
+        return ATTN_ERR_BAD_THREADS;
+    if (!(d->dropout_p >= 0.0 && d->dropout_p <= 1.0))  /* NaN too */
+        return ATTN_ERR_BAD_OPTION;
+    /* (the SDPA plan checks the rest of the sparse options) */
+    if (d->reserved_flags != 0)
+        return ATTN_ERR_BAD_OPTION;
+    return ATTN_OK;
+}
+
+attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc)
+{
+    if (!plan || !desc)
+        return ATTN_ERR_NULL_ARGUMENT;
+    attn_status st = validate(desc);
+    if (st != ATTN_OK)
+        return st;
+    const attn_mha_desc *d = desc;
+    attn_mha_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return ATTN_ERR_OUT_OF_MEMORY;
+    p->d = *d;
+    p->E = d->embed_dim;
+    p->H = d->num_heads;
+    p->Hkv = d->num_kv_heads ? d->num_kv_heads : d->num_heads;
+    p->dh = p->E / p->H;
+    p->kvE = p->Hkv * p->dh;
+    p->kdim = d->kdim ? d->kdim : p->E;
+    p->vdim = d->vdim ? d->vdim : p->E;
+    p->B = d->batch;
+    p->L = d->q_len;
+    p->S = d->kv_len;
+    /* Token counts, and the weights' byte counts (never formed elsewhere,
+     * but a caller's weights must be representable). */
+    int ok = 1;
+    const uint64_t BL = attn_size_mul((uint64_t)p->B, (uint64_t)p->L, &ok);
+    const uint64_t BS = attn_size_mul((uint64_t)p->B, (uint64_t)p->S, &ok);
+    const uint64_t E = (uint64_t)p->E;
+    attn_size_mul(attn_size_mul(3 * E, E, &ok), sizeof(float), &ok);
+    attn_size_mul(attn_size_mul(E, (uint64_t)p->kdim, &ok), sizeof(float), &ok);
+    attn_size_mul(attn_size_mul(E, (uint64_t)p->vdim, &ok), sizeof(float), &ok);
+    if (!ok) {
+        free(p);
+        return ATTN_ERR_TOO_LARGE;
+    }
+    if ((st = row_stride(d->x_stride, p->E, (int64_t)BL, &p->xs)) != ATTN_OK ||
+        (st = row_stride(d->out_stride, p->E, (int64_t)BL, &p->os)) != ATTN_OK ||
+        (!d->self_attention &&
+         ((st = row_stride(d->key_stride, p->kdim, (int64_t)BS, &p->ks)) != ATTN_OK ||
+          (st = row_stride(d->value_stride, p->vdim, (int64_t)BS, &p->vs)) != ATTN_OK))) {
+        free(p);
+        return st;
+    }
+    attn_exec_init(&p->x, d->engine, d->threads);
+    p->fused_qkv = d->self_attention && d->packed_in_proj;
+    p->combine = d->mask_mode != ATTN_MASK_NONE && d->key_padding_mode != ATTN_MASK_NONE;
+    p->mask_heads = p->combine && d->mask.head != 0 ? p->H : 1;
+
+    /* Workspace: Q, K, V (one [B*L][3E] buffer when fused), O, per-head
+     * weights to average, the combined mask, then the SDPA workspace. */
+    size_t total = 0;
+    if (p->fused_qkv) {
+        p->ldq = p->ldk = p->ldv = 3 * p->E;
+        add_block(&total, &p->off_q, attn_size_mul(BL, 3 * E, &ok), sizeof(float), &ok);
+        p->off_k = p->off_q + (size_t)p->E * sizeof(float);
+        p->off_v = p->off_q + 2 * (size_t)p->E * sizeof(float);
+    } else {
+        p->ldq = p->E;
+        p->ldk = p->ldv = p->kvE;
+        add_block(&total, &p->off_q, attn_size_mul(BL, E, &ok), sizeof(float), &ok);
+        add_block(&total, &p->off_k, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float), &ok);
+        add_block(&total, &p->off_v, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float), &ok);
+    }
+    add_block(&total, &p->off_o, attn_size_mul(BL, E, &ok), sizeof(float), &ok);
+    /* Attention weights per head, [B][H][L][S]: the caller's output, or
+     * the workspace block averaged from. */
+    const uint64_t lsz = attn_size_mul(BL, (uint64_t)p->S, &ok);
+    uint64_t hlsz = 0;
+    if (d->weights != ATTN_WEIGHTS_NONE) {
+        hlsz = attn_size_mul(lsz, (uint64_t)p->H, &ok);
+        attn_size_mul(hlsz, sizeof(float), &ok);
+    }
+    if (d->weights == ATTN_WEIGHTS_AVERAGED)
+        add_block(&total, &p->off_p, hlsz, sizeof(float), &ok);
+    if (p->combine)
+        add_block(&total, &p->off_mask, attn_size_mul(lsz, (uint64_t)p->mask_heads, &ok), 1, &ok);
+    if (!ok) {
+        free(p);
+        return ATTN_ERR_TOO_LARGE;
+    }
+
+    attn_sdpa_desc sd;
+    attn_sdpa_desc_init(&sd);
+    sd.batch = p->B;
+    sd.q_heads = p->H;
+    sd.kv_heads = p->Hkv;
+    sd.q_len = p->L;
+    sd.kv_len = p->S;
+    sd.qk_dim = sd.v_dim = p->dh;
+    sd.q = (attn_view){ p->L * p->ldq, p->dh, p->ldq };
+    sd.k = (attn_view){ p->S * p->ldk, p->dh, p->ldk };
+    sd.v = (attn_view){ p->S * p->ldv, p->dh, p->ldv };
+    sd.o = (attn_view){ p->L * p->E, p->dh, p->E };
+    sd.scale = d->scale;
+    sd.align = d->align;
+    sd.window_left = d->window_left;
+    sd.window_right = d->window_right;
+    sd.use_kv_lens = d->use_kv_lens;
+    sd.use_q_lens = d->use_q_lens;
+    if (p->combine) {
+        sd.mask_mode = ATTN_MASK_KEEP_NONZERO;
+        sd.mask = (attn_view){ p->mask_heads * p->L * p->S, p->mask_heads > 1 ? p->L * p->S : 0, p->S };
+    } else if (d->mask_mode != ATTN_MASK_NONE) {
+        sd.mask_mode = d->mask_mode;
+        sd.mask = d->mask;
+    } else if (d->key_padding_mode != ATTN_MASK_NONE) {
+        sd.mask_mode = d->key_padding_mode;
+        sd.mask = (attn_view){ p->S, 0, 0 };
+    }
+    sd.use_bias = d->use_bias;
+    sd.bias = d->bias;
+    if (d->weights != ATTN_WEIGHTS_NONE) {
+        sd.want_probs = 1;
+        sd.probs = attn_view_bhsd(p->H, p->L, p->S);
+    }
+    sd.threads = p->x.nthreads;
+    sd.engine = d->engine;
+    /* Dropout: in this desc, so in the training forward's and (as its fwd)
+     * the backward's, which regenerates the same keep mask. */
+    sd.dropout_p = d->dropout_p;
+    sd.dropout_seed = d->dropout_seed;
+    sd.dropout_offset = d->dropout_offset;
+    /* Sparse attention: global tokens and the layout, as given. */
+    sd.use_global_k = d->use_global_k;
+    sd.use_global_q = d->use_global_q;
+    sd.block_size = d->block_size;
+    sd.layout_per_head = d->layout_per_head;
+    /* The user's mask strides are checked here, by SDPA's own rules. */
+    if (p->combine) {
+        attn_sdpa_desc chk = sd;
+        chk.mask_mode = d->mask_mode;
+        chk.mask = d->mask;
+        attn_sdpa_plan *tmp = NULL;
+        st = attn_sdpa_plan_create(&tmp, &chk);
+        attn_sdpa_plan_destroy(tmp);
+        if (st != ATTN_OK) {
+            free(p);
+            return st;
+        }
+    }
+    st = attn_sdpa_plan_create(&p->sdpa, &sd);
+    if (st != ATTN_OK) {
+        free(p);
+        return st;
+    }
+    size_t sws;
+    attn_sdpa_workspace_size(p->sdpa, &sws);
+    add_block(&total, &p->off_sdpa, sws, 1, &ok);
+    if (!ok) {
+        attn_sdpa_plan_destroy(p->sdpa);
+        free(p);
+        return ATTN_ERR_TOO_LARGE;
+    }
+    p->ws_bytes = total;
+    if ((st = plan_training(p, &sd)) != ATTN_OK) {
+        attn_sdpa_bwd_plan_destroy(p->sdpa_bwd);
+        attn_sdpa_plan_destroy(p->sdpa_train);
+        p->sdpa_bwd = NULL;
+        p->sdpa_train = NULL;
+        /* A forward that fits stays usable; the training calls then
+         * return ATTN_ERR_TOO_LARGE. */
+        if (st != ATTN_ERR_TOO_LARGE) {
+            attn_sdpa_plan_destroy(p->sdpa);
+            free(p);
+            return st;
+        }
+        p->no_training = 1;
+    }
+    /* The projections run on the engine the layer's attention runs on. */
+    *plan = p;
+    return ATTN_OK;
+}
+
+attn_status attn_mha_plan_destroy(attn_mha_plan *plan)
+{
+    if (plan) {
+        attn_sdpa_bwd_plan_destroy(plan->sdpa_bwd);
+        attn_sdpa_plan_destroy(plan->sdpa_train);
+        attn_sdpa_plan_destroy(plan->sdpa);
+        free(plan);
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_mha_workspace_size(const attn_mha_plan *plan, size_t *bytes)
+{
+    if (!plan || !bytes)
+        return ATTN_ERR_NULL_ARGUMENT;
+    *bytes = plan->ws_bytes;
+    return ATTN_OK;
+}
+
+attn_status attn_mha_context_size(const attn_mha_plan *plan, size_t *bytes)
+{
+    if (!plan || !bytes)
+        return ATTN_ERR_NULL_ARGUMENT;
+    if (plan->no_training)
+        return ATTN_ERR_TOO_LARGE;
+    *bytes = plan->cx_bytes;
+    return ATTN_OK;
+}
+
+attn_status attn_mha_bwd_workspace_size(const attn_mha_plan *plan, size_t *bytes)
+{
+    if (!plan || !bytes)
+        return ATTN_ERR_NULL_ARGUMENT;
+    if (plan->no_training)
+        return ATTN_ERR_TOO_LARGE;
+    *bytes = plan->bw_bytes;
+    return ATTN_OK;
+}
