@@ -61,6 +61,25 @@ static inline uint64_t attn_size_align(uint64_t x, int *ok)
     return attn_size_add(x, ATTN_ALIGNMENT - 1, ok) / ATTN_ALIGNMENT * ATTN_ALIGNMENT;
 }
 
+/* A workspace layout carved block by block: each block starts at an
+ * ATTN_ALIGNMENT-aligned offset, which attn_carve returns, and takes
+ * count x elem bytes rounded up to the alignment (0 bytes: an empty block
+ * at the current offset).  Any overflow clears ok, and the plan returns
+ * ATTN_ERR_TOO_LARGE; size is the layout's whole size.  Every plan lays
+ * out its workspace (and the MHA layer its context) with it. */
+typedef struct attn_carver {
+    uint64_t size;
+    int ok;
+} attn_carver;
+#define ATTN_CARVER_INIT { 0, 1 }
+static inline size_t attn_carve(attn_carver *c, uint64_t count, uint64_t elem)
+{
+    const size_t off = (size_t)c->size;
+    const uint64_t bytes = attn_size_align(attn_size_mul(count, elem, &c->ok), &c->ok);
+    c->size = attn_size_add(c->size, bytes, &c->ok);
+    return off;
+}
+
 /* Checks shared by the SDPA and MHA plans (checks.c). */
 #define ATTN_MAX_THREADS 1024
 int attn_reserved_zero(const int64_t *reserved, size_t count);

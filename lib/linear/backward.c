@@ -85,24 +85,23 @@ attn_status attn_linear_bwd_plan_create(attn_linear_bwd_plan **plan,
      * (dk), D and c of the chunk rows (C doubles, C floats), and D and
      * delta of every query row of the group (2 g n floats). */
     int ok = 1;
-    const uint64_t cdk = attn_size_align(attn_size_mul(C * sizeof(float), dk, &ok), &ok);
-    const uint64_t cc = attn_size_align(C * C * sizeof(float), &ok);
-    const uint64_t cdv = attn_size_align(attn_size_mul(C * sizeof(float), dv, &ok), &ok);
-    const uint64_t s = attn_size_align(
-        attn_size_mul(attn_size_mul(dk, dv, &ok), sizeof(float), &ok), &ok);
-    const uint64_t z = attn_size_align(attn_size_mul(dk, sizeof(float), &ok), &ok);
-    const uint64_t den = attn_size_align(C * sizeof(double), &ok);
-    const uint64_t cv = attn_size_align(C * sizeof(float), &ok);
-    const uint64_t stats = attn_size_align(
-        attn_size_mul(attn_size_mul(g, (uint64_t)f->q_len, &ok), 2 * sizeof(float), &ok), &ok);
-    uint64_t off[12];
-    const uint64_t parts[11] = { cdk, cdk, cdk, cc, cc, cdv, cdv, s, z, den, cv };
-    off[0] = 0;
-    for (int i = 0; i < 11; i++)
-        off[i + 1] = attn_size_add(off[i], parts[i], &ok);
-    const uint64_t thread = attn_size_add(off[11], stats, &ok);
-    const uint64_t total = attn_size_mul(thread, (uint64_t)nthreads, &ok);
-    if (!ok)
+    attn_carver c = ATTN_CARVER_INIT;
+    size_t off[12];
+    off[0] = attn_carve(&c, C * sizeof(float), dk);       /* phi(Q) */
+    off[1] = attn_carve(&c, C * sizeof(float), dk);       /* phi(K) */
+    off[2] = attn_carve(&c, C * sizeof(float), dk);       /* dFq / dFk */
+    off[3] = attn_carve(&c, C * C, sizeof(float));        /* A */
+    off[4] = attn_carve(&c, C * C, sizeof(float));        /* dA */
+    off[5] = attn_carve(&c, C * sizeof(float), dv);       /* N / G */
+    off[6] = attn_carve(&c, C * sizeof(float), dv);       /* dV_c */
+    off[7] = attn_carve(&c, attn_size_mul(dk, dv, &ok), sizeof(float));   /* S / R */
+    off[8] = attn_carve(&c, dk, sizeof(float));           /* z / r */
+    off[9] = attn_carve(&c, C, sizeof(double));           /* D of the chunk rows */
+    off[10] = attn_carve(&c, C, sizeof(float));           /* c */
+    off[11] = attn_carve(&c, attn_size_mul(g, (uint64_t)f->q_len, &ok), 2 * sizeof(float));
+    attn_carver all = ATTN_CARVER_INIT;
+    attn_carve(&all, (uint64_t)nthreads, c.size);
+    if (!ok || !c.ok || !all.ok)
         return ATTN_ERR_TOO_LARGE;
 
     attn_linear_bwd_plan *p = calloc(1, sizeof *p);
@@ -125,8 +124,8 @@ attn_status attn_linear_bwd_plan_create(attn_linear_bwd_plan **plan,
     p->o_den = (size_t)off[9];
     p->o_c = (size_t)off[10];
     p->o_stats = (size_t)off[11];
-    p->ws_thread = (size_t)thread;
-    p->ws_bytes = (size_t)total;
+    p->ws_thread = (size_t)c.size;
+    p->ws_bytes = (size_t)all.size;
     *plan = p;
     return ATTN_OK;
 }

@@ -159,18 +159,18 @@ attn_status attn_linear_plan_create(attn_linear_plan **plan, const attn_linear_d
      * ((C + dk) x (dv + C), see lwork), z (dk) and the denominators (C,
      * double). */
     int ok = 1;
-    const uint64_t fq = attn_size_align(attn_size_mul((uint64_t)C * sizeof(float),
-                                                      (uint64_t)dk, &ok), &ok);
-    const uint64_t x = attn_size_align(
-        attn_size_mul(attn_size_mul(attn_size_add((uint64_t)C, (uint64_t)dk, &ok),
-                                    attn_size_add((uint64_t)dv, (uint64_t)C, &ok), &ok),
-                      sizeof(float), &ok), &ok);
-    const uint64_t z = attn_size_align(attn_size_mul((uint64_t)dk, sizeof(float), &ok), &ok);
-    const uint64_t fixed = (uint64_t)C * sizeof(double);
-    const uint64_t thread = attn_size_add(
-        attn_size_add(attn_size_add(2 * fq, x, &ok), z, &ok), fixed, &ok);
-    const uint64_t total = attn_size_mul(thread, (uint64_t)nthreads, &ok);
-    if (!ok)
+    attn_carver c = ATTN_CARVER_INIT;
+    attn_carve(&c, (uint64_t)C * sizeof(float), (uint64_t)dk);
+    const size_t o_fk = attn_carve(&c, (uint64_t)C * sizeof(float), (uint64_t)dk);
+    const size_t o_x = attn_carve(&c, attn_size_mul(attn_size_add((uint64_t)C, (uint64_t)dk, &ok),
+                                                    attn_size_add((uint64_t)dv, (uint64_t)C, &ok),
+                                                    &ok),
+                                  sizeof(float));
+    const size_t o_z = attn_carve(&c, (uint64_t)dk, sizeof(float));
+    const size_t o_den = attn_carve(&c, (uint64_t)C, sizeof(double));
+    attn_carver all = ATTN_CARVER_INIT;
+    attn_carve(&all, (uint64_t)nthreads, c.size);
+    if (!ok || !c.ok || !all.ok)
         return ATTN_ERR_TOO_LARGE;
 
     attn_linear_plan *p = calloc(1, sizeof *p);
@@ -181,12 +181,12 @@ attn_status attn_linear_plan_create(attn_linear_plan **plan, const attn_linear_d
     attn_exec_init(&p->x, desc->engine, desc->threads);
     p->group = desc->q_heads / desc->kv_heads;
     p->nitems = desc->batch * desc->kv_heads;
-    p->o_fk = (size_t)fq;
-    p->o_x = (size_t)(2 * fq);
-    p->o_z = (size_t)(2 * fq + x);
-    p->o_den = (size_t)(2 * fq + x + z);
-    p->ws_thread = (size_t)thread;
-    p->ws_bytes = (size_t)total;
+    p->o_fk = o_fk;
+    p->o_x = o_x;
+    p->o_z = o_z;
+    p->o_den = o_den;
+    p->ws_thread = (size_t)c.size;
+    p->ws_bytes = (size_t)all.size;
     *plan = p;
     return ATTN_OK;
 }

@@ -40,18 +40,6 @@ static attn_status row_stride(int64_t stride, int64_t width, int64_t rows, int64
     return ATTN_OK;
 }
 
-/* Append a block of count elements of elem bytes, rounded to 64 bytes, to
- * the workspace layout: *offset is where it starts.  Overflow clears *ok. */
-static void add_block(size_t *total, size_t *offset, uint64_t count, size_t elem, int *ok)
-{
-    uint64_t bytes = attn_size_align(attn_size_mul(count, elem, ok), ok);
-    uint64_t end = attn_size_add(*total, bytes, ok);
-    if (*ok) {
-        *offset = *total;
-        *total = (size_t)end;
-    }
-}
-
 /* The context and backward workspace layouts, and the SDPA plans of
  * training: the forward's with the logsumexp, and the backward's (the
  * forward's views; dO, dQ, dK, dV laid out as O, Q, K, V). */
@@ -60,30 +48,29 @@ static attn_status plan_training(attn_mha_plan *p, const attn_sdpa_desc *sd)
     int ok = 1;
     const uint64_t BL = (uint64_t)p->B * (uint64_t)p->L, BS = (uint64_t)p->B * (uint64_t)p->S;
     const uint64_t E = (uint64_t)p->E;
-    size_t cx = 0, bw = 0;
+    attn_carver cx = ATTN_CARVER_INIT, bw = ATTN_CARVER_INIT;
     if (p->fused_qkv) {
-        add_block(&cx, &p->cx_q, attn_size_mul(BL, 3 * E, &ok), sizeof(float), &ok);
+        p->cx_q = attn_carve(&cx, attn_size_mul(BL, 3 * E, &ok), sizeof(float));
         p->cx_k = p->cx_q + (size_t)p->E * sizeof(float);
         p->cx_v = p->cx_q + 2 * (size_t)p->E * sizeof(float);
-        add_block(&bw, &p->bw_q, attn_size_mul(BL, 3 * E, &ok), sizeof(float), &ok);
+        p->bw_q = attn_carve(&bw, attn_size_mul(BL, 3 * E, &ok), sizeof(float));
         p->bw_k = p->bw_q + (size_t)p->E * sizeof(float);
         p->bw_v = p->bw_q + 2 * (size_t)p->E * sizeof(float);
     } else {
-        add_block(&cx, &p->cx_q, attn_size_mul(BL, E, &ok), sizeof(float), &ok);
-        add_block(&cx, &p->cx_k, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float), &ok);
-        add_block(&cx, &p->cx_v, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float), &ok);
-        add_block(&bw, &p->bw_q, attn_size_mul(BL, E, &ok), sizeof(float), &ok);
-        add_block(&bw, &p->bw_k, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float), &ok);
-        add_block(&bw, &p->bw_v, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float), &ok);
+        p->cx_q = attn_carve(&cx, attn_size_mul(BL, E, &ok), sizeof(float));
+        p->cx_k = attn_carve(&cx, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float));
+        p->cx_v = attn_carve(&cx, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float));
+        p->bw_q = attn_carve(&bw, attn_size_mul(BL, E, &ok), sizeof(float));
+        p->bw_k = attn_carve(&bw, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float));
+        p->bw_v = attn_carve(&bw, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float));
     }
-    add_block(&cx, &p->cx_o, attn_size_mul(BL, E, &ok), sizeof(float), &ok);
-    add_block(&cx, &p->cx_lse, attn_size_mul(BL, (uint64_t)p->H, &ok), sizeof(float), &ok);
-    add_block(&bw, &p->bw_do, attn_size_mul(BL, E, &ok), sizeof(float), &ok);
+    p->cx_o = attn_carve(&cx, attn_size_mul(BL, E, &ok), sizeof(float));
+    p->cx_lse = attn_carve(&cx, attn_size_mul(BL, (uint64_t)p->H, &ok), sizeof(float));
+    p->bw_do = attn_carve(&bw, attn_size_mul(BL, E, &ok), sizeof(float));
     if (p->combine)
-        add_block(&bw, &p->bw_mask,
-                  attn_size_mul(attn_size_mul(BL, (uint64_t)p->S, &ok), (uint64_t)p->mask_heads, &ok),
-                  1, &ok);
-    if (!ok)
+        p->bw_mask = attn_carve(&bw, attn_size_mul(attn_size_mul(BL, (uint64_t)p->S, &ok),
+                                                  (uint64_t)p->mask_heads, &ok), 1);
+    if (!ok || !cx.ok || !bw.ok)
         return ATTN_ERR_TOO_LARGE;
 
     attn_sdpa_desc tr = *sd;
@@ -108,19 +95,18 @@ static attn_status plan_training(attn_mha_plan *p, const attn_sdpa_desc *sd)
         return st;
     size_t sws;
     attn_sdpa_bwd_workspace_size(p->sdpa_bwd, &sws);
-    add_block(&bw, &p->bw_sdpa, sws, 1, &ok);
+    p->bw_sdpa = attn_carve(&bw, sws, 1);
     /* Scratch per thread: a block of ATTN_MHA_ROWS rows of an input
      * gradient, or ATTN_MHA_WROWS rows of a weight gradient and its bias. */
     int64_t feat = p->E > p->kdim ? p->E : p->kdim;
     feat = feat > p->vdim ? feat : p->vdim;
     p->bw_thread = (size_t)attn_size_align(
         attn_size_mul(attn_size_mul(ATTN_MHA_ROWS, (uint64_t)feat, &ok), sizeof(float), &ok), &ok);
-    add_block(&bw, &p->bw_scratch, attn_size_mul(p->bw_thread, (uint64_t)p->x.nthreads, &ok), 1,
-              &ok);
-    if (!ok)
+    p->bw_scratch = attn_carve(&bw, attn_size_mul(p->bw_thread, (uint64_t)p->x.nthreads, &ok), 1);
+    if (!ok || !cx.ok || !bw.ok)
         return ATTN_ERR_TOO_LARGE;
-    p->cx_bytes = cx;
-    p->bw_bytes = bw;
+    p->cx_bytes = (size_t)cx.size;
+    p->bw_bytes = (size_t)bw.size;
     return ATTN_OK;
 }
 
@@ -220,20 +206,20 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
 
     /* Workspace: Q, K, V (one [B*L][3E] buffer when fused), O, per-head
      * weights to average, the combined mask, then the SDPA workspace. */
-    size_t total = 0;
+    attn_carver total = ATTN_CARVER_INIT;
     if (p->fused_qkv) {
         p->ldq = p->ldk = p->ldv = 3 * p->E;
-        add_block(&total, &p->off_q, attn_size_mul(BL, 3 * E, &ok), sizeof(float), &ok);
+        p->off_q = attn_carve(&total, attn_size_mul(BL, 3 * E, &ok), sizeof(float));
         p->off_k = p->off_q + (size_t)p->E * sizeof(float);
         p->off_v = p->off_q + 2 * (size_t)p->E * sizeof(float);
     } else {
         p->ldq = p->E;
         p->ldk = p->ldv = p->kvE;
-        add_block(&total, &p->off_q, attn_size_mul(BL, E, &ok), sizeof(float), &ok);
-        add_block(&total, &p->off_k, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float), &ok);
-        add_block(&total, &p->off_v, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float), &ok);
+        p->off_q = attn_carve(&total, attn_size_mul(BL, E, &ok), sizeof(float));
+        p->off_k = attn_carve(&total, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float));
+        p->off_v = attn_carve(&total, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float));
     }
-    add_block(&total, &p->off_o, attn_size_mul(BL, E, &ok), sizeof(float), &ok);
+    p->off_o = attn_carve(&total, attn_size_mul(BL, E, &ok), sizeof(float));
     /* Attention weights per head, [B][H][L][S]: the caller's output, or
      * the workspace block averaged from. */
     const uint64_t lsz = attn_size_mul(BL, (uint64_t)p->S, &ok);
@@ -243,10 +229,10 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
         attn_size_mul(hlsz, sizeof(float), &ok);
     }
     if (d->weights == ATTN_WEIGHTS_AVERAGED)
-        add_block(&total, &p->off_p, hlsz, sizeof(float), &ok);
+        p->off_p = attn_carve(&total, hlsz, sizeof(float));
     if (p->combine)
-        add_block(&total, &p->off_mask, attn_size_mul(lsz, (uint64_t)p->mask_heads, &ok), 1, &ok);
-    if (!ok) {
+        p->off_mask = attn_carve(&total, attn_size_mul(lsz, (uint64_t)p->mask_heads, &ok), 1);
+    if (!ok || !total.ok) {
         free(p);
         return ATTN_ERR_TOO_LARGE;
     }
@@ -317,13 +303,13 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
     }
     size_t sws;
     attn_sdpa_workspace_size(p->sdpa, &sws);
-    add_block(&total, &p->off_sdpa, sws, 1, &ok);
-    if (!ok) {
+    p->off_sdpa = attn_carve(&total, sws, 1);
+    if (!ok || !total.ok) {
         attn_sdpa_plan_destroy(p->sdpa);
         free(p);
         return ATTN_ERR_TOO_LARGE;
     }
-    p->ws_bytes = total;
+    p->ws_bytes = (size_t)total.size;
     if ((st = plan_training(p, &sd)) != ATTN_OK) {
         attn_sdpa_bwd_plan_destroy(p->sdpa_bwd);
         attn_sdpa_plan_destroy(p->sdpa_train);

@@ -139,16 +139,9 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     p->nb = f->batch / p->bpi;
     p->nh = f->kv_heads / p->hpi;
 
-    /* Per thread: P (also dS) and dP tiles, D and the row ranges. */
     int ok = 1;
-    const uint64_t tile = attn_size_align(
-        attn_size_mul((uint64_t)p->bq, (uint64_t)p->bk * sizeof(float), &ok), &ok);
-    const uint64_t dsz = attn_size_align((uint64_t)p->bq * sizeof(float), &ok);
     p->sparse = attn_sdpa_is_sparse(f);
     const int gqs = p->sparse && f->use_global_q;
-    const uint64_t lo = attn_size_align((uint64_t)p->bq * (gqs ? 3 : 2) * sizeof(int64_t), &ok);
-    const uint64_t seg =
-        p->sparse ? attn_size_align((uint64_t)p->bk * sizeof(attn_kseg), &ok) : 0;
     if (p->sparse) {
         p->sp_rows = attn_sparse_rows(f) < p->bq ? attn_sparse_rows(f) : p->bq;
         if (f->block_size) {
@@ -160,36 +153,28 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
      * (dk + dv <= ATTN_GATHER_MAX_DIM); the global queries' Q, dO, dQ. */
     const int64_t dmax = f->qk_dim > f->v_dim ? f->qk_dim : f->v_dim;
     p->gather = p->sparse && f->qk_dim + f->v_dim <= ATTN_GATHER_MAX_DIM;
-    const uint64_t gat = p->gather
-        ? attn_size_align(attn_size_mul((uint64_t)p->bk,
-                                        (uint64_t)(f->qk_dim + f->v_dim + dmax) * sizeof(float),
-                                        &ok),
-                          &ok)
-        : 0;
-    const uint64_t qg = gqs
-        ? attn_size_align(attn_size_mul((uint64_t)p->sp_rows,
-                                        (uint64_t)(2 * f->qk_dim + f->v_dim) * sizeof(float), &ok),
-                          &ok)
-        : 0;
-    const uint64_t thread = attn_size_add(
-        attn_size_add(
-            attn_size_add(attn_size_add(attn_size_add(2 * tile, dsz, &ok), lo, &ok), seg, &ok),
-            gat, &ok),
-        qg, &ok);
-    const uint64_t total = attn_size_mul(thread, (uint64_t)p->x.nthreads, &ok);
+    /* Per thread: P (also dS) and dP tiles, D, the row ranges, the tile's
+     * segments, the gathered segments' K, V and dK or dV rows, the global
+     * queries' Q, dO and dQ rows. */
+    attn_carver c = ATTN_CARVER_INIT;
+    attn_carve(&c, (uint64_t)p->bq, (uint64_t)p->bk * sizeof(float));
+    p->ws_dp = attn_carve(&c, (uint64_t)p->bq, (uint64_t)p->bk * sizeof(float));
+    p->ws_d = attn_carve(&c, (uint64_t)p->bq, sizeof(float));
+    p->ws_lo = attn_carve(&c, (uint64_t)p->bq * (gqs ? 3 : 2), sizeof(int64_t));
+    p->ws_seg = attn_carve(&c, p->sparse ? (uint64_t)p->bk : 0, sizeof(attn_kseg));
+    p->ws_gather = attn_carve(&c, p->gather ? (uint64_t)p->bk : 0,
+                              (uint64_t)(f->qk_dim + f->v_dim + dmax) * sizeof(float));
+    p->ws_qg = attn_carve(&c, gqs ? (uint64_t)p->sp_rows : 0,
+                          (uint64_t)(2 * f->qk_dim + f->v_dim) * sizeof(float));
+    p->ws_thread = (size_t)c.size;
+    attn_carver all = ATTN_CARVER_INIT;
+    attn_carve(&all, (uint64_t)p->x.nthreads, c.size);
+    p->ws_bytes = (size_t)all.size;
     attn_size_mul((uint64_t)p->nb, (uint64_t)p->nh, &ok);
-    if (!ok) {
+    if (!ok || !c.ok || !all.ok) {
         free(p);
         return ATTN_ERR_TOO_LARGE;
     }
-    p->ws_dp = (size_t)tile;
-    p->ws_d = (size_t)(2 * tile);
-    p->ws_lo = (size_t)(2 * tile + dsz);
-    p->ws_seg = (size_t)(2 * tile + dsz + lo);
-    p->ws_gather = (size_t)(2 * tile + dsz + lo + seg);
-    p->ws_qg = (size_t)(2 * tile + dsz + lo + seg + gat);
-    p->ws_thread = (size_t)thread;
-    p->ws_bytes = (size_t)total;
     *plan = p;
     return ATTN_OK;
 }

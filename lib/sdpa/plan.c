@@ -152,44 +152,31 @@ static attn_status plan_sparse(attn_sdpa_plan *p)
     p->sp_nreg = (int64_t)attn_size_mul(
         attn_size_mul((uint64_t)d->batch, (uint64_t)d->q_heads, &ok), (uint64_t)p->sp_nrb, &ok);
     p->nitems = (int64_t)attn_size_mul((uint64_t)p->sp_nreg, d->use_global_q ? 2 : 1, &ok);
-    const uint64_t tile = attn_size_align(
-        attn_size_mul((uint64_t)p->srows, (uint64_t)p->bk * sizeof(float), &ok), &ok);
-    const uint64_t ranges =
-        attn_size_align((uint64_t)p->bq * (d->use_global_q ? 3 : 2) * sizeof(int64_t), &ok);
-    const uint64_t state = attn_size_align((uint64_t)p->vrows * 3 * sizeof(float), &ok);
-    const uint64_t seg = attn_size_align((uint64_t)p->bk * sizeof(attn_kseg), &ok);
+    /* Per thread: the score tile, the rows' ranges, their state, the
+     * tile's segments, the gathered short segments' K and V, the global
+     * queries' Q and O rows; then the item order, shared. */
+    const uint64_t dkv = (uint64_t)(d->qk_dim + d->v_dim);
     p->gather = d->qk_dim + d->v_dim <= ATTN_GATHER_MAX_DIM;
-    const uint64_t gat = p->gather
-        ? attn_size_align((uint64_t)p->bk * (uint64_t)(d->qk_dim + d->v_dim) * sizeof(float), &ok)
-        : 0;
-    const uint64_t qg = d->use_global_q
-        ? attn_size_align((uint64_t)p->sp_rows * (uint64_t)(d->qk_dim + d->v_dim) * sizeof(float),
-                          &ok)
-        : 0;
-    const uint64_t thread = attn_size_add(
-        attn_size_add(
-            attn_size_add(attn_size_add(attn_size_add(tile, ranges, &ok), state, &ok), seg, &ok),
-            gat, &ok),
-        qg, &ok);
-    const uint64_t order = attn_size_align(
-        attn_size_mul((uint64_t)p->nitems, 2 * sizeof(int64_t), &ok), &ok);
-    const uint64_t threads = attn_size_mul(thread, (uint64_t)p->x.nthreads, &ok);
-    const uint64_t total = attn_size_add(threads, order, &ok);
+    attn_carver c = ATTN_CARVER_INIT;
+    attn_carve(&c, (uint64_t)p->srows, (uint64_t)p->bk * sizeof(float));
+    p->ws_ranges = attn_carve(&c, (uint64_t)p->bq * (d->use_global_q ? 3 : 2), sizeof(int64_t));
+    p->ws_state = attn_carve(&c, (uint64_t)p->vrows, 3 * sizeof(float));
+    p->ws_seg = attn_carve(&c, (uint64_t)p->bk, sizeof(attn_kseg));
+    p->ws_gather = attn_carve(&c, p->gather ? (uint64_t)p->bk * dkv : 0, sizeof(float));
+    p->ws_qg = attn_carve(&c, d->use_global_q ? (uint64_t)p->sp_rows * dkv : 0, sizeof(float));
+    p->ws_thread = (size_t)c.size;
+    attn_carver all = ATTN_CARVER_INIT;
+    attn_carve(&all, (uint64_t)p->x.nthreads, c.size);
+    p->ws_order = attn_carve(&all, (uint64_t)p->nitems, 2 * sizeof(int64_t));
+    p->ws_part = 0;
+    p->ws_bytes = (size_t)all.size;
+    ok = ok && c.ok && all.ok;
     /* The flags and the layout are indexed b * m + j, b * n + i and
      * (h * nb + I) * mb + J. */
     attn_size_mul((uint64_t)d->batch, (uint64_t)(m > n ? m : n), &ok);
     attn_size_mul(attn_size_mul((uint64_t)d->q_heads, (uint64_t)p->nb, &ok), (uint64_t)p->mb, &ok);
     if (!ok || p->nitems > INT64_MAX / 2)
         return ATTN_ERR_TOO_LARGE;
-    p->ws_ranges = (size_t)tile;
-    p->ws_state = (size_t)(tile + ranges);
-    p->ws_seg = (size_t)(tile + ranges + state);
-    p->ws_gather = (size_t)(tile + ranges + state + seg);
-    p->ws_qg = (size_t)(tile + ranges + state + seg + gat);
-    p->ws_thread = (size_t)thread;
-    p->ws_order = (size_t)threads;
-    p->ws_part = 0;
-    p->ws_bytes = (size_t)total;
     return ATTN_OK;
 }
 
@@ -262,37 +249,23 @@ static attn_status plan_dense(attn_sdpa_plan *p)
 
     /* Per thread: the score tile, the visible range of each row (int64) and
      * the running max, sum and correction of each virtual row. */
-    const uint64_t tile = attn_size_align(
-        attn_size_mul((uint64_t)p->srows, (uint64_t)p->lds * sizeof(float), &ok), &ok);
-    const uint64_t ranges = attn_size_align((uint64_t)p->bq * 2 * sizeof(int64_t), &ok);
-    const uint64_t state = attn_size_align(
-        attn_size_mul((uint64_t)p->vrows, 3 * sizeof(float), &ok), &ok);
-    const uint64_t kbuf = p->kv_copy
-        ? attn_size_align(attn_size_mul((uint64_t)p->bk * sizeof(float), (uint64_t)desc->qk_dim,
-                                        &ok), &ok) : 0;
-    const uint64_t vbuf = p->kv_copy
-        ? attn_size_align(attn_size_mul((uint64_t)p->bk * sizeof(float), (uint64_t)dv, &ok),
-                          &ok) : 0;
-    const uint64_t ktbuf = p->tile
-        ? attn_size_align(attn_size_mul((uint64_t)p->ldt * sizeof(float), (uint64_t)desc->qk_dim,
-                                        &ok), &ok) : 0;
-    const uint64_t thread = attn_size_add(attn_size_add(
-        attn_size_add(attn_size_add(attn_size_add(tile, ranges, &ok), state, &ok), kbuf, &ok),
-        vbuf, &ok), ktbuf, &ok);
-    const uint64_t part = p->nchunks > 1
-        ? attn_size_align(attn_size_mul(row_bytes, (uint64_t)p->nchunks, &ok), &ok) : 0;
-    const uint64_t total = attn_size_add(attn_size_mul(thread, (uint64_t)p->x.nthreads, &ok),
-                                         part, &ok);
-    if (!ok)
+    const uint64_t dk = (uint64_t)desc->qk_dim;
+    attn_carver c = ATTN_CARVER_INIT;
+    attn_carve(&c, (uint64_t)p->srows, (uint64_t)p->lds * sizeof(float));
+    p->ws_ranges = attn_carve(&c, (uint64_t)p->bq, 2 * sizeof(int64_t));
+    p->ws_state = attn_carve(&c, (uint64_t)p->vrows, 3 * sizeof(float));
+    p->ws_kbuf = attn_carve(&c, p->kv_copy ? (uint64_t)p->bk * dk : 0, sizeof(float));
+    p->ws_vbuf = attn_carve(&c, p->kv_copy ? (uint64_t)p->bk * (uint64_t)dv : 0, sizeof(float));
+    p->ws_kt = attn_carve(&c, p->tile ? (uint64_t)p->ldt * dk : 0, sizeof(float));
+    p->ws_thread = (size_t)c.size;
+    /* After the threads' slices: the split-K partials, shared. */
+    attn_carver all = ATTN_CARVER_INIT;
+    attn_carve(&all, (uint64_t)p->x.nthreads, c.size);
+    const size_t part_at = attn_carve(&all, p->nchunks > 1 ? (uint64_t)p->nchunks : 0, row_bytes);
+    if (!ok || !c.ok || !all.ok)
         return ATTN_ERR_TOO_LARGE;
-    p->ws_ranges = (size_t)tile;
-    p->ws_state = (size_t)(tile + ranges);
-    p->ws_kbuf = (size_t)(tile + ranges + state);
-    p->ws_vbuf = (size_t)(tile + ranges + state + kbuf);
-    p->ws_kt = (size_t)(tile + ranges + state + kbuf + vbuf);
-    p->ws_thread = (size_t)thread;
-    p->ws_part = (size_t)part;
-    p->ws_bytes = (size_t)total;
+    p->ws_part = (size_t)all.size - part_at;
+    p->ws_bytes = (size_t)all.size;
     return ATTN_OK;
 }
 
