@@ -17,5 +17,7 @@ attn_status attn_check_view(const attn_view *v, int64_t B, int64_t H, int64_t S,
  * `x + b * v.batch + h * v.head + i * v.seq` spells out. */
 #define ATTN_VIEW_AT(base, v, b, h, i) \
     ((base) + (b) * (v).batch + (h) * (v).head + (i) * (v).seq)
+/* The (b, h) slice of a view: its row 0. */
+#define ATTN_VIEW_HEAD(base, v, b, h) ((base) + (b) * (v).batch + (h) * (v).head)
 
 #endif

@@ -294,9 +294,9 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
             attn_prefetch_rows(vv, d->v.seq, kc, k1 - kl, dv, 0);
             for (int64_t hh = 0; hh < g; hh++) {
                 const int64_t h = hk * g + hh;
-                attn_prefetch_rows(a->q + b * d->q.batch + h * d->q.head, d->q.seq, i1, n1, dk,
+                attn_prefetch_rows(ATTN_VIEW_HEAD(a->q, d->q, b, h), d->q.seq, i1, n1, dk,
                                    0);
-                attn_prefetch_rows(a->o + b * d->o.batch + h * d->o.head, d->o.seq, i1, n1, dv,
+                attn_prefetch_rows(ATTN_VIEW_HEAD(a->o, d->o, b, h), d->o.seq, i1, n1, dv,
                                    1);
             }
         }

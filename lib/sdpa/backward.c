@@ -273,11 +273,11 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
     const int drop = f->mask_mode == ATTN_MASK_DROP_NONZERO;
     const float *q = ATTN_VIEW_AT(a->q, f->q, b, h, i0);
     const float *dO = ATTN_VIEW_AT(a->d_o, d->d_o, b, h, i0);
-    const float *k = a->k + b * f->k.batch + hk * f->k.head + (t + cs) * f->k.seq;
-    const float *v = a->v + b * f->v.batch + hk * f->v.head + (t + cs) * f->v.seq;
+    const float *k = ATTN_VIEW_AT(a->k, f->k, b, hk, t + cs);
+    const float *v = ATTN_VIEW_AT(a->v, f->v, b, hk, t + cs);
     float *dq = ATTN_VIEW_AT(a->dq, d->dq, b, h, i0);
-    float *dkt = a->dk + b * d->dk.batch + hk * d->dk.head + (t + cs) * d->dk.seq;
-    float *dvt = a->dv + b * d->dv.batch + hk * d->dv.head + (t + cs) * d->dv.seq;
+    float *dkt = ATTN_VIEW_AT(a->dk, d->dk, b, hk, t + cs);
+    float *dvt = ATTN_VIEW_AT(a->dv, d->dv, b, hk, t + cs);
 
     attn_gemm(p->x.gk, 1, (int)rows, (int)cols, (int)dk, p->scale, q, (int)f->q.seq, k, (int)f->k.seq,
                0.0f, w->p, (int)bk);
@@ -356,9 +356,9 @@ static void run_pair(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, b
     const int64_t kvlen = f->use_kv_lens ? a->kv_lens[b] : m;
 
     for (int64_t hh = 0; hh < g; hh++)
-        zero_rows(a->dq + b * d->dq.batch + (h0 + hh) * d->dq.head, n, d->dq.seq, f->qk_dim);
-    zero_rows(a->dk + b * d->dk.batch + hk * d->dk.head, m, d->dk.seq, f->qk_dim);
-    zero_rows(a->dv + b * d->dv.batch + hk * d->dv.head, m, d->dv.seq, f->v_dim);
+        zero_rows(ATTN_VIEW_HEAD(a->dq, d->dq, b, h0 + hh), n, d->dq.seq, f->qk_dim);
+    zero_rows(ATTN_VIEW_HEAD(a->dk, d->dk, b, hk), m, d->dk.seq, f->qk_dim);
+    zero_rows(ATTN_VIEW_HEAD(a->dv, d->dv, b, hk), m, d->dv.seq, f->v_dim);
 
     /* The keys any row sees: contiguous, since both bounds grow with i. */
     int64_t jlo = INT64_MAX, jhi = 0;
@@ -428,10 +428,10 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
     const float *q = G->q, *dO = G->dO;
     float *dq = G->dq;
     const int ldq = (int)G->ldq, lddo = (int)G->lddo, lddq = (int)G->lddq;
-    const float *k = a->k + b * f->k.batch + hk * f->k.head;
-    const float *v = a->v + b * f->v.batch + hk * f->v.head;
-    float *dkh = a->dk + b * d->dk.batch + hk * d->dk.head;
-    float *dvh = a->dv + b * d->dv.batch + hk * d->dv.head;
+    const float *k = ATTN_VIEW_HEAD(a->k, f->k, b, hk);
+    const float *v = ATTN_VIEW_HEAD(a->v, f->v, b, hk);
+    float *dkh = ATTN_VIEW_HEAD(a->dk, d->dk, b, hk);
+    float *dvh = ATTN_VIEW_HEAD(a->dv, d->dv, b, hk);
     const int64_t ng = cols - cshort;   /* gathered columns */
 
     for (int64_t x = 0; x < nseg; x++) {
@@ -573,9 +573,9 @@ static void run_pair_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_arg
     const uint8_t *gkb = f->use_global_k ? a->global_k + b * m : NULL;
 
     for (int64_t hh = 0; hh < g; hh++)
-        zero_rows(a->dq + b * d->dq.batch + (h0 + hh) * d->dq.head, n, d->dq.seq, dk);
-    zero_rows(a->dk + b * d->dk.batch + hk * d->dk.head, m, d->dk.seq, dk);
-    zero_rows(a->dv + b * d->dv.batch + hk * d->dv.head, m, d->dv.seq, dv);
+        zero_rows(ATTN_VIEW_HEAD(a->dq, d->dq, b, h0 + hh), n, d->dq.seq, dk);
+    zero_rows(ATTN_VIEW_HEAD(a->dk, d->dk, b, hk), m, d->dk.seq, dk);
+    zero_rows(ATTN_VIEW_HEAD(a->dv, d->dv, b, hk), m, d->dv.seq, dv);
 
     attn_krun kr;
     kr.bs = f->block_size ? f->block_size : 1;
@@ -583,9 +583,9 @@ static void run_pair_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_arg
     kr.j = 0;
     for (int64_t hh = 0; hh < g; hh++) {
         const int64_t h = h0 + hh;
-        const float *qh = a->q + b * f->q.batch + h * f->q.head;
-        const float *doh = a->d_o + b * d->d_o.batch + h * d->d_o.head;
-        float *dqh = a->dq + b * d->dq.batch + h * d->dq.head;
+        const float *qh = ATTN_VIEW_HEAD(a->q, f->q, b, h);
+        const float *doh = ATTN_VIEW_HEAD(a->d_o, d->d_o, b, h);
+        float *dqh = ATTN_VIEW_HEAD(a->dq, d->dq, b, h);
         const uint8_t *layh = f->block_size
             ? a->layout + (f->layout_per_head ? h : 0) * p->nlb * p->mlb : NULL;
         for (int64_t i0 = 0; i0 < qlen; i0 += R) {

@@ -255,14 +255,14 @@ static float *probs_row(const attn_sdpa_plan *p, const attn_sdpa_args *a,
                         int64_t b, int64_t h, int64_t i)
 {
     const attn_view *v = &p->d.probs;
-    return a->probs + b * v->batch + h * v->head + i * v->seq;
+    return ATTN_VIEW_AT(a->probs, *v, b, h, i);
 }
 
 static float *lse_at(const attn_sdpa_plan *p, const attn_sdpa_args *a,
                      int64_t b, int64_t h, int64_t i)
 {
     const attn_view *v = &p->d.lse;
-    return a->lse + b * v->batch + h * v->head + i * v->seq;
+    return ATTN_VIEW_AT(a->lse, *v, b, h, i);
 }
 
 /* Row i of (b, h) carries no attention: output 0, P 0, lse -INFINITY. */
@@ -481,8 +481,8 @@ static void ahead_kv(const attn_sdpa_plan *p, const attn_sdpa_args *a, attn_ahea
     ah->r = ah->x = ah->share = 0;
     if (t1 <= t0)
         return;
-    ah->base[0] = (const char *)(a->k + b * vk->batch + hk * vk->head + t0 * vk->seq);
-    ah->base[1] = (const char *)(a->v + b * vv->batch + hk * vv->head + t0 * vv->seq);
+    ah->base[0] = (const char *)(ATTN_VIEW_AT(a->k, *vk, b, hk, t0));
+    ah->base[1] = (const char *)(ATTN_VIEW_AT(a->v, *vv, b, hk, t0));
     ah->ld[0] = vk->seq * f;
     ah->ld[1] = vv->seq * f;
     ah->rows[0] = ah->rows[1] = t1 - t0;
@@ -516,7 +516,7 @@ static void ahead_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, attn_ah
     const attn_view *vq = &d->q;
     for (int64_t h = hk * p->group; h < (hk + 1) * p->group && ah->ns < ATTN_AHEAD_STREAMS;
          h++, ah->ns++) {
-        ah->base[ah->ns] = (const char *)(a->q + b * vq->batch + h * vq->head + i0 * vq->seq);
+        ah->base[ah->ns] = (const char *)(ATTN_VIEW_AT(a->q, *vq, b, h, i0));
         ah->ld[ah->ns] = vq->seq * f;
         ah->rows[ah->ns] = i1 - i0;
         ah->bytes[ah->ns] = d->qk_dim * f;

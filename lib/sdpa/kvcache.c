@@ -93,7 +93,7 @@ static void append_tensor(const attn_sdpa_desc *d, const attn_kv_append_args *a,
 {
     const int64_t len = a->kv_lens[b], nl = new_len(a, b), bs = d->kv_block_size;
     for (int64_t h = 0; h < d->kv_heads; h++) {
-        const float *s = src + b * sv->batch + h * sv->head;
+        const float *s = ATTN_VIEW_HEAD(src, *sv, b, h);
         for (int64_t r = 0; r < nl;) {
             const int64_t j = len + r;
             int64_t run = nl - r, off;

@@ -90,21 +90,21 @@ static float *probs_row(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_
                         int64_t i)
 {
     const attn_view *v = &p->d.probs;
-    return a->probs + b * v->batch + h * v->head + i * v->seq;
+    return ATTN_VIEW_AT(a->probs, *v, b, h, i);
 }
 
 static float *lse_at(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
                      int64_t i)
 {
     const attn_view *v = &p->d.lse;
-    return a->lse + b * v->batch + h * v->head + i * v->seq;
+    return ATTN_VIEW_AT(a->lse, *v, b, h, i);
 }
 
 static float *o_row(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
                     int64_t i)
 {
     const attn_view *v = &p->d.o;
-    return a->o + b * v->batch + h * v->head + i * v->seq;
+    return ATTN_VIEW_AT(a->o, *v, b, h, i);
 }
 
 /* The layout row of block row I of query head h, or NULL without one. */
@@ -160,7 +160,7 @@ static int next_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, const sw
     g->global = 0;
     g->idx = NULL;
     g->i0 = i0;
-    g->q = a->q + b * p->d.q.batch + h * p->d.q.head + (i0 + r0) * p->d.q.seq;
+    g->q = ATTN_VIEW_AT(a->q, p->d.q, b, h, i0 + r0);
     g->o = o_row(p, a, b, h, i0 + r0);
     g->ldq = p->d.q.seq;
     g->ldo = p->d.o.seq;
@@ -265,8 +265,8 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
     const int drop = d->mask_mode == ATTN_MASK_DROP_NONZERO;
     const float *q = g->q;
     const int ldq = (int)g->ldq, ldo = (int)g->ldo;
-    const float *k = a->k + b * d->k.batch + hk * d->k.head;
-    const float *v = a->v + b * d->v.batch + hk * d->v.head;
+    const float *k = ATTN_VIEW_HEAD(a->k, d->k, b, hk);
+    const float *v = ATTN_VIEW_HEAD(a->v, d->v, b, hk);
     float *o = g->o;
     const uint8_t *gk = g->kr.gk;
 
@@ -500,10 +500,10 @@ static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
         const int64_t j0 = w->hi[rows - 1] < kvlen ? w->hi[rows - 1] : kvlen;
         const int64_t j1 = j0 + nr < kvlen ? j0 + nr : kvlen;
         const int64_t n1 = ie + nr < qlen ? ie + nr : qlen;
-        attn_prefetch_rows(a->k + b * d->k.batch + hk * d->k.head, d->k.seq, j0, j1, d->qk_dim,
+        attn_prefetch_rows(ATTN_VIEW_HEAD(a->k, d->k, b, hk), d->k.seq, j0, j1, d->qk_dim,
                            0);
-        attn_prefetch_rows(a->v + b * d->v.batch + hk * d->v.head, d->v.seq, j0, j1, dv, 0);
-        attn_prefetch_rows(a->q + b * d->q.batch + h * d->q.head, d->q.seq, ie, n1, d->qk_dim,
+        attn_prefetch_rows(ATTN_VIEW_HEAD(a->v, d->v, b, hk), d->v.seq, j0, j1, dv, 0);
+        attn_prefetch_rows(ATTN_VIEW_HEAD(a->q, d->q, b, h), d->q.seq, ie, n1, d->qk_dim,
                            0);
         attn_prefetch_rows(o_row(p, a, b, h, 0), d->o.seq, ie, n1, dv, 1);
     }
