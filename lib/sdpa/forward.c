@@ -333,15 +333,45 @@ static void hide_outside(const work *w, float *sr, int64_t r, int64_t t, int64_t
     *a1p = a1;
 }
 
-/* One tile of keys [t, t + nt) for the local rows [r0, r1) of a segment,
- * over the tile columns [cs, ce); even: every row sees all of them; fold:
- * this is the item's only tile (fresh and even), so O's rows are final
- * after its P V and 1 / l is applied as they are written. */
-static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
-                     const segment *sg, int64_t r0, int64_t r1, int64_t cs, int64_t ce,
-                     int64_t b, int64_t h0, int64_t i0, int64_t rows, int64_t t,
-                     const kvtile *kt, int fresh, int even, int fold)
+/* One work item while it runs: what run_item's stages (item_begin,
+ * item_tile, item_finish) and the row loops share. */
+typedef struct item {
+    const attn_sdpa_plan *p;
+    const attn_sdpa_args *a;
+    work *w;
+    int64_t b, hk, h0;      /* batch, kv head, its first query head */
+    int64_t i0, rows;       /* the item's first query row and its valid rows */
+    int64_t qlen, kvlen;    /* batch b's lengths */
+    int64_t jlo, jhi;       /* the union of the rows' visible keys (chunk) */
+    int split;              /* split-K: out is the chunk's partials */
+    int whole;              /* no window: every row sees [0, kvlen) */
+    int stacked;            /* GQA: the group's rows as one matrix */
+    int fold;               /* one tile seen evenly: 1 / l goes into P V */
+    int folded;             /* ... and it went */
+    dest out;
+    kvtile kt;
+} item;
+
+/* How one pass over a tile of keys at t goes: fresh, the item's first
+ * tile (O is written, not added to); even, every row sees all of the
+ * columns; fold, this is the item's only tile (fresh and even), so O's rows
+ * are final after its P V and 1 / l is applied as they are written. */
+typedef struct pass {
+    int64_t t;
+    int fresh, even, fold;
+} pass;
+
+/* The tile at st->t for the local rows [r0, r1) of a segment, over the
+ * tile columns [cs, ce). */
+static void run_rows_part(const item *it, const segment *sg, int64_t r0, int64_t r1, int64_t cs,
+                          int64_t ce, const pass *st)
 {
+    const attn_sdpa_plan *p = it->p;
+    const attn_sdpa_args *a = it->a;
+    work *w = it->w;
+    const kvtile *kt = &it->kt;
+    const int64_t b = it->b, h0 = it->h0, i0 = it->i0, rows = it->rows, t = st->t;
+    const int fresh = st->fresh, even = st->even, fold = st->fold;
     const attn_sdpa_desc *d = &p->d;
     const attn_kernels *kern = p->x.kern;
     const int64_t bk = p->lds;
@@ -415,11 +445,10 @@ static void run_rows_part(const attn_sdpa_plan *p, const attn_sdpa_args *a, work
  * ATTN_TILE_ROWS rows at a time, so that a slice of the score tile stays in
  * the L1/L2 cache from Q K^T through the softmax to P V.  Every row's
  * arithmetic is the same whatever the slices. */
-static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
-                     const segment *sg, int64_t r0, int64_t r1, int64_t cs, int64_t ce,
-                     int64_t b, int64_t h0, int64_t i0, int64_t rows, int64_t t,
-                     const kvtile *kt, int fresh, int even, int fold)
+static void run_rows(const item *it, const segment *sg, int64_t r0, int64_t r1, int64_t cs,
+                     int64_t ce, const pass *st)
 {
+    const attn_sdpa_plan *p = it->p;
     /* Slices of near-equal height (197 rows: 66, 66, 65, not 96, 96, 5). */
     const int64_t ns = p->tile ? (r1 - r0 + ATTN_TILE_ROWS - 1) / ATTN_TILE_ROWS : 1;
     const int64_t step = (r1 - r0 + ns - 1) / ns;
@@ -431,7 +460,7 @@ static void run_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
             attn_prefetch_rows(sg->q, sg->ldq, c1, c2, p->d.qk_dim, 0);
             attn_prefetch_rows(sg->o, sg->ldo, c1, c2, p->d.v_dim, 1);
         }
-        run_rows_part(p, a, w, sg, c0, c1, cs, ce, b, h0, i0, rows, t, kt, fresh, even, fold);
+        run_rows_part(it, sg, c0, c1, cs, ce, st);
     }
 }
 
@@ -532,34 +561,39 @@ static void ahead_spread(attn_ahead *ah, int64_t blocks)
     ah->share = blocks > 0 ? (lines + blocks - 1) / blocks : lines;
 }
 
-static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
-                     const partials *part, int64_t b, int64_t hk, int64_t qb, int64_t chunk)
+/* An item's set-up: its padding rows written empty, its rows' visible
+ * ranges and their union (within its key chunk), where its O goes, the
+ * rows' running state and its K/V sources.  Returns 0 when it has no
+ * valid row. */
+static int item_begin(item *it, const partials *part, int64_t qb, int64_t chunk)
 {
+    const attn_sdpa_plan *p = it->p;
+    const attn_sdpa_args *a = it->a;
     const attn_sdpa_desc *d = &p->d;
-    const attn_kernels *kern = p->x.kern;
-    const int64_t n = d->q_len, dv = d->v_dim, g = p->group;
-    const int64_t h0 = hk * g;
-    const int64_t i0 = qb * p->bq;
+    work *w = it->w;
+    const int64_t b = it->b, n = d->q_len, dv = d->v_dim, g = p->group;
+    const int64_t h0 = it->h0 = it->hk * g;
+    const int64_t i0 = it->i0 = qb * p->bq;
     const int64_t i1 = i0 + p->bq < n ? i0 + p->bq : n;
-    const int64_t qlen = q_len_of(p, a, b), kvlen = kv_len_of(p, a, b);
+    const int64_t qlen = it->qlen = q_len_of(p, a, b), kvlen = it->kvlen = kv_len_of(p, a, b);
     const int64_t ie = i1 < qlen ? i1 : (i0 > qlen ? i0 : qlen);
-    const int split = p->nchunks > 1;
+    const int split = it->split = p->nchunks > 1;
 
     /* Padding query rows are never read (split-K: the merge writes them). */
     if (!split)
         for (int64_t hh = 0; hh < g; hh++)
             for (int64_t i = ie; i < i1; i++)
                 write_empty_row(p, a, b, h0 + hh, i);
-    const int64_t rows = ie - i0;
+    const int64_t rows = it->rows = ie - i0;
     if (rows <= 0)
-        return;
+        return 0;
 
     /* The block reads only the union of its rows' visible keys (contiguous,
      * since both bounds grow with i), within this item's key chunk. */
     int64_t jlo = INT64_MAX, jhi = 0;
     /* Without a window every row sees the keys [0, kvlen): every tile is
      * seen evenly (no per-row scan, which short items notice). */
-    const int whole = p->window_left < 0 && p->window_right < 0;
+    const int whole = it->whole = p->window_left < 0 && p->window_right < 0;
     if (whole) {
         /* (read only by the general row loop, not by softmax_rows) */
         if (!p->softmax_only)
@@ -583,20 +617,22 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
         if (jlo < c0) jlo = c0;
         if (jhi > c1) jhi = c1;
     }
+    it->jlo = jlo;
+    it->jhi = jhi;
 
-    dest out;
+    dest *out = &it->out;
     if (split) {
         int64_t base = (chunk * d->batch + b) * d->q_heads * n;
-        out.o = part->o + base * dv;
-        out.head = n * dv;
-        out.seq = dv;
-        out.m = part->m + base;
-        out.l = part->l + base;
+        out->o = part->o + base * dv;
+        out->head = n * dv;
+        out->seq = dv;
+        out->m = part->m + base;
+        out->l = part->l + base;
     } else {
-        out.o = a->o + b * d->o.batch;
-        out.head = d->o.head;
-        out.seq = d->o.seq;
-        out.m = out.l = NULL;
+        out->o = a->o + b * d->o.batch;
+        out->head = d->o.head;
+        out->seq = d->o.seq;
+        out->m = out->l = NULL;
     }
 
     const int64_t vrows = g * rows;
@@ -606,87 +642,113 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     }
 
     /* GQA: the group's rows as one matrix when the layout allows it. */
-    const int stacked = p->stack_ldq && rows == n;
-    const int64_t nseg = stacked ? 1 : g;
-    segment sg[1];
-    const float *qb_base = a->q + b * d->q.batch + i0 * d->q.seq;
-    kvtile kt;
-    kv_source(p, a, b, hk, 0, &kt.k);
-    kv_source(p, a, b, hk, 1, &kt.v);
-    kt.kb = p->kv_copy ? w->kbuf : NULL;
-    kt.vb = p->kv_copy ? w->vbuf : NULL;
-    kt.kt = w->kt;
+    it->stacked = p->stack_ldq && rows == n;
+    kv_source(p, a, b, it->hk, 0, &it->kt.k);
+    kv_source(p, a, b, it->hk, 1, &it->kt.v);
+    it->kt.kb = p->kv_copy ? w->kbuf : NULL;
+    it->kt.vb = p->kv_copy ? w->vbuf : NULL;
+    it->kt.kt = w->kt;
 
-    /* Every segment meets every tile.  Its O rows are written with beta = 0
-     * by the first tile when every row sees all of it; when the rows see the
-     * first tile unevenly (some may skip it) they are zeroed first.  With
-     * one tile seen evenly, 1 / l goes into that write (folded). */
-    const int fold = p->tile && !p->decode && !split && jhi - jlo <= p->bk;
-    int folded = 0;
-    for (int64_t t = jlo; t < jhi; t += p->bk) {
-        const int64_t nt = jhi - t < p->bk ? jhi - t : p->bk;
-        /* The next tile's K and V rows (or, at the last tile, the next
-         * item's first tile and its Q rows) go out evenly over this tile's
-         * register blocks (12 x 32 on AVX-512; a count near enough: the
-         * shares are a hint).  One tile ahead, not a whole item: a long
-         * item's K and V would not stay in the L2 until they are used. */
-        if (w->ah) {
-            if (t + p->bk < jhi)
-                ahead_kv(p, a, w->ah, b, hk, t + p->bk,
-                         jhi - t > 2 * p->bk ? t + 2 * p->bk : jhi);
-            else
-                ahead_item(p, a, w->ah, w->next);
-            const int64_t nr = stacked ? vrows : rows;
-            ahead_spread(w->ah, nseg * ((nr + 11) / 12) * ((nt + 31) / 32 + (dv + 31) / 32));
+    /* With one tile seen evenly, 1 / l goes into its P V (folded). */
+    it->fold = p->tile && !p->decode && !split && jhi - jlo <= p->bk;
+    it->folded = 0;
+    return 1;
+}
+
+/* The tile of keys [t, t + nt): its look-ahead, its K and V widened or
+ * transposed, then every segment (one head's rows, or the stacked group)
+ * over it.  Every segment meets every tile.  Its O rows are written with
+ * beta = 0 by the first tile when every row sees all of it; when the rows
+ * see the first tile unevenly (some may skip it) they are zeroed first. */
+static void item_tile(item *it, int64_t t, int64_t nt)
+{
+    const attn_sdpa_plan *p = it->p;
+    const attn_sdpa_args *a = it->a;
+    const attn_sdpa_desc *d = &p->d;
+    work *w = it->w;
+    const int64_t dv = d->v_dim, g = p->group, rows = it->rows, vrows = g * rows;
+    const int stacked = it->stacked;
+    const int64_t nseg = stacked ? 1 : g;
+    const kvtile *kt = &it->kt;
+    /* The next tile's K and V rows (or, at the last tile, the next
+     * item's first tile and its Q rows) go out evenly over this tile's
+     * register blocks (12 x 32 on AVX-512; a count near enough: the
+     * shares are a hint).  One tile ahead, not a whole item: a long
+     * item's K and V would not stay in the L2 until they are used. */
+    if (w->ah) {
+        if (t + p->bk < it->jhi)
+            ahead_kv(p, a, w->ah, it->b, it->hk, t + p->bk,
+                     it->jhi - t > 2 * p->bk ? t + 2 * p->bk : it->jhi);
+        else
+            ahead_item(p, a, w->ah, w->next);
+        const int64_t nr = stacked ? vrows : rows;
+        ahead_spread(w->ah, nseg * ((nr + 11) / 12) * ((nt + 31) / 32 + (dv + 31) / 32));
+    }
+    if (p->kv_copy) {
+        kv_fill(p, &kt->k, w->kbuf, d->qk_dim, t, nt);
+        kv_fill(p, &kt->v, w->vbuf, dv, t, nt);
+    }
+    if (p->tile) {
+        const float *k0 = p->kv_copy ? w->kbuf : (const float *)kv_row(&kt->k, t);
+        /* V is first needed after a slice's scores and softmax: ask
+         * for it now, so that it comes from memory meanwhile. */
+        if (!p->kv_copy)
+            attn_prefetch_rows((const float *)kv_row(&kt->v, 0), kt->v.ld, t, t + nt, dv, 0);
+        p->x.gk->transpose(k0, p->kv_copy ? d->qk_dim : kt->k.ld, nt, d->qk_dim, w->kt, p->ldt);
+    }
+    const float *qb_base = ATTN_VIEW_AT(a->q, d->q, it->b, 0, it->i0);
+    segment sg[1];
+    for (int64_t si = 0; si < nseg; si++) {
+        const int first = t == it->jlo;
+        const int64_t h = it->h0 + (stacked ? 0 : si);
+        sg->q = qb_base + h * d->q.head;
+        sg->ldq = stacked ? p->stack_ldq : d->q.seq;
+        sg->o = it->out.o + h * it->out.head + it->i0 * it->out.seq;
+        sg->ldo = stacked ? p->stack_ldo : it->out.seq;
+        sg->v0 = stacked ? 0 : si * rows;
+        sg->nrows = stacked ? vrows : rows;
+        int64_t cs, ce;
+        int even;
+        if (it->whole) {
+            cs = 0;
+            ce = nt;
+            even = 1;
+        } else {
+            rows_span(w, sg, 0, sg->nrows, rows, t, nt, &cs, &ce, &even);
         }
-        if (p->kv_copy) {
-            kv_fill(p, &kt.k, w->kbuf, d->qk_dim, t, nt);
-            kv_fill(p, &kt.v, w->vbuf, dv, t, nt);
+        if (even) {
+            const pass st = { t, first, 1, it->fold };
+            run_rows(it, sg, 0, sg->nrows, 0, nt, &st);
+            it->folded = it->fold;
+            continue;
         }
-        if (p->tile) {
-            const float *k0 = p->kv_copy ? w->kbuf : (const float *)kv_row(&kt.k, t);
-            /* V is first needed after a slice's scores and softmax: ask
-             * for it now, so that it comes from memory meanwhile. */
-            if (!p->kv_copy)
-                attn_prefetch_rows((const float *)kv_row(&kt.v, 0), kt.v.ld, t, t + nt, dv, 0);
-            p->x.gk->transpose(k0, p->kv_copy ? d->qk_dim : kt.k.ld, nt, d->qk_dim, w->kt, p->ldt);
-        }
-        for (int64_t si = 0; si < nseg; si++) {
-            const int first = t == jlo;
-            const int64_t h = h0 + (stacked ? 0 : si);
-            sg->q = qb_base + h * d->q.head;
-            sg->ldq = stacked ? p->stack_ldq : d->q.seq;
-            sg->o = out.o + h * out.head + i0 * out.seq;
-            sg->ldo = stacked ? p->stack_ldo : out.seq;
-            sg->v0 = stacked ? 0 : si * rows;
-            sg->nrows = stacked ? vrows : rows;
-            int64_t cs, ce;
-            int even;
-            if (whole) {
-                cs = 0;
-                ce = nt;
-                even = 1;
-            } else {
-                rows_span(w, sg, 0, sg->nrows, rows, t, nt, &cs, &ce, &even);
-            }
-            if (even) {
-                run_rows(p, a, w, sg, 0, sg->nrows, 0, nt, b, h0, i0, rows, t, &kt, first, 1,
-                         fold);
-                folded = fold;
-                continue;
-            }
-            if (first)
-                for (int64_t lr = 0; lr < sg->nrows; lr++)
-                    memset(sg->o + lr * sg->ldo, 0, (size_t)dv * sizeof(float));
-            const int64_t sub = p->tile ? ATTN_TILE_SUB_Q : ATTN_SUB_Q;
-            for (int64_t r0 = 0; r0 < sg->nrows; r0 += sub) {
-                int64_t r1 = r0 + sub < sg->nrows ? r0 + sub : sg->nrows;
-                rows_span(w, sg, r0, r1, rows, t, nt, &cs, &ce, &even);
-                if (cs < ce)
-                    run_rows(p, a, w, sg, r0, r1, cs, ce, b, h0, i0, rows, t, &kt, 0, 0, 0);
-            }
+        if (first)
+            for (int64_t lr = 0; lr < sg->nrows; lr++)
+                memset(sg->o + lr * sg->ldo, 0, (size_t)dv * sizeof(float));
+        const int64_t sub = p->tile ? ATTN_TILE_SUB_Q : ATTN_SUB_Q;
+        const pass st = { t, 0, 0, 0 };
+        for (int64_t r0 = 0; r0 < sg->nrows; r0 += sub) {
+            int64_t r1 = r0 + sub < sg->nrows ? r0 + sub : sg->nrows;
+            rows_span(w, sg, r0, r1, rows, t, nt, &cs, &ce, &even);
+            if (cs < ce)
+                run_rows(it, sg, r0, r1, cs, ce, &st);
         }
     }
+}
+
+/* An item's end: O /= l (unless folded), the logsumexp and the
+ * probabilities; split-K: the rows' m and l go to the partials. */
+static void item_finish(const item *it)
+{
+    const attn_sdpa_plan *p = it->p;
+    const attn_sdpa_args *a = it->a;
+    const attn_sdpa_desc *d = &p->d;
+    const attn_kernels *kern = p->x.kern;
+    const work *w = it->w;
+    const dest *out = &it->out;
+    const int64_t n = d->q_len, dv = d->v_dim, rows = it->rows, vrows = p->group * rows;
+    const int64_t b = it->b, h0 = it->h0, i0 = it->i0;
+    const int split = it->split, folded = it->folded;
 
     /* 1 / l folded into O's last write and nothing else to write: only a
      * row that saw no key (l exactly 0) is left to clear, which the scan
@@ -695,7 +757,7 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     if (folded && !split && !d->want_lse && !d->want_probs) {
         for (int64_t vr = 0; vr < vrows; vr++)
             if (w->lrow[vr] == 0.0f)
-                memset(out.o + (h0 + vr / rows) * out.head + (i0 + vr % rows) * out.seq, 0,
+                memset(out->o + (h0 + vr / rows) * out->head + (i0 + vr % rows) * out->seq, 0,
                        (size_t)dv * sizeof(float));
         return;
     }
@@ -706,10 +768,10 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
         }
         const int64_t i = i0 + r;
         const float l = w->lrow[vr];
-        float *orow = out.o + h * out.head + i * out.seq;
+        float *orow = out->o + h * out->head + i * out->seq;
         if (split) {
-            out.m[h * n + i] = w->mrow[vr];
-            out.l[h * n + i] = l;
+            out->m[h * n + i] = w->mrow[vr];
+            out->l[h * n + i] = l;
             continue;
         }
         /* l stays exactly 0 when no key was visible; NaN input gives NaN. */
@@ -726,6 +788,24 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
                 finish_probs_row(p, a, b, h, i, w->lo[r], w->hi[r], lse);
         }
     }
+}
+
+/* Work item (b, kv head hk, query block qb, key chunk): item_begin, its
+ * tiles, item_finish. */
+static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
+                     const partials *part, int64_t b, int64_t hk, int64_t qb, int64_t chunk)
+{
+    item it;
+    it.p = p;
+    it.a = a;
+    it.w = w;
+    it.b = b;
+    it.hk = hk;
+    if (!item_begin(&it, part, qb, chunk))
+        return;
+    for (int64_t t = it.jlo; t < it.jhi; t += p->bk)
+        item_tile(&it, t, it.jhi - t < p->bk ? it.jhi - t : p->bk);
+    item_finish(&it);
 }
 
 /* Split-K: merge the chunks of every row of (b, h) in chunk order. */
