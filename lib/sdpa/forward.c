@@ -919,17 +919,17 @@ static void execute_body(void *arg, int tid)
     const attn_sdpa_plan *p = c->p;
     const attn_sdpa_desc *d = &p->d;
     const int64_t nitems = p->nitems;
-    char *base = (char *)c->ws + (size_t)tid * p->ws_thread;
+    char *base = (char *)c->ws + (size_t)tid * p->ws.thread;
     work w;
     w.s = (float *)(void *)base;
-    w.lo = (int64_t *)(void *)(base + p->ws_ranges);
+    w.lo = (int64_t *)(void *)(base + p->ws.ranges);
     w.hi = w.lo + p->bq;
-    w.mrow = (float *)(void *)(base + p->ws_state);
+    w.mrow = (float *)(void *)(base + p->ws.state);
     w.lrow = w.mrow + p->vrows;
     w.corr = w.lrow + p->vrows;
-    w.kbuf = (float *)(void *)(base + p->ws_kbuf);
-    w.vbuf = (float *)(void *)(base + p->ws_vbuf);
-    w.kt = (float *)(void *)(base + p->ws_kt);
+    w.kbuf = (float *)(void *)(base + p->ws.kbuf);
+    w.vbuf = (float *)(void *)(base + p->ws.vbuf);
+    w.kt = (float *)(void *)(base + p->ws.kt);
     attn_ahead ah;
     w.ah = p->ahead ? &ah : NULL;
     if (p->alike) {
@@ -978,7 +978,7 @@ attn_status attn_sdpa_execute(const attn_sdpa_plan *p, const attn_sdpa_args *a,
     if (st != ATTN_OK)
         return st;
     void *ws;
-    if ((st = attn_workspace_acquire(workspace, workspace_bytes, p->ws_bytes, &ws)) != ATTN_OK)
+    if ((st = attn_workspace_acquire(workspace, workspace_bytes, p->ws.bytes, &ws)) != ATTN_OK)
         return st;
 
     if (p->sparse) {
@@ -991,7 +991,7 @@ attn_status attn_sdpa_execute(const attn_sdpa_plan *p, const attn_sdpa_args *a,
     partials part = { NULL, NULL, NULL };
     if (p->nchunks > 1) {
         int64_t rows = p->nchunks * d->batch * d->q_heads * d->q_len;
-        part.o = (float *)((char *)ws + p->ws_thread * (size_t)p->x.nthreads);
+        part.o = (float *)((char *)ws + p->ws.thread * (size_t)p->x.nthreads);
         part.m = part.o + rows * d->v_dim;
         part.l = part.m + rows;
     }

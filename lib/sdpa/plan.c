@@ -121,8 +121,8 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
  * or a size_t holds although each view fits, and such a plan is
  * ATTN_ERR_TOO_LARGE.
  *
- * A sparse plan: items (b, query head, block of sp_rows rows), no split-K
- * and no stacking.  Per thread: the score tile (sp_rows x bk), the row
+ * A sparse plan: items (b, query head, block of sp.rows rows), no split-K
+ * and no stacking.  Per thread: the score tile (sp.rows x bk), the row
  * ranges, the row state and the tile's segments (and with global queries
  * the gathered rows' indices, Q and O); shared: the item order (cost and
  * index per item; twice as many items with global queries). */
@@ -133,48 +133,48 @@ static attn_status plan_sparse(attn_sdpa_plan *p)
     int ok = 1;
     p->sparse = 1;
     p->group = d->q_heads / d->kv_heads;
-    p->sp_rows = attn_sparse_rows(d);
-    if (p->sp_rows > n)
-        p->sp_rows = n;
-    p->sp_nrb = (n + p->sp_rows - 1) / p->sp_rows;
+    p->sp.rows = attn_sparse_rows(d);
+    if (p->sp.rows > n)
+        p->sp.rows = n;
+    p->sp.nrb = (n + p->sp.rows - 1) / p->sp.rows;
     if (d->block_size) {
-        p->nb = (n + d->block_size - 1) / d->block_size;
-        p->mb = (m + d->block_size - 1) / d->block_size;
+        p->sp.nb = (n + d->block_size - 1) / d->block_size;
+        p->sp.mb = (m + d->block_size - 1) / d->block_size;
     }
-    p->bq = p->sp_rows;
+    p->bq = p->sp.rows;
     p->bk = m < ATTN_TILE_K ? m : ATTN_TILE_K;
-    p->nqblocks = p->sp_nrb;
+    p->nqblocks = p->sp.nrb;
     p->nchunks = 1;
     p->chunk = m;
-    p->vrows = p->sp_rows;
-    p->srows = p->sp_rows;
+    p->vrows = p->sp.rows;
+    p->srows = p->sp.rows;
     p->stack_ldq = p->stack_ldo = 0;
-    p->sp_nreg = (int64_t)attn_size_mul(
-        attn_size_mul((uint64_t)d->batch, (uint64_t)d->q_heads, &ok), (uint64_t)p->sp_nrb, &ok);
-    p->nitems = (int64_t)attn_size_mul((uint64_t)p->sp_nreg, d->use_global_q ? 2 : 1, &ok);
+    p->sp.nreg = (int64_t)attn_size_mul(
+        attn_size_mul((uint64_t)d->batch, (uint64_t)d->q_heads, &ok), (uint64_t)p->sp.nrb, &ok);
+    p->nitems = (int64_t)attn_size_mul((uint64_t)p->sp.nreg, d->use_global_q ? 2 : 1, &ok);
     /* Per thread: the score tile, the rows' ranges, their state, the
      * tile's segments, the gathered short segments' K and V, the global
      * queries' Q and O rows; then the item order, shared. */
     const uint64_t dkv = (uint64_t)(d->qk_dim + d->v_dim);
-    p->gather = d->qk_dim + d->v_dim <= ATTN_GATHER_MAX_DIM;
+    p->sp.gather = d->qk_dim + d->v_dim <= ATTN_GATHER_MAX_DIM;
     attn_carver c = ATTN_CARVER_INIT;
     attn_carve(&c, (uint64_t)p->srows, (uint64_t)p->bk * sizeof(float));
-    p->ws_ranges = attn_carve(&c, (uint64_t)p->bq * (d->use_global_q ? 3 : 2), sizeof(int64_t));
-    p->ws_state = attn_carve(&c, (uint64_t)p->vrows, 3 * sizeof(float));
-    p->ws_seg = attn_carve(&c, (uint64_t)p->bk, sizeof(attn_kseg));
-    p->ws_gather = attn_carve(&c, p->gather ? (uint64_t)p->bk * dkv : 0, sizeof(float));
-    p->ws_qg = attn_carve(&c, d->use_global_q ? (uint64_t)p->sp_rows * dkv : 0, sizeof(float));
-    p->ws_thread = (size_t)c.size;
+    p->ws.ranges = attn_carve(&c, (uint64_t)p->bq * (d->use_global_q ? 3 : 2), sizeof(int64_t));
+    p->ws.state = attn_carve(&c, (uint64_t)p->vrows, 3 * sizeof(float));
+    p->ws.seg = attn_carve(&c, (uint64_t)p->bk, sizeof(attn_kseg));
+    p->ws.gather = attn_carve(&c, p->sp.gather ? (uint64_t)p->bk * dkv : 0, sizeof(float));
+    p->ws.qg = attn_carve(&c, d->use_global_q ? (uint64_t)p->sp.rows * dkv : 0, sizeof(float));
+    p->ws.thread = (size_t)c.size;
     attn_carver all = ATTN_CARVER_INIT;
     attn_carve(&all, (uint64_t)p->x.nthreads, c.size);
-    p->ws_order = attn_carve(&all, (uint64_t)p->nitems, 2 * sizeof(int64_t));
-    p->ws_part = 0;
-    p->ws_bytes = (size_t)all.size;
+    p->ws.order = attn_carve(&all, (uint64_t)p->nitems, 2 * sizeof(int64_t));
+    p->ws.part = 0;
+    p->ws.bytes = (size_t)all.size;
     ok = ok && c.ok && all.ok;
     /* The flags and the layout are indexed b * m + j, b * n + i and
      * (h * nb + I) * mb + J. */
     attn_size_mul((uint64_t)d->batch, (uint64_t)(m > n ? m : n), &ok);
-    attn_size_mul(attn_size_mul((uint64_t)d->q_heads, (uint64_t)p->nb, &ok), (uint64_t)p->mb, &ok);
+    attn_size_mul(attn_size_mul((uint64_t)d->q_heads, (uint64_t)p->sp.nb, &ok), (uint64_t)p->sp.mb, &ok);
     if (!ok || p->nitems > INT64_MAX / 2)
         return ATTN_ERR_TOO_LARGE;
     return ATTN_OK;
@@ -252,20 +252,20 @@ static attn_status plan_dense(attn_sdpa_plan *p)
     const uint64_t dk = (uint64_t)desc->qk_dim;
     attn_carver c = ATTN_CARVER_INIT;
     attn_carve(&c, (uint64_t)p->srows, (uint64_t)p->lds * sizeof(float));
-    p->ws_ranges = attn_carve(&c, (uint64_t)p->bq, 2 * sizeof(int64_t));
-    p->ws_state = attn_carve(&c, (uint64_t)p->vrows, 3 * sizeof(float));
-    p->ws_kbuf = attn_carve(&c, p->kv_copy ? (uint64_t)p->bk * dk : 0, sizeof(float));
-    p->ws_vbuf = attn_carve(&c, p->kv_copy ? (uint64_t)p->bk * (uint64_t)dv : 0, sizeof(float));
-    p->ws_kt = attn_carve(&c, p->tile ? (uint64_t)p->ldt * dk : 0, sizeof(float));
-    p->ws_thread = (size_t)c.size;
+    p->ws.ranges = attn_carve(&c, (uint64_t)p->bq, 2 * sizeof(int64_t));
+    p->ws.state = attn_carve(&c, (uint64_t)p->vrows, 3 * sizeof(float));
+    p->ws.kbuf = attn_carve(&c, p->kv_copy ? (uint64_t)p->bk * dk : 0, sizeof(float));
+    p->ws.vbuf = attn_carve(&c, p->kv_copy ? (uint64_t)p->bk * (uint64_t)dv : 0, sizeof(float));
+    p->ws.kt = attn_carve(&c, p->tile ? (uint64_t)p->ldt * dk : 0, sizeof(float));
+    p->ws.thread = (size_t)c.size;
     /* After the threads' slices: the split-K partials, shared. */
     attn_carver all = ATTN_CARVER_INIT;
     attn_carve(&all, (uint64_t)p->x.nthreads, c.size);
     const size_t part_at = attn_carve(&all, p->nchunks > 1 ? (uint64_t)p->nchunks : 0, row_bytes);
     if (!ok || !c.ok || !all.ok)
         return ATTN_ERR_TOO_LARGE;
-    p->ws_part = (size_t)all.size - part_at;
-    p->ws_bytes = (size_t)all.size;
+    p->ws.part = (size_t)all.size - part_at;
+    p->ws.bytes = (size_t)all.size;
     return ATTN_OK;
 }
 
@@ -326,7 +326,7 @@ attn_status attn_sdpa_workspace_size(const attn_sdpa_plan *plan, size_t *bytes)
 {
     if (!plan || !bytes)
         return ATTN_ERR_NULL_ARGUMENT;
-    *bytes = plan->ws_bytes;
+    *bytes = plan->ws.bytes;
     return ATTN_OK;
 }
 

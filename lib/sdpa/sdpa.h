@@ -68,7 +68,15 @@ const attn_sdpa_products *attn_sdpa_products_for(int decode, int tile);
 
 struct attn_sdpa_plan {
     attn_sdpa_desc d;
+    attn_exec x;              /* kernels, engine, BLAS hooks, threads (core/exec.h) */
+    float scale;              /* resolved */
+    int64_t window_left;      /* clamped to [-1, n + m] */
+    int64_t window_right;
+    int64_t group;            /* g = Hq / Hkv */
+
+    /* What the forward does (decided at plan time, never per call). */
     int dropout;              /* dropout_p > 0 (p = 0 runs the plain path) */
+    attn_dropout drop;
     int softmax_only;         /* no bias, mask, dropout or probabilities: rows that see
                                * a whole tile go through kern->softmax_rows */
     int alike;                /* every work item costs about the same (no window,
@@ -76,11 +84,15 @@ struct attn_sdpa_plan {
     int ahead;                /* tile engine: each tile asks for the next tile's
                                * rows as it computes, an item's last tile for
                                * the next item's first (attn_ahead) */
-    attn_dropout drop;
-    float scale;              /* resolved */
-    int64_t window_left;      /* clamped to [-1, n + m] */
-    int64_t window_right;
-    int64_t group;            /* g = Hq / Hkv */
+    int tile;                 /* x.tile off the decode path: the products run on
+                               * the tile's K transposed (ws.kt, dk x ldt) */
+    int decode;               /* the decode kernels run the products */
+    int kv_copy;              /* the sgemm path with F16/BF16 or paged K/V widens
+                               * (gathers) each tile into ws.kbuf / ws.vbuf */
+    int sparse;               /* global tokens or a layout: sparse.c's items */
+    const attn_sdpa_products *prod;   /* attn_sdpa_products_for(decode, tile) */
+
+    /* Blocking, fixed by the shape only. */
     int64_t bq, bk;           /* query block rows, key tile columns */
     int64_t nqblocks;         /* ceil(n / bq) */
     int64_t nchunks;          /* key chunks (split-K for short queries) */
@@ -91,45 +103,38 @@ struct attn_sdpa_plan {
     int64_t stack_ldq, stack_ldo;
     int64_t vrows;            /* virtual rows per item: g * min(n, bq) */
     int64_t srows;            /* rows of the score tile */
-    size_t ws_thread;         /* workspace bytes per thread (x64): score tile, */
-    size_t ws_ranges;         /* then row ranges at this offset, */
-    size_t ws_state;          /* then row state at this one */
-    size_t ws_part;           /* split-K partial results (shared) */
-    size_t ws_bytes;          /* nthreads * ws_thread + ws_part */
-    /* Kernels, engine, BLAS hooks and threads (core/exec.h). */
-    attn_exec x;
-    /* The tile engine (x.tile) runs the dense forward's products on the
-     * tile's K transposed into the thread's slice at ws_kt (dk x ldt
-     * floats); not on the decode path, which has its own kernels. */
-    int tile;
     int64_t lds, ldt;         /* leading dims of the score tile and of K^T */
-    size_t ws_kt;
-    /* Sparse plans (sparse.c): items (b, query head, block of sp_rows
-     * rows), run heaviest first from an order built per execute. */
-    int sparse;
-    int64_t sp_rows, sp_nrb, nb, mb;
-    /* Items [0, sp_nreg) are the ordinary ones, B * Hq * sp_nrb; with
-     * global queries as many global-query items follow (nitems = 2
-     * sp_nreg), whose gathered rows' indices (bq int64 after the ranges),
-     * Q rows (sp_rows x dk) and O rows (sp_rows x dv, at ws_qg) live in
-     * the thread's slice. */
-    int64_t sp_nreg;
-    size_t ws_qg;
-    size_t ws_seg;            /* offset of the tile's segments in a slice */
-    /* Short segments (scattered global keys) are gathered into a copy of
-     * their K and V rows (bk x dk and bk x dv floats at ws_gather) when
-     * dk + dv <= ATTN_GATHER_MAX_DIM; 0 otherwise. */
-    int gather;
-    size_t ws_gather;
-    size_t ws_order;          /* offset of the shared item order */
-    /* Decode and K/V storage (forward.c).  decode: the streaming kernels
-     * of dec run the products instead of sgemm.  kv_copy: the sgemm path
-     * with F16/BF16 or paged K/V widens (gathers) each tile into the
-     * thread's slice first: bk x dk floats at ws_kbuf, bk x dv at ws_vbuf. */
-    int decode;
-    int kv_copy;
-    size_t ws_kbuf, ws_vbuf;
-    const attn_sdpa_products *prod;   /* attn_sdpa_products_for(decode, tile) */
+
+    /* Sparse plans (sparse.c): items (b, query head, block of rows rows),
+     * run heaviest first from an order built per execute.  Items [0, nreg)
+     * are the ordinary ones, B * Hq * nrb; with global queries as many
+     * global-query items follow (nitems = 2 nreg), whose gathered rows'
+     * indices (bq int64 after the ranges), Q rows (rows x dk) and O rows
+     * (rows x dv, at ws.qg) live in the thread's slice.  Short segments
+     * (scattered global keys) are gathered into a copy of their K and V
+     * rows (bk x dk and bk x dv floats at ws.gather) when dk + dv <=
+     * ATTN_GATHER_MAX_DIM (gather). */
+    struct {
+        int64_t rows, nrb, nb, mb, nreg;
+        int gather;
+    } sp;
+
+    /* The workspace (laid out with core's attn_carve): per thread a slice
+     * of `thread` bytes at tid * thread (the score tile at 0, then the
+     * offsets below), then the shared parts after every slice. */
+    struct {
+        size_t thread;        /* bytes per thread's slice */
+        size_t ranges;        /* the rows' visible ranges */
+        size_t state;         /* the rows' running max, sum, correction */
+        size_t kbuf, vbuf;    /* kv_copy: the tile's K and V as floats */
+        size_t kt;            /* tile engine: K^T of the tile */
+        size_t seg;           /* sparse: the tile's segments */
+        size_t gather;        /* sparse: gathered K and V rows */
+        size_t qg;            /* sparse: the global queries' Q and O rows */
+        size_t order;         /* sparse: offset of the shared item order */
+        size_t part;          /* split-K: bytes of the partial results (shared) */
+        size_t bytes;         /* the whole workspace */
+    } ws;
 };
 
 /* The sparse forward (sparse.c): execute's work for a sparse plan. */

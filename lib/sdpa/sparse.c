@@ -7,22 +7,22 @@
  *
  * Two kinds of work items, each owning the O, P and lse rows it computes:
  *
- * - ordinary items (b, query head h, block of sp_rows query rows); with a
- *   layout the block lies inside one block row (sp_rows divides the block
+ * - ordinary items (b, query head h, block of sp.rows query rows); with a
+ *   layout the block lies inside one block row (sp.rows divides the block
  *   size), so its rows share their layout row.  Its rows that are not
  *   global queries split into groups of consecutive rows (a global query
  *   row ends a group and is skipped); the rows >= q_len_b are zeroed here
  *   whatever their flag.
  * - with global queries, as many global-query items (b, h, rb) follow:
  *   the global queries of b below q_len_b, in increasing order, are taken
- *   per span (the layout block row I = rb sp_rows / bs with a layout, so
+ *   per span (the layout block row I = rb sp.rows / bs with a layout, so
  *   that they share their layout row; all n rows without one), and item
- *   rb takes chunk k of sp_rows of them, k its rank among the span's
+ *   rb takes chunk k of sp.rows of them, k its rank among the span's
  *   items (k = rb without a layout).  Such an item is one group: its Q
- *   rows are copied into a per-thread buffer (dense, sp_rows x dk), its O
- *   rows accumulate in another (sp_rows x dv) and are scattered to their
+ *   rows are copied into a per-thread buffer (dense, sp.rows x dk), its O
+ *   rows accumulate in another (sp.rows x dv) and are scattered to their
  *   places at the finish, so scattered global queries (every 128th token,
- *   say) run with M = sp_rows GEMMs instead of one M = 1 pass over every
+ *   say) run with M = sp.rows GEMMs instead of one M = 1 pass over every
  *   key each, and their cost no longer lands on the ordinary item that
  *   holds them.  Every per-row index (mask, bias, dropout, P, lse, the
  *   layout row) is the row's real index.  Most of these items are empty
@@ -63,14 +63,14 @@ _Static_assert(sizeof(attn_mha_desc) == 352, "attn_mha_desc changed size");
 #endif
 
 typedef struct swork {
-    float *s;        /* sp_rows x bk score tile */
+    float *s;        /* sp.rows x bk score tile */
     int64_t *lo, *hi;
     float *mrow, *lrow, *corr;
     attn_kseg *seg;
     float *kg, *vg;  /* gathered K and V rows of the short segments, or NULL */
     /* Global-query items (plans with global queries only, else NULL): the
-     * real index of each gathered row, their Q rows (sp_rows x dk) and
-     * their O accumulators (sp_rows x dv). */
+     * real index of each gathered row, their Q rows (sp.rows x dk) and
+     * their O accumulators (sp.rows x dv). */
     int64_t *idx;
     float *qg, *og;
     int64_t ahead;   /* kv length while a global-query item runs, else 0 */
@@ -114,7 +114,7 @@ static const uint8_t *layout_row(const attn_sdpa_plan *p, const uint8_t *layout,
     if (!p->d.block_size)
         return NULL;
     const int64_t hh = p->d.layout_per_head ? h : 0;
-    return layout + (hh * p->nb + I) * p->mb;
+    return layout + (hh * p->sp.nb + I) * p->sp.mb;
 }
 
 /* One group of an item: rows [r0, r1) (local), all global queries or all
@@ -187,7 +187,7 @@ static void global_span(const attn_sdpa_plan *p, int64_t rb, int64_t *s0, int64_
                         int64_t *I, int64_t *k, int64_t *nk)
 {
     const attn_sdpa_desc *d = &p->d;
-    const int64_t R = p->sp_rows;
+    const int64_t R = p->sp.rows;
     *s0 = 0;
     *s1 = d->q_len;
     *I = 0;
@@ -203,16 +203,16 @@ static void global_span(const attn_sdpa_plan *p, int64_t rb, int64_t *s0, int64_
 /* The rows of global-query item (b, h, rb): global queries of batch b
  * below qlen, taken in increasing order from a span of query rows (the
  * block row I of the item's rows with a layout, so that the rows share
- * their layout row; all n rows without one), chunk k of sp_rows of them,
+ * their layout row; all n rows without one), chunk k of sp.rows of them,
  * where rb is the k-th item of its span.  Their indices go to w->idx;
- * returns their number (0 when the span has at most k sp_rows) and sets
+ * returns their number (0 when the span has at most k sp.rows) and sets
  * the group over them (every key of the layout row, up to kvlen). */
 static int64_t global_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, const swork *w,
                             int64_t b, int64_t h, int64_t rb, int64_t qlen, int64_t kvlen,
                             sgroup *g)
 {
     const attn_sdpa_desc *d = &p->d;
-    const int64_t R = p->sp_rows;
+    const int64_t R = p->sp.rows;
     int64_t s0, s1, I, k, nk;
     global_span(p, rb, &s0, &s1, &I, &k, &nk);
     if (s1 > qlen)
@@ -451,24 +451,24 @@ static void run_global_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
     }
 }
 
-/* Item it: ordinary items (b, h, block rb of sp_rows rows) first, then,
+/* Item it: ordinary items (b, h, block rb of sp.rows rows) first, then,
  * with global queries, the global-query items (b, h, rb). */
 static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
                             int64_t it)
 {
     const attn_sdpa_desc *d = &p->d;
-    const int glob_item = it >= p->sp_nreg;
+    const int glob_item = it >= p->sp.nreg;
     if (glob_item)
-        it -= p->sp_nreg;
-    const int64_t rb = it % p->sp_nrb, bh = it / p->sp_nrb;
+        it -= p->sp.nreg;
+    const int64_t rb = it % p->sp.nrb, bh = it / p->sp.nrb;
     const int64_t b = bh / d->q_heads, h = bh % d->q_heads;
     if (glob_item) {
         run_global_item(p, a, w, b, h, rb);
         return;
     }
     const int64_t n = d->q_len, dv = d->v_dim;
-    const int64_t i0 = rb * p->sp_rows;
-    const int64_t i1 = i0 + p->sp_rows < n ? i0 + p->sp_rows : n;
+    const int64_t i0 = rb * p->sp.rows;
+    const int64_t i1 = i0 + p->sp.rows < n ? i0 + p->sp.rows : n;
     const int64_t qlen = qlen_of(p, a, b), kvlen = kvlen_of(p, a, b);
     const int64_t ie = i1 < qlen ? i1 : (i0 > qlen ? i0 : qlen);
     for (int64_t i = ie; i < i1; i++) {
@@ -496,7 +496,7 @@ static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
      * its own Q and O rows: ask for them now (into L2), so that a long
      * sequence's rows come from memory while this block computes. */
     if (ie < qlen && !d->block_size) {
-        const int64_t hk = h / p->group, nr = p->sp_rows;
+        const int64_t hk = h / p->group, nr = p->sp.rows;
         const int64_t j0 = w->hi[rows - 1] < kvlen ? w->hi[rows - 1] : kvlen;
         const int64_t j1 = j0 + nr < kvlen ? j0 + nr : kvlen;
         const int64_t n1 = ie + nr < qlen ? ie + nr : qlen;
@@ -525,10 +525,10 @@ static void item_cost(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w
 {
     const attn_sdpa_desc *d = &p->d;
     const int64_t it0 = it;
-    const int glob_item = it >= p->sp_nreg;
+    const int glob_item = it >= p->sp.nreg;
     if (glob_item)
-        it -= p->sp_nreg;
-    const int64_t rb = it % p->sp_nrb, bh = it / p->sp_nrb;
+        it -= p->sp.nreg;
+    const int64_t rb = it % p->sp.nrb, bh = it / p->sp.nrb;
     const int64_t b = bh / d->q_heads, h = bh % d->q_heads;
     const int64_t qlen = qlen_of(p, a, b), kvlen = kvlen_of(p, a, b);
     sgroup g;
@@ -554,8 +554,8 @@ static void item_cost(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w
                 keys += e - s;
         }
         for (int64_t x = 0; x < nk; x++) {
-            const int64_t rows = cnt - x * p->sp_rows < 0 ? 0
-                : cnt - x * p->sp_rows < p->sp_rows ? cnt - x * p->sp_rows : p->sp_rows;
+            const int64_t rows = cnt - x * p->sp.rows < 0 ? 0
+                : cnt - x * p->sp.rows < p->sp.rows ? cnt - x * p->sp.rows : p->sp.rows;
             /* rows x (keys + 1): the row pass counts too, and an item has
              * cost 0 exactly when it has no rows (then it is not run) */
             out[x].cost = rows * (keys + 1);
@@ -563,8 +563,8 @@ static void item_cost(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w
         }
         return;
     }
-    const int64_t i0 = rb * p->sp_rows;
-    const int64_t i1 = i0 + p->sp_rows < d->q_len ? i0 + p->sp_rows : d->q_len;
+    const int64_t i0 = rb * p->sp.rows;
+    const int64_t i1 = i0 + p->sp.rows < d->q_len ? i0 + p->sp.rows : d->q_len;
     const int64_t rows = (i1 < qlen ? i1 : qlen) - i0;
     out->item = it0;
     out->cost = 0;
@@ -630,20 +630,20 @@ static void sparse_body(void *arg, int tid)
 {
     const sparse_ctx *c = arg;
     const attn_sdpa_plan *p = c->p;
-    char *base = (char *)c->ws + (size_t)tid * p->ws_thread;
+    char *base = (char *)c->ws + (size_t)tid * p->ws.thread;
     swork w;
     w.s = (float *)(void *)base;
-    w.lo = (int64_t *)(void *)(base + p->ws_ranges);
+    w.lo = (int64_t *)(void *)(base + p->ws.ranges);
     w.hi = w.lo + p->bq;
-    w.mrow = (float *)(void *)(base + p->ws_state);
+    w.mrow = (float *)(void *)(base + p->ws.state);
     w.lrow = w.mrow + p->vrows;
     w.corr = w.lrow + p->vrows;
-    w.seg = (attn_kseg *)(void *)(base + p->ws_seg);
-    w.kg = p->gather ? (float *)(void *)(base + p->ws_gather) : NULL;
-    w.vg = p->gather ? w.kg + p->bk * p->d.qk_dim : NULL;
+    w.seg = (attn_kseg *)(void *)(base + p->ws.seg);
+    w.kg = p->sp.gather ? (float *)(void *)(base + p->ws.gather) : NULL;
+    w.vg = p->sp.gather ? w.kg + p->bk * p->d.qk_dim : NULL;
     w.idx = p->d.use_global_q ? w.hi + p->bq : NULL;
-    w.qg = p->d.use_global_q ? (float *)(void *)(base + p->ws_qg) : NULL;
-    w.og = p->d.use_global_q ? w.qg + p->sp_rows * p->d.qk_dim : NULL;
+    w.qg = p->d.use_global_q ? (float *)(void *)(base + p->ws.qg) : NULL;
+    w.og = p->d.use_global_q ? w.qg + p->sp.rows * p->d.qk_dim : NULL;
     w.ahead = 0;
     const int64_t nitems = p->nitems;
     sorder *order = c->order;
@@ -664,12 +664,12 @@ static void sparse_body(void *arg, int tid)
 #pragma omp for schedule(dynamic, 1)
 #endif
     for (int64_t k = 0; k < nitems; k++)
-        if (order[k].item < p->sp_nreg || order[k].cost > 0)   /* empty global items */
+        if (order[k].item < p->sp.nreg || order[k].cost > 0)   /* empty global items */
             run_sparse_item(p, c->a, &w, order[k].item);
 }
 
 void attn_sparse_forward(const attn_sdpa_plan *p, const attn_sdpa_args *a, void *ws)
 {
-    sparse_ctx ctx = { p, a, ws, (sorder *)(void *)((char *)ws + p->ws_order) };
+    sparse_ctx ctx = { p, a, ws, (sorder *)(void *)((char *)ws + p->ws.order) };
     attn_parallel(p->x.blas, p->x.nthreads, p->nitems, sparse_body, (void *)&ctx);
 }
