@@ -879,7 +879,12 @@ int main(int argc, char **argv)
     /* which cases run: by default every case not marked extra, with
      * --quick those marked quick; --case names a case by its id or a group
      * (L1 every L1-*, D the decode cases S5, D1-D3, DL every DL-*) */
-    int selected[bench_ncases], any_dense = 0, any_decode = 0, any_plan = 0;
+    int *selected = calloc((size_t)bench_ncases, sizeof *selected);
+    int any_dense = 0, any_decode = 0, any_plan = 0;
+    if (!selected) {
+        fprintf(stderr, "attn-bench: out of memory\n");
+        return 1;
+    }
     for (int ci = 0; ci < bench_ncases; ci++) {
         const bench_case *c = &bench_cases[ci];
         int sel = !nwant && (quick ? c->quick : !c->extra);
@@ -1101,5 +1106,6 @@ int main(int argc, char **argv)
                "says which); on the tile engine, blas rows run the same case on the BLAS "
                "engine (ATTN_ENGINE=blas).\n");
     }
+    free(selected);
     return 0;
 }
