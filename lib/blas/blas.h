@@ -27,8 +27,7 @@ void *attn_blas_entry_point(void);
 /* How to keep the loaded BLAS's own threads out of attn's parallel region.
  * The loaded BLAS never changes within a process, so attn_blas_hooks_get
  * finds them once (pthread_once: dladdr, dlopen and dlsym cost tens of
- * microseconds) and every plan shares that one answer;
- * attn_blas_hooks_resolve copies it. */
+ * microseconds) and every plan shares that one answer. */
 typedef struct attn_blas_hooks {
     int (*openblas_get_parallel)(void);
     int (*openblas_get_num_threads)(void);
@@ -36,7 +35,6 @@ typedef struct attn_blas_hooks {
     int (*mkl_set_num_threads_local)(int);
 } attn_blas_hooks;
 const attn_blas_hooks *attn_blas_hooks_get(void);
-void attn_blas_hooks_resolve(attn_blas_hooks *hooks);
 
 /* Around attn's parallel region (the calling thread).  A pthreads OpenBLAS
  * only has a process-wide setting, which is set to 1 and restored after. */

@@ -64,11 +64,6 @@ const attn_blas_hooks *attn_blas_hooks_get(void)
     return &hooks_found;
 }
 
-void attn_blas_hooks_resolve(attn_blas_hooks *hooks)
-{
-    *hooks = *attn_blas_hooks_get();
-}
-
 void attn_blas_scope_enter(const attn_blas_hooks *hooks, attn_blas_scope *scope)
 {
     scope->hooks = hooks;
