@@ -29,7 +29,7 @@ fi
 meson compile -C build-abi >/dev/null || { echo "FAILED: --werror build (see above)"; meson compile -C build-abi 2>&1 | grep -E 'error|warning' | head -40; exit 1; }
 echo "ok: the whole tree builds with --werror"
 
-dump() { abidw --headers-dir include --no-corpus-path --no-comp-dir-path --drop-undefined-syms "$1"; }
+dump() { abidw --headers-dir include --drop-private-types --no-corpus-path --no-comp-dir-path --drop-undefined-syms "$1"; }
 if [ "$mode" = "--update" ]; then
     dump "$lib" > "$stored" && echo "wrote $stored"
     exit
