@@ -79,7 +79,8 @@ attn_status attn_linear_bwd_plan_create(attn_linear_bwd_plan **plan,
     const attn_linear_desc *f = &desc->fwd;
     const uint64_t C = ATTN_LINEAR_CHUNK, dk = (uint64_t)f->qk_dim, dv = (uint64_t)f->v_dim;
     const uint64_t g = (uint64_t)(f->q_heads / f->kv_heads);
-    const int nthreads = attn_resolve_threads(f->threads);
+    attn_exec x;
+    attn_exec_init(&x, f->engine, f->threads);
     /* Per thread: phi(Q), phi(K), dFq / dFk (C x dk each), A and dA
      * (C x C), N / G and dV_c (C x dv), the state S / R (dk x dv) and z / r
      * (dk), D and c of the chunk rows (C doubles, C floats), and D and
@@ -100,7 +101,7 @@ attn_status attn_linear_bwd_plan_create(attn_linear_bwd_plan **plan,
     off[10] = attn_carve(&c, C, sizeof(float));           /* c */
     off[11] = attn_carve(&c, attn_size_mul(g, (uint64_t)f->q_len, &ok), 2 * sizeof(float));
     attn_carver all = ATTN_CARVER_INIT;
-    attn_carve(&all, (uint64_t)nthreads, c.size);
+    attn_carve(&all, (uint64_t)x.nthreads, c.size);
     if (!ok || !c.ok || !all.ok)
         return ATTN_ERR_TOO_LARGE;
 
@@ -109,7 +110,7 @@ attn_status attn_linear_bwd_plan_create(attn_linear_bwd_plan **plan,
         return ATTN_ERR_OUT_OF_MEMORY;
     p->d = *desc;
     p->eps = isnan(f->eps) ? ATTN_LINEAR_EPS_DEFAULT : f->eps;
-    attn_exec_init(&p->x, f->engine, f->threads);
+    p->x = x;
     p->group = (int64_t)g;
     p->nitems = f->batch * f->kv_heads;
     /* fq at 0 */
@@ -162,9 +163,6 @@ typedef struct bitem {
     lin_geom geo;
 } bitem;
 
-#define PTR(base, view, b, h, i) ((base) + (b) * (view).batch + (h) * (view).head + \
-                                  (i) * (view).seq)
-
 static void zero_rows(float *base, int64_t rows, int64_t stride, int64_t width)
 {
     for (int64_t r = 0; r < rows; r++)
@@ -209,7 +207,7 @@ static void load_g(const bitem *it, int64_t hh, int64_t i0, int64_t rows)
     const int64_t dv = d->fwd.v_dim, n = d->fwd.q_len, h = it->hk * it->p->group + hh;
     bwork *w = it->w;
     for (int64_t r = 0; r < rows; r++) {
-        const float *dor = PTR(it->a->d_o, d->d_o, it->b, h, i0 + r);
+        const float *dor = ATTN_VIEW_AT(it->a->d_o, d->d_o, it->b, h, i0 + r);
         const float *st = w->stats + (hh * n + i0 + r) * 2;
         for (int64_t x = 0; x < dv; x++)
             w->g[r * dv + x] = dor[x] / st[0];
@@ -236,22 +234,22 @@ static void forward_sweep(const bitem *it)
         for (int64_t j = pos; j < kl; j += C) {
             const int64_t kc = kl - j < C ? kl - j : C;
             attn_linear_phi(it->p->x.kern, f->feature_map,
-                            PTR(a->k, f->k, b, hk, j), f->k.seq, kc, dk, w->fk,
+                            ATTN_VIEW_AT(a->k, f->k, b, hk, j), f->k.seq, kc, dk, w->fk,
                             dk);
             attn_gemm_tn(p->x.gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk,
-                          PTR(a->v, f->v, b, hk, j), (int)f->v.seq, 1.0f, w->s, (int)dv);
+                          ATTN_VIEW_AT(a->v, f->v, b, hk, j), (int)f->v.seq, 1.0f, w->s, (int)dv);
             colsum_add(w->z, w->fk, kc, dk);
         }
         pos = kl;
         const int64_t kc = kh - kl;
-        const float *vv = PTR(a->v, f->v, b, hk, kl);
+        const float *vv = ATTN_VIEW_AT(a->v, f->v, b, hk, kl);
         if (kc > 0)
             attn_linear_phi(it->p->x.kern, f->feature_map,
-                            PTR(a->k, f->k, b, hk, kl), f->k.seq, kc, dk, w->fk,
+                            ATTN_VIEW_AT(a->k, f->k, b, hk, kl), f->k.seq, kc, dk, w->fk,
                             dk);
         for (int64_t hh = 0; hh < g; hh++) {
             const int64_t h = hk * g + hh;
-            const float *q = PTR(a->q, f->q, b, h, i0);
+            const float *q = ATTN_VIEW_AT(a->q, f->q, b, h, i0);
             attn_linear_phi(it->p->x.kern, f->feature_map, q, f->q.seq, rows, dk, w->fq, dk);
             /* N = Fq S + A V_c in the G buffer; D */
             attn_gemm(p->x.gk, 0, (int)rows, (int)dv, (int)dk, 1.0f, w->fq, (int)dk, w->s, (int)dv, 0.0f,
@@ -268,7 +266,7 @@ static void forward_sweep(const bitem *it)
             /* D, delta = dO . O kept; G = dO / D, c = -delta / D */
             for (int64_t r = 0; r < rows; r++) {
                 const float D = (float)(w->den[r] + (double)p->eps);
-                const float *dor = PTR(a->d_o, d->d_o, b, h, i0 + r);
+                const float *dor = ATTN_VIEW_AT(a->d_o, d->d_o, b, h, i0 + r);
                 double acc = 0.0;
                 for (int64_t x = 0; x < dv; x++)
                     acc += (double)dor[x] * (w->g[r * dv + x] / D);
@@ -289,7 +287,7 @@ static void forward_sweep(const bitem *it)
                            1.0f, w->dfx, (int)dk);
             }
             attn_linear_dphi(it->p->x.kern, f->feature_map, q, f->q.seq, rows, dk, w->dfx, dk,
-                             PTR(a->dq, d->dq, b, h, i0), d->dq.seq);
+                             ATTN_VIEW_AT(a->dq, d->dq, b, h, i0), d->dq.seq);
         }
         if (kc > 0) {
             attn_gemm_tn(p->x.gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, vv, (int)f->v.seq,
@@ -308,7 +306,7 @@ static void keys_from_state(const bitem *it, int64_t j, int64_t kc)
     const attn_linear_bwd_args *a = it->a;
     bwork *w = it->w;
     const int64_t dk = f->qk_dim, dv = f->v_dim;
-    attn_gemm(it->p->x.gk, 1, (int)kc, (int)dk, (int)dv, 1.0f, PTR(a->v, f->v, it->b, it->hk, j),
+    attn_gemm(it->p->x.gk, 1, (int)kc, (int)dk, (int)dv, 1.0f, ATTN_VIEW_AT(a->v, f->v, it->b, it->hk, j),
                (int)f->v.seq, w->s, (int)dv, 0.0f, w->dfx, (int)dk);
     for (int64_t r = 0; r < kc; r++)
         for (int64_t x = 0; x < dk; x++)
@@ -325,10 +323,10 @@ static void store_keys(const bitem *it, int64_t j, int64_t kc)
     bwork *w = it->w;
     const int64_t dk = f->qk_dim, dv = f->v_dim;
     attn_linear_dphi(it->p->x.kern, f->feature_map,
-                     PTR(a->k, f->k, it->b, it->hk, j), f->k.seq, kc, dk,
-                     w->dfx, dk, PTR(a->dk, d->dk, it->b, it->hk, j), d->dk.seq);
+                     ATTN_VIEW_AT(a->k, f->k, it->b, it->hk, j), f->k.seq, kc, dk,
+                     w->dfx, dk, ATTN_VIEW_AT(a->dk, d->dk, it->b, it->hk, j), d->dk.seq);
     for (int64_t r = 0; r < kc; r++)
-        memcpy(PTR(a->dv, d->dv, it->b, it->hk, j + r), w->dvc + r * dv,
+        memcpy(ATTN_VIEW_AT(a->dv, d->dv, it->b, it->hk, j + r), w->dvc + r * dv,
                (size_t)dv * sizeof(float));
 }
 
@@ -351,17 +349,17 @@ static void reverse_sweep(const bitem *it)
         int64_t kl, kh, shift;
         lin_chunk_keys(&it->geo, i0, i1, &kl, &kh, &shift);
         const int64_t kc = kh - kl;
-        const float *vv = PTR(a->v, f->v, b, hk, kl);
+        const float *vv = ATTN_VIEW_AT(a->v, f->v, b, hk, kl);
         if (kc > 0) {
             attn_linear_phi(it->p->x.kern, f->feature_map,
-                            PTR(a->k, f->k, b, hk, kl), f->k.seq, kc, dk, w->fk,
+                            ATTN_VIEW_AT(a->k, f->k, b, hk, kl), f->k.seq, kc, dk, w->fk,
                             dk);
             keys_from_state(it, kl, kc);
         }
         for (int64_t hh = 0; hh < g; hh++) {
             const int64_t h = hk * g + hh;
             attn_linear_phi(it->p->x.kern, f->feature_map,
-                            PTR(a->q, f->q, b, h, i0), f->q.seq, rows, dk, w->fq,
+                            ATTN_VIEW_AT(a->q, f->q, b, h, i0), f->q.seq, rows, dk, w->fq,
                             dk);
             load_g(it, hh, i0, rows);
             if (kc > 0) {
@@ -387,7 +385,7 @@ static void reverse_sweep(const bitem *it)
     for (int64_t j = 0; j < kl0; j += C) {
         const int64_t kc = kl0 - j < C ? kl0 - j : C;
         attn_linear_phi(it->p->x.kern, f->feature_map,
-                        PTR(a->k, f->k, b, hk, j), f->k.seq, kc, dk, w->fk, dk);
+                        ATTN_VIEW_AT(a->k, f->k, b, hk, j), f->k.seq, kc, dk, w->fk, dk);
         keys_from_state(it, j, kc);
         store_keys(it, j, kc);
     }
@@ -408,7 +406,7 @@ static void run_item(const attn_linear_bwd_plan *p, const attn_linear_bwd_args *
     /* Rows no sweep writes: padded queries; keys after the last chunk's
      * (or every key when there is no query). */
     for (int64_t hh = 0; hh < p->group; hh++)
-        zero_rows(PTR(a->dq, d->dq, b, hk * p->group + hh, it.geo.qlen), n - it.geo.qlen,
+        zero_rows(ATTN_VIEW_AT(a->dq, d->dq, b, hk * p->group + hh, it.geo.qlen), n - it.geo.qlen,
                   d->dq.seq, f->qk_dim);
     int64_t kend = 0;
     if (it.geo.qlen > 0) {
@@ -417,8 +415,8 @@ static void run_item(const attn_linear_bwd_plan *p, const attn_linear_bwd_args *
         lin_chunk_keys(&it.geo, last, it.geo.qlen, &kl, &kh, &shift);
         kend = kh;
     }
-    zero_rows(PTR(a->dk, d->dk, b, hk, kend), m - kend, d->dk.seq, f->qk_dim);
-    zero_rows(PTR(a->dv, d->dv, b, hk, kend), m - kend, d->dv.seq, f->v_dim);
+    zero_rows(ATTN_VIEW_AT(a->dk, d->dk, b, hk, kend), m - kend, d->dk.seq, f->qk_dim);
+    zero_rows(ATTN_VIEW_AT(a->dv, d->dv, b, hk, kend), m - kend, d->dv.seq, f->v_dim);
     forward_sweep(&it);
     reverse_sweep(&it);
 }

@@ -154,7 +154,8 @@ attn_status attn_linear_plan_create(attn_linear_plan **plan, const attn_linear_d
     if (st != ATTN_OK)
         return st;
     const int64_t C = ATTN_LINEAR_CHUNK, dk = desc->qk_dim, dv = desc->v_dim;
-    const int nthreads = attn_resolve_threads(desc->threads);
+    attn_exec x;
+    attn_exec_init(&x, desc->engine, desc->threads);
     /* Per thread: phi(Q) and phi(K) chunks (C x dk each), the block X
      * ((C + dk) x (dv + C), see lwork), z (dk) and the denominators (C,
      * double). */
@@ -169,7 +170,7 @@ attn_status attn_linear_plan_create(attn_linear_plan **plan, const attn_linear_d
     const size_t o_z = attn_carve(&c, (uint64_t)dk, sizeof(float));
     const size_t o_den = attn_carve(&c, (uint64_t)C, sizeof(double));
     attn_carver all = ATTN_CARVER_INIT;
-    attn_carve(&all, (uint64_t)nthreads, c.size);
+    attn_carve(&all, (uint64_t)x.nthreads, c.size);
     if (!ok || !c.ok || !all.ok)
         return ATTN_ERR_TOO_LARGE;
 
@@ -178,7 +179,7 @@ attn_status attn_linear_plan_create(attn_linear_plan **plan, const attn_linear_d
         return ATTN_ERR_OUT_OF_MEMORY;
     p->d = *desc;
     p->eps = isnan(desc->eps) ? ATTN_LINEAR_EPS_DEFAULT : desc->eps;
-    attn_exec_init(&p->x, desc->engine, desc->threads);
+    p->x = x;
     p->group = desc->q_heads / desc->kv_heads;
     p->nitems = desc->batch * desc->kv_heads;
     p->o_fk = o_fk;
