@@ -58,14 +58,29 @@ int attn_cpu_level(void)
                                                                        : ATTN_SIMD_SCALAR;
 }
 
-void attn_settings_read(attn_settings *s)
+static int simd_cap(void)
 {
     const char *simd = getenv("ATTN_SIMD");
-    s->simd_cap = simd && !strcmp(simd, "scalar") ? ATTN_SIMD_SCALAR
-                : simd && !strcmp(simd, "avx2")   ? ATTN_SIMD_AVX2
-                                                  : ATTN_SIMD_AVX512;
+    return simd && !strcmp(simd, "scalar") ? ATTN_SIMD_SCALAR
+         : simd && !strcmp(simd, "avx2")   ? ATTN_SIMD_AVX2
+                                           : ATTN_SIMD_AVX512;
+}
+
+static int level_under(int cap)
+{
     const int cpu = attn_cpu_level();
-    s->level = s->simd_cap < cpu ? s->simd_cap : cpu;
+    return cap < cpu ? cap : cpu;
+}
+
+int attn_settings_level(void)
+{
+    return level_under(simd_cap());
+}
+
+void attn_settings_read(attn_settings *s)
+{
+    s->simd_cap = simd_cap();
+    s->level = level_under(s->simd_cap);
     const char *engine = getenv("ATTN_ENGINE");
     s->engine = engine && !strcmp(engine, "blas") ? 1 : engine && !strcmp(engine, "tile") ? 2 : 0;
     const char *decode = getenv("ATTN_DECODE");

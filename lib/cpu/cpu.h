@@ -46,4 +46,9 @@ typedef struct attn_settings {
 
 void attn_settings_read(attn_settings *s);
 
+/* Only the level of the current settings (ATTN_SIMD and the CPU): what a
+ * call without a plan (a conversion, a dropout mask, a query) picks its
+ * table by. */
+int attn_settings_level(void);
+
 #endif

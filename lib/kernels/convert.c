@@ -129,7 +129,5 @@ const attn_cvt_kernels *attn_cvt_at(int level)
 
 const attn_cvt_kernels *attn_cvt_select(void)
 {
-    attn_settings s;
-    attn_settings_read(&s);
-    return attn_cvt_at(s.level);
+    return attn_cvt_at(attn_settings_level());
 }

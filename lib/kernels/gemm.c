@@ -59,9 +59,7 @@ int attn_gemm_tile_at(const attn_settings *s, int engine)
 
 const attn_gemm_kernels *attn_gemm_select(void)
 {
-    attn_settings s;
-    attn_settings_read(&s);
-    return attn_gemm_at(s.level);
+    return attn_gemm_at(attn_settings_level());
 }
 
 int attn_gemm_use_tile(int engine)

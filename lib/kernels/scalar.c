@@ -203,7 +203,5 @@ const attn_kernels *attn_kernels_at(int level)
 
 const attn_kernels *attn_kernels_select(void)
 {
-    attn_settings s;
-    attn_settings_read(&s);
-    return attn_kernels_at(s.level);
+    return attn_kernels_at(attn_settings_level());
 }
