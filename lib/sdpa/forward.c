@@ -241,30 +241,6 @@ const attn_sdpa_products *attn_sdpa_products_for(int decode, int tile)
     return decode ? &products_decode : tile ? &products_tile : &products_blas;
 }
 
-static int64_t q_len_of(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b)
-{
-    return p->d.use_q_lens ? a->q_lens[b] : p->d.q_len;
-}
-
-static int64_t kv_len_of(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b)
-{
-    return p->d.use_kv_lens ? a->kv_lens[b] : p->d.kv_len;
-}
-
-static float *probs_row(const attn_sdpa_plan *p, const attn_sdpa_args *a,
-                        int64_t b, int64_t h, int64_t i)
-{
-    const attn_view *v = &p->d.probs;
-    return ATTN_VIEW_AT(a->probs, *v, b, h, i);
-}
-
-static float *lse_at(const attn_sdpa_plan *p, const attn_sdpa_args *a,
-                     int64_t b, int64_t h, int64_t i)
-{
-    const attn_view *v = &p->d.lse;
-    return ATTN_VIEW_AT(a->lse, *v, b, h, i);
-}
-
 /* Row i of (b, h) carries no attention: output 0, P 0, lse -INFINITY. */
 static void write_empty_row(const attn_sdpa_plan *p, const attn_sdpa_args *a,
                             int64_t b, int64_t h, int64_t i)
@@ -273,9 +249,9 @@ static void write_empty_row(const attn_sdpa_plan *p, const attn_sdpa_args *a,
     memset(ATTN_VIEW_AT(a->o, d->o, b, h, i), 0,
            (size_t)d->v_dim * sizeof(float));
     if (d->want_probs)
-        memset(probs_row(p, a, b, h, i), 0, (size_t)d->kv_len * sizeof(float));
+        memset(attn_sdpa_probs_row(p, a, b, h, i), 0, (size_t)d->kv_len * sizeof(float));
     if (d->want_lse)
-        *lse_at(p, a, b, h, i) = -INFINITY;
+        *attn_sdpa_lse_at(p, a, b, h, i) = -INFINITY;
 }
 
 static void row_range(const attn_sdpa_plan *p, int64_t qlen, int64_t kvlen, int64_t i,
@@ -301,7 +277,7 @@ static void finish_probs(const attn_sdpa_plan *p, float *pr, int64_t lo, int64_t
 static void finish_probs_row(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b,
                              int64_t h, int64_t i, int64_t lo, int64_t hi, float lse)
 {
-    float *pr = probs_row(p, a, b, h, i);
+    float *pr = attn_sdpa_probs_row(p, a, b, h, i);
     finish_probs(p, pr, lo, hi, lse);
     if (p->dropout && lse > -INFINITY && hi > lo)  /* not NaN rows */
         p->x.kern->dropout_row(&p->drop, pr + lo, b, h, i, lo, hi - lo);
@@ -414,7 +390,7 @@ static void run_rows_part(const item *it, const segment *sg, int64_t r0, int64_t
                                       : NULL;
             float mt = kern->prep_max(sr + a0, a1 - a0, bias, mask, drop);
             if (d->want_probs)
-                memcpy(probs_row(p, a, b, h, i) + t + cs, sr + cs,
+                memcpy(attn_sdpa_probs_row(p, a, b, h, i) + t + cs, sr + cs,
                        (size_t)(ce - cs) * sizeof(float));
             /* Dropout: l and m stay those of the undropped scores; only the
              * P that multiplies V is dropped (and scaled), on the visible
@@ -532,7 +508,7 @@ static void ahead_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, attn_ah
         return;
     int64_t b, hk, qb, chunk;
     item_of(p, it, &b, &hk, &qb, &chunk);
-    const int64_t qlen = q_len_of(p, a, b), kvlen = kv_len_of(p, a, b);
+    const int64_t qlen = attn_sdpa_q_len(p, a, b), kvlen = attn_sdpa_kv_len(p, a, b);
     const int64_t i0 = qb * p->bq, i1 = i0 + p->bq < qlen ? i0 + p->bq : qlen;
     if (i1 <= i0)
         return;
@@ -575,7 +551,8 @@ static int item_begin(item *it, const partials *part, int64_t qb, int64_t chunk)
     const int64_t h0 = it->h0 = it->hk * g;
     const int64_t i0 = it->i0 = qb * p->bq;
     const int64_t i1 = i0 + p->bq < n ? i0 + p->bq : n;
-    const int64_t qlen = it->qlen = q_len_of(p, a, b), kvlen = it->kvlen = kv_len_of(p, a, b);
+    const int64_t qlen = it->qlen = attn_sdpa_q_len(p, a, b);
+    const int64_t kvlen = it->kvlen = attn_sdpa_kv_len(p, a, b);
     const int64_t ie = i1 < qlen ? i1 : (i0 > qlen ? i0 : qlen);
     const int split = it->split = p->nchunks > 1;
 
@@ -783,7 +760,7 @@ static void item_finish(const item *it)
         if (d->want_lse || d->want_probs) {
             const float lse = empty ? -INFINITY : w->mrow[vr] + logf(l);
             if (d->want_lse)
-                *lse_at(p, a, b, h, i) = lse;
+                *attn_sdpa_lse_at(p, a, b, h, i) = lse;
             if (d->want_probs)
                 finish_probs_row(p, a, b, h, i, w->lo[r], w->hi[r], lse);
         }
@@ -814,7 +791,7 @@ static void merge_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, const p
 {
     const attn_sdpa_desc *d = &p->d;
     const int64_t n = d->q_len, dv = d->v_dim;
-    const int64_t qlen = q_len_of(p, a, b), kvlen = kv_len_of(p, a, b);
+    const int64_t qlen = attn_sdpa_q_len(p, a, b), kvlen = attn_sdpa_kv_len(p, a, b);
     const int64_t cstride = d->batch * d->q_heads * n;
     for (int64_t i = 0; i < n; i++) {
         if (i >= qlen) {
@@ -851,7 +828,7 @@ static void merge_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, const p
                     orow[j] += wgt * oc[j];
             }
         if (d->want_lse)
-            *lse_at(p, a, b, h, i) = lse;
+            *attn_sdpa_lse_at(p, a, b, h, i) = lse;
         if (d->want_probs) {
             int64_t lo, hi;
             row_range(p, qlen, kvlen, i, &lo, &hi);
@@ -883,7 +860,7 @@ static attn_status check_args(const attn_sdpa_plan *p, const attn_sdpa_args *a)
     /* Paged: the entries of every block holding a token of the sequence. */
     if (d->kv_block_size)
         for (int64_t b = 0; b < d->batch; b++) {
-            const int64_t len = kv_len_of(p, a, b);
+            const int64_t len = attn_sdpa_kv_len(p, a, b);
             const int32_t *row = a->block_table + b * d->kv_max_blocks;
             for (int64_t J = 0; J * d->kv_block_size < len; J++)
                 if (row[J] < 0 || row[J] >= d->kv_num_blocks)

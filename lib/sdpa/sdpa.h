@@ -137,6 +137,38 @@ struct attn_sdpa_plan {
     } ws;
 };
 
+/* Execute-time accessors shared by the dense and the sparse forward: batch
+ * b's query and key lengths, and the rows of O, P and the logsumexp. */
+static inline int64_t attn_sdpa_q_len(const attn_sdpa_plan *p, const attn_sdpa_args *a,
+                                      int64_t b)
+{
+    return p->d.use_q_lens ? a->q_lens[b] : p->d.q_len;
+}
+
+static inline int64_t attn_sdpa_kv_len(const attn_sdpa_plan *p, const attn_sdpa_args *a,
+                                       int64_t b)
+{
+    return p->d.use_kv_lens ? a->kv_lens[b] : p->d.kv_len;
+}
+
+static inline float *attn_sdpa_o_row(const attn_sdpa_plan *p, const attn_sdpa_args *a,
+                                     int64_t b, int64_t h, int64_t i)
+{
+    return ATTN_VIEW_AT(a->o, p->d.o, b, h, i);
+}
+
+static inline float *attn_sdpa_probs_row(const attn_sdpa_plan *p, const attn_sdpa_args *a,
+                                         int64_t b, int64_t h, int64_t i)
+{
+    return ATTN_VIEW_AT(a->probs, p->d.probs, b, h, i);
+}
+
+static inline float *attn_sdpa_lse_at(const attn_sdpa_plan *p, const attn_sdpa_args *a,
+                                      int64_t b, int64_t h, int64_t i)
+{
+    return ATTN_VIEW_AT(a->lse, p->d.lse, b, h, i);
+}
+
 /* The sparse forward (sparse.c): execute's work for a sparse plan. */
 void attn_sparse_forward(const attn_sdpa_plan *p, const attn_sdpa_args *a, void *ws);
 

@@ -76,37 +76,6 @@ typedef struct swork {
     int64_t ahead;   /* kv length while a global-query item runs, else 0 */
 } swork;
 
-static int64_t qlen_of(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b)
-{
-    return p->d.use_q_lens ? a->q_lens[b] : p->d.q_len;
-}
-
-static int64_t kvlen_of(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b)
-{
-    return p->d.use_kv_lens ? a->kv_lens[b] : p->d.kv_len;
-}
-
-static float *probs_row(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
-                        int64_t i)
-{
-    const attn_view *v = &p->d.probs;
-    return ATTN_VIEW_AT(a->probs, *v, b, h, i);
-}
-
-static float *lse_at(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
-                     int64_t i)
-{
-    const attn_view *v = &p->d.lse;
-    return ATTN_VIEW_AT(a->lse, *v, b, h, i);
-}
-
-static float *o_row(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
-                    int64_t i)
-{
-    const attn_view *v = &p->d.o;
-    return ATTN_VIEW_AT(a->o, *v, b, h, i);
-}
-
 /* The layout row of block row I of query head h, or NULL without one. */
 static const uint8_t *layout_row(const attn_sdpa_plan *p, const uint8_t *layout, int64_t h,
                                  int64_t I)
@@ -161,7 +130,7 @@ static int next_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, const sw
     g->idx = NULL;
     g->i0 = i0;
     g->q = ATTN_VIEW_AT(a->q, p->d.q, b, h, i0 + r0);
-    g->o = o_row(p, a, b, h, i0 + r0);
+    g->o = attn_sdpa_o_row(p, a, b, h, i0 + r0);
     g->ldq = p->d.q.seq;
     g->ldo = p->d.o.seq;
     g->kr.lay = layout_row(p, a->layout, h, p->d.block_size ? i0 / p->d.block_size : 0);
@@ -342,7 +311,7 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
                 j = stop;
             }
             if (d->want_probs)
-                memcpy(probs_row(p, a, b, h, i) + j0, sc, (size_t)seg[x].len * sizeof(float));
+                memcpy(attn_sdpa_probs_row(p, a, b, h, i) + j0, sc, (size_t)seg[x].len * sizeof(float));
         }
         if (nan)
             mt = NAN;
@@ -385,11 +354,11 @@ static void finish_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork
         else
             kern->scale(orow, d->v_dim, 1.0f / l);
         if (g->idx)
-            memcpy(o_row(p, a, b, h, i), orow, (size_t)d->v_dim * sizeof(float));
+            memcpy(attn_sdpa_o_row(p, a, b, h, i), orow, (size_t)d->v_dim * sizeof(float));
         if (d->want_lse)
-            *lse_at(p, a, b, h, i) = lse;
+            *attn_sdpa_lse_at(p, a, b, h, i) = lse;
         if (d->want_probs) {
-            float *pr = probs_row(p, a, b, h, i);
+            float *pr = attn_sdpa_probs_row(p, a, b, h, i);
             attn_krun kr = g->kr;
             kr.j = 0;
             int64_t s, e;
@@ -430,7 +399,7 @@ static void run_global_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
                             int64_t b, int64_t h, int64_t rb)
 {
     const attn_sdpa_desc *d = &p->d;
-    const int64_t qlen = qlen_of(p, a, b), kvlen = kvlen_of(p, a, b);
+    const int64_t qlen = attn_sdpa_q_len(p, a, b), kvlen = attn_sdpa_kv_len(p, a, b);
     sgroup g;
     const int64_t rows = global_group(p, a, w, b, h, rb, qlen, kvlen, &g);
     for (int64_t r = 0; r < rows; r++) {
@@ -442,7 +411,7 @@ static void run_global_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
                (size_t)d->qk_dim * sizeof(float));
         memset(w->og + r * d->v_dim, 0, (size_t)d->v_dim * sizeof(float));
         if (d->want_probs)
-            memset(probs_row(p, a, b, h, i), 0, (size_t)d->kv_len * sizeof(float));
+            memset(attn_sdpa_probs_row(p, a, b, h, i), 0, (size_t)d->kv_len * sizeof(float));
     }
     if (rows > 0) {
         w->ahead = kvlen;
@@ -469,14 +438,14 @@ static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
     const int64_t n = d->q_len, dv = d->v_dim;
     const int64_t i0 = rb * p->sp.rows;
     const int64_t i1 = i0 + p->sp.rows < n ? i0 + p->sp.rows : n;
-    const int64_t qlen = qlen_of(p, a, b), kvlen = kvlen_of(p, a, b);
+    const int64_t qlen = attn_sdpa_q_len(p, a, b), kvlen = attn_sdpa_kv_len(p, a, b);
     const int64_t ie = i1 < qlen ? i1 : (i0 > qlen ? i0 : qlen);
     for (int64_t i = ie; i < i1; i++) {
-        memset(o_row(p, a, b, h, i), 0, (size_t)dv * sizeof(float));
+        memset(attn_sdpa_o_row(p, a, b, h, i), 0, (size_t)dv * sizeof(float));
         if (d->want_probs)
-            memset(probs_row(p, a, b, h, i), 0, (size_t)d->kv_len * sizeof(float));
+            memset(attn_sdpa_probs_row(p, a, b, h, i), 0, (size_t)d->kv_len * sizeof(float));
         if (d->want_lse)
-            *lse_at(p, a, b, h, i) = -INFINITY;
+            *attn_sdpa_lse_at(p, a, b, h, i) = -INFINITY;
     }
     const int64_t rows = ie - i0;
     if (rows <= 0)
@@ -488,9 +457,9 @@ static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
         w->lrow[r] = 0.0f;
         if (gq && gq[i0 + r])
             continue;   /* a global-query item's row */
-        memset(o_row(p, a, b, h, i0 + r), 0, (size_t)dv * sizeof(float));
+        memset(attn_sdpa_o_row(p, a, b, h, i0 + r), 0, (size_t)dv * sizeof(float));
         if (d->want_probs)
-            memset(probs_row(p, a, b, h, i0 + r), 0, (size_t)d->kv_len * sizeof(float));
+            memset(attn_sdpa_probs_row(p, a, b, h, i0 + r), 0, (size_t)d->kv_len * sizeof(float));
     }
     /* The next block of rows reads the keys after this one's window and
      * its own Q and O rows: ask for them now (into L2), so that a long
@@ -505,7 +474,7 @@ static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
         attn_prefetch_rows(ATTN_VIEW_HEAD(a->v, d->v, b, hk), d->v.seq, j0, j1, dv, 0);
         attn_prefetch_rows(ATTN_VIEW_HEAD(a->q, d->q, b, h), d->q.seq, ie, n1, d->qk_dim,
                            0);
-        attn_prefetch_rows(o_row(p, a, b, h, 0), d->o.seq, ie, n1, dv, 1);
+        attn_prefetch_rows(attn_sdpa_o_row(p, a, b, h, 0), d->o.seq, ie, n1, dv, 1);
     }
     sgroup g;
     for (int64_t r0 = 0; next_group(p, a, w, b, h, i0, rows, kvlen, r0, &g); r0 = g.r1)
@@ -530,7 +499,7 @@ static void item_cost(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w
         it -= p->sp.nreg;
     const int64_t rb = it % p->sp.nrb, bh = it / p->sp.nrb;
     const int64_t b = bh / d->q_heads, h = bh % d->q_heads;
-    const int64_t qlen = qlen_of(p, a, b), kvlen = kvlen_of(p, a, b);
+    const int64_t qlen = attn_sdpa_q_len(p, a, b), kvlen = attn_sdpa_kv_len(p, a, b);
     sgroup g;
     if (glob_item) {
         /* The span's first item writes the entries of all the span's
