@@ -125,6 +125,10 @@ typedef enum attn_status {
     ATTN_ERR_BAD_BLOCK_TABLE,    /* a paged KV cache's block table names a
                                     block outside [0, kv_num_blocks), or an
                                     append would pass the table's end */
+    ATTN_ERR_UNSUPPORTED_TYPE    /* an element type (q_type, o_type, ...)
+                                    this call does not take (see "Element
+                                    types of the computation"); never a
+                                    silent conversion */
 } attn_status;
 
 /* A static English description of the status ("unknown status" for values
@@ -215,8 +219,9 @@ typedef enum attn_align {
     ATTN_ALIGN_BOTTOM_RIGHT = 1
 } attn_align;
 
-/* How K and V are stored (Q, O and all arithmetic stay fp32).  See
- * "Decoding and the KV cache" below. */
+/* Element types of tensors: K and V storage (k_type, v_type; see
+ * "Decoding and the KV cache"), Q and O (q_type, o_type; see "Element types
+ * of the computation"). */
 typedef enum attn_dtype {
     ATTN_DTYPE_F32 = 0,          /* float */
     ATTN_DTYPE_F16 = 1,          /* IEEE 754 binary16, as uint16_t */
@@ -388,8 +393,17 @@ typedef struct attn_sdpa_desc {
     attn_engine engine;
     int reserved_pad;            /* must be zero */
 
+    /* Element types of Q and O (see "Element types of the computation"):
+     * F32 (the default) reads args.q and writes args.o; F16 or BF16 reads
+     * args.q16 / writes args.o16, and the q / o views count uint16_t
+     * elements.  Unknown values are ATTN_ERR_BAD_OPTION; a type a path
+     * does not take, ATTN_ERR_UNSUPPORTED_TYPE.  (Added in 1.1 in the
+     * room of reserved[0].) */
+    attn_dtype q_type;
+    attn_dtype o_type;
+
     /* Must be zero (attn_sdpa_desc_init does it). */
-    int64_t reserved[5];
+    int64_t reserved[4];
 } attn_sdpa_desc;
 
 /* Fill *desc with the defaults: all sizes 0, every view ATTN_STRIDE_UNSET,
@@ -418,8 +432,10 @@ typedef struct attn_sdpa_args {
     const uint16_t *k16;      /* K, when k_type is F16 or BF16 (k NULL) */
     const uint16_t *v16;      /* V, when v_type is F16 or BF16 (v NULL) */
     const int32_t *block_table; /* [B][kv_max_blocks], when kv_block_size */
+    const uint16_t *q16;      /* Q, when q_type is F16 or BF16 (q NULL) */
+    uint16_t *o16;            /* O, when o_type is F16 or BF16 (o NULL) */
     /* Room to grow: must be NULL (attn_sdpa_args_init does it). */
-    void *reserved[8];
+    void *reserved[6];
 } attn_sdpa_args;
 
 /* Every pointer NULL (then set those in use; `attn_sdpa_args a = {0}` or
@@ -647,6 +663,46 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  * or m > kv_max_blocks x kv_block_size, are ATTN_ERR_BAD_SIZE, and
  * kv_block_size, kv_num_blocks or kv_max_blocks past INT32_MAX
  * ATTN_ERR_TOO_LARGE.
+ */
+
+/* ------------------------------------------------------------------------ */
+/* Element types of the computation                                         */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Q and O, like K and V, may be F32, F16 or BF16, named per tensor in the
+ * desc (q_type, o_type, k_type, v_type); 16-bit tensors are passed as
+ * uint16_t (args.q16, args.o16, args.k16, args.v16, the other pointer
+ * NULL) and their views count uint16_t elements.  The probabilities and
+ * the logsumexp stay fp32.  Accumulation, the softmax, the logsumexp and
+ * the online rescaling of O are always fp32; O is rounded to o_type once,
+ * at the end (round to nearest even, as attn_dtype_encode).  Two kinds of
+ * products:
+ *
+ * - BF16 products: when Q, K and V are all BF16 and the plan runs on the
+ *   tile engine off the decode path (q_len > 16 or ATTN_DECODE=0).  Both
+ *   products read bfloat16 pairs and accumulate in fp32 with VDPBF16PS's
+ *   arithmetic (AVX512_BF16; the same bits from an AVX-512F or a C version
+ *   where the CPU lacks the unit, see docs/TYPES.md): Q K^T over pairs of
+ *   the head dimension; then the probabilities of a tile, exp(s - m) in
+ *   fp32 as always, are rounded to BF16 for P V (as FlashAttention rounds
+ *   P to the input type), over pairs of keys.  The sum l that O is
+ *   divided by is of the unrounded fp32 values.
+ *
+ * - Otherwise (F16 inputs, mixed types, the BLAS engine, the decode path):
+ *   each 16-bit value is widened exactly to fp32 as it is read (a tile or an
+ *   item's rows at a time into the workspace, or in registers) and the
+ *   products are the fp32 ones: the result is bitwise that of the same call
+ *   in fp32 on the widened values (then O rounded to o_type).  F16 costs
+ *   what fp32 costs and reads half the bytes.  (AVX512_FP16 has no
+ *   fp32-accumulating product, so it is not used for F16.)
+ *
+ * Accuracy against float64 on the same (rounded) inputs is stated and
+ * tested per type in docs/TYPES.md.  Results stay bitwise identical for
+ * any thread count at every type.
+ *
+ * Not yet taking 16-bit Q or O (ATTN_ERR_UNSUPPORTED_TYPE): the sparse
+ * options (global tokens, layouts) and the backward.
  */
 
 /*

@@ -45,7 +45,7 @@
 
 /* The number of statuses (the last one + 1; attn.h keeps no count in its
  * enum, so that adding a status changes no value a program holds). */
-#define N_STATUS (ATTN_ERR_BAD_BLOCK_TABLE + 1)
+#define N_STATUS (ATTN_ERR_UNSUPPORTED_TYPE + 1)
 
 #include "harness.h"
 
@@ -388,13 +388,24 @@ static const desc_row desc_rows[] = {
     {"mask_mode = 3", ATTN_ERR_BAD_OPTION, FULL, {SI(mask_mode, 3)}},
     {"mask_mode = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(mask_mode, -1)}},
     {"reserved[0] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[0], 1)}},
-    {"reserved[4] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[4], 1)}},
+    {"reserved[3] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[3], 1)}},
     /* reserved[] shrank from 13 to 10 when the sparse fields took three
-     * slots, to 6 for the storage types and the paged cache, then to 5
-     * for the engine (the desc keeps its size); the last one is
-     * reserved[4] */
-    {"reserved[4] = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[4], INT64_MIN)}},
-    {"reserved[4] = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[4], -1)}},
+     * slots, to 6 for the storage types and the paged cache, to 5 for the
+     * engine, then to 4 for q_type and o_type (the desc keeps its size);
+     * the last one is reserved[3] */
+    {"reserved[3] = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[3], INT64_MIN)}},
+    {"reserved[3] = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[3], -1)}},
+    /* the element types of Q and O */
+    {"q_type = 3", ATTN_ERR_BAD_OPTION, FULL, {SI(q_type, 3)}},
+    {"q_type = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(q_type, -1)}},
+    {"o_type = 3", ATTN_ERR_BAD_OPTION, FULL, {SI(o_type, 3)}},
+    {"o_type = INT_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(o_type, INT_MIN)}},
+    {"control: q_type BF16, o_type F16", ATTN_OK, FULL,
+     {SI(q_type, ATTN_DTYPE_BF16), SI(o_type, ATTN_DTYPE_F16)}},
+    {"q_type BF16 with global keys", ATTN_ERR_UNSUPPORTED_TYPE, FULL,
+     {SI(q_type, ATTN_DTYPE_BF16), SI(use_global_k, 1)}},
+    {"o_type F16 with a layout", ATTN_ERR_UNSUPPORTED_TYPE, FULL,
+     {SI(o_type, ATTN_DTYPE_F16), SI(block_size, 16)}},
     {"reserved_pad = 1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved_pad, 1)}},
     {"reserved_pad = INT_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved_pad, INT_MIN)}},
     /* the engine */
@@ -1030,6 +1041,8 @@ static const desc_row bwd_rows[] = {
     {"control: bias, no dbias (dbias strides unset)", ATTN_OK, BWD,
      {SB(want_dbias, 0), SVB(dbias, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET)}},
     {"fwd: k_type F16", ATTN_ERR_BAD_OPTION, BWD, {SI(k_type, ATTN_DTYPE_F16)}},
+    {"fwd: q_type BF16", ATTN_ERR_UNSUPPORTED_TYPE, BWD, {SI(q_type, ATTN_DTYPE_BF16)}},
+    {"fwd: o_type F16", ATTN_ERR_UNSUPPORTED_TYPE, BWD, {SI(o_type, ATTN_DTYPE_F16)}},
     {"fwd: v_type BF16", ATTN_ERR_BAD_OPTION, BWD, {SI(v_type, ATTN_DTYPE_BF16)}},
     {"fwd: paged", ATTN_ERR_BAD_OPTION, BWD,
      {SI(kv_block_size, 4), SI(kv_num_blocks, 7), SI(kv_max_blocks, 3)}},
@@ -1500,7 +1513,7 @@ static void test_growable_structs(void **state)
     memset(&a, 0xA5, sizeof a);
     assert_int_equal(attn_sdpa_args_init(&a), ATTN_OK);
     a.q = q, a.k = k, a.v = v, a.o = o, a.lse = lse;
-    for (int slot = 0; slot < 8; slot += 7) {
+    for (int slot = 0; slot < 6; slot += 5) {
         grow_fill(o, N, NAN);
         a.reserved[slot] = &a;
         assert_int_equal(attn_sdpa(&d, &a), ATTN_ERR_BAD_OPTION);

@@ -32,6 +32,9 @@ void attn_gemm_tn(const struct attn_gemm_kernels *gk, int M, int N, int K, float
  * matrix's end. */
 void attn_prefetch_rows(const float *base, int64_t ld, int64_t r0, int64_t r1, int64_t width,
                         int write);
+/* The same with ld and the width in bytes (rows of any element type). */
+void attn_prefetch_bytes(const void *base, int64_t ld, int64_t r0, int64_t r1, int64_t bytes,
+                         int write);
 
 /* Checked arithmetic for counts and byte sizes: a result above
  * ATTN_SIZE_LIMIT (what both an int64_t index and a size_t byte count hold)

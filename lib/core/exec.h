@@ -12,6 +12,7 @@
 #include "cpu/cpu.h"
 #include "kernels/kernels.h"
 #include "kernels/gemm.h"
+#include "kernels/bf16.h"
 #include "kernels/decode.h"
 #include "kernels/convert.h"
 
@@ -22,6 +23,7 @@ typedef struct attn_exec {
      * attn_gemm takes as gk); tile says which. */
     int tile;
     const attn_gemm_kernels *gk;
+    const attn_bf16_kernels *bf;   /* the tile engine's BF16 products */
     const attn_dec_kernels *dec;   /* the decode path's streaming kernels */
     const attn_cvt_kernels *cvt;   /* fp32 <-> F16 / BF16 */
     const attn_blas_hooks *blas;   /* the loaded BLAS's thread controls */

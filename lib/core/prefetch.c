@@ -5,9 +5,15 @@
 void attn_prefetch_rows(const float *base, int64_t ld, int64_t r0, int64_t r1, int64_t width,
                         int write)
 {
-    const int64_t bytes = width * (int64_t)sizeof(float);
+    attn_prefetch_bytes(base, ld * (int64_t)sizeof(float), r0, r1,
+                        width * (int64_t)sizeof(float), write);
+}
+
+void attn_prefetch_bytes(const void *base, int64_t ld, int64_t r0, int64_t r1, int64_t bytes,
+                         int write)
+{
     for (int64_t r = r0; r < r1; r++) {
-        const char *row = (const char *)(base + r * ld);
+        const char *row = (const char *)base + r * ld;
         for (int64_t x = 0; x < bytes; x += 64) {
             if (write)
                 __builtin_prefetch(row + x, 1, 2);

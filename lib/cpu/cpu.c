@@ -54,8 +54,9 @@ unsigned attn_cpu_flags(void)
 int attn_cpu_level(void)
 {
     const unsigned f = attn_cpu_flags();
-    return f & ATTN_CPU_AVX512 ? ATTN_SIMD_AVX512 : f & ATTN_CPU_AVX2 ? ATTN_SIMD_AVX2
-                                                                       : ATTN_SIMD_SCALAR;
+    if (f & ATTN_CPU_AVX512)
+        return f & ATTN_CPU_AVX512BF16 ? ATTN_SIMD_AVX512BF16 : ATTN_SIMD_AVX512;
+    return f & ATTN_CPU_AVX2 ? ATTN_SIMD_AVX2 : ATTN_SIMD_SCALAR;
 }
 
 static int simd_cap(void)
@@ -63,7 +64,8 @@ static int simd_cap(void)
     const char *simd = getenv("ATTN_SIMD");
     return simd && !strcmp(simd, "scalar") ? ATTN_SIMD_SCALAR
          : simd && !strcmp(simd, "avx2")   ? ATTN_SIMD_AVX2
-                                           : ATTN_SIMD_AVX512;
+         : simd && !strcmp(simd, "avx512") ? ATTN_SIMD_AVX512
+                                           : ATTN_SIMD_TOP;
 }
 
 static int level_under(int cap)

@@ -6,8 +6,10 @@
  *                       rows, the tile engine, the decode kernels, the
  *                       conversions);
  *     ATTN_SIMD_AVX512  the AVX2 level plus AVX-512 F, BW and VL;
- *   and extra units a table may use inside a level (AVX512_BF16 today;
- *   AVX512_FP16 and AMX as the element-type work adds them).
+ *     ATTN_SIMD_AVX512BF16  the AVX-512 level plus AVX512_BF16 (VDPBF16PS
+ *                       for the BF16 products, VCVTNEPS2BF16);
+ *   so that ATTN_SIMD=avx512 runs the AVX-512 tables without the BF16
+ *   unit on a CPU that has it (the tests hold one to the other).
  * - The ATTN_* environment (ATTN_SIMD, ATTN_ENGINE, ATTN_DECODE) is read
  *   here only, by attn_settings_read, which every plan creator calls once
  *   (through attn_exec_init, core/exec.c): a program may change the
@@ -18,7 +20,13 @@
 
 #include "attn_config.h"
 
-enum { ATTN_SIMD_SCALAR = 0, ATTN_SIMD_AVX2 = 1, ATTN_SIMD_AVX512 = 2 };
+enum {
+    ATTN_SIMD_SCALAR = 0,
+    ATTN_SIMD_AVX2 = 1,
+    ATTN_SIMD_AVX512 = 2,
+    ATTN_SIMD_AVX512BF16 = 3,  /* the AVX-512 level plus AVX512_BF16 */
+    ATTN_SIMD_TOP = ATTN_SIMD_AVX512BF16
+};
 
 /* Feature bits of attn_cpu_flags(). */
 enum {
@@ -35,8 +43,8 @@ int attn_cpu_level(void);
 
 /* What the environment asks for, read once per plan. */
 typedef struct attn_settings {
-    int simd_cap;     /* ATTN_SIMD=scalar|avx2|avx512 (unset or unknown:
-                         avx512, i.e. no cap) */
+    int simd_cap;     /* ATTN_SIMD=scalar|avx2|avx512|avx512bf16 (unset
+                         or unknown: ATTN_SIMD_TOP, i.e. no cap) */
     int level;        /* min(simd_cap, attn_cpu_level()): the level every
                          table of the plan is chosen at */
     int engine;       /* ATTN_ENGINE: 0 auto (unset or unknown), 1 blas,

@@ -113,13 +113,12 @@ const attn_cvt_kernels attn_cvt_scalar = {
 const attn_cvt_kernels *attn_cvt_at(int level)
 {
 #if ATTN_HAVE_X86_KERNELS
-    if (level >= ATTN_SIMD_AVX512) {
 #if ATTN_HAVE_AVX512BF16
-        if (attn_cpu_flags() & ATTN_CPU_AVX512BF16)
-            return &attn_cvt_avx512bf16;
+    if (level >= ATTN_SIMD_AVX512BF16)
+        return &attn_cvt_avx512bf16;
 #endif
+    if (level >= ATTN_SIMD_AVX512)
         return &attn_cvt_avx512;
-    }
     if (level >= ATTN_SIMD_AVX2)
         return &attn_cvt_avx2;
 #endif

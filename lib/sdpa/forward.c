@@ -42,6 +42,8 @@ typedef struct work {
     float *kbuf;     /* kv_copy: the tile's K and V as floats */
     float *vbuf;
     float *kt;       /* tile engine: the tile's K transposed, dk x ldt */
+    float *qbuf;     /* qw: the item's Q rows widened, [g][rows][dk] */
+    float *obuf;     /* ow: the item's O rows in fp32, [g][rows][dv] */
     attn_ahead *ah;  /* tile engine: the next tile's rows, asked for ahead */
     int64_t next;    /* the guess of this thread's next item */
 } work;
@@ -49,7 +51,7 @@ typedef struct work {
 /* Where a work item accumulates its O rows: the user's O, or its chunk's
  * slot of the split-K partial results. */
 typedef struct dest {
-    float *o;        /* row (h, i) at o + h * head + i * seq */
+    float *o;        /* row (h0 + hh, i0 + r) of the item at o + hh * head + r * seq */
     int64_t head, seq;
     float *m, *l;    /* split-K only: max and sum of row (h, i) at h * n + i */
 } dest;
@@ -153,7 +155,7 @@ static void kv_fill(const attn_sdpa_plan *p, const kvsrc *s, float *buf, int64_t
  * engine only) the sum is multiplied by rs[r] as it is written (the fold of
  * 1 / l into the last write of O). */
 struct attn_sdpa_products {
-    void (*qk)(const attn_sdpa_plan *p, const kvtile *kt, const float *q, int64_t ldq,
+    void (*qk)(const attn_sdpa_plan *p, const kvtile *kt, const void *q, int64_t ldq,
                int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds,
                attn_ahead *ah);
     void (*pv)(const attn_sdpa_plan *p, const kvtile *kt, const float *s, int64_t lds,
@@ -162,7 +164,7 @@ struct attn_sdpa_products {
 };
 
 /* BLAS: sgemm on K and V in place, or on the tile's widened buffers. */
-static void qk_blas(const attn_sdpa_plan *p, const kvtile *kt, const float *q, int64_t ldq,
+static void qk_blas(const attn_sdpa_plan *p, const kvtile *kt, const void *q, int64_t ldq,
                     int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds,
                     attn_ahead *ah)
 {
@@ -170,8 +172,8 @@ static void qk_blas(const attn_sdpa_plan *p, const kvtile *kt, const float *q, i
     const float *k = kt->kb ? kt->kb + (j0 - t) * dk : (const float *)kv_row(&kt->k, j0);
     const int64_t ldk = kt->kb ? dk : kt->k.ld;
     (void)ah;
-    attn_sgemm(1, (int)R, (int)nk, (int)dk, p->scale, q, (int)ldq, k, (int)ldk, 0.0f, s,
-               (int)lds);
+    attn_sgemm(1, (int)R, (int)nk, (int)dk, p->scale, (const float *)q, (int)ldq, k, (int)ldk,
+               0.0f, s, (int)lds);
 }
 
 static void pv_blas(const attn_sdpa_plan *p, const kvtile *kt, const float *s, int64_t lds,
@@ -189,12 +191,12 @@ static void pv_blas(const attn_sdpa_plan *p, const kvtile *kt, const float *s, i
 
 /* The tile engine: Q K^T on the tile's K transposed (kt->kt), P V on V in
  * place or widened. */
-static void qk_tile(const attn_sdpa_plan *p, const kvtile *kt, const float *q, int64_t ldq,
+static void qk_tile(const attn_sdpa_plan *p, const kvtile *kt, const void *q, int64_t ldq,
                     int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds,
                     attn_ahead *ah)
 {
-    p->x.gk->mm(R, nk, p->d.qk_dim, p->scale, NULL, q, ldq, 1, kt->kt + (j0 - t), p->ldt, s,
-                lds, 0, ah);
+    p->x.gk->mm(R, nk, p->d.qk_dim, p->scale, NULL, (const float *)q, ldq, 1, kt->kt + (j0 - t),
+                p->ldt, s, lds, 0, ah);
 }
 
 static void pv_tile(const attn_sdpa_plan *p, const kvtile *kt, const float *s, int64_t lds,
@@ -209,7 +211,7 @@ static void pv_tile(const attn_sdpa_plan *p, const kvtile *kt, const float *s, i
 
 /* The decode path: the streaming kernels over the rows' addresses, K and
  * V in their storage type. */
-static void qk_decode(const attn_sdpa_plan *p, const kvtile *kt, const float *q, int64_t ldq,
+static void qk_decode(const attn_sdpa_plan *p, const kvtile *kt, const void *q, int64_t ldq,
                       int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds,
                       attn_ahead *ah)
 {
@@ -217,7 +219,7 @@ static void qk_decode(const attn_sdpa_plan *p, const kvtile *kt, const float *q,
     (void)t;
     (void)ah;
     kv_rows(&kt->k, j0, nk, rows);
-    p->x.dec->qk(kt->k.st, q, ldq, R, rows, nk, p->d.qk_dim, p->scale, s, lds);
+    p->x.dec->qk(kt->k.st, (const float *)q, ldq, R, rows, nk, p->d.qk_dim, p->scale, s, lds);
 }
 
 static void pv_decode(const attn_sdpa_plan *p, const kvtile *kt, const float *s, int64_t lds,
@@ -232,13 +234,51 @@ static void pv_decode(const attn_sdpa_plan *p, const kvtile *kt, const float *s,
     p->x.dec->pv(kt->v.st, s, lds, R, rows, nk, p->d.v_dim, o, ldo, acc);
 }
 
+/* BF16 products (the tile engine with Q, K and V in BF16): Q's pairs read
+ * in place, K's as the tile's transposed pair panel (kt->kt), V's as its
+ * pair panel over keys (kt->vb, ldv = dv pairs per key pair).  P V rounds
+ * the rows' probabilities to BF16 in place first (the fp32 score row
+ * becomes a BF16 row of the same start, 2 lds elements apart), widened
+ * to whole pairs of the tile: a column left of an odd start or right of
+ * an odd end is a 0 (whose V partner is a key of the tile, or the
+ * panel's zero half past its end). */
+static void qk_bf16(const attn_sdpa_plan *p, const kvtile *kt, const void *q, int64_t ldq,
+                    int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds,
+                    attn_ahead *ah)
+{
+    p->x.bf->mm(R, nk, p->d.qk_dim, p->scale, NULL, (const uint16_t *)q, ldq,
+                (const uint32_t *)(const void *)kt->kt + (j0 - t), p->ldt, s, lds, 0, ah);
+}
+
+static void pv_bf16(const attn_sdpa_plan *p, const kvtile *kt, const float *s, int64_t lds,
+                    int64_t R, int64_t t, int64_t j0, int64_t nk, float *o, int64_t ldo, int acc,
+                    const float *rs, attn_ahead *ah)
+{
+    const int64_t c0 = j0 - t, c1 = c0 + nk, e0 = c0 & ~(int64_t)1, e1 = (c1 + 1) & ~(int64_t)1;
+    float *row0 = (float *)(uintptr_t)(s - c0);
+    for (int64_t r = 0; r < R; r++) {
+        float *sr = row0 + r * lds;
+        uint16_t *pr = (uint16_t *)(void *)sr;
+        p->x.bf->round(sr + c0, pr + c0, nk);
+        if (c0 & 1)
+            pr[c0 - 1] = 0;
+        if (c1 & 1)
+            pr[c1] = 0;
+    }
+    p->x.bf->mm(R, p->d.v_dim, e1 - e0, 1.0f, rs, (const uint16_t *)(const void *)row0 + e0,
+                2 * lds, (const uint32_t *)(const void *)kt->vb + (e0 / 2) * p->d.v_dim,
+                p->d.v_dim, o, ldo, acc, ah);
+}
+
 static const attn_sdpa_products products_blas = { qk_blas, pv_blas };
+static const attn_sdpa_products products_bf16 = { qk_bf16, pv_bf16 };
 static const attn_sdpa_products products_tile = { qk_tile, pv_tile };
 static const attn_sdpa_products products_decode = { qk_decode, pv_decode };
 
-const attn_sdpa_products *attn_sdpa_products_for(int decode, int tile)
+const attn_sdpa_products *attn_sdpa_products_for(int decode, int tile, int bf)
 {
-    return decode ? &products_decode : tile ? &products_tile : &products_blas;
+    return decode ? &products_decode : bf ? &products_bf16 : tile ? &products_tile
+                                                                  : &products_blas;
 }
 
 /* Row i of (b, h) carries no attention: output 0, P 0, lse -INFINITY. */
@@ -246,8 +286,10 @@ static void write_empty_row(const attn_sdpa_plan *p, const attn_sdpa_args *a,
                             int64_t b, int64_t h, int64_t i)
 {
     const attn_sdpa_desc *d = &p->d;
-    memset(ATTN_VIEW_AT(a->o, d->o, b, h, i), 0,
-           (size_t)d->v_dim * sizeof(float));
+    if (d->o_type == ATTN_DTYPE_F32)
+        memset(ATTN_VIEW_AT(a->o, d->o, b, h, i), 0, (size_t)d->v_dim * sizeof(float));
+    else
+        memset(ATTN_VIEW_AT(a->o16, d->o, b, h, i), 0, (size_t)d->v_dim * sizeof(uint16_t));
     if (d->want_probs)
         memset(attn_sdpa_probs_row(p, a, b, h, i), 0, (size_t)d->kv_len * sizeof(float));
     if (d->want_lse)
@@ -285,8 +327,8 @@ static void finish_probs_row(const attn_sdpa_plan *p, const attn_sdpa_args *a, i
 
 /* The rows of one GEMM: either one head's rows or the whole group's. */
 typedef struct segment {
-    const float *q;   /* first row */
-    int64_t ldq;
+    const void *q;    /* first row (elements of qsz bytes) */
+    int64_t ldq, qsz;
     float *o;
     int64_t ldo;
     int64_t v0;       /* first virtual row */
@@ -354,8 +396,8 @@ static void run_rows_part(const item *it, const segment *sg, int64_t r0, int64_t
     const int drop = d->mask_mode == ATTN_MASK_DROP_NONZERO;
     float *s = w->s;
 
-    p->prod->qk(p, kt, sg->q + r0 * sg->ldq, sg->ldq, r1 - r0, t, t + cs, ce - cs, s + r0 * bk + cs,
-           bk, w->ah);
+    p->prod->qk(p, kt, (const char *)sg->q + r0 * sg->ldq * sg->qsz, sg->ldq, r1 - r0, t, t + cs,
+                ce - cs, s + r0 * bk + cs, bk, w->ah);
 
     /* Nothing but the softmax: one kernel call, the same steps as the loop
      * below.  Rows that see only part of [cs, ce) (the causal diagonal)
@@ -433,7 +475,7 @@ static void run_rows(const item *it, const segment *sg, int64_t r0, int64_t r1, 
         /* The next slice's Q and O rows, on their way while this one runs. */
         if (p->tile) {
             const int64_t c2 = c1 + step < r1 ? c1 + step : r1;
-            attn_prefetch_rows(sg->q, sg->ldq, c1, c2, p->d.qk_dim, 0);
+            attn_prefetch_bytes(sg->q, sg->ldq * sg->qsz, c1, c2, p->d.qk_dim * sg->qsz, 0);
             attn_prefetch_rows(sg->o, sg->ldo, c1, c2, p->d.v_dim, 1);
         }
         run_rows_part(it, sg, c0, c1, cs, ce, st);
@@ -480,19 +522,20 @@ static void ahead_kv(const attn_sdpa_plan *p, const attn_sdpa_args *a, attn_ahea
                      int64_t b, int64_t hk, int64_t t0, int64_t t1)
 {
     const attn_sdpa_desc *d = &p->d;
-    const int64_t f = (int64_t)sizeof(float);
-    const attn_view *vk = &d->k, *vv = &d->v;
     ah->ns = ah->s = 0;
     ah->r = ah->x = ah->share = 0;
     if (t1 <= t0)
         return;
-    ah->base[0] = (const char *)(ATTN_VIEW_AT(a->k, *vk, b, hk, t0));
-    ah->base[1] = (const char *)(ATTN_VIEW_AT(a->v, *vv, b, hk, t0));
-    ah->ld[0] = vk->seq * f;
-    ah->ld[1] = vv->seq * f;
+    kvsrc k, v;
+    kv_source(p, a, b, hk, 0, &k);
+    kv_source(p, a, b, hk, 1, &v);
+    ah->base[0] = (const char *)kv_row(&k, t0);
+    ah->base[1] = (const char *)kv_row(&v, t0);
+    ah->ld[0] = k.ld * k.esz;
+    ah->ld[1] = v.ld * v.esz;
     ah->rows[0] = ah->rows[1] = t1 - t0;
-    ah->bytes[0] = d->qk_dim * f;
-    ah->bytes[1] = d->v_dim * f;
+    ah->bytes[0] = d->qk_dim * k.esz;
+    ah->bytes[1] = d->v_dim * v.esz;
     ah->ns = 2;
 }
 
@@ -517,11 +560,12 @@ static void ahead_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, attn_ah
     row_range(p, qlen, kvlen, i0, &jlo, &hi0);
     row_range(p, qlen, kvlen, i1 - 1, &lo1, &jhi);
     ahead_kv(p, a, ah, b, hk, jlo, jhi - jlo > p->bk ? jlo + p->bk : jhi);
-    const int64_t f = (int64_t)sizeof(float);
+    const int64_t f = attn_dtype_size(d->q_type);
     const attn_view *vq = &d->q;
+    const char *q = d->q_type == ATTN_DTYPE_F32 ? (const char *)a->q : (const char *)a->q16;
     for (int64_t h = hk * p->group; h < (hk + 1) * p->group && ah->ns < ATTN_AHEAD_STREAMS;
          h++, ah->ns++) {
-        ah->base[ah->ns] = (const char *)(ATTN_VIEW_AT(a->q, *vq, b, h, i0));
+        ah->base[ah->ns] = q + (b * vq->batch + h * vq->head + i0 * vq->seq) * f;
         ah->ld[ah->ns] = vq->seq * f;
         ah->rows[ah->ns] = i1 - i0;
         ah->bytes[ah->ns] = d->qk_dim * f;
@@ -600,17 +644,33 @@ static int item_begin(item *it, const partials *part, int64_t qb, int64_t chunk)
     dest *out = &it->out;
     if (split) {
         int64_t base = (chunk * d->batch + b) * d->q_heads * n;
-        out->o = part->o + base * dv;
+        out->o = part->o + (base + h0 * n + i0) * dv;
         out->head = n * dv;
         out->seq = dv;
         out->m = part->m + base;
         out->l = part->l + base;
+    } else if (p->ow) {
+        out->o = w->obuf;
+        out->head = rows * dv;
+        out->seq = dv;
+        out->m = out->l = NULL;
     } else {
-        out->o = a->o + b * d->o.batch;
+        out->o = ATTN_VIEW_AT(a->o, d->o, b, h0, i0);
         out->head = d->o.head;
         out->seq = d->o.seq;
         out->m = out->l = NULL;
     }
+    /* 16-bit Q off the BF16 products: the rows of the group, widened. */
+    if (p->qw)
+        for (int64_t hh = 0; hh < g; hh++)
+            for (int64_t r = 0; r < rows; r++) {
+                const uint16_t *src = ATTN_VIEW_AT(a->q16, d->q, b, h0 + hh, i0 + r);
+                float *dst = w->qbuf + (hh * rows + r) * d->qk_dim;
+                if (d->q_type == ATTN_DTYPE_F16)
+                    p->x.cvt->f16_to_f32(src, dst, d->qk_dim);
+                else
+                    p->x.cvt->bf16_to_f32(src, dst, d->qk_dim);
+            }
 
     const int64_t vrows = g * rows;
     for (int64_t vr = 0; vr < vrows; vr++) {
@@ -623,7 +683,7 @@ static int item_begin(item *it, const partials *part, int64_t qb, int64_t chunk)
     kv_source(p, a, b, it->hk, 0, &it->kt.k);
     kv_source(p, a, b, it->hk, 1, &it->kt.v);
     it->kt.kb = p->kv_copy ? w->kbuf : NULL;
-    it->kt.vb = p->kv_copy ? w->vbuf : NULL;
+    it->kt.vb = p->kv_copy || p->bf ? w->vbuf : NULL;   /* (BF16: V's pair panel) */
     it->kt.kt = w->kt;
 
     /* With one tile seen evenly, 1 / l goes into its P V (folded). */
@@ -665,7 +725,18 @@ static void item_tile(item *it, int64_t t, int64_t nt)
         kv_fill(p, &kt->k, w->kbuf, d->qk_dim, t, nt);
         kv_fill(p, &kt->v, w->vbuf, dv, t, nt);
     }
-    if (p->tile) {
+    if (p->bf) {
+        /* The tile's K as a transposed pair panel, its V as pairs of keys;
+         * V first asked for, as below. */
+        const uint16_t *rows_[ATTN_TILE_K];
+        attn_prefetch_bytes(kv_row(&kt->v, t), kt->v.ld * 2, 0, kt->v.table ? 0 : nt, dv * 2, 0);
+        for (int64_t j = 0; j < nt; j++)
+            rows_[j] = kv_row(&kt->k, t + j);
+        p->x.bf->pack_rows(rows_, nt, d->qk_dim, (uint32_t *)(void *)w->kt, p->ldt);
+        for (int64_t j = 0; j < nt; j++)
+            rows_[j] = kv_row(&kt->v, t + j);
+        p->x.bf->pack_pairs(rows_, nt, dv, (uint32_t *)(void *)w->vbuf, dv);
+    } else if (p->tile) {
         const float *k0 = p->kv_copy ? w->kbuf : (const float *)kv_row(&kt->k, t);
         /* V is first needed after a slice's scores and softmax: ask
          * for it now, so that it comes from memory meanwhile. */
@@ -673,14 +744,21 @@ static void item_tile(item *it, int64_t t, int64_t nt)
             attn_prefetch_rows((const float *)kv_row(&kt->v, 0), kt->v.ld, t, t + nt, dv, 0);
         p->x.gk->transpose(k0, p->kv_copy ? d->qk_dim : kt->k.ld, nt, d->qk_dim, w->kt, p->ldt);
     }
-    const float *qb_base = ATTN_VIEW_AT(a->q, d->q, it->b, 0, it->i0);
+    /* Q's rows: the user's (fp32, or BF16 for the BF16 products) or the
+     * item's widened copy. */
+    const int64_t qsz = p->qw ? (int64_t)sizeof(float) : attn_dtype_size(d->q_type);
+    const char *qb_base = p->qw ? (const char *)w->qbuf
+                        : (d->q_type == ATTN_DTYPE_F32 ? (const char *)a->q : (const char *)a->q16) +
+                              (it->b * d->q.batch + it->h0 * d->q.head + it->i0 * d->q.seq) * qsz;
+    const int64_t qhead = p->qw ? rows * d->qk_dim : d->q.head;
     segment sg[1];
     for (int64_t si = 0; si < nseg; si++) {
         const int first = t == it->jlo;
-        const int64_t h = it->h0 + (stacked ? 0 : si);
-        sg->q = qb_base + h * d->q.head;
-        sg->ldq = stacked ? p->stack_ldq : d->q.seq;
-        sg->o = it->out.o + h * it->out.head + it->i0 * it->out.seq;
+        const int64_t hh = stacked ? 0 : si;
+        sg->q = qb_base + hh * qhead * qsz;
+        sg->qsz = qsz;
+        sg->ldq = stacked ? p->stack_ldq : p->qw ? d->qk_dim : d->q.seq;
+        sg->o = it->out.o + hh * it->out.head;
         sg->ldo = stacked ? p->stack_ldo : it->out.seq;
         sg->v0 = stacked ? 0 : si * rows;
         sg->nrows = stacked ? vrows : rows;
@@ -713,6 +791,28 @@ static void item_tile(item *it, int64_t t, int64_t nt)
     }
 }
 
+/* Row (b, h, i) of a 16-bit O from its fp32 values. */
+static void store_o16(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
+                      int64_t i, const float *row)
+{
+    uint16_t *dst = ATTN_VIEW_AT(a->o16, p->d.o, b, h, i);
+    if (p->d.o_type == ATTN_DTYPE_F16)
+        p->x.cvt->f32_to_f16(row, dst, p->d.v_dim);
+    else
+        p->x.cvt->f32_to_bf16(row, dst, p->d.v_dim);
+}
+
+/* ow: the item's finished fp32 rows (ws.obuf) rounded into O. */
+static void item_store(const item *it)
+{
+    if (!it->p->ow || it->split)
+        return;
+    const int64_t rows = it->rows, dv = it->p->d.v_dim;
+    for (int64_t vr = 0; vr < it->p->group * rows; vr++)
+        store_o16(it->p, it->a, it->b, it->h0 + vr / rows, it->i0 + vr % rows,
+                  it->out.o + vr * dv);
+}
+
 /* An item's end: O /= l (unless folded), the logsumexp and the
  * probabilities; split-K: the rows' m and l go to the partials. */
 static void item_finish(const item *it)
@@ -734,8 +834,9 @@ static void item_finish(const item *it)
     if (folded && !split && !d->want_lse && !d->want_probs) {
         for (int64_t vr = 0; vr < vrows; vr++)
             if (w->lrow[vr] == 0.0f)
-                memset(out->o + (h0 + vr / rows) * out->head + (i0 + vr % rows) * out->seq, 0,
+                memset(out->o + (vr / rows) * out->head + (vr % rows) * out->seq, 0,
                        (size_t)dv * sizeof(float));
+        item_store(it);
         return;
     }
     for (int64_t vr = 0, h = h0, r = 0; vr < vrows; vr++, r++) {
@@ -745,7 +846,7 @@ static void item_finish(const item *it)
         }
         const int64_t i = i0 + r;
         const float l = w->lrow[vr];
-        float *orow = out->o + h * out->head + i * out->seq;
+        float *orow = out->o + (h - h0) * out->head + r * out->seq;
         if (split) {
             out->m[h * n + i] = w->mrow[vr];
             out->l[h * n + i] = l;
@@ -765,6 +866,7 @@ static void item_finish(const item *it)
                 finish_probs_row(p, a, b, h, i, w->lo[r], w->hi[r], lse);
         }
     }
+    item_store(it);
 }
 
 /* Work item (b, kv head hk, query block qb, key chunk): item_begin, its
@@ -785,9 +887,10 @@ static void run_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, work *w,
     item_finish(&it);
 }
 
-/* Split-K: merge the chunks of every row of (b, h) in chunk order. */
+/* Split-K: merge the chunks of every row of (b, h) in chunk order (a
+ * 16-bit O through the thread's row obuf). */
 static void merge_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, const partials *part,
-                       int64_t b, int64_t h)
+                       int64_t b, int64_t h, float *obuf)
 {
     const attn_sdpa_desc *d = &p->d;
     const int64_t n = d->q_len, dv = d->v_dim;
@@ -815,7 +918,7 @@ static void merge_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, const p
             }
         const int empty = l == 0.0f;
         const float lse = empty ? -INFINITY : mx + logf(l);
-        float *orow = ATTN_VIEW_AT(a->o, d->o, b, h, i);
+        float *orow = p->ow ? obuf : ATTN_VIEW_AT(a->o, d->o, b, h, i);
         memset(orow, 0, (size_t)dv * sizeof(float));
         if (!empty)
             for (int64_t c = 0; c < p->nchunks; c++) {
@@ -827,6 +930,8 @@ static void merge_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, const p
                 for (int64_t j = 0; j < dv; j++)
                     orow[j] += wgt * oc[j];
             }
+        if (p->ow)
+            store_o16(p, a, b, h, i, orow);
         if (d->want_lse)
             *attn_sdpa_lse_at(p, a, b, h, i) = lse;
         if (d->want_probs) {
@@ -840,9 +945,12 @@ static void merge_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, const p
 static attn_status check_args(const attn_sdpa_plan *p, const attn_sdpa_args *a)
 {
     const attn_sdpa_desc *d = &p->d;
-    if (!a->q || !a->o)
+    if (!(d->q_type == ATTN_DTYPE_F32 ? a->q : (const void *)a->q16) ||
+        !(d->o_type == ATTN_DTYPE_F32 ? (void *)a->o : (void *)a->o16))
         return ATTN_ERR_NULL_ARGUMENT;
     const attn_pointer_use opt[] = {
+        { d->q_type != ATTN_DTYPE_F32, a->q16 }, { d->o_type != ATTN_DTYPE_F32, a->o16 },
+        { d->q_type == ATTN_DTYPE_F32, a->q }, { d->o_type == ATTN_DTYPE_F32, a->o },
         { d->k_type == ATTN_DTYPE_F32, a->k }, { d->v_type == ATTN_DTYPE_F32, a->v },
         { d->k_type != ATTN_DTYPE_F32, a->k16 }, { d->v_type != ATTN_DTYPE_F32, a->v16 },
         { d->kv_block_size != 0, a->block_table },
@@ -907,6 +1015,8 @@ static void execute_body(void *arg, int tid)
     w.kbuf = (float *)(void *)(base + p->ws.kbuf);
     w.vbuf = (float *)(void *)(base + p->ws.vbuf);
     w.kt = (float *)(void *)(base + p->ws.kt);
+    w.qbuf = (float *)(void *)(base + p->ws.qbuf);
+    w.obuf = (float *)(void *)(base + p->ws.obuf);
     attn_ahead ah;
     w.ah = p->ahead ? &ah : NULL;
     if (p->alike) {
@@ -938,7 +1048,7 @@ static void execute_body(void *arg, int tid)
 #pragma omp for schedule(dynamic, 1)
 #endif
         for (int64_t bh = 0; bh < d->batch * d->q_heads; bh++)
-            merge_rows(p, c->a, c->part, bh / d->q_heads, bh % d->q_heads);
+            merge_rows(p, c->a, c->part, bh / d->q_heads, bh % d->q_heads, w.obuf);
     }
 }
 

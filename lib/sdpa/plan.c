@@ -77,6 +77,10 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
     if ((d->k_type != ATTN_DTYPE_F32 || d->v_type != ATTN_DTYPE_F32 || d->kv_block_size) &&
         attn_sdpa_is_sparse(d))
         return ATTN_ERR_BAD_OPTION;
+    if (!attn_dtype_valid(d->q_type) || !attn_dtype_valid(d->o_type))
+        return ATTN_ERR_BAD_OPTION;
+    if ((d->q_type != ATTN_DTYPE_F32 || d->o_type != ATTN_DTYPE_F32) && attn_sdpa_is_sparse(d))
+        return ATTN_ERR_UNSUPPORTED_TYPE;
 
     const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
                   m = d->kv_len, dk = d->qk_dim, dv = d->v_dim;
@@ -192,8 +196,17 @@ static attn_status plan_dense(attn_sdpa_plan *p)
     p->decode = n <= ATTN_DECODE_MAX_Q && p->x.set.decode;
     if (p->decode)
         p->tile = 0;
-    p->kv_copy = !p->decode && (desc->k_type != ATTN_DTYPE_F32 ||
-                                desc->v_type != ATTN_DTYPE_F32 || desc->kv_block_size != 0);
+    /* Element types ("Element types of the computation" in attn.h): BF16
+     * products on the tile engine when Q, K and V are all BF16; else Q
+     * widened per item (qw); O accumulated in fp32 in the workspace and
+     * rounded at the end (ow). */
+    p->bf = p->tile && !p->decode && desc->q_type == ATTN_DTYPE_BF16 &&
+            desc->k_type == ATTN_DTYPE_BF16 && desc->v_type == ATTN_DTYPE_BF16;
+    p->qw = desc->q_type != ATTN_DTYPE_F32 && !p->bf;
+    p->ow = desc->o_type != ATTN_DTYPE_F32;
+    p->kv_copy = !p->decode && !p->bf &&
+                 (desc->k_type != ATTN_DTYPE_F32 || desc->v_type != ATTN_DTYPE_F32 ||
+                  desc->kv_block_size != 0);
     const int64_t tile_k = p->decode ? ATTN_DECODE_TILE : ATTN_TILE_K;
     p->bq = n < ATTN_BLOCK_Q ? n : ATTN_BLOCK_Q;
     p->bk = m < tile_k ? m : tile_k;
@@ -232,8 +245,11 @@ static attn_status plan_dense(attn_sdpa_plan *p)
      * whole of n is one block and the heads lie at a constant row stride. */
     p->stack_ldq = p->stack_ldo = 0;
     if (g > 1 && p->nqblocks == 1 && n <= ATTN_STACK_MAX / g) {
-        int64_t ldq = n == 1 ? desc->q.head : desc->q.head == n * desc->q.seq ? desc->q.seq : 0;
-        int64_t ldo = p->nchunks > 1 ? dv
+        /* (Q widened or O accumulated in the workspace: rows there are
+         * [g][n][d], stacked by construction.) */
+        int64_t ldq = p->qw ? desc->qk_dim
+                    : n == 1 ? desc->q.head : desc->q.head == n * desc->q.seq ? desc->q.seq : 0;
+        int64_t ldo = p->nchunks > 1 || p->ow ? dv
                     : n == 1 ? desc->o.head : desc->o.head == n * desc->o.seq ? desc->o.seq : 0;
         if (ldq >= desc->qk_dim && ldq <= INT32_MAX && ldo >= dv && ldo <= INT32_MAX) {
             p->stack_ldq = ldq;
@@ -255,7 +271,12 @@ static attn_status plan_dense(attn_sdpa_plan *p)
     p->ws.ranges = attn_carve(&c, (uint64_t)p->bq, 2 * sizeof(int64_t));
     p->ws.state = attn_carve(&c, (uint64_t)p->vrows, 3 * sizeof(float));
     p->ws.kbuf = attn_carve(&c, p->kv_copy ? (uint64_t)p->bk * dk : 0, sizeof(float));
-    p->ws.vbuf = attn_carve(&c, p->kv_copy ? (uint64_t)p->bk * (uint64_t)dv : 0, sizeof(float));
+    /* (BF16 products: V's pair panel, ceil(bk / 2) x dv pairs) */
+    p->ws.vbuf = attn_carve(&c, p->kv_copy ? (uint64_t)p->bk * (uint64_t)dv
+                              : p->bf ? (uint64_t)(p->bk + 1) / 2 * (uint64_t)dv : 0,
+                            sizeof(float));
+    p->ws.qbuf = attn_carve(&c, p->qw ? (uint64_t)p->vrows * dk : 0, sizeof(float));
+    p->ws.obuf = attn_carve(&c, p->ow ? (uint64_t)p->vrows * (uint64_t)dv : 0, sizeof(float));
     p->ws.kt = attn_carve(&c, p->tile ? (uint64_t)p->ldt * dk : 0, sizeof(float));
     p->ws.thread = (size_t)c.size;
     /* After the threads' slices: the split-K partials, shared. */
@@ -307,9 +328,10 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
         (double)desc->batch * ((double)desc->q_heads * (double)desc->q_len +
                                (double)desc->kv_heads * (double)desc->kv_len) *
         (double)(desc->qk_dim + desc->v_dim) * 4.0;
-    p->ahead = p->tile && !p->decode && !p->kv_copy && p->nchunks == 1 && !p->sparse &&
+    p->ahead = p->tile && !p->decode && !p->kv_copy && !desc->kv_block_size &&
+               p->nchunks == 1 && !p->sparse &&
                (kv_bytes >= (double)ATTN_AHEAD_MIN_KV || all_bytes >= (double)ATTN_AHEAD_MIN_ALL);
-    p->prod = attn_sdpa_products_for(p->decode, p->tile);
+    p->prod = attn_sdpa_products_for(p->decode, p->tile, p->bf);
     p->alike = !p->sparse && desc->window_left < 0 && desc->window_right < 0 &&
                !desc->use_kv_lens && !desc->use_q_lens;
     *plan = p;

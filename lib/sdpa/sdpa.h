@@ -64,7 +64,7 @@ static inline int64_t attn_sparse_rows(const attn_sdpa_desc *d)
 /* The dense forward's products {Q K^T, P V} of one engine (forward.c):
  * the decode kernels, the tile engine or the BLAS, chosen at plan time. */
 typedef struct attn_sdpa_products attn_sdpa_products;
-const attn_sdpa_products *attn_sdpa_products_for(int decode, int tile);
+const attn_sdpa_products *attn_sdpa_products_for(int decode, int tile, int bf);
 
 struct attn_sdpa_plan {
     attn_sdpa_desc d;
@@ -89,8 +89,15 @@ struct attn_sdpa_plan {
     int decode;               /* the decode kernels run the products */
     int kv_copy;              /* the sgemm path with F16/BF16 or paged K/V widens
                                * (gathers) each tile into ws.kbuf / ws.vbuf */
+    int bf;                   /* BF16 products (Q, K, V all BF16 on the tile
+                               * engine): K and V packed in pairs (ws.kt,
+                               * ws.vbuf), P rounded to BF16 in place */
+    int qw;                   /* 16-bit Q otherwise: an item's Q rows widened
+                               * into ws.qbuf ([g][rows][dk]) */
+    int ow;                   /* 16-bit O: an item's O rows accumulated in
+                               * ws.obuf ([g][rows][dv]), rounded at its end */
     int sparse;               /* global tokens or a layout: sparse.c's items */
-    const attn_sdpa_products *prod;   /* attn_sdpa_products_for(decode, tile) */
+    const attn_sdpa_products *prod;   /* attn_sdpa_products_for(decode, tile, bf) */
 
     /* Blocking, fixed by the shape only. */
     int64_t bq, bk;           /* query block rows, key tile columns */
@@ -127,7 +134,8 @@ struct attn_sdpa_plan {
         size_t ranges;        /* the rows' visible ranges */
         size_t state;         /* the rows' running max, sum, correction */
         size_t kbuf, vbuf;    /* kv_copy: the tile's K and V as floats */
-        size_t kt;            /* tile engine: K^T of the tile */
+        size_t kt;            /* tile engine: K^T of the tile (BF16: pairs) */
+        size_t qbuf, obuf;    /* qw, ow: the item's Q and O rows in fp32 */
         size_t seg;           /* sparse: the tile's segments */
         size_t gather;        /* sparse: gathered K and V rows */
         size_t qg;            /* sparse: the global queries' Q and O rows */

@@ -34,6 +34,7 @@ STATUS_NAMES = (
     "ATTN_ERR_WORKSPACE_ALIGNMENT",
     "ATTN_ERR_OUT_OF_MEMORY",
     "ATTN_ERR_BAD_BLOCK_TABLE",
+    "ATTN_ERR_UNSUPPORTED_TYPE",
 )
 
 ALIGN_TOP_LEFT = 0
@@ -81,8 +82,9 @@ _DROPOUT_SPARSE = [               # threads ... block_size
 ]
 
 
-def _engine_tail(reserved):
-    return [("engine", c_int), ("reserved_pad", c_int), ("reserved", c_int64 * reserved)]
+def _engine_tail(reserved, types=()):
+    return ([("engine", c_int), ("reserved_pad", c_int)] + [(t, c_int) for t in types] +
+            [("reserved", c_int64 * reserved)])
 
 
 class SdpaDesc(ctypes.Structure):
@@ -110,7 +112,7 @@ class SdpaDesc(ctypes.Structure):
         ("kv_block_size", c_int64),
         ("kv_num_blocks", c_int64),
         ("kv_max_blocks", c_int64),
-    ] + _engine_tail(5)
+    ] + _engine_tail(4, ("q_type", "o_type"))
 
 
 class SdpaArgs(ctypes.Structure):
@@ -118,7 +120,7 @@ class SdpaArgs(ctypes.Structure):
     _fields_ = [(name, c_void_p) for name in (
         "q", "k", "v", "o", "kv_lens", "q_lens", "mask", "bias", "probs",
         "lse", "global_k", "global_q", "layout", "k16", "v16",
-        "block_table")] + [("reserved", c_void_p * 8)]
+        "block_table", "q16", "o16")] + [("reserved", c_void_p * 6)]
 
 
 class MhaDesc(ctypes.Structure):

@@ -30,7 +30,8 @@ int main(void)
     F(attn_sdpa_desc, block_size); F(attn_sdpa_desc, k_type); F(attn_sdpa_desc, v_type);
     F(attn_sdpa_desc, kv_block_size); F(attn_sdpa_desc, kv_num_blocks);
     F(attn_sdpa_desc, kv_max_blocks); F(attn_sdpa_desc, engine);
-    F(attn_sdpa_desc, reserved_pad); F(attn_sdpa_desc, reserved);
+    F(attn_sdpa_desc, reserved_pad); F(attn_sdpa_desc, q_type); F(attn_sdpa_desc, o_type);
+    F(attn_sdpa_desc, reserved);
 
     S(attn_sdpa_args);
     F(attn_sdpa_args, q); F(attn_sdpa_args, k); F(attn_sdpa_args, v); F(attn_sdpa_args, o);
@@ -38,7 +39,7 @@ int main(void)
     F(attn_sdpa_args, bias); F(attn_sdpa_args, probs); F(attn_sdpa_args, lse);
     F(attn_sdpa_args, global_k); F(attn_sdpa_args, global_q); F(attn_sdpa_args, layout);
     F(attn_sdpa_args, k16); F(attn_sdpa_args, v16); F(attn_sdpa_args, block_table);
-    F(attn_sdpa_args, reserved);
+    F(attn_sdpa_args, q16); F(attn_sdpa_args, o16); F(attn_sdpa_args, reserved);
 
     S(attn_mha_desc);
     F(attn_mha_desc, embed_dim); F(attn_mha_desc, num_heads); F(attn_mha_desc, num_kv_heads);

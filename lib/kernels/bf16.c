@@ -1,0 +1,97 @@
+/* The BF16 products' portable C table (the reference of the SIMD ones; see
+ * bf16.h for the arithmetic), and the run-time choice. */
+#include "attn_config.h"
+#include "kernels/bf16.h"
+#include "kernels/convert.h"
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+static inline float ftz(float x)
+{
+    return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x;
+}
+
+/* A BF16 value with DAZ: a denormal reads as zero of its sign. */
+static inline float daz(uint16_t h)
+{
+    return ftz(attn_bf16_to_f32(h));
+}
+
+static inline float pair_step(float s, uint32_t a, uint32_t b)
+{
+    s = ftz(s + ftz(daz((uint16_t)(a >> 16)) * daz((uint16_t)(b >> 16))));
+    return ftz(s + ftz(daz((uint16_t)a) * daz((uint16_t)b)));
+}
+
+/* Pair p of a row of K BF16 values (the high half 0 past K). */
+static inline uint32_t pair_at(const uint16_t *row, int64_t p, int64_t K)
+{
+    const uint32_t lo = row[2 * p];
+    const uint32_t hi = 2 * p + 1 < K ? row[2 * p + 1] : 0u;
+    return lo | hi << 16;
+}
+
+static void mm_c(int64_t M, int64_t N, int64_t K, float alpha, const float *rs,
+                 const uint16_t *a, int64_t lda, const uint32_t *b, int64_t ldb, float *c,
+                 int64_t ldc, int acc, attn_ahead *ah)
+{
+    const int64_t P = (K + 1) / 2;
+    for (int64_t r = 0; r < M; r++) {
+        if (ah)
+            attn_ahead_step(ah);
+        const uint16_t *ar = a + r * lda;
+        float *cr = c + r * ldc;
+        const float al = rs ? rs[r] : alpha;
+        for (int64_t j = 0; j < N; j++) {
+            float s = 0.0f;
+            for (int64_t p = 0; p < P; p++)
+                s = pair_step(s, pair_at(ar, p, K), b[p * ldb + j]);
+            cr[j] = acc ? fmaf(al, s, cr[j]) : al * s;
+        }
+    }
+}
+
+static void pack_rows_c(const uint16_t *const *rows, int64_t N, int64_t K, uint32_t *bt,
+                        int64_t ldt)
+{
+    const int64_t P = (K + 1) / 2;
+    for (int64_t j = 0; j < N; j++)
+        for (int64_t p = 0; p < P; p++)
+            bt[p * ldt + j] = pair_at(rows[j], p, K);
+}
+
+static void pack_pairs_c(const uint16_t *const *rows, int64_t N, int64_t D, uint32_t *vp,
+                         int64_t ldp)
+{
+    for (int64_t q = 0; 2 * q < N; q++) {
+        const uint16_t *r0 = rows[2 * q], *r1 = 2 * q + 1 < N ? rows[2 * q + 1] : NULL;
+        for (int64_t x = 0; x < D; x++)
+            vp[q * ldp + x] = (uint32_t)r0[x] | (r1 ? (uint32_t)r1[x] << 16 : 0u);
+    }
+}
+
+static void round_c(const float *src, uint16_t *dst, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) {
+        const float x = src[j];   /* read before dst[j] may overwrite it */
+        dst[j] = attn_f32_to_bf16(x);
+    }
+}
+
+const attn_bf16_kernels attn_bf16_scalar = { "scalar", mm_c, pack_rows_c, pack_pairs_c,
+                                             round_c };
+
+const attn_bf16_kernels *attn_bf16_at(int level)
+{
+#if ATTN_HAVE_X86_KERNELS
+#if ATTN_HAVE_AVX512BF16
+    if (level >= ATTN_SIMD_AVX512BF16)
+        return &attn_bf16_avx512bf16;
+#endif
+    if (level >= ATTN_SIMD_AVX512)
+        return &attn_bf16_avx512;
+#endif
+    (void)level;
+    return &attn_bf16_scalar;
+}

@@ -1,0 +1,74 @@
+/* The tile engine's BF16 products: attn's register-blocked kernels with
+ * bfloat16 inputs and fp32 accumulation, one table per unit, chosen at run
+ * time (attn_bf16_at):
+ *   avx512bf16  VDPBF16PS (AVX512_BF16: Zen 4, Zen 5, Cooper Lake,
+ *               Sapphire Rapids and later);
+ *   avx512      the same arithmetic on AVX-512F: each pair as two fused
+ *               multiply-adds with the MXCSR's DAZ and FTZ set;
+ *   scalar      the portable C reference.
+ *
+ * The arithmetic of one element, the same in every table (VDPBF16PS's
+ * definition): the reduction runs over pairs of k, (2p, 2p + 1), in order
+ * p = 0, 1, ...; each pair adds its odd product, then its even one:
+ *   acc = ftz(acc + ftz(A(r, 2p + 1) B(2p + 1, j)));
+ *   acc = ftz(acc + ftz(A(r, 2p) B(2p, j)));
+ * from acc = 0, with BF16 denormal inputs read as zero (DAZ) and denormal
+ * results flushed to zero of the same sign (FTZ), round to nearest even.
+ * A product of two BF16 values is exact in fp32 unless it underflows, so
+ * the fused multiply-add of the avx512 table gives the same bits whenever
+ * no product falls below 2^-126 in magnitude (a product that does is
+ * flushed by VDPBF16PS, but can still move the last bit of a sum of the
+ * same tiny size in the fma); the tests hold all three to the same bits on
+ * such data.  Then c = alpha_r * acc (or c + alpha_r * acc, one fused
+ * multiply-add), as the fp32 kernels (gemm.h) do. */
+#ifndef ATTN_BF16_KERNELS_H
+#define ATTN_BF16_KERNELS_H
+
+#include "kernels/gemm.h"
+#include <stdint.h>
+
+typedef struct attn_bf16_kernels {
+    const char *name;
+    /* For r < M, j < N, with P = ceil(K / 2) pairs:
+     *   A(r, k) = a[r * lda + k] (BF16, k < K; k = K reads as 0 when K
+     *   is odd), B(k, j) = the BF16 half k % 2 of b[(k / 2) * ldb + j]
+     *   (low half even k) (a packed pair panel, from pack_rows or
+     *   pack_pairs),
+     *   c[r * ldc + j] = acc ? fma(alpha_r, acc_r_j, c[r * ldc + j])
+     *                        : alpha_r * acc_r_j,
+     * alpha_r = rs ? rs[r] : alpha.  ah (may be NULL) is stepped before each
+     * register block. */
+    void (*mm)(int64_t M, int64_t N, int64_t K, float alpha, const float *rs,
+               const uint16_t *a, int64_t lda, const uint32_t *b, int64_t ldb, float *c,
+               int64_t ldc, int acc, attn_ahead *ah);
+    /* The transposed panel of N rows of K elements (the keys of a Q K^T
+     * tile): bt[p * ldt + j] = row_j[2p] | row_j[2p + 1] << 16 for j < N,
+     * p < ceil(K / 2), the high half 0 past K; row_j = rows[j]. */
+    void (*pack_rows)(const uint16_t *const *rows, int64_t N, int64_t K, uint32_t *bt,
+                      int64_t ldt);
+    /* The pair panel of N rows of D elements (the values of a P V tile):
+     * vp[q * ldp + x] = rows[2q][x] | rows[2q + 1][x] << 16 for q <
+     * ceil(N / 2), x < D; the high half 0 when 2q + 1 == N. */
+    void (*pack_pairs)(const uint16_t *const *rows, int64_t N, int64_t D, uint32_t *vp,
+                       int64_t ldp);
+    /* dst[j] = bf16(src[j]) for j < n, round to nearest even (the rule of
+     * attn_dtype_encode, denormals kept, NaN quiet).  dst may be the
+     * memory of src itself ((uint16_t *)src): the row is converted in
+     * place, front to back. */
+    void (*round)(const float *src, uint16_t *dst, int64_t n);
+} attn_bf16_kernels;
+
+extern const attn_bf16_kernels attn_bf16_scalar;
+#if ATTN_HAVE_X86_KERNELS
+extern const attn_bf16_kernels attn_bf16_avx512;
+#if ATTN_HAVE_AVX512BF16
+extern const attn_bf16_kernels attn_bf16_avx512bf16;
+#endif
+#endif
+
+/* The table of a level (cpu/cpu.h): avx512bf16 at ATTN_SIMD_AVX512BF16,
+ * avx512 at ATTN_SIMD_AVX512, the C table below (the AVX2 level has no
+ * BF16 kernels of its own). */
+const attn_bf16_kernels *attn_bf16_at(int level);
+
+#endif
