@@ -93,14 +93,14 @@ const char *tcase_str(const tcase *c)
              "B=%lld Hq=%lld Hkv=%lld n=%lld m=%lld dk=%lld dv=%lld layout=%d "
              "out=%d misalign=%d scale=%g align=%d wl=%lld wr=%lld "
              "kv_lens=[%s] q_lens=[%s] mask=%d/bc%d/keep%.2f bias=%d/bc%d/ninf%.2f/mag%g "
-             "probs=%d lse=%d threads=%d mag=%g poison=%d seed=%llu",
+             "probs=%d lse=%d threads=%d mag=%g poison=%d dtype=%d seed=%llu",
              (long long)c->B, (long long)c->Hq, (long long)c->Hkv,
              (long long)c->n, (long long)c->m, (long long)c->dk,
              (long long)c->dv, c->layout, c->out_layout, c->misalign,
              (double)c->scale, c->align, (long long)c->wl, (long long)c->wr,
              kl, ql, c->mask_mode, c->mask_bcast, c->mask_keep, c->use_bias,
              c->bias_bcast, c->bias_ninf, c->bias_mag, c->want_probs,
-             c->want_lse, c->threads, c->in_mag, c->poison,
+             c->want_lse, c->threads, c->in_mag, c->poison, c->dtype,
              (unsigned long long)c->seed);
     if (tcase_sparse(c) || c->dense_twin) {
         size_t len = strlen(buf);
@@ -181,8 +181,79 @@ static int alloc_tensor(tbuf *b, attn_view v, int64_t B, int64_t H, int64_t S,
     return 0;
 }
 
+/* 16-bit cases: round buffer f (count floats) to the type in place and
+ * fill its uint16 twin with the same values, padding included. */
+static int typed_twin(tbuf *h, const tbuf *f, int type)
+{
+    if (!f->base)
+        return 0;
+    h->base = malloc(f->count * sizeof(uint16_t) + 1);
+    if (!h->base)
+        return -1;
+    h->count = f->count;
+    attn_dtype_encode((attn_dtype)type, f->base, h->base, f->count);
+    attn_dtype_decode((attn_dtype)type, h->base, f->base, f->count);
+    return 0;
+}
+
+#define TSENTINEL16 0x7FA5u   /* a NaN in both 16-bit types */
+
+double tdtype_u(int dtype)
+{
+    return dtype == ATTN_DTYPE_BF16 ? ldexp(1.0, -8) : dtype == ATTN_DTYPE_F16 ? ldexp(1.0, -10)
+                                                                                : 0.0;
+}
+
+/* The element of twin h at the offset of p in f (or in q's buffers, where
+ * a packed layout keeps K and V). */
+static uint16_t *twin_at(const tinst *t, const float *p, const tbuf *f, const tbuf *h)
+{
+    if (!f->base) {
+        f = &t->q;
+        h = &t->q16;
+    }
+    return (uint16_t *)h->base + (p - (const float *)f->base);
+}
+
+void tinst_call_types(const tinst *t, attn_sdpa_desc *d, attn_sdpa_args *a)
+{
+    *d = t->desc;
+    *a = t->args;
+    const int ty = t->c.dtype;
+    if (ty == ATTN_DTYPE_F32)
+        return;
+    d->q_type = d->k_type = d->v_type = d->o_type = (attn_dtype)ty;
+    a->q16 = twin_at(t, t->args.q, &t->q, &t->q16);
+    a->k16 = twin_at(t, t->args.k, &t->k, &t->k16);
+    a->v16 = twin_at(t, t->args.v, &t->v, &t->v16);
+    a->o16 = twin_at(t, t->args.o, &t->o, &t->o16);
+    a->q = a->k = a->v = NULL;
+    a->o = NULL;
+}
+
+void tinst_widen_o(tinst *t)
+{
+    if (t->c.dtype == ATTN_DTYPE_F32)
+        return;
+    const uint16_t *h = t->o16.base;
+    uint32_t *o = t->o.base;
+    for (size_t i = 0; i < t->o16.count; i++) {
+        if (h[i] == TSENTINEL16) {
+            o[i] = TSENTINEL;
+        } else {
+            float f;
+            attn_dtype_decode((attn_dtype)t->c.dtype, h + i, &f, 1);
+            memcpy(o + i, &f, sizeof f);
+        }
+    }
+}
+
 void tinst_free(tinst *t)
 {
+    free(t->q16.base);
+    free(t->k16.base);
+    free(t->v16.base);
+    free(t->o16.base);
     free(t->q.base);
     free(t->k.base);
     free(t->v.base);
@@ -606,6 +677,10 @@ int tinst_build(tinst *t, const tcase *cin)
         }
         tinst_clear_outputs(t);
     }
+    if (c->dtype != ATTN_DTYPE_F32 &&
+        (typed_twin(&t->q16, &t->q, c->dtype) || typed_twin(&t->k16, &t->k, c->dtype) ||
+         typed_twin(&t->v16, &t->v, c->dtype) || typed_twin(&t->o16, &t->o, c->dtype)))
+        return -1;
     return 0;
 }
 
@@ -773,10 +848,17 @@ long tinst_check(const tinst *t, tstats *st)
                 double prel, orel, ltol;
                 ref_row_tolerance(d->qk_dim, ro.nvis[row], ro.s_abs[row],
                                   ro.lse[row], &prel, &orel, &ltol);
+                /* 16-bit O: its own rounding (u_t |O| <= u_t sum p |v|);
+                 * BF16 products also round P to BF16 for P V (the same
+                 * again).  u_t is twice the unit roundoff, for slack. */
+                orel += (t->c.dtype == ATTN_DTYPE_BF16 ? 2.0 : 1.0) * tdtype_u(t->c.dtype);
+                /* (and F16's subnormal outputs, spaced 2^-24 apart: an
+                 * absolute 2^-24, twice their rounding error) */
+                const double oabs = t->c.dtype == ATTN_DTYPE_F16 ? ldexp(1.0, -24) : 0.0;
                 const float *O = t->args.o + b * d->o.batch + h * d->o.head + i * d->o.seq;
                 for (int64_t x = 0; x < dv; x++) {
                     double ref = ro.o[row * (size_t)dv + (size_t)x];
-                    double tol = orel * ro.o_abs[row * (size_t)dv + (size_t)x] + REF_TINY;
+                    double tol = orel * ro.o_abs[row * (size_t)dv + (size_t)x] + oabs + REF_TINY;
                     double err = fabs((double)O[x] - ref);
                     upd(err, tol, &st->err_o, &st->ratio);
                     if (!(err <= tol))
@@ -838,7 +920,17 @@ done:
 attn_status tinst_run(tinst *t)
 {
     tinst_clear_outputs(t);
-    return attn_sdpa(&t->desc, &t->args);
+    if (t->c.dtype == ATTN_DTYPE_F32)
+        return attn_sdpa(&t->desc, &t->args);
+    uint16_t *h = t->o16.base;
+    for (size_t i = 0; i < t->o16.count; i++)
+        h[i] = TSENTINEL16;
+    attn_sdpa_desc d;
+    attn_sdpa_args a;
+    tinst_call_types(t, &d, &a);
+    attn_status st = attn_sdpa(&d, &a);
+    tinst_widen_o(t);
+    return st;
 }
 
 long tcase_run_check(const tcase *c, tstats *st)

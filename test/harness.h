@@ -99,6 +99,12 @@ typedef struct tcase {
      * a full keep-mask [B][Hq][n][m] of the sparse visible set AND the
      * case's mask (same Q, K, V, bias). */
     int dense_twin;
+    /* Element type of Q, K, V and O (attn_dtype; F32 = 0 the default).
+     * 16-bit cases round the fp32 inputs to the type when they are built
+     * (the float64 reference sees exactly what attn reads) and run attn on
+     * 16-bit copies (tinst_run); O comes back widened into the fp32 O
+     * buffer, so every check reads fp32 buffers as for F32 cases. */
+    int dtype;
 } tcase;
 
 /* Kinds of test layouts. */
@@ -136,6 +142,7 @@ typedef struct tinst {
     tbuf mask, bias;
     int32_t kv_lens[TMAXB], q_lens[TMAXB];
     tbuf gk, gq, layout; /* sparse: [B][m], [B][n], [H|1][nb][mb] */
+    tbuf q16, k16, v16, o16; /* dtype != F32: uint16 twins of q, k, v, o */
 } tinst;
 
 /* The bit pattern every output buffer is filled with before a call. */
@@ -185,8 +192,18 @@ void tstats_print(const tstats *s);
  * returns the number of bad elements (0 = pass) and updates *st. */
 long tinst_check(const tinst *t, tstats *st);
 
-/* attn_sdpa on the instance (outputs cleared first). */
+/* attn_sdpa on the instance (outputs cleared first; 16-bit cases through
+ * tinst_call_types). */
 attn_status tinst_run(tinst *t);
+/* A 16-bit case's desc and args as attn takes them (types set, 16-bit
+ * pointers into the uint16 twins); F32 cases: copies of t's. */
+void tinst_call_types(const tinst *t, attn_sdpa_desc *d, attn_sdpa_args *a);
+/* After a 16-bit call: O's uint16 twin widened into the fp32 O buffer
+ * (elements still holding the 16-bit sentinel keep TSENTINEL). */
+void tinst_widen_o(tinst *t);
+/* Twice the unit roundoff of a type (2^-8 BF16, 2^-10 F16; 0 for F32):
+ * the relative error allowed for one rounding to it. */
+double tdtype_u(int dtype);
 /* Build, run, check, free: returns the number of bad elements, or -1 when
  * the call failed (the status is printed). */
 long tcase_run_check(const tcase *c, tstats *st);

@@ -1023,6 +1023,65 @@ static void gen_sparse_combined(trows *rs)
     }
 }
 
+/* 16-bit Q, K, V and O (the "types" suite, which also reruns the forward
+ * families above at BF16 and F16): what those families do not reach. */
+static void gen_types(trows *rs)
+{
+    static const int types[] = {ATTN_DTYPE_BF16, ATTN_DTYPE_F16};
+    uint64_t seed = 9100;
+    for (size_t ti = 0; ti < COUNT(types); ti++) {
+        const int ty = types[ti];
+        /* odd head dims (a pair's second half past the row), every
+         * alignment and a window, GQA; misaligned (odd-address) tensors */
+        for (int v = 0; v < 4; v++) {
+            tcase c = full(2, 4, 2, 37, 45, 33, 17, seed++);
+            c.dtype = ty;
+            c.align = v % 2;
+            c.wr = v >= 1 ? 0 : -1;
+            c.wl = v == 3 ? 5 : -1;
+            c.misalign = v % 2;
+            c.want_probs = c.want_lse = v == 2;
+            trows_add(rs, &c);
+        }
+        /* the decode path and split-K (n <= 16), GQA 8 / 2 */
+        for (int64_t n = 1; n <= 16; n *= 4) {
+            tcase c = full(1, 8, 2, n, 700, 64, 64, seed++);
+            c.dtype = ty;
+            c.align = ATTN_ALIGN_BOTTOM_RIGHT;
+            c.wr = n > 1 ? 0 : -1;
+            trows_add(rs, &c);
+        }
+        /* large logits (inputs x30, bias up to 100) and a long row */
+        {
+            tcase c = full(1, 2, 1, 40, 97, 64, 32, seed++);
+            c.dtype = ty;
+            c.in_mag = 30.0;
+            c.use_bias = 1;
+            c.bias_mag = 100.0;
+            c.bias_ninf = 0.1;
+            trows_add(rs, &c);
+            tcase l = full(1, 1, 1, 24, 32768, 64, 64, seed++);
+            l.dtype = ty;
+            l.want_lse = 1;
+            rs->next.quick = 0;
+            trows_add(rs, &l);
+            rs->next.quick = 1;
+        }
+        /* lengths, masks, probabilities over several tiles (m > 512) */
+        {
+            tcase c = full(3, 2, 2, 70, 600, 64, 48, seed++);
+            c.dtype = ty;
+            c.use_kv_lens = c.use_q_lens = 1;
+            c.kv_lens[0] = 600, c.kv_lens[1] = 513, c.kv_lens[2] = 0;
+            c.q_lens[0] = 70, c.q_lens[1] = 33, c.q_lens[2] = 70;
+            c.mask_mode = ATTN_MASK_DROP_NONZERO;
+            c.mask_keep = 0.8;
+            c.want_probs = c.want_lse = 1;
+            trows_add(rs, &c);
+        }
+    }
+}
+
 /* ------------------------------------------------------------ the table */
 
 
@@ -1061,6 +1120,7 @@ const tfamily tfamilies[] = {
     {"nan in visible data", "paths", NULL, 0, THR_124, test_nan_visible},
 
     {"random", "random", gen_random, CHK_POISON | CHK_BWD, THR_ALL, NULL},
+    {"types", "types", gen_types, CHK_POISON | CHK_THREADS | CHK_OPTIONAL, THR_124, NULL},
 
     {"global tokens", "sparse", gen_global,
      CHK_POISON | CHK_THREADS | CHK_DENSE | CHK_BWD, THR_ALL, NULL},

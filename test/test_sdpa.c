@@ -464,16 +464,29 @@ static const struct {
 
 /* ------------------------------------------------------- family runner */
 
-static void run_family(void **state)
+/* A forward family rerun at a 16-bit type (the "types" suite): every row
+ * with dtype set, the checks that go through tinst_run only. */
+typedef struct typed_family {
+    tfamily f;
+    int dtype;
+    char name[64];
+} typed_family;
+
+#define TYPED_CHECKS (CHK_THREADS | CHK_OPTIONAL | CHK_POISON)
+
+static void run_rows(const tfamily *f, int dtype, const char *name)
 {
-    const tfamily *f = *state;
     trows rs;
     assert_int_equal(trows_generate(&rs, f), 0);
     tstats st;
-    tstats_init(&st, f->name);
+    tstats_init(&st, name);
     int fails = 0, rows = 0, ran[NCHECKS] = {0};
     for (int k = 0; k < rs.n; k++) {
-        const trow *r = &rs.v[k];
+        trow *r = &rs.v[k];
+        if (dtype) {
+            r->c.dtype = dtype;
+            r->checks &= TYPED_CHECKS;
+        }
         if (tquick() && !r->quick)
             continue;
         rows++;
@@ -502,14 +515,26 @@ static void run_family(void **state)
     }
     trows_free(&rs);
     tstats_print(&st);
-    printf("[checks]   %-22s rows=%d", f->name, rows);
+    printf("[checks]   %-22s rows=%d", name, rows);
     for (int x = 0; x < NCHECKS; x++)
         if (ran[x])
             printf(" %s=%d", checks[x].name, ran[x]);
     printf("\n");
     fflush(stdout);
     if (fails)
-        fail_msg("%d failure(s) in %s", fails, f->name);
+        fail_msg("%d failure(s) in %s", fails, name);
+}
+
+static void run_family(void **state)
+{
+    const tfamily *f = *state;
+    run_rows(f, 0, f->name);
+}
+
+static void run_typed_family(void **state)
+{
+    const typed_family *tf = *state;
+    run_rows(&tf->f, tf->dtype, tf->name);
 }
 
 /* ------------------------------------------------- hand-written tests */
@@ -983,12 +1008,31 @@ void test_sparse_dropout(void **state)
 int main(int argc, char **argv)
 {
     const char *suite = argc > 1 ? argv[1] : NULL;
-    struct CMUnitTest *tests = calloc((size_t)tfamily_count, sizeof *tests);
-    if (!tests)
+    /* "types" also reruns the generated forward families of sdpa, paths
+     * and random at BF16 and F16. */
+    const int types = suite && !strcmp(suite, "types");
+    static const int dtypes[] = {ATTN_DTYPE_BF16, ATTN_DTYPE_F16};
+    struct CMUnitTest *tests = calloc((size_t)tfamily_count * 3, sizeof *tests);
+    typed_family *typed = calloc((size_t)tfamily_count * 2, sizeof *typed);
+    if (!tests || !typed)
         return 1;
-    size_t count = 0;
+    size_t count = 0, ntyped = 0;
     for (int k = 0; k < tfamily_count; k++) {
         const tfamily *f = &tfamilies[k];
+        if (types && f->gen &&
+            (!strcmp(f->suite, "sdpa") || !strcmp(f->suite, "paths") ||
+             !strcmp(f->suite, "random")))
+            for (int x = 0; x < 2; x++) {
+                typed_family *tf = &typed[ntyped++];
+                tf->f = *f;
+                tf->dtype = dtypes[x];
+                snprintf(tf->name, sizeof tf->name, "%s %s", f->name,
+                         dtypes[x] == ATTN_DTYPE_BF16 ? "bf16" : "f16");
+                tests[count].name = tf->name;
+                tests[count].test_func = run_typed_family;
+                tests[count].initial_state = tf;
+                count++;
+            }
         if (suite && strcmp(suite, f->suite) != 0)
             continue;
         tests[count].name = f->name;
@@ -997,12 +1041,14 @@ int main(int argc, char **argv)
         count++;
     }
     if (count == 0) {
-        fprintf(stderr, "%s: no families in suite '%s' (sdpa, threads, paths, random, sparse)\n",
+        fprintf(stderr,
+                "%s: no families in suite '%s' (sdpa, threads, paths, random, sparse, types)\n",
                 argv[0], suite);
         free(tests);
         return 1;
     }
     int rc = _cmocka_run_group_tests(suite ? suite : "sdpa-all", tests, count, NULL, NULL);
     free(tests);
+    free(typed);
     return rc;
 }
