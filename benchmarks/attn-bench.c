@@ -550,8 +550,29 @@ static void run_train_case(const bench_case *c, int impl, int nthreads, int runs
 }
 
 /* Runs in the child: impl 0 = attn, 1 = naive (the long kinds: long.c). */
+/* The element type of Q, K, V and O the child's attn rows run at (the
+ * "bf16" and "f16" rows; set by job_fn). */
+static attn_dtype g_dtype = ATTN_DTYPE_F32;
+
+/* 16-bit rows: x rounded to the type in place (the naive path then sees
+ * what attn reads) and its 16-bit copy, or NULL when out of memory. */
+static uint16_t *typed_copy(float *x, size_t n)
+{
+    uint16_t *h = aligned_alloc(64, (n * sizeof(uint16_t) + 63) / 64 * 64);
+    if (!h)
+        return NULL;
+    attn_dtype_encode(g_dtype, x, h, n);
+    attn_dtype_decode(g_dtype, h, x, n);
+    return h;
+}
+
 static void run_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
 {
+    if (g_dtype != ATTN_DTYPE_F32 && (c->kind != K_DENSE || c->mha || c->train)) {
+        res->skipped = 1;
+        return result_fail(res, c->kind != K_DENSE ? "F32 only (this kind)"
+                                : "16-bit types: the SDPA forward only, so far");
+    }
     if (c->kind != K_DENSE)
         return long_run_case(c, impl, nthreads, runs, res);
     if (c->mha && c->train)
@@ -581,6 +602,17 @@ static void run_case(const bench_case *c, int impl, int nthreads, int runs, resu
     desc.use_kv_lens = c->padded;
     desc.threads = nthreads;
     attn_sdpa_args args = { .q = q, .k = k, .v = v, .o = o, .kv_lens = c->padded ? kvl : NULL };
+    uint16_t *q16 = NULL, *k16 = NULL, *v16 = NULL, *o16 = NULL;
+    if (g_dtype != ATTN_DTYPE_F32) {
+        q16 = typed_copy(q, nq), k16 = typed_copy(k, nk), v16 = typed_copy(v, nk);
+        o16 = typed_copy(o, nq);
+        if (!q16 || !k16 || !v16 || !o16)
+            return result_fail(res, "out of memory");
+        desc.q_type = desc.k_type = desc.v_type = desc.o_type = g_dtype;
+        args.q = args.k = args.v = NULL;
+        args.o = NULL;
+        args.q16 = q16, args.k16 = k16, args.v16 = v16, args.o16 = o16;
+    }
 
     float *scores = NULL;
     attn_sdpa_plan *plan = NULL;
@@ -613,6 +645,8 @@ static void run_case(const bench_case *c, int impl, int nthreads, int runs, resu
             scores = alloc_fill((size_t)nthreads * (size_t)(n * m), 0);
         if (scores)
             naive(c, nthreads, q, k, v, oref, kvl, scores);
+        if (o16)
+            attn_dtype_decode(g_dtype, o16, o, nq);
     } else {
         st = attn_sdpa_execute(plan, &args, NULL, 0);
         memcpy(oref, o, nq * sizeof(float));
@@ -774,10 +808,11 @@ static void plan_run_case(const bench_case *c, int nt, int runs, const bench_env
 
 /* ---- the driver ------------------------------------------------------------ */
 
-typedef struct job { const bench_case *c; int impl, threads, runs; } job;
+typedef struct job { const bench_case *c; int impl, threads, runs; attn_dtype dtype; } job;
 static void job_fn(void *ctx, result *r)
 {
     job *j = ctx;
+    g_dtype = j->dtype;
     peak_sample_start(j->threads);
     run_case(j->c, j->impl, j->threads, j->runs, r);
     r->fma_local = peak_sample_finish();
@@ -792,6 +827,11 @@ static void fma_fn(void *ctx, result *r)
     r->ms_median = fma_peak(*(int *)ctx);
     r->ok = r->ms_median > 0;
 }
+static void bf16_fn(void *ctx, result *r)
+{
+    r->ms_median = bf16_peak(*(int *)ctx);
+    r->ok = r->ms_median > 0;
+}
 typedef struct bw_job { int threads; size_t bytes; } bw_job;
 static void bw_fn(void *ctx, result *r)
 {
@@ -803,7 +843,7 @@ static void bw_fn(void *ctx, result *r)
 static void usage(void)
 {
     fprintf(stderr, "usage: attn-bench [--case S1 ...] [--threads N ...] [--runs R] [--quick] "
-                    "[--json] [--no-naive] [--bw-mib M] [--kv-mib M]\n"
+                    "[--json] [--no-naive] [--bw-mib M] [--kv-mib M] [--types f32,bf16,f16]\n"
                     "       attn-bench --list [--json]\n"
                     "  --list: the case table (--json: as one JSON array), nothing measured\n"
                     "  --quick: the cases marked quick (S8, P1) at 1 thread, 5 runs\n"
@@ -811,7 +851,9 @@ static void usage(void)
                     "            --case DL the decode sweep over cache lengths (S5, 512 ... 32k)\n"
                     "  --bw-mib: buffer of the read-bandwidth measurement (default 16 x L3,\n"
                     "            at least 1 GiB and at most 2 GiB)\n"
-                    "  --kv-mib: K/V copies of each decode case (default 4 x L3, at least 256)\n");
+                    "  --kv-mib: K/V copies of each decode case (default 4 x L3, at least 256)\n"
+                    "  --types: the element types of the dense cases' attn rows (default all\n"
+                    "            three; f32 always runs, the others report their ratio to it)\n");
     exit(2);
 }
 
@@ -820,6 +862,9 @@ int main(int argc, char **argv)
     enum { MAX_WANT = 128 };
     const char *want[MAX_WANT];
     int nwant = 0, threads[8], nthreads = 0, runs = 10, json = 0, do_naive = 1, quick = 0, list = 0;
+    /* --types: the element types of the attn rows of dense cases (f32 is
+     * always run: the other rows' ratios are to it) */
+    int want_bf16 = 1, want_f16 = 1;
     long bw_mib = 0, kv_mib = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--case") && i + 1 < argc && nwant < MAX_WANT) want[nwant++] = argv[++i];
@@ -831,6 +876,17 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--bw-mib") && i + 1 < argc) bw_mib = atol(argv[++i]);
         else if (!strcmp(argv[i], "--kv-mib") && i + 1 < argc) kv_mib = atol(argv[++i]);
         else if (!strcmp(argv[i], "--list")) list = 1;
+        else if (!strcmp(argv[i], "--types") && i + 1 < argc) {
+            char list_[64];
+            snprintf(list_, sizeof list_, "%s", argv[++i]);
+            want_bf16 = want_f16 = 0;
+            for (char *save = NULL, *tok = strtok_r(list_, ",", &save); tok;
+                 tok = strtok_r(NULL, ",", &save)) {
+                if (!strcmp(tok, "bf16")) want_bf16 = 1;
+                else if (!strcmp(tok, "f16")) want_f16 = 1;
+                else if (strcmp(tok, "f32")) usage();
+            }
+        }
         else usage();
     }
     if (list) {
@@ -928,15 +984,22 @@ int main(int argc, char **argv)
         const double read_gbs = rr.ok ? rr.ms_median : 0.0;
         in_child(fma_fn, &nt, &rr);
         const double fma_gflops = rr.ok ? rr.ms_median : 0.0;
+        in_child(bf16_fn, &nt, &rr);
+        const double bf16_gflops = rr.ok ? rr.ms_median : 0.0;
+        /* the peak a bf16 row is held to: the unit its products run on */
+        const int bf16_unit = !strcmp(bi.bf16, "avx512bf16") && tile_default;
+        const double bf16_ref = bf16_unit && bf16_gflops > 0 ? bf16_gflops : fma_gflops;
         if (!json)
-            printf("\n-- %d thread%s: FMA peak %.1f GFLOP/s | sgemm 1024^3 per thread, same BLAS: "
-                   "%.1f GFLOP/s | read bandwidth: %.1f GB/s\n", nt, nt > 1 ? "s" : "", fma_gflops,
-                   rate, read_gbs);
+            printf("\n-- %d thread%s: FMA peak %.1f GFLOP/s | BF16 peak (VDPBF16PS) %.1f GFLOP/s | "
+                   "sgemm 1024^3 per thread, same BLAS: %.1f GFLOP/s | read bandwidth: %.1f GB/s\n",
+                   nt, nt > 1 ? "s" : "", fma_gflops, bf16_gflops, rate, read_gbs);
         else
             printf("{\"machine\":1,\"threads\":%d,\"sgemm_gflops\":%.2f,\"read_gbs\":%.2f,"
-                   "\"fma_gflops\":%.2f,\"read_buffer_bytes\":%zu,\"l3_bytes\":%zu,"
-                   "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
-                   nt, rate, read_gbs, fma_gflops, bw_bytes, l3, bi.loaded, bi.kernel, bi.simd);
+                   "\"fma_gflops\":%.2f,\"bf16_gflops\":%.2f,\"read_buffer_bytes\":%zu,"
+                   "\"l3_bytes\":%zu,\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\","
+                   "\"bf16\":\"%s\"}\n",
+                   nt, rate, read_gbs, fma_gflops, bf16_gflops, bw_bytes, l3, bi.loaded, bi.kernel,
+                   bi.simd, bi.bf16);
         if (!json && any_dense)
             printf("%-4s %-12s %-5s %9s %9s %9s %8s %8s %6s %6s %6s %11s %9s %9s %7s\n", "case",
                    "name", "impl", "ms(med)", "ms(min)", "ms(max)", "GF/s", "GF/s_u", "%peak",
@@ -953,15 +1016,22 @@ int main(int argc, char **argv)
             /* Rows: attn on its default engine; when that is the tile
              * engine, attn again on the BLAS engine (ATTN_ENGINE=blas in
              * the child); the other path. */
-            int vimpl[3], nv = 0, vblas[3];
-            vimpl[nv] = 0, vblas[nv++] = 0;
+            /* then attn at BF16 and F16 (dense cases; "bf16", "f16" rows,
+             * their ratio to the attn row's time) */
+            int vimpl[5], nv = 0, vblas[5];
+            attn_dtype vtype[5];
+            vimpl[nv] = 0, vtype[nv] = ATTN_DTYPE_F32, vblas[nv++] = 0;
             if (tile_default)
-                vimpl[nv] = 0, vblas[nv++] = 1;
+                vimpl[nv] = 0, vtype[nv] = ATTN_DTYPE_F32, vblas[nv++] = 1;
             if (naive_too)
-                vimpl[nv] = 1, vblas[nv++] = 0;
+                vimpl[nv] = 1, vtype[nv] = ATTN_DTYPE_F32, vblas[nv++] = 0;
+            if (want_bf16 && c->kind == K_DENSE)
+                vimpl[nv] = 0, vtype[nv] = ATTN_DTYPE_BF16, vblas[nv++] = 0;
+            if (want_f16 && c->kind == K_DENSE)
+                vimpl[nv] = 0, vtype[nv] = ATTN_DTYPE_F16, vblas[nv++] = 0;
             for (int v = 0; v < nv; v++) {
                 const int impl = vimpl[v];
-                job j = { c, impl, nt, quick ? 5 : runs };
+                job j = { c, impl, nt, quick ? 5 : runs, vtype[v] };
                 result r;
                 if (vblas[v])
                     setenv("ATTN_ENGINE", "blas", 1);
@@ -973,7 +1043,12 @@ int main(int argc, char **argv)
                         unsetenv("ATTN_ENGINE");
                 }
                 const char *iname = vblas[v] ? "blas"
+                                  : vtype[v] == ATTN_DTYPE_BF16 ? "bf16"
+                                  : vtype[v] == ATTN_DTYPE_F16 ? "f16"
                                   : !impl ? "attn" : c->kind == K_DENSE ? "naive" : long_other_name(c);
+                /* %peak: a bf16 row against the BF16 unit's peak when its
+                 * products run there */
+                const double peak = vtype[v] == ATTN_DTYPE_BF16 ? bf16_ref : fma_gflops;
                 if (!r.ok) {
                     if (json)
                         continue;
@@ -1034,6 +1109,9 @@ int main(int argc, char **argv)
                 double gf = full / (r.ms_median * 1e6), gfu = useful / (r.ms_median * 1e6);
                 if (v == 0)
                     attn_ms = r.ms_median;
+                const int typed = vtype[v] != ATTN_DTYPE_F32;
+                /* the sampled FMA peak scaled to the unit's (bf16 rows) */
+                const double local = fma_gflops > 0 ? r.fma_local * peak / fma_gflops : 0.0;
                 if (json) {
                     char err[32];
                     json_g(err, sizeof err, r.max_err);
@@ -1042,21 +1120,25 @@ int main(int argc, char **argv)
                            "\"gflops_useful\":%.2f,\"sgemm_gflops\":%.2f,\"frac_sgemm\":%.4f,"
                            "\"fma_gflops\":%.2f,\"frac_peak\":%.4f,\"fma_local_gflops\":%.2f,"
                            "\"frac_peak_local\":%.4f,\"workspace_bytes\":%zu,\"peak_rss_bytes\":%ld,\"max_err\":%s,"
-                           "\"read_gbs\":%.2f,\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
+                           "\"read_gbs\":%.2f,\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\","
+                           "\"unit_peak_gflops\":%.2f,\"vs_f32\":%.4f}\n",
                            c->id, c->name, nt, iname, r.ms_median, r.ms_min, r.ms_max, gf, gfu, rate,
-                           rate > 0 ? gfu / rate : 0, fma_gflops, fma_gflops > 0 ? gfu / fma_gflops : 0,
-                           r.fma_local, r.fma_local > 0 ? gfu / r.fma_local : 0,
+                           rate > 0 ? gfu / rate : 0, fma_gflops, peak > 0 ? gfu / peak : 0,
+                           local, local > 0 ? gfu / local : 0,
                            r.workspace, r.peak_rss_kb * 1024, err,
-                           read_gbs, bi.loaded, bi.kernel, bi.simd);
+                           read_gbs, bi.loaded, bi.kernel, bi.simd, peak,
+                           typed && attn_ms > 0 ? attn_ms / r.ms_median : 0.0);
                 } else {
                     char sp[16] = "";
-                    if (v > 0 && attn_ms > 0)
+                    if (v > 0 && attn_ms > 0 && !typed)
                         snprintf(sp, sizeof sp, "%.2fx", r.ms_median / attn_ms);
+                    if (typed && attn_ms > 0)   /* how much faster than attn's fp32 */
+                        snprintf(sp, sizeof sp, "%.2fx f32", attn_ms / r.ms_median);
                     printf("%-4s %-12s %-5s %9.3f %9.3f %9.3f %8.1f %8.1f %5.0f%% %5.0f%% %5.0f%% %11zu "
-                           "%9.1f %9.2g %7s\n",
+                           "%9.1f %9.2g %9s\n",
                            c->id, c->name, iname, r.ms_median, r.ms_min, r.ms_max, gf, gfu,
-                           fma_gflops > 0 ? 100.0 * gfu / fma_gflops : 0.0,
-                           r.fma_local > 0 ? 100.0 * gfu / r.fma_local : 0.0,
+                           peak > 0 ? 100.0 * gfu / peak : 0.0,
+                           local > 0 ? 100.0 * gfu / local : 0.0,
                            rate > 0 ? 100.0 * gfu / rate : 0.0, r.workspace,
                            r.peak_rss_kb / 1024.0, r.max_err, sp);
                 }

@@ -328,6 +328,24 @@ __attribute__((target("avx2,fma"))) static float fma_loop_avx2(long iters)
 }
 #endif
 
+/* The BF16 peak: the same with VDPBF16PS (4 flops a lane: two products
+ * and two additions), where the CPU has AVX512_BF16. */
+#if ATTN_HAVE_X86_KERNELS && ATTN_HAVE_AVX512BF16
+__attribute__((target("avx512f,avx512bf16"))) static float bf16_loop(long iters)
+{
+    __m512 a[12];
+    const __m512i x = _mm512_set1_epi32(0x3F803F80), y = _mm512_set1_epi32(0x33803380);
+    for (int k = 0; k < 12; k++)
+        a[k] = _mm512_set1_ps((float)k);
+    for (long i = 0; i < iters; i++)
+        for (int k = 0; k < 12; k++)
+            a[k] = _mm512_dpbf16_ps(a[k], (__m512bh)x, (__m512bh)y);
+    for (int k = 1; k < 12; k++)
+        a[0] = _mm512_add_ps(a[0], a[k]);
+    return _mm512_reduce_add_ps(a[0]);
+}
+#endif
+
 typedef struct fma_ctx {
     long iters;
     int isa;       /* lanes per FMA: 16, 8, or 0 when neither kernel runs */
@@ -338,6 +356,12 @@ static void fma_body(void *arg, int tid)
 {
     const fma_ctx *x = arg;
 #if ATTN_HAVE_X86_KERNELS
+#if ATTN_HAVE_AVX512BF16
+    if (x->isa == 32) {
+        x->sums[tid] = bf16_loop(x->iters);
+        return;
+    }
+#endif
     x->sums[tid] = x->isa == 16 ? fma_loop_avx512(x->iters) : fma_loop_avx2(x->iters);
 #else
     (void)x;
@@ -363,6 +387,21 @@ static double fma_peak_iters(int nthreads, long iters, int passes)
 double fma_peak(int nthreads)
 {
     return fma_peak_iters(nthreads, 20L * 1000 * 1000, 4);
+}
+
+double bf16_peak(int nthreads)
+{
+    float sums[64] = { 0 };
+    int have = 0;
+#if ATTN_HAVE_X86_KERNELS && ATTN_HAVE_AVX512BF16
+    have = __builtin_cpu_supports("avx512bf16");
+#endif
+    if (!have || nthreads > 64)
+        return 0;
+    const fma_ctx ctx = { 20L * 1000 * 1000, 32, sums };
+    /* 12 chains of 16 lanes, 4 flops each */
+    return best_rate(nthreads, fma_body, (void *)&ctx, 4.0 * 12 * 16 * (double)ctx.iters * nthreads,
+                     0, 4, sums);
 }
 
 /* Streaming read bandwidth: every thread sums its own contiguous part of a

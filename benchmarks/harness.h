@@ -110,6 +110,9 @@ double sgemm_rate(int nthreads);
 /* GFLOP/s of independent register-only FMA chains (AVX-512 or AVX2; 0
  * without either). */
 double fma_peak(int nthreads);
+/* GFLOP/s of independent VDPBF16PS chains (4 flops a lane), 0 without
+ * AVX512_BF16: the peak of the BF16 products. */
+double bf16_peak(int nthreads);
 /* GB/s of a streaming read of `bytes`, every thread its own part. */
 double read_bandwidth(int nthreads, size_t bytes);
 /* The last-level cache's size: sysconf, else /sys, else 0. */

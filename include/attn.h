@@ -1619,10 +1619,15 @@ typedef struct attn_blas_info {
                              or "scalar" */
     int openmp;           /* 1 if attn was built with OpenMP */
     int max_threads;      /* omp_get_max_threads() now (1 without OpenMP) */
+    char bf16[16];        /* the BF16 products' kernels a plan made now
+                             runs (see "Element types of the
+                             computation"): "avx512bf16" (VDPBF16PS),
+                             "avx512" (the same arithmetic on AVX-512F)
+                             or "scalar".  (1.1, in reserved room.) */
     /* Room to grow: attn_blas_query zeroes it (fields added later are
      * filled in it, so a caller built against this header keeps its
      * size). */
-    int64_t reserved[16];
+    int64_t reserved[14];
 } attn_blas_info;
 
 /* Describe the BLAS really loaded at run time (on Debian the library

@@ -1665,7 +1665,7 @@ static void test_growable_structs(void **state)
     attn_blas_info info;
     memset(&info, 0xA5, sizeof info);
     assert_int_equal(attn_blas_query(&info), ATTN_OK);
-    for (int i = 0; i < 16; i++)
+    for (size_t i = 0; i < sizeof info.reserved / sizeof info.reserved[0]; i++)
         assert_int_equal(info.reserved[i], 0);
 }
 
@@ -1749,6 +1749,12 @@ static void test_blas_query(void **state)
     assert_non_null(memchr(info.version, 0, sizeof info.version));
     assert_non_null(memchr(info.kernel, 0, sizeof info.kernel));
     assert_non_null(memchr(info.simd, 0, sizeof info.simd));
+    assert_non_null(memchr(info.bf16, 0, sizeof info.bf16));
+    static const char *const bf16[] = {"avx512bf16", "avx512", "scalar"};
+    if (!in_set(info.bf16, bf16, 3))
+        fail_msg("bf16 \"%s\"", info.bf16);
+    for (size_t r = 0; r < sizeof info.reserved / sizeof info.reserved[0]; r++)
+        assert_true(info.reserved[r] == 0);
     static const char *const backends[] = {"openblas", "blis", "mkl", "netlib"};
     static const char *const loaded[] = {"openblas", "blis", "mkl", "netlib", "unknown"};
     static const char *const simd[] = {"avx512", "avx2", "scalar"};
@@ -1765,9 +1771,9 @@ static void test_blas_query(void **state)
     if (!info.openmp)
         assert_int_equal(info.max_threads, 1);
     printf("  blas: backend=%s loaded=%s library=%s version=\"%s\" kernel=\"%s\" "
-           "threading=%d simd=%s openmp=%d max_threads=%d\n",
+           "threading=%d simd=%s bf16=%s openmp=%d max_threads=%d\n",
            info.backend, info.loaded, info.library, info.version, info.kernel,
-           (int)info.threading, info.simd, info.openmp, info.max_threads);
+           (int)info.threading, info.simd, info.bf16, info.openmp, info.max_threads);
 }
 
 int main(void)

@@ -4,6 +4,7 @@
 #include "core/core.h"
 #include "kernels/kernels.h"
 #include "kernels/gemm.h"
+#include "kernels/bf16.h"
 #include <stdio.h>
 
 attn_status attn_blas_query(attn_blas_info *info)
@@ -12,6 +13,7 @@ attn_status attn_blas_query(attn_blas_info *info)
         return ATTN_ERR_NULL_ARGUMENT;
     attn_blas_identify(info);
     snprintf(info->simd, sizeof info->simd, "%s", attn_kernels_select()->name);
+    snprintf(info->bf16, sizeof info->bf16, "%s", attn_bf16_at(attn_settings_level())->name);
     info->openmp = ATTN_HAVE_OPENMP;
     info->max_threads = attn_max_threads();
     return ATTN_OK;
