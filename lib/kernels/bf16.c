@@ -18,10 +18,12 @@ static inline float daz(uint16_t h)
     return ftz(attn_bf16_to_f32(h));
 }
 
+/* One pair, odd half first, each product added by one fused multiply-add
+ * (an underflowing product is not flushed before the addition). */
 static inline float pair_step(float s, uint32_t a, uint32_t b)
 {
-    s = ftz(s + ftz(daz((uint16_t)(a >> 16)) * daz((uint16_t)(b >> 16))));
-    return ftz(s + ftz(daz((uint16_t)a) * daz((uint16_t)b)));
+    s = ftz(fmaf(daz((uint16_t)(a >> 16)), daz((uint16_t)(b >> 16)), s));
+    return ftz(fmaf(daz((uint16_t)a), daz((uint16_t)b), s));
 }
 
 /* Pair p of a row of K BF16 values (the high half 0 past K). */

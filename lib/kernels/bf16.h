@@ -8,19 +8,21 @@
  *   scalar      the portable C reference.
  *
  * The arithmetic of one element, the same in every table (VDPBF16PS's
- * definition): the reduction runs over pairs of k, (2p, 2p + 1), in order
- * p = 0, 1, ...; each pair adds its odd product, then its even one:
- *   acc = ftz(acc + ftz(A(r, 2p + 1) B(2p + 1, j)));
- *   acc = ftz(acc + ftz(A(r, 2p) B(2p, j)));
+ * definition, the SDM's "FP32 FMA with DAZ, FTZ, RNE"): the reduction runs
+ * over pairs of k, (2p, 2p + 1), in order p = 0, 1, ...; each pair adds its
+ * odd product, then its even one, each by one fused multiply-add:
+ *   acc = ftz(fma(A(r, 2p + 1), B(2p + 1, j), acc));
+ *   acc = ftz(fma(A(r, 2p), B(2p, j), acc));
  * from acc = 0, with BF16 denormal inputs read as zero (DAZ) and denormal
  * results flushed to zero of the same sign (FTZ), round to nearest even.
  * A product of two BF16 values is exact in fp32 unless it underflows, so
- * the fused multiply-add of the avx512 table gives the same bits whenever
- * no product falls below 2^-126 in magnitude (a product that does is
- * flushed by VDPBF16PS, but can still move the last bit of a sum of the
- * same tiny size in the fma); the tests hold all three to the same bits on
- * such data.  Then c = alpha_r * acc (or c + alpha_r * acc, one fused
- * multiply-add), as the fp32 kernels (gemm.h) do. */
+ * this is acc = ftz(acc + ftz(A B)) whenever no product falls below 2^-126
+ * in magnitude; one that does is not flushed before it is added (VDPBF16PS
+ * keeps it, and so do the avx512 table's FMAs under the MXCSR's DAZ and
+ * FTZ), so the three tables give the same bits on every input, tiny ones
+ * included; the tests hold them to it.  Then c = alpha_r * acc (or
+ * c + alpha_r * acc, one fused multiply-add), as the fp32 kernels (gemm.h)
+ * do, without DAZ or FTZ. */
 #ifndef ATTN_BF16_KERNELS_H
 #define ATTN_BF16_KERNELS_H
 
