@@ -206,6 +206,7 @@ typedef struct scase {
     int probs, lse, drop;      /* outputs; dropout p = 0.1 */
     int gk, gq, bs, ph;        /* sparse: global flags, block size, per head */
     int kt, vt, paged;         /* K/V storage, paged cache of 16-token blocks */
+    int qt, ot;                /* element types of Q and O */
     int bwd;                   /* backward too (2: with dBias); needs lse */
     float scale;               /* 0: default */
 } scase;
@@ -276,12 +277,33 @@ static const scase sdpa_cases[] = {
       .kt = BF16, .vt = BF16, .probs = 1 },
     { "prefill_paged_f16", SH(2, 4, 2, 40, 200, 64, 64), CAUSAL, BR, .kvl = 1, .paged = 1,
       .kt = F16, .vt = F16, .lse = 1 },
+    /* 16-bit Q, K, V, O: the BF16 products (tile engine) or widened */
+    { "bf16_dense", SH(2, 4, 4, 200, 300, 64, 64), .qt = BF16, .kt = BF16, .vt = BF16,
+      .ot = BF16, .probs = 1, .lse = 1 },
+    { "bf16_causal_gqa_bshd", SH(2, 4, 2, 190, 250, 64, 64), .lay = 1, CAUSAL, BR, .qt = BF16,
+      .kt = BF16, .vt = BF16, .ot = BF16, .lse = 1 },
+    { "bf16_odd_dims_gaps", SH(2, 3, 3, 77, 129, 33, 17), .lay = 2, .win = 1, .wl = 9, .wr = 4,
+      .qt = BF16, .kt = BF16, .vt = BF16, .ot = BF16, .probs = 1 },
+    { "bf16_everything", SH(3, 4, 2, 140, 620, 64, 64), .lay = 1, .win = 1, .wl = 60, .wr = 10,
+      .kvl = 1, .ql = 1, .mask = ATTN_MASK_KEEP_NONZERO, .mbc = 2, .bias = 1, .drop = 1,
+      .qt = BF16, .kt = BF16, .vt = BF16, .ot = BF16, .probs = 1, .lse = 1 },
+    { "bf16_split_k", SH(1, 4, 1, 40, 1500, 64, 64), CAUSAL, BR, .qt = BF16, .kt = BF16,
+      .vt = BF16, .ot = BF16, .lse = 1 },
+    { "bf16_decode_q4", SH(2, 8, 2, 4, 300, 64, 64), CAUSAL, BR, .kvl = 1, .qt = BF16,
+      .kt = BF16, .vt = BF16, .ot = BF16, .lse = 1 },
+    { "f16_dense", SH(2, 4, 4, 200, 300, 64, 64), .qt = F16, .kt = F16, .vt = F16, .ot = F16,
+      .probs = 1, .lse = 1 },
+    { "f16_lens_mask", SH(3, 4, 2, 130, 210, 72, 72), CAUSAL, BR, .kvl = 1, .ql = 1,
+      .mask = ATTN_MASK_DROP_NONZERO, .mbc = 3, .qt = F16, .kt = F16, .vt = F16, .ot = F16,
+      .lse = 1 },
+    { "mixed_q_bf16_kv_f32", SH(2, 4, 4, 100, 170, 64, 64), .qt = BF16, .lse = 1 },
+    { "mixed_o_f16_only", SH(2, 4, 2, 120, 150, 40, 72), CAUSAL, .ot = F16, .lse = 1 },
 };
 
 typedef struct sinst {
     attn_sdpa_desc d;
     float *q, *k, *v, *bias, *dout;
-    uint16_t *k16, *v16;
+    uint16_t *q16, *k16, *v16;
     uint8_t *mask, *gk, *gq, *lay;
     int32_t kvl[4], ql[4], *table;
     size_t nq, nk, nv, no, nbias, np, nl, nmask;
@@ -483,6 +505,13 @@ static void sinst_build(const scase *c, sinst *t)
     }
     d->k_type = (attn_dtype)c->kt;
     d->v_type = (attn_dtype)c->vt;
+    d->q_type = (attn_dtype)c->qt;
+    d->o_type = (attn_dtype)c->ot;
+    if (c->qt) {
+        t->q16 = to16((attn_dtype)c->qt, t->q, t->nq);
+        free(t->q);
+        t->q = NULL;
+    }
     if (c->kt) {
         t->k16 = to16((attn_dtype)c->kt, t->k, t->nk);
         free(t->k);
@@ -497,7 +526,8 @@ static void sinst_build(const scase *c, sinst *t)
 
 static void sinst_free(sinst *t)
 {
-    free(t->q); free(t->k); free(t->v); free(t->bias); free(t->dout); free(t->k16);
+    free(t->q); free(t->q16); free(t->k); free(t->v); free(t->bias); free(t->dout);
+    free(t->k16);
     free(t->v16); free(t->mask); free(t->gk); free(t->gq); free(t->lay); free(t->table);
 }
 
@@ -537,6 +567,7 @@ static attn_sdpa_args sargs(const scase *c, const sinst *t, float *o, float *p, 
     a.q = t->q;
     a.k = t->k;
     a.v = t->v;
+    a.q16 = t->q16;
     a.k16 = t->k16;
     a.v16 = t->v16;
     a.o = o;
@@ -560,7 +591,13 @@ static void run_sdpa(const scase *c, const sinst *t, int eng, int th)
     d.engine = (attn_engine)eng;
     d.threads = th;
     float *o = fsent(t->no), *p = c->probs ? fsent(t->np) : NULL, *l = c->lse ? fsent(t->nl) : NULL;
-    const attn_sdpa_args a = sargs(c, t, o, p, l);
+    attn_sdpa_args a = sargs(c, t, o, p, l);
+    /* a 16-bit O: the float buffer's bytes hold it (sentinel bits as
+     * pairs of 16-bit halves), hashed the same way */
+    if (c->ot) {
+        a.o16 = (uint16_t *)(void *)o;
+        a.o = NULL;
+    }
     attn_status s = th == 1 ? attn_sdpa(&d, &a) : sdpa_planned(&d, &a);
     outs ou = mk(3, o, t->no * 4, p, t->np * 4, l, t->nl * 4);
     snprintf(name, sizeof name, "sdpa.%s.%s.t%d", c->name, eng_name[eng], th);
