@@ -11,7 +11,11 @@ install time) with the forward semantics of PyTorch:
   its parameters as numpy arrays under the names and shapes of its
   state_dict.
 
-Arrays are numpy; all arithmetic is float32.  Inputs already float32 whose
+Arrays are numpy; accumulation is float32.  SDPA also takes and returns
+16-bit tensors (dtype="f16": numpy float16; dtype="bf16": bfloat16 bit
+patterns in uint16 arrays, since numpy has no bfloat16, with to_bf16 and
+from_bf16 to convert; torch bfloat16 / float16 tensors are taken and
+returned as such when torch is there).  Inputs already of the type whose
 strides attn can describe are read in place; anything else is converted
 once.  An argument attn rejects raises AttnError (a ValueError) naming the
 status.  The shared library is found through ATTN_LIBRARY, then the path
@@ -32,6 +36,8 @@ __all__ = [
     "scaled_dot_product_attention",
     "MultiheadAttention",
     "dropout_keep_mask",
+    "to_bf16",
+    "from_bf16",
     "library_version",
     "library_path",
 ]
@@ -68,13 +74,64 @@ def _mask_or_bias(mask, shape, name):
     return kind, a, v
 
 
+def to_bf16(x):
+    """bfloat16 bit patterns (a uint16 array) of x, rounded to nearest even
+    (attn_dtype_encode)."""
+    a = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty(a.shape, dtype=np.uint16)
+    _check(_lib.dtype_encode(_lib.DTYPE_BF16, ptr(a), ptr(out), a.size), "attn_dtype_encode")
+    return out
+
+
+def from_bf16(h):
+    """float32 values of bfloat16 bit patterns (a uint16 array); exact."""
+    a = np.ascontiguousarray(h, dtype=np.uint16)
+    out = np.empty(a.shape, dtype=np.float32)
+    _check(_lib.dtype_decode(_lib.DTYPE_BF16, ptr(a), ptr(out), a.size), "attn_dtype_decode")
+    return out
+
+
+_DTYPES = {"f32": (_lib.DTYPE_F32, np.float32), "f16": (_lib.DTYPE_F16, np.float16),
+           "bf16": (_lib.DTYPE_BF16, np.uint16)}
+
+
+def _torch_16(x):
+    """(numpy view, torch dtype name) of a torch bfloat16/float16 tensor, else None."""
+    if type(x).__module__.split(".")[0] != "torch":
+        return None
+    name = str(x.dtype).split(".")[-1]
+    if name == "bfloat16":
+        import torch
+        return x.detach().contiguous().view(torch.int16).numpy().view(np.uint16), "bf16"
+    if name == "float16":
+        return x.detach().contiguous().numpy(), "f16"
+    return None
+
+
+def _typed(x, dt, name):
+    """x as an array of dtype dt's storage: float16, or bf16 bit patterns
+    (uint16 arrays are taken as such; real arrays are rounded)."""
+    a = np.asarray(x)
+    if dt == "bf16":
+        if a.dtype == np.uint16:
+            return a
+        if a.dtype.kind not in "fiub":
+            raise TypeError("%s: expected a real or uint16 (bf16) array, got %s" % (name, a.dtype))
+        return to_bf16(a)
+    if dt == "f16":
+        if a.dtype.kind not in "fiub":
+            raise TypeError("%s: expected a real array, got dtype %s" % (name, a.dtype))
+        return a if a.dtype == np.float16 else a.astype(np.float16)
+    return _float32(a, name)
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False, *,
                                  dropout_seed=None, dropout_offset=0,
                                  window_left=None, window_right=None,
                                  align="top_left", kv_lens=None, q_lens=None,
                                  return_probs=False, return_lse=False, threads=0,
-                                 engine="auto"):
+                                 engine="auto", dtype=None):
     """Scaled dot-product attention, as torch.nn.functional's.
 
     softmax(scale * Q K^T + mask) V over the keys each query sees.
@@ -117,6 +174,15 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
       engine: 'auto', 'blas' or 'tile': what runs the products (attn_engine
         of attn.h; 'auto' follows ATTN_ENGINE and the CPU).  The engines
         agree within rounding, not bitwise.
+      dtype: the element type of query, key, value and the output: 'f32',
+        'f16' (numpy float16) or 'bf16' (bfloat16 bit patterns as uint16;
+        real arrays are rounded with to_bf16).  None: 'f16' when the three
+        inputs are float16, 'bf16'/'f16' for torch bfloat16/float16 tensors
+        (the output is then a torch tensor of that type), else 'f32'.  See
+        "Element types of the computation" in attn.h: BF16 inputs run
+        bfloat16 products with float32 accumulation (P rounded to bf16),
+        F16 inputs are widened to float32 as they are read.  The
+        probabilities and logsumexp stay float32.
 
     A row with no visible key gives output 0 (PyTorch gives NaN), its
     probabilities 0 and logsumexp -inf.
@@ -126,9 +192,23 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     Raises AttnError (status and message from attn) for what attn rejects,
     ValueError / TypeError for shapes and types that do not fit.
     """
-    q = _float32(query, "query")
-    k = _float32(key, "key")
-    v = _float32(value, "value")
+    torch_in = [_torch_16(x) for x in (query, key, value)]
+    if all(t is not None for t in torch_in) and len({t[1] for t in torch_in}) == 1:
+        query, key, value = (t[0] for t in torch_in)
+        if dtype is None:
+            dtype = torch_in[0][1]
+        as_torch = dtype
+    else:
+        as_torch = None
+    if dtype is None:
+        dtype = "f16" if all(np.asarray(x).dtype == np.float16
+                             for x in (query, key, value)) else "f32"
+    if dtype not in _DTYPES:
+        raise ValueError("dtype must be 'f32', 'f16' or 'bf16', not %r" % (dtype,))
+    ty, npt = _DTYPES[dtype]
+    q = _typed(query, dtype, "query")
+    k = _typed(key, dtype, "key")
+    v = _typed(value, dtype, "value")
     for a, name in ((q, "query"), (k, "key"), (v, "value")):
         if a.ndim < 2:
             raise ValueError("%s must have at least 2 dimensions (..., L, E), has %d" %
@@ -161,20 +241,24 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     bs = tuple(batch_shape)
     B = int(np.prod(bs, dtype=np.int64))
 
-    qa, qv = as_view(q, bs + (H, L, E), np.float32, min_seq=E)
-    ka, kv = as_view(k, bs + (Hkv, S, E), np.float32, min_seq=E)
-    va, vv = as_view(v, bs + (Hkv, S, Ev), np.float32, min_seq=Ev)
+    qa, qv = as_view(q, bs + (H, L, E), npt, min_seq=E)
+    ka, kv = as_view(k, bs + (Hkv, S, E), npt, min_seq=E)
+    va, vv = as_view(v, bs + (Hkv, S, Ev), npt, min_seq=Ev)
 
     d = _lib.SdpaDesc()
     _check(_lib.sdpa_desc_init(ctypes.byref(d)), "attn_sdpa_desc_init")
     d.batch, d.q_heads, d.kv_heads = B, H, Hkv
     d.q_len, d.kv_len, d.qk_dim, d.v_dim = L, S, E, Ev
     d.q, d.k, d.v = qv, kv, vv
-    out = np.empty(bs + (H, L, Ev), dtype=np.float32)
+    out = np.empty(bs + (H, L, Ev), dtype=npt)
     d.o = contiguous_view(out.shape)
     _set_window(d, scale, align, window_left, window_right, is_causal)
     args = _lib.SdpaArgs()
-    args.q, args.k, args.v, args.o = ptr(qa), ptr(ka), ptr(va), ptr(out)
+    if ty == _lib.DTYPE_F32:
+        args.q, args.k, args.v, args.o = ptr(qa), ptr(ka), ptr(va), ptr(out)
+    else:
+        d.q_type = d.k_type = d.v_type = d.o_type = ty
+        args.q16, args.k16, args.v16, args.o16 = ptr(qa), ptr(ka), ptr(va), ptr(out)
     keep = [qa, ka, va]
     if kv_lens is not None:
         kl = _lengths(kv_lens, bs, "kv_lens")
@@ -223,6 +307,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         out = out[0]
         probs = None if probs is None else probs[0]
         lse = None if lse is None else lse[0]
+    if as_torch:
+        import torch
+        out = torch.from_numpy(out.view(np.int16)).view(torch.bfloat16) \
+            if as_torch == "bf16" else torch.from_numpy(out)
     if return_probs or return_lse:
         return out, probs, lse
     return out

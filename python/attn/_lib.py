@@ -227,5 +227,8 @@ mha_plan_create = _fn("attn_mha_plan_create", c_int, _P(c_void_p), _P(MhaDesc))
 mha_plan_destroy = _fn("attn_mha_plan_destroy", c_int, c_void_p)
 mha_execute = _fn("attn_mha_execute", c_int, c_void_p, _P(MhaWeights), _P(MhaArgs),
                   c_void_p, ctypes.c_size_t)
+dtype_encode = _fn("attn_dtype_encode", c_int, c_int, c_void_p, c_void_p, c_int64)
+dtype_decode = _fn("attn_dtype_decode", c_int, c_int, c_void_p, c_void_p, c_int64)
+DTYPE_F32, DTYPE_F16, DTYPE_BF16 = 0, 1, 2   # attn_dtype
 dropout_keep_mask = _fn("attn_dropout_mask_fill", c_int, c_double, c_uint64, c_uint64,
                         c_int64, c_int64, c_int64, c_int64, c_int64, c_void_p, c_int64)

@@ -399,6 +399,62 @@ class TestErrors(unittest.TestCase):
             attn.scaled_dot_product_attention(np.array([["a"]]), rnd(rng, 1, 1), rnd(rng, 1, 1))
 
 
+class TestTypes(unittest.TestCase):
+    """16-bit inputs and outputs: every case of the table at F16 and BF16
+    against float64 on the rounded inputs, within the fp32 error plus the
+    output's rounding (and, for BF16, P's): |err| <= ATOL + 4 u |O|-scale
+    with u = 2^-9 (BF16) or 2^-12 (F16)."""
+
+    def test_table(self):
+        for i, (name, make) in enumerate(CASES):
+            for dt, u in (("bf16", 2.0 ** -9), ("f16", 2.0 ** -12)):
+                with self.subTest(name=name, dtype=dt):
+                    rng = np.random.default_rng(1000 + i)
+                    q, k, v, kw, vis, bias, scale = make(rng)
+                    if dt == "f16":
+                        qt, kt, vt = (np.asarray(x).astype(np.float16) for x in (q, k, v))
+                        back = lambda o: o.astype(np.float64)
+                        qr, kr, vr = (x.astype(np.float64) for x in (qt, kt, vt))
+                        o = attn.scaled_dot_product_attention(qt, kt, vt, **kw)
+                        self.assertEqual(o.dtype, np.float16)
+                    else:
+                        qt, kt, vt = (attn.to_bf16(x) for x in (q, k, v))
+                        back = lambda o: attn.from_bf16(o).astype(np.float64)
+                        qr, kr, vr = (back(x) for x in (qt, kt, vt))
+                        o = attn.scaled_dot_product_attention(qt, kt, vt, dtype="bf16", **kw)
+                        self.assertEqual(o.dtype, np.uint16)
+                    ro, _, _ = ref_sdpa(qr, kr, vr, vis, bias, scale)
+                    tol = ATOL + 4 * u * np.abs(vr).max(initial=0.0)
+                    err = np.abs(back(o) - ro).max(initial=0.0)
+                    self.assertLessEqual(err, tol, "%s %s: %g > %g" % (name, dt, err, tol))
+                    ERR.check(self, "%s output: %s" % (dt, name), back(o), ro, tol)
+
+    def test_torch_bf16(self):
+        if torch is None:
+            self.skipTest("torch not importable")
+        rng = np.random.default_rng(5)
+        q, k, v = (rnd(rng, 2, 3, 17, 8) for _ in range(3))
+        tq, tk, tv = (torch.from_numpy(x).to(torch.bfloat16) for x in (q, k, v))
+        o = attn.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+        self.assertEqual(o.dtype, torch.bfloat16)
+        ref = attn.scaled_dot_product_attention(attn.to_bf16(q), attn.to_bf16(k),
+                                                attn.to_bf16(v), is_causal=True, dtype="bf16")
+        self.assertTrue(np.array_equal(o.view(torch.int16).numpy().view(np.uint16), ref))
+
+    def test_bad_dtype(self):
+        rng = np.random.default_rng(6)
+        q = rnd(rng, 1, 2, 3)
+        with self.assertRaises(ValueError):
+            attn.scaled_dot_product_attention(q, q, q, dtype="f64")
+
+    def test_bf16_roundtrip(self):
+        x = np.array([1.0, -2.5, 1e-40, np.inf, 3.14159], np.float32)
+        h = attn.to_bf16(x)
+        self.assertEqual(h.dtype, np.uint16)
+        self.assertEqual(list(h[:2]), [0x3F80, 0xC020])
+        self.assertTrue(np.array_equal(attn.from_bf16(h)[:2], x[:2]))
+
+
 if __name__ == "__main__":
     print("attn %s from %s" % (attn.library_version(), attn.library_path))
     if torch is None:
