@@ -33,6 +33,7 @@
 
 #include "attn_config.h"
 #include "kernels/kernels.h"
+#include "kernels/convert.h"
 
 #define GUARD 16
 #define MAXN 1100
@@ -453,7 +454,33 @@ static void test_softmax_rows(void **state)
             memcpy(m1, m0, sizeof m0);
             memcpy(l1, l0, sizeof l0);
             memcpy(c1, c0, sizeof c0);
+            /* softmax_rows_p16 on a copy: the same m, l, corr, and each row
+             * the BF16 rounding of softmax_rows's, in place */
+            float *p16 = malloc((size_t)(R * lds) * sizeof(float));
+            float m2[RMAX], l2[RMAX], c2[RMAX];
+            assert_non_null(p16);
+            memcpy(p16, want, (size_t)(R * lds) * sizeof(float));
+            memcpy(m2, m0, sizeof m0);
+            memcpy(l2, l0, sizeof l0);
+            memcpy(c2, c0, sizeof c0);
+            all[t]->softmax_rows_p16(p16, lds, R, n, m2, l2, c2);
             all[t]->softmax_rows(got, lds, R, n, m1, l1, c1);
+            for (int64_t r = 0; r < R; r++) {
+                const uint16_t *h = (const uint16_t *)(const void *)(p16 + r * lds);
+                for (int64_t j = 0; j < n; j++)
+                    if (h[j] != attn_f32_to_bf16(got[r * lds + j]))
+                        fail_msg("%s softmax_rows_p16: row %lld col %lld: 0x%04x, want 0x%04x",
+                                 all[t]->name, (long long)r, (long long)j, h[j],
+                                 attn_f32_to_bf16(got[r * lds + j]));
+                /* the stride's padding untouched */
+                for (int64_t j = n; j < lds && r + 1 < R; j++)
+                    if (memcmp(p16 + r * lds + j, want + r * lds + j, sizeof(float)))
+                        fail_msg("%s softmax_rows_p16: padding written", all[t]->name);
+            }
+            if (memcmp(m1, m2, (size_t)R * sizeof(float)) || memcmp(l1, l2, (size_t)R * sizeof(float)) ||
+                memcmp(c1, c2, (size_t)R * sizeof(float)))
+                fail_msg("%s softmax_rows_p16: m, l or corr differ from softmax_rows", all[t]->name);
+            free(p16);
             for (int64_t r = 0; r < R; r++) {
                 float *row = want + r * lds;
                 const float mt = all[t]->row_max(row, n), mold = m0[r];
@@ -480,7 +507,8 @@ static void test_softmax_rows(void **state)
                          all[t]->name, (long long)R, (long long)n, (long long)lds);
             rows += R;
         }
-    print_message("softmax_rows: %ld rows over %d tables, bitwise\n", rows, ntables + 1);
+    print_message("softmax_rows (and softmax_rows_p16 = its BF16 rounding): %ld rows over %d "
+                  "tables, bitwise\n", rows, ntables + 1);
     free(got);
     free(want);
 }

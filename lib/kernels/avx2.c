@@ -497,7 +497,15 @@ static void softmax_rows_avx2(float *s, int64_t lds, int64_t R, int64_t n, float
     }
 }
 
+static void softmax_rows_p16_avx2(float *s, int64_t lds, int64_t R, int64_t n, float *m,
+                                  float *l, float *corr)
+{
+    softmax_rows_avx2(s, lds, R, n, m, l, corr);
+    attn_rows_to_bf16(s, lds, R, n);
+}
+
 const attn_kernels attn_kernels_avx2 = {
     "avx2", max_avx2, prep_max_avx2, exp_sum_avx2, exp_store_avx2, scale_avx2, softmax_rows_avx2,
+    softmax_rows_p16_avx2,
     dropout_row_avx2, dropout_bwd_row_avx2, dropout_keep_row_avx2,
 };

@@ -155,33 +155,70 @@ static float prep_max_avx512(float *s, int64_t n, const float *bias, const uint8
 }
 
 /* exp(x - m) in place; returns the two chains' sum, not yet reduced. */
-static inline __attribute__((always_inline)) __m512 exp_vec(__m512 tab16, float *x, int64_t n,
-                                                           float m)
+/* Round 16 floats to BF16 (attn_f32_to_bf16's integer rule; NaN quiet). */
+static inline __m256i bf16_of(__m512 x)
+{
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd)), 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x0040));
+    return _mm512_cvtepi32_epi16(r);
+}
+
+/* exp(x[j] - m) into x (p16: as BF16 at (uint16_t *)x, in place front to
+ * back; every group is read before it is written) and the vector of their
+ * partial sums (of the fp32 values). */
+static inline __attribute__((always_inline)) __m512 exp_vec_to(__m512 tab16, float *x, int64_t n,
+                                                              float m, const int p16)
 {
     __m512 vm = _mm512_set1_ps(m);
     __m512 s0 = _mm512_setzero_ps(), s1 = s0;
+    uint16_t *h = (uint16_t *)(void *)x;
     int64_t j = 0;
     for (; j + 32 <= n; j += 32) {
         __m512 a = exp16(tab16, _mm512_sub_ps(_mm512_loadu_ps(x + j), vm), 1);
         __m512 b = exp16(tab16, _mm512_sub_ps(_mm512_loadu_ps(x + j + 16), vm), 1);
-        _mm512_storeu_ps(x + j, a);
-        _mm512_storeu_ps(x + j + 16, b);
+        if (p16) {
+            _mm256_storeu_si256((__m256i *)(void *)(h + j), bf16_of(a));
+            _mm256_storeu_si256((__m256i *)(void *)(h + j + 16), bf16_of(b));
+        } else {
+            _mm512_storeu_ps(x + j, a);
+            _mm512_storeu_ps(x + j + 16, b);
+        }
         s0 = _mm512_add_ps(s0, a);
         s1 = _mm512_add_ps(s1, b);
     }
     for (; j + 16 <= n; j += 16) {
         __m512 a = exp16(tab16, _mm512_sub_ps(_mm512_loadu_ps(x + j), vm), 1);
-        _mm512_storeu_ps(x + j, a);
+        if (p16)
+            _mm256_storeu_si256((__m256i *)(void *)(h + j), bf16_of(a));
+        else
+            _mm512_storeu_ps(x + j, a);
         s0 = _mm512_add_ps(s0, a);
     }
     if (j < n) {
         __mmask16 k = tail16(n - j);
         __m512 a = exp16(tab16, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), vm), 1);
         a = _mm512_maskz_mov_ps(k, a);
-        _mm512_mask_storeu_ps(x + j, k, a);
+        if (p16) {
+            /* (16-bit masked stores need AVX512BW: through a buffer) */
+            uint16_t t[16];
+            _mm256_storeu_si256((__m256i *)(void *)t, bf16_of(a));
+            memcpy(h + j, t, (size_t)(n - j) * sizeof *t);
+        } else {
+            _mm512_mask_storeu_ps(x + j, k, a);
+        }
         s1 = _mm512_add_ps(s1, a);
     }
     return _mm512_add_ps(s0, s1);
+}
+
+static inline __attribute__((always_inline)) __m512 exp_vec(__m512 tab16, float *x, int64_t n,
+                                                           float m)
+{
+    return exp_vec_to(tab16, x, n, m, 0);
 }
 
 static float exp_sum_avx512(float *x, int64_t n, float m)
@@ -436,8 +473,9 @@ static void dropout_keep_row_avx512(const attn_dropout *dr, uint8_t *keep, int64
  * reduce16.  A row of 64 scores is only four vectors; one row at a time,
  * its two reductions' chains of shuffles were half of exp_sum's time on
  * S7.  Each row's result has the same bits as row_max and exp_sum give. */
-static void softmax_rows_avx512(float *s, int64_t lds, int64_t R, int64_t n, float *m, float *l,
-                                float *corr)
+static inline __attribute__((always_inline)) void
+softmax_rows_to(float *s, int64_t lds, int64_t R, int64_t n, float *m, float *l, float *corr,
+                const int p16)
 {
     const __m512 tab16 = _mm512_loadu_ps(attn_exp2_16);
     for (int64_t r0 = 0; r0 < R; r0 += 16) {
@@ -459,7 +497,7 @@ static void softmax_rows_avx512(float *s, int64_t lds, int64_t R, int64_t n, flo
             v[i] = _mm512_setzero_ps();
             if (attn_softmax_row_begin(s0 + i * lds, n, mt, m0 + i, l0 + i, c0 + i, &mnew[i],
                                        &c[i])) {
-                v[i] = exp_vec(tab16, s0 + i * lds, n, mnew[i]);
+                v[i] = exp_vec_to(tab16, s0 + i * lds, n, mnew[i], p16);
                 live |= 1u << i;
             }
         }
@@ -471,8 +509,22 @@ static void softmax_rows_avx512(float *s, int64_t lds, int64_t R, int64_t n, flo
     }
 }
 
+static void softmax_rows_avx512(float *s, int64_t lds, int64_t R, int64_t n, float *m, float *l,
+                                float *corr)
+{
+    softmax_rows_to(s, lds, R, n, m, l, corr, 0);
+}
+
+/* The same with P rounded to BF16 as it is stored (the BF16 products'
+ * P V reads it): one pass over the row instead of two. */
+static void softmax_rows_p16_avx512(float *s, int64_t lds, int64_t R, int64_t n, float *m,
+                                    float *l, float *corr)
+{
+    softmax_rows_to(s, lds, R, n, m, l, corr, 1);
+}
+
 const attn_kernels attn_kernels_avx512 = {
     "avx512", max_avx512, prep_max_avx512, exp_sum_avx512, exp_store_avx512, scale_avx512,
-    softmax_rows_avx512,
+    softmax_rows_avx512, softmax_rows_p16_avx512,
     dropout_row_avx512, dropout_bwd_row_avx512, dropout_keep_row_avx512,
 };

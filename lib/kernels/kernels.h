@@ -50,6 +50,12 @@ typedef struct attn_kernels {
      * row_max, exp_sum and the forward's per-row steps. */
     void (*softmax_rows)(float *s, int64_t lds, int64_t R, int64_t n, float *m, float *l,
                          float *corr);
+    /* The same, and each row's n probabilities then rounded to BF16 (round
+     * to nearest even, attn_f32_to_bf16) in place: row r's BF16 values
+     * at (uint16_t *)(s + r * lds), its fp32 ones gone (for the BF16
+     * products' P V; m, l and corr as softmax_rows gives them). */
+    void (*softmax_rows_p16)(float *s, int64_t lds, int64_t R, int64_t n, float *m, float *l,
+                             float *corr);
     /* Dropout rows (b, h, i < 2^32, keys j0 .. j0 + n - 1 < 2^32), the
      * same bits at every level.  Dropped entries become exactly +0. */
     /* x[j - j0] = keep(b, h, i, j) ? x[j - j0] * scale : 0 */

@@ -184,8 +184,16 @@ static void softmax_rows_c(float *s, int64_t lds, int64_t R, int64_t n, float *m
     attn_softmax_rows_with(max_c, exp_sum_c, s, lds, R, n, m, l, corr);
 }
 
+static void softmax_rows_p16_c(float *s, int64_t lds, int64_t R, int64_t n, float *m, float *l,
+                               float *corr)
+{
+    softmax_rows_c(s, lds, R, n, m, l, corr);
+    attn_rows_to_bf16(s, lds, R, n);
+}
+
 const attn_kernels attn_kernels_scalar = {
     "scalar", max_c, prep_max_c, exp_sum_c, exp_store_c, scale_c, softmax_rows_c,
+    softmax_rows_p16_c,
     dropout_row_c, dropout_bwd_row_c, dropout_keep_row_c,
 };
 

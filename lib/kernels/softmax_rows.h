@@ -16,6 +16,7 @@
 #define ATTN_SOFTMAX_ROWS_H
 
 #include "kernels/kernels.h"
+#include "kernels/convert.h"
 #include <math.h>
 #include <string.h>
 
@@ -79,6 +80,20 @@ attn_softmax_rows_with(float (*row_max)(const float *, int64_t),
     for (int64_t r = 0; r < R; r++) {
         float *sr = s + r * lds;
         attn_softmax_row_step(exp_sum, sr, n, row_max(sr, n), m + r, l + r, corr + r);
+    }
+}
+
+/* Rows of n fp32 values rounded to BF16 in place, front to back (the
+ * portable tables' softmax_rows_p16 after their softmax_rows). */
+static inline void attn_rows_to_bf16(float *s, int64_t lds, int64_t R, int64_t n)
+{
+    for (int64_t r = 0; r < R; r++) {
+        float *row = s + r * lds;
+        uint16_t *h = (uint16_t *)(void *)row;
+        for (int64_t j = 0; j < n; j++) {
+            const float x = row[j];   /* read before h[j] may overwrite it */
+            h[j] = attn_f32_to_bf16(x);
+        }
     }
 }
 

@@ -236,12 +236,14 @@ static void pv_decode(const attn_sdpa_plan *p, const kvtile *kt, const float *s,
 
 /* BF16 products (the tile engine with Q, K and V in BF16): Q's pairs read
  * in place, K's as the tile's transposed pair panel (kt->kt), V's as its
- * pair panel over keys (kt->vb, ldv = dv pairs per key pair).  P V rounds
- * the rows' probabilities to BF16 in place first (the fp32 score row
- * becomes a BF16 row of the same start, 2 lds elements apart), widened
- * to whole pairs of the tile: a column left of an odd start or right of
- * an odd end is a 0 (whose V partner is a key of the tile, or the
- * panel's zero half past its end). */
+ * pair panel over keys (kt->vb, ldv = dv pairs per key pair).  P V reads
+ * each row's probabilities of the columns [c0, c1) as BF16 at the start of
+ * its fp32 values, (uint16_t *)(s + r lds) (rounded there by
+ * softmax_rows_p16 on the softmax-only path, else here), widened to whole
+ * pairs of the tile: a column left of an odd start or right of an odd
+ * end is a 0 (whose V partner is a key of the tile, or the panel's zero
+ * half past its end; the 0 left of the start lands in the dead upper half
+ * of column c0 - 1's float). */
 static void qk_bf16(const attn_sdpa_plan *p, const kvtile *kt, const void *q, int64_t ldq,
                     int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds,
                     attn_ahead *ah)
@@ -255,17 +257,18 @@ static void pv_bf16(const attn_sdpa_plan *p, const kvtile *kt, const float *s, i
                     const float *rs, attn_ahead *ah)
 {
     const int64_t c0 = j0 - t, c1 = c0 + nk, e0 = c0 & ~(int64_t)1, e1 = (c1 + 1) & ~(int64_t)1;
-    float *row0 = (float *)(uintptr_t)(s - c0);
+    float *row0 = (float *)(uintptr_t)s;
     for (int64_t r = 0; r < R; r++) {
         float *sr = row0 + r * lds;
         uint16_t *pr = (uint16_t *)(void *)sr;
-        p->x.bf->round(sr + c0, pr + c0, nk);
+        if (!p->softmax_only)
+            p->x.bf->round(sr, pr, nk);
         if (c0 & 1)
-            pr[c0 - 1] = 0;
+            pr[-1] = 0;
         if (c1 & 1)
-            pr[c1] = 0;
+            pr[nk] = 0;
     }
-    p->x.bf->mm(R, p->d.v_dim, e1 - e0, 1.0f, rs, (const uint16_t *)(const void *)row0 + e0,
+    p->x.bf->mm(R, p->d.v_dim, e1 - e0, 1.0f, rs, (const uint16_t *)(const void *)row0 - (c0 & 1),
                 2 * lds, (const uint32_t *)(const void *)kt->vb + (e0 / 2) * p->d.v_dim,
                 p->d.v_dim, o, ldo, acc, ah);
 }
@@ -410,8 +413,9 @@ static void run_rows_part(const item *it, const segment *sg, int64_t r0, int64_t
                 int64_t a0, a1;
                 hide_outside(w, s + lr * bk, r, t, cs, ce, &a0, &a1);
             }
-        kern->softmax_rows(s + r0 * bk + cs, bk, r1 - r0, ce - cs, w->mrow + v0, w->lrow + v0,
-                           w->corr + v0);
+        /* (BF16 products: P stored as BF16 as it is made) */
+        (p->bf ? kern->softmax_rows_p16 : kern->softmax_rows)(
+            s + r0 * bk + cs, bk, r1 - r0, ce - cs, w->mrow + v0, w->lrow + v0, w->corr + v0);
     } else {
         int64_t vr = v0, r = vr % rows, h = h0 + vr / rows;
         for (int64_t lr = r0; lr < r1; lr++, vr++, r++) {
@@ -796,10 +800,12 @@ static void store_o16(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t 
                       int64_t i, const float *row)
 {
     uint16_t *dst = ATTN_VIEW_AT(a->o16, p->d.o, b, h, i);
+    /* (BF16: the BF16 table's rounding, the same rule as the conversion
+     * table's, whose per-call set-up short rows notice: S8 0.95x) */
     if (p->d.o_type == ATTN_DTYPE_F16)
         p->x.cvt->f32_to_f16(row, dst, p->d.v_dim);
     else
-        p->x.cvt->f32_to_bf16(row, dst, p->d.v_dim);
+        p->x.bf->round(row, dst, p->d.v_dim);
 }
 
 /* ow: the item's finished fp32 rows (ws.obuf) rounded into O. */
