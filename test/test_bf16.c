@@ -88,6 +88,15 @@
  *             and in place (dst = (uint16_t *)src), src untouched out of
  *             place, dst beyond n (and, in place, every byte from 2n on)
  *             untouched.
+ *  tr_round   rows in 0..70, 128 x cols in 0..40, 255, 256 (3096 shapes):
+ *             src rows at a padded lds whose padding (and the rows after
+ *             the block) hold values that would round to something else,
+ *             inputs as for round (specials, ties, denormals, NaNs); dst at
+ *             a padded ldd (odd and even) prefilled with a canary: bit for
+ *             bit
+ *               dst[c ldd + r] = attn_f32_to_bf16(src[r lds + c])
+ *             for r < rows, c < cols, every other element of dst (and a
+ *             guard after it) untouched, src untouched.
  *  at         attn_bf16_at(level): scalar below ATTN_SIMD_AVX512, avx512 at
  *             ATTN_SIMD_AVX512, avx512bf16 at ATTN_SIMD_AVX512BF16 when built
  *             in (else avx512); the tables' names.
@@ -999,6 +1008,73 @@ static void test_round(void **state)
 }
 
 /* ------------------------------------------------------------------ */
+/* tr_round */
+
+static void tr_round_one(int64_t rows, int64_t cols, long *checked)
+{
+    const int64_t lds = cols + (int64_t)(next() % 5), ldd = rows + (int64_t)(next() % 4);
+    const size_t ns = (size_t)((rows + 1) * lds) + GUARD;
+    const size_t nd = (size_t)(cols * ldd) + GUARD;
+    float *src = malloc(ns * sizeof *src), *srccopy = malloc(ns * sizeof *src);
+    uint16_t *dst = malloc(nd * sizeof *dst), *want = malloc(nd * sizeof *dst);
+    assert_non_null(src);
+    assert_non_null(srccopy);
+    assert_non_null(dst);
+    assert_non_null(want);
+    for (size_t i = 0; i < ns; i++)
+        src[i] = fbits(round_input());
+    memcpy(srccopy, src, ns * sizeof *src);
+    for (size_t i = 0; i < nd; i++)
+        want[i] = CANARY16;
+    for (int64_t c = 0; c < cols; c++)
+        for (int64_t r = 0; r < rows; r++)
+            want[c * ldd + r] = attn_f32_to_bf16(src[r * lds + c]);
+    for (int t = 0; t < ntabs; t++) {
+        for (size_t i = 0; i < nd; i++)
+            dst[i] = CANARY16;
+        tabs[t]->tr_round(src, lds, rows, cols, dst, ldd);
+        for (size_t i = 0; i < nd; i++)
+            if (dst[i] != want[i]) {
+                const int64_t c = (int64_t)i / ldd, r = (int64_t)i % ldd;
+                fail_note("tr_round %s rows %lld cols %lld lds %lld ldd %lld: dst[%zu] (column "
+                          "%lld, row %lld) = 0x%04x, want 0x%04x%s",
+                          tabs[t]->name, (long long)rows, (long long)cols, (long long)lds,
+                          (long long)ldd, i, (long long)c, (long long)r, dst[i], want[i],
+                          c < cols && r < rows ? "" : " (outside the block: untouched)");
+                break;
+            }
+        if (memcmp(src, srccopy, ns * sizeof *src))
+            fail_note("tr_round %s rows %lld cols %lld: src modified", tabs[t]->name,
+                      (long long)rows, (long long)cols);
+        (*checked)++;
+    }
+    free(src);
+    free(srccopy);
+    free(dst);
+    free(want);
+}
+
+static void test_tr_round(void **state)
+{
+    (void)state;
+    fails = 0;
+    long checked = 0, shapes = 0;
+    static const int64_t CX[] = { 255, 256 };
+    print_tables("tr_round");
+    for (int64_t ri = 0; ri <= 71; ri++) {
+        const int64_t rows = ri <= 70 ? ri : 128;
+        for (int64_t ci = 0; ci <= 42; ci++) {
+            const int64_t cols = ci <= 40 ? ci : CX[ci - 41];
+            tr_round_one(rows, cols, &checked);
+            shapes++;
+        }
+    }
+    printf("tr_round: %ld shapes, %ld (shape, table) checks\n", shapes, checked);
+    if (fails)
+        fail_msg("%d mismatches in tr_round", fails);
+}
+
+/* ------------------------------------------------------------------ */
 /* attn_bf16_at */
 
 static void test_at(void **state)
@@ -1036,6 +1112,7 @@ int main(void)
         cmocka_unit_test(test_pack_rows),
         cmocka_unit_test(test_pack_pairs),
         cmocka_unit_test(test_round),
+        cmocka_unit_test(test_tr_round),
         cmocka_unit_test(test_at),
     };
     return cmocka_run_group_tests_name("bf16", tests, setup, NULL);

@@ -81,8 +81,16 @@ static void round_c(const float *src, uint16_t *dst, int64_t n)
     }
 }
 
+static void tr_round_c(const float *src, int64_t lds, int64_t rows, int64_t cols, uint16_t *dst,
+                       int64_t ldd)
+{
+    for (int64_t c = 0; c < cols; c++)
+        for (int64_t r = 0; r < rows; r++)
+            dst[c * ldd + r] = attn_f32_to_bf16(src[r * lds + c]);
+}
+
 const attn_bf16_kernels attn_bf16_scalar = { "scalar", mm_c, pack_rows_c, pack_pairs_c,
-                                             round_c };
+                                             round_c, tr_round_c };
 
 const attn_bf16_kernels *attn_bf16_at(int level)
 {

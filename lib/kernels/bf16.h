@@ -58,6 +58,13 @@ typedef struct attn_bf16_kernels {
      * memory of src itself ((uint16_t *)src): the row is converted in
      * place, front to back. */
     void (*round)(const float *src, uint16_t *dst, int64_t n);
+    /* The transpose of a rows x cols block of fp32 values, rounded to BF16
+     * as round does: dst[c * ldd + r] = bf16(src[r * lds + c]) for r <
+     * rows, c < cols; nothing else of dst is written, nothing of src past
+     * the block read.  (The backward's P^T and dS^T: the A operand of mm
+     * with its pairs along the query rows.)  dst must not overlap src. */
+    void (*tr_round)(const float *src, int64_t lds, int64_t rows, int64_t cols, uint16_t *dst,
+                     int64_t ldd);
 } attn_bf16_kernels;
 
 extern const attn_bf16_kernels attn_bf16_scalar;
