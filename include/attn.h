@@ -701,8 +701,35 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  * tested per type in docs/TYPES.md.  Results stay bitwise identical for
  * any thread count at every type.
  *
+ * The backward (attn_sdpa_bwd_*) takes the same types: each gradient has
+ * the type of its tensor (dQ q_type, dK k_type, dV v_type) and dO that of
+ * O (o_type); the 16-bit ones go through args.args16
+ * (attn_sdpa_bwd_args16).  The logsumexp is fp32, D_i = dO_i . O_i is
+ * computed in fp32 on the widened values, and every gradient is summed in
+ * fp32 (in the workspace) and rounded to its type once, at the end.  The
+ * products, as in the forward:
+ *
+ * - BF16 products: when Q, K, V and O (so dO) are all BF16 and the plan
+ *   runs on the tile engine.  The recomputed S = scale Q K^T, dP = dO V^T,
+ *   dV += P^T dO, dK += scale dS^T Q and dQ += scale dS K all read
+ *   bfloat16 pairs and accumulate in fp32 (VDPBF16PS's arithmetic); P and
+ *   dS are computed in fp32 as always and rounded to BF16 where they enter
+ *   a product (P for dV, dS for dK and dQ; as FlashAttention rounds them
+ *   to the input type), while dS = P (dP - D) uses the unrounded fp32 P.
+ *
+ * - Otherwise (F16, mixed types, the BLAS engine): the 16-bit values are
+ *   widened exactly to fp32 (a block of rows or a (batch, head)'s keys at
+ *   a time, into the workspace) and the products are the fp32 ones: each
+ *   gradient is bitwise that of the same call in fp32 on the widened
+ *   values, rounded once to its type.
+ *
+ * The 16-bit backward keeps, per thread, fp32 sums of dK and dV for the
+ * keys of one (batch, key/value head) and the widened or packed K and V
+ * (a few times kv_len x (qk_dim + v_dim) x 4 bytes), on top of the fp32
+ * backward's tiles; attn_sdpa_bwd_workspace_size says how much.
+ *
  * Not yet taking 16-bit Q or O (ATTN_ERR_UNSUPPORTED_TYPE): the sparse
- * options (global tokens, layouts) and the backward.
+ * options (global tokens, layouts), forward and backward.
  */
 
 /*
@@ -845,7 +872,9 @@ ATTN_API attn_status attn_partials_merge(const attn_partials_merge_args *args);
  *   dQ_i = scale sum_j dS_ij K_j      dK_j = scale sum_i dS_ij Q_i
  *
  * P is recomputed tile by tile (FlashAttention-2's scheme, over sgemm), so
- * the workspace grows with threads x tile, never with n x m.  A key/value
+ * the workspace grows with threads x tile, never with n x m (16-bit
+ * tensors, F16 or BF16, per tensor: see "Element types of the
+ * computation"; there also threads x m x head dims).  A key/value
  * head's dK and dV sum over the query heads of its GQA group; dBias is
  * summed over the bias's broadcast dimensions.  Hidden positions contribute
  * exactly 0: padded query rows (i >= q_lens[b]) and rows with no visible
@@ -881,6 +910,27 @@ typedef struct attn_sdpa_bwd_desc {
  * no dBias.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
 ATTN_API attn_status attn_sdpa_bwd_desc_init(attn_sdpa_bwd_desc *desc);
 
+/* The 16-bit tensors of a backward call (see "Element types of the
+ * computation"), as uint16_t in the views of the desc (counted in
+ * uint16_t elements): each is given here when its type (below) is F16 or
+ * BF16, and must be NULL when it is F32 (its float pointer in
+ * attn_sdpa_bwd_args is used then).  (Added in 1.1.) */
+typedef struct attn_sdpa_bwd_args16 {
+    const uint16_t *q;        /* Q, when fwd.q_type is F16 or BF16 */
+    const uint16_t *k;        /* K, when fwd.k_type is F16 or BF16 */
+    const uint16_t *v;        /* V, when fwd.v_type is F16 or BF16 */
+    const uint16_t *o;        /* the forward's output, when fwd.o_type is */
+    const uint16_t *d_o;      /* dL/dO, when fwd.o_type is F16 or BF16 */
+    uint16_t *dq;             /* dQ (type q_type) */
+    uint16_t *dk;             /* dK (type k_type) */
+    uint16_t *dv;             /* dV (type v_type) */
+    /* Room to grow: must be NULL (attn_sdpa_bwd_args16_init does it). */
+    void *reserved[8];
+} attn_sdpa_bwd_args16;
+
+/* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT.  (1.1) */
+ATTN_API attn_status attn_sdpa_bwd_args16_init(attn_sdpa_bwd_args16 *args);
+
 /* The per-call pointers; those of features the plan does not use must be
  * NULL. */
 typedef struct attn_sdpa_bwd_args {
@@ -901,8 +951,13 @@ typedef struct attn_sdpa_bwd_args {
     const uint8_t *global_k;  /* when fwd.use_global_k (as attn_sdpa_args) */
     const uint8_t *global_q;  /* when fwd.use_global_q */
     const uint8_t *layout;    /* when fwd.block_size != 0 */
+    /* The 16-bit tensors, when any of fwd.q_type, k_type, v_type, o_type is
+     * F16 or BF16 (then q, k, v, o, d_o, dq, dk, dv above are given only
+     * for the F32 ones); NULL when every type is F32.  (Added in 1.1 in
+     * the room of reserved[0].) */
+    const attn_sdpa_bwd_args16 *args16;
     /* Room to grow: must be NULL (attn_sdpa_bwd_args_init does it). */
-    void *reserved[8];
+    void *reserved[7];
 } attn_sdpa_bwd_args;
 
 /* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
@@ -913,10 +968,15 @@ typedef struct attn_sdpa_bwd_plan attn_sdpa_bwd_plan;
 /*
  * Validate *desc and make a backward plan.  Returns ATTN_OK,
  * ATTN_ERR_NULL_ARGUMENT, any status attn_sdpa_plan_create returns for
- * desc->fwd, ATTN_ERR_BAD_OPTION (fwd.want_lse 0, fwd.want_probs 1,
- * want_dbias without fwd.use_bias, a nonzero reserved field),
- * ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_STRIDE or ATTN_ERR_TOO_LARGE for the
- * views of dO, dQ, dK, dV and dBias, or ATTN_ERR_OUT_OF_MEMORY.
+ * desc->fwd (ATTN_ERR_UNSUPPORTED_TYPE for 16-bit Q or O with the sparse
+ * options, ATTN_ERR_BAD_OPTION for 16-bit K or V with them),
+ * ATTN_ERR_BAD_OPTION (fwd.want_lse 0, fwd.want_probs 1, want_dbias
+ * without fwd.use_bias, a paged K/V cache: fwd.kv_block_size != 0, a
+ * nonzero reserved field), ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_STRIDE or
+ * ATTN_ERR_TOO_LARGE for the views of dO, dQ, dK, dV and dBias (and for
+ * the workspace), or ATTN_ERR_OUT_OF_MEMORY.  fwd's q_type, k_type, v_type
+ * and o_type may each be F32, F16 or BF16 (see "Element types of the
+ * computation").
  */
 ATTN_API attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan,
                                                const attn_sdpa_bwd_desc *desc);
@@ -924,17 +984,22 @@ ATTN_API attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan,
 /* Free a plan; NULL is accepted (returns ATTN_OK). */
 ATTN_API attn_status attn_sdpa_bwd_plan_destroy(attn_sdpa_bwd_plan *plan);
 
-/* Bytes of workspace execute needs (threads x tiles, never n x m).
- * Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+/* Bytes of workspace execute needs (threads x tiles, never n x m; with a
+ * 16-bit type also threads x kv_len x head dims, see "Element types of the
+ * computation").  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
 ATTN_API attn_status attn_sdpa_bwd_workspace_size(const attn_sdpa_bwd_plan *plan,
                                                   size_t *bytes);
 
 /*
  * Compute the gradients.  workspace as for attn_sdpa_execute.  Returns
- * ATTN_OK, ATTN_ERR_NULL_ARGUMENT, ATTN_ERR_ARGUMENT_MISMATCH,
- * ATTN_ERR_BAD_LENGTH, ATTN_ERR_WORKSPACE_TOO_SMALL,
- * ATTN_ERR_WORKSPACE_ALIGNMENT or ATTN_ERR_OUT_OF_MEMORY.  On error no
- * output is written.
+ * ATTN_OK, ATTN_ERR_NULL_ARGUMENT (a pointer in use is NULL: in args, or
+ * in args->args16 for a 16-bit tensor, or args16 itself when some type is
+ * 16-bit), ATTN_ERR_ARGUMENT_MISMATCH (a pointer for something the plan
+ * does not use: the float pointer of a 16-bit tensor, the 16-bit pointer
+ * of an F32 one, args16 when every type is F32), ATTN_ERR_BAD_OPTION (a
+ * nonzero reserved pointer of args or args16), ATTN_ERR_BAD_LENGTH,
+ * ATTN_ERR_WORKSPACE_TOO_SMALL, ATTN_ERR_WORKSPACE_ALIGNMENT or
+ * ATTN_ERR_OUT_OF_MEMORY.  On error no output is written.
  */
 ATTN_API attn_status attn_sdpa_bwd_execute(const attn_sdpa_bwd_plan *plan,
                                            const attn_sdpa_bwd_args *args,

@@ -620,7 +620,7 @@ static void run_sdpa(const scase *c, const sinst *t, int eng, int th)
             bd.dbias = d.bias;
         }
         attn_sdpa_bwd_args ba = { t->q, t->k, t->v, o, t->dout, l, a.kv_lens, a.q_lens, t->mask,
-                                  t->bias, dq, dk, dv, db, a.global_k, a.global_q, t->lay, { 0 } };
+                                  t->bias, dq, dk, dv, db, a.global_k, a.global_q, t->lay, NULL, { 0 } };
         s = th == 1 ? attn_sdpa_backward(&bd, &ba) : bwd_planned(&bd, &ba);
         outs ob = mk(4, dq, t->nq * 4, dk, t->nk * 4, dv, t->nv * 4, db, t->nbias * 4);
         snprintf(name, sizeof name, "sdpa_bwd.%s.%s.t%d", c->name, eng_name[eng], th);
@@ -1204,7 +1204,7 @@ static void run_errors(void)
     bd.fwd.probs = (attn_view){ ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET };
     bd.d_o = t.d.o; bd.dq = t.d.q; bd.dk = t.d.k; bd.dv = t.d.v;
     attn_sdpa_bwd_args ba = { t.q, t.k, t.v, o, t.dout, l, t.kvl, t.ql, NULL, NULL, dq, dk, dv,
-                              NULL, NULL, NULL, NULL, { 0 } };
+                              NULL, NULL, NULL, NULL, NULL, { 0 } };
     ou = mk(3, dq, t.nq * 4, dk, t.nk * 4, dv, t.nv * 4);
     emit("error.sdpa_bwd.bad_length", attn_sdpa_backward(&bd, &ba), &ou);
     t.kvl[1] = len_of(1, cl->m);

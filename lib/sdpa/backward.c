@@ -20,7 +20,23 @@
  * threads or the schedule.  Only the columns a block's rows see are
  * computed (the union of their visible ranges within the tile); tiles no
  * row sees are skipped, and K/V rows outside every row's range are never
- * read.  P and dP live in two tiles of the workspace per thread. */
+ * read.  P and dP live in two tiles of the workspace per thread.
+ *
+ * 16-bit tensors (attn.h, "Element types of the computation") take
+ * run_pair16: the same blocks and tiles in another order, query blocks
+ * outside and key tiles inside, so that a block's dQ is summed in fp32 in
+ * the workspace (bq x dk) and rounded once after its last tile, and dK, dV
+ * in fp32 sums over the pair's keys (m x dk, m x dv per thread) rounded
+ * once after its last block.  Each element of dQ, dK, dV, dBias still
+ * receives its terms in the same order (dK_j and dV_j over (head, block),
+ * dQ_i over the tiles), so the widened path (F16, mixed types, the BLAS
+ * engine: 16-bit rows widened into the workspace, run_block as for fp32)
+ * is bitwise the fp32 backward on the widened values.  With BF16 products
+ * (every tensor BF16, the tile engine) run_block_bf computes the five
+ * products with the x.bf kernels on the pair's K and V packed once (K^T
+ * and V^T pair panels, K in pairs of keys) and the block's Q and dO in
+ * pairs of rows, P^T and dS^T rounded to BF16 by tr_round, dS rounded in
+ * place for dQ. */
 #include "sdpa/sdpa.h"
 #include <math.h>
 #include <stdlib.h>
@@ -52,9 +68,26 @@ struct attn_sdpa_bwd_plan {
      * their buffers at ws_gather; the global queries' at ws_qg. */
     int gather;
     size_t ws_gather, ws_qg;
+    /* Element types: q16, k16, v16, o16 say which of Q, K, V and O (with
+     * dO) are 16-bit; ty16 any of them (run_pair16); bf the BF16 products
+     * (all four BF16 on the tile engine), else the 16-bit ones widened. */
+    int q16, k16, v16, o16, ty16, bf;
+    int64_t ldp;              /* leading dimension of the P and dP tiles */
+    int64_t ldk;              /* bf: of the K^T and V^T pair panels */
+    int64_t ldr;              /* bf: of the P^T / dS^T block */
+    /* run_pair16's buffers in a thread's slice (0: not used): widened K,
+     * V (m rows), Q, dO, O (a block); fp32 sums of dQ (a block), dK, dV
+     * (m rows); bf: the K^T and V^T panels, K, Q and dO in pairs, the
+     * P^T / dS^T block, row pointers and two rows of scratch. */
+    size_t ws_kw, ws_vw, ws_qw, ws_dow, ws_ow, ws_dqa, ws_dka, ws_dva;
+    size_t ws_kt, ws_vt, ws_kp, ws_qp, ws_dop, ws_pt, ws_ptrs, ws_scr;
     size_t ws_thread, ws_bytes;
     attn_exec x;              /* kernels, engine (fwd.engine), threads */
 };
+
+/* Rows packed per call of pack_rows / pack_pairs (the row pointers' room;
+ * even, so that pairs of keys stay pairs across calls). */
+#define ATTN_BWD_PACK 256
 
 attn_status attn_sdpa_bwd_desc_init(attn_sdpa_bwd_desc *desc)
 {
@@ -87,12 +120,9 @@ static attn_status validate(const attn_sdpa_bwd_desc *d)
     attn_status st = attn_sdpa_validate(f);
     if (st != ATTN_OK)
         return st;
-    /* forward-only: reduced-precision storage and the paged cache */
-    if (f->k_type != ATTN_DTYPE_F32 || f->v_type != ATTN_DTYPE_F32 || f->kv_block_size != 0)
+    /* forward-only: the paged cache (16-bit types are taken) */
+    if (f->kv_block_size != 0)
         return ATTN_ERR_BAD_OPTION;
-    /* 16-bit Q and O: the forward only, so far */
-    if (f->q_type != ATTN_DTYPE_F32 || f->o_type != ATTN_DTYPE_F32)
-        return ATTN_ERR_UNSUPPORTED_TYPE;
     const int64_t B = f->batch, Hq = f->q_heads, Hkv = f->kv_heads, n = f->q_len,
                   m = f->kv_len, dk = f->qk_dim, dv = f->v_dim;
     if ((st = attn_check_view(&d->d_o, B, Hq, n, dv, 0)) != ATTN_OK ||
@@ -156,12 +186,26 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
      * (dk + dv <= ATTN_GATHER_MAX_DIM); the global queries' Q, dO, dQ. */
     const int64_t dmax = f->qk_dim > f->v_dim ? f->qk_dim : f->v_dim;
     p->gather = p->sparse && f->qk_dim + f->v_dim <= ATTN_GATHER_MAX_DIM;
+    p->q16 = f->q_type != ATTN_DTYPE_F32;
+    p->k16 = f->k_type != ATTN_DTYPE_F32;
+    p->v16 = f->v_type != ATTN_DTYPE_F32;
+    p->o16 = f->o_type != ATTN_DTYPE_F32;
+    p->ty16 = p->q16 || p->k16 || p->v16 || p->o16;
+    p->bf = p->x.tile && f->q_type == ATTN_DTYPE_BF16 && f->k_type == ATTN_DTYPE_BF16 &&
+            f->v_type == ATTN_DTYPE_BF16 && f->o_type == ATTN_DTYPE_BF16;
+    /* BF16 products: a column before the tile and one after it (the
+     * rounded dS row in whole pairs of keys), rows 16 floats longer than
+     * the tile (see forward.c's score tile). */
+    p->ldp = p->bf ? p->bk + 16 : p->bk;
+    const uint64_t m16 = ((uint64_t)f->kv_len + 15) / 16 * 16;
+    p->ldk = (int64_t)m16 + 16;
+    p->ldr = (p->bq + 1) / 2 * 2;
     /* Per thread: P (also dS) and dP tiles, D, the row ranges, the tile's
      * segments, the gathered segments' K, V and dK or dV rows, the global
      * queries' Q, dO and dQ rows. */
     attn_carver c = ATTN_CARVER_INIT;
-    attn_carve(&c, (uint64_t)p->bq, (uint64_t)p->bk * sizeof(float));
-    p->ws_dp = attn_carve(&c, (uint64_t)p->bq, (uint64_t)p->bk * sizeof(float));
+    attn_carve(&c, (uint64_t)p->bq, (uint64_t)p->ldp * sizeof(float));
+    p->ws_dp = attn_carve(&c, (uint64_t)p->bq, (uint64_t)p->ldp * sizeof(float));
     p->ws_d = attn_carve(&c, (uint64_t)p->bq, sizeof(float));
     p->ws_lo = attn_carve(&c, (uint64_t)p->bq * (gqs ? 3 : 2), sizeof(int64_t));
     p->ws_seg = attn_carve(&c, p->sparse ? (uint64_t)p->bk : 0, sizeof(attn_kseg));
@@ -169,6 +213,27 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
                               (uint64_t)(f->qk_dim + f->v_dim + dmax) * sizeof(float));
     p->ws_qg = attn_carve(&c, gqs ? (uint64_t)p->sp_rows : 0,
                           (uint64_t)(2 * f->qk_dim + f->v_dim) * sizeof(float));
+    /* 16-bit tensors (run_pair16): see the plan struct.  Sizes over m are
+     * the pair's keys; m x d per thread, never n x m. */
+    const uint64_t m = (uint64_t)f->kv_len, bq = (uint64_t)p->bq, dk = (uint64_t)f->qk_dim,
+                   dv = (uint64_t)f->v_dim, hbq = (bq + 1) / 2;
+    const int wide = p->ty16 && !p->bf;
+    p->ws_kw = attn_carve(&c, wide && p->k16 ? m : 0, dk * sizeof(float));
+    p->ws_vw = attn_carve(&c, wide && p->v16 ? m : 0, dv * sizeof(float));
+    p->ws_qw = attn_carve(&c, wide && p->q16 ? bq : 0, dk * sizeof(float));
+    p->ws_dow = attn_carve(&c, wide && p->o16 ? bq : 0, dv * sizeof(float));
+    p->ws_ow = attn_carve(&c, wide && p->o16 ? bq : 0, dv * sizeof(float));
+    p->ws_dqa = attn_carve(&c, p->q16 ? bq : 0, dk * sizeof(float));
+    p->ws_dka = attn_carve(&c, p->k16 ? m : 0, dk * sizeof(float));
+    p->ws_dva = attn_carve(&c, p->v16 ? m : 0, dv * sizeof(float));
+    p->ws_kt = attn_carve(&c, p->bf ? (dk + 1) / 2 : 0, (uint64_t)p->ldk * sizeof(uint32_t));
+    p->ws_vt = attn_carve(&c, p->bf ? (dv + 1) / 2 : 0, (uint64_t)p->ldk * sizeof(uint32_t));
+    p->ws_kp = attn_carve(&c, p->bf ? (m + 1) / 2 : 0, dk * sizeof(uint32_t));
+    p->ws_qp = attn_carve(&c, p->bf ? hbq : 0, dk * sizeof(uint32_t));
+    p->ws_dop = attn_carve(&c, p->bf ? hbq : 0, dv * sizeof(uint32_t));
+    p->ws_pt = attn_carve(&c, p->bf ? (uint64_t)p->bk : 0, (uint64_t)p->ldr * sizeof(uint16_t));
+    p->ws_ptrs = attn_carve(&c, p->bf ? ATTN_BWD_PACK : 0, sizeof(const uint16_t *));
+    p->ws_scr = attn_carve(&c, p->bf ? 2 : 0, dv * sizeof(float));
     p->ws_thread = (size_t)c.size;
     attn_carver all = ATTN_CARVER_INIT;
     attn_carve(&all, (uint64_t)p->x.nthreads, c.size);
@@ -199,9 +264,24 @@ attn_status attn_sdpa_bwd_workspace_size(const attn_sdpa_bwd_plan *plan, size_t 
 static attn_status check_args(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a)
 {
     const attn_sdpa_desc *f = &p->d.fwd;
+    /* args16: given exactly when some tensor is 16-bit, its reserved room
+     * NULL; then each tensor's pointer in the struct of its type. */
+    static const attn_sdpa_bwd_args16 none;
+    const attn_sdpa_bwd_args16 *h = a->args16;
+    if (h && !ATTN_RESERVED_NULL(h))
+        return ATTN_ERR_BAD_OPTION;
+    if (p->ty16 && !h)
+        return ATTN_ERR_NULL_ARGUMENT;
+    if (!p->ty16 && h)
+        return ATTN_ERR_ARGUMENT_MISMATCH;
+    if (!h)
+        h = &none;
+    const int q16 = p->q16, k16 = p->k16, v16 = p->v16, o16 = p->o16;
     const attn_pointer_use use[] = {
-        { 1, a->q }, { 1, a->k }, { 1, a->v }, { 1, a->o }, { 1, a->d_o }, { 1, a->lse },
-        { 1, a->dq }, { 1, a->dk }, { 1, a->dv },
+        { !q16, a->q }, { !k16, a->k }, { !v16, a->v }, { !o16, a->o }, { !o16, a->d_o },
+        { 1, a->lse }, { !q16, a->dq }, { !k16, a->dk }, { !v16, a->dv },
+        { q16, h->q }, { k16, h->k }, { v16, h->v }, { o16, h->o }, { o16, h->d_o },
+        { q16, h->dq }, { k16, h->dk }, { v16, h->dv },
         { f->use_kv_lens, a->kv_lens }, { f->use_q_lens, a->q_lens },
         { f->mask_mode != ATTN_MASK_NONE, a->mask }, { f->use_bias, a->bias },
         { p->d.want_dbias, a->dbias },
@@ -228,7 +308,28 @@ typedef struct bwork {
      * its Q, dO and dQ rows (sp_rows x dk, dv, dk). */
     int64_t *idx;
     float *qg, *dog, *dqg;
+    /* run_pair16 (16-bit tensors; NULL where the plan has none): widened
+     * K, V [m][d] and Q, dO, O [bq][d]; the fp32 sums of dQ [bq][dk], dK
+     * [m][dk], dV [m][dv]; bf: the pair's K^T and V^T pair panels
+     * ([d / 2][ldk], column j - jlo), its K in pairs of keys
+     * ([(j - jlo) / 2][dk]), the block's Q and dO in pairs of rows, the
+     * P^T / dS^T block [bk][ldr] and room for row pointers and two rows. */
+    float *kw, *vw, *qw, *dow, *ow, *dqa, *dka, *dva;
+    uint32_t *kt, *vt, *kp, *qp, *dop;
+    uint16_t *pt;
+    const uint16_t **ptrs;
+    float *scr;
 } bwork;
+
+/* Where run_block reads and writes: query row i0 + r of the block at q +
+ * r * ldq (dO, O, dQ likewise), key t + cs + c at k + c * ldk (V, dK,
+ * dV likewise): the user's fp32 tensors, or their widened copies and fp32
+ * sums in the workspace. */
+typedef struct bsrc {
+    const float *q, *dO, *o, *k, *v;
+    float *dq, *dk, *dv;
+    int64_t ldq, lddo, ldo, ldk, ldv, lddq, lddk, lddv;
+} bsrc;
 
 /* Add the gathered rows src [columns - cshort][width] of the short
  * segments to their rows of dst [keys][ld]. */
@@ -264,27 +365,58 @@ static float *dbias_row(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a
            (p->db_i ? i : 0) * v->seq;
 }
 
-/* Rows [i0, i1) of query head h against the keys [t + cs, t + ce). */
+/* D_i = dO_i . O_i in fp32, in order (every path: the same bits). */
+static float row_d(const float *dor, const float *o, int64_t dv)
+{
+    float D = 0.0f;
+    for (int64_t x = 0; x < dv; x++)
+        D += dor[x] * o[x];
+    return D;
+}
+
+/* The fp32 operands of a block of the user's fp32 tensors. */
+static bsrc user_src(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, int64_t b,
+                     int64_t hk, int64_t h, int64_t i0, int64_t j0)
+{
+    const attn_sdpa_bwd_desc *d = &p->d;
+    const attn_sdpa_desc *f = &d->fwd;
+    bsrc s;
+    s.q = ATTN_VIEW_AT(a->q, f->q, b, h, i0);
+    s.dO = ATTN_VIEW_AT(a->d_o, d->d_o, b, h, i0);
+    s.o = ATTN_VIEW_AT(a->o, f->o, b, h, i0);
+    s.k = ATTN_VIEW_AT(a->k, f->k, b, hk, j0);
+    s.v = ATTN_VIEW_AT(a->v, f->v, b, hk, j0);
+    s.dq = ATTN_VIEW_AT(a->dq, d->dq, b, h, i0);
+    s.dk = ATTN_VIEW_AT(a->dk, d->dk, b, hk, j0);
+    s.dv = ATTN_VIEW_AT(a->dv, d->dv, b, hk, j0);
+    s.ldq = f->q.seq;
+    s.lddo = d->d_o.seq;
+    s.ldo = f->o.seq;
+    s.ldk = f->k.seq;
+    s.ldv = f->v.seq;
+    s.lddq = d->dq.seq;
+    s.lddk = d->dk.seq;
+    s.lddv = d->dv.seq;
+    return s;
+}
+
+/* Rows [i0, i1) of query head h against the keys [t + cs, t + ce), the
+ * operands at s. */
 static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, bwork *w,
-                      int64_t b, int64_t hk, int64_t h, int64_t i0, int64_t i1, int64_t t,
-                      int64_t cs, int64_t ce)
+                      int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t t, int64_t cs,
+                      int64_t ce, const bsrc *s)
 {
     const attn_sdpa_bwd_desc *d = &p->d;
     const attn_sdpa_desc *f = &d->fwd;
     const attn_kernels *kern = p->x.kern;
     const int64_t rows = i1 - i0, cols = ce - cs, bk = p->bk, dk = f->qk_dim, dv = f->v_dim;
     const int drop = f->mask_mode == ATTN_MASK_DROP_NONZERO;
-    const float *q = ATTN_VIEW_AT(a->q, f->q, b, h, i0);
-    const float *dO = ATTN_VIEW_AT(a->d_o, d->d_o, b, h, i0);
-    const float *k = ATTN_VIEW_AT(a->k, f->k, b, hk, t + cs);
-    const float *v = ATTN_VIEW_AT(a->v, f->v, b, hk, t + cs);
-    float *dq = ATTN_VIEW_AT(a->dq, d->dq, b, h, i0);
-    float *dkt = ATTN_VIEW_AT(a->dk, d->dk, b, hk, t + cs);
-    float *dvt = ATTN_VIEW_AT(a->dv, d->dv, b, hk, t + cs);
+    const float *q = s->q, *dO = s->dO, *k = s->k, *v = s->v;
+    float *dq = s->dq, *dkt = s->dk, *dvt = s->dv;
 
-    attn_gemm(p->x.gk, 1, (int)rows, (int)cols, (int)dk, p->scale, q, (int)f->q.seq, k, (int)f->k.seq,
+    attn_gemm(p->x.gk, 1, (int)rows, (int)cols, (int)dk, p->scale, q, (int)s->ldq, k, (int)s->ldk,
                0.0f, w->p, (int)bk);
-    attn_gemm(p->x.gk, 1, (int)rows, (int)cols, (int)dv, 1.0f, dO, (int)d->d_o.seq, v, (int)f->v.seq,
+    attn_gemm(p->x.gk, 1, (int)rows, (int)cols, (int)dv, 1.0f, dO, (int)s->lddo, v, (int)s->ldv,
                0.0f, w->dp, (int)bk);
     for (int64_t r = 0; r < rows; r++) {
         const int64_t i = i0 + r;
@@ -307,11 +439,7 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
             kern->exp_store(pr + a0, pr + a0, a1 - a0, lse);
         }
         /* D of the row, for dS = P (dP - D) once dV has used P. */
-        const float *o = ATTN_VIEW_AT(a->o, f->o, b, h, i);
-        const float *dor = dO + r * d->d_o.seq;
-        float D = 0.0f;
-        for (int64_t x = 0; x < dv; x++)
-            D += dor[x] * o[x];
+        const float D = row_d(dO + r * s->lddo, s->o + r * s->ldo, dv);
         w->dsum[r] = D;
         if (p->dropout) {
             /* With Z = keep / (1 - p): dP = Z dP' (dP' = dO V^T), then
@@ -322,8 +450,8 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
         }
     }
     /* dV_t += P^T dO_r  (P' with dropout) */
-    attn_gemm_tn(p->x.gk, (int)cols, (int)dv, (int)rows, 1.0f, w->p, (int)bk, dO, (int)d->d_o.seq, 1.0f,
-                  dvt, (int)d->dv.seq);
+    attn_gemm_tn(p->x.gk, (int)cols, (int)dv, (int)rows, 1.0f, w->p, (int)bk, dO, (int)s->lddo, 1.0f,
+                  dvt, (int)s->lddv);
     /* dS: in the P tile, or already in the dP tile with dropout. */
     float *ds = p->dropout ? w->dp : w->p;
     for (int64_t r = 0; r < rows; r++) {
@@ -342,10 +470,10 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
         }
     }
     /* dQ_r += scale dS K_t;  dK_t += scale dS^T Q_r */
-    attn_gemm(p->x.gk, 0, (int)rows, (int)dk, (int)cols, p->scale, ds, (int)bk, k, (int)f->k.seq, 1.0f,
-               dq, (int)d->dq.seq);
-    attn_gemm_tn(p->x.gk, (int)cols, (int)dk, (int)rows, p->scale, ds, (int)bk, q, (int)f->q.seq, 1.0f,
-                  dkt, (int)d->dk.seq);
+    attn_gemm(p->x.gk, 0, (int)rows, (int)dk, (int)cols, p->scale, ds, (int)bk, k, (int)s->ldk, 1.0f,
+               dq, (int)s->lddq);
+    attn_gemm_tn(p->x.gk, (int)cols, (int)dk, (int)rows, p->scale, ds, (int)bk, q, (int)s->ldq, 1.0f,
+                  dkt, (int)s->lddk);
 }
 
 /* One (batch, key/value head) pair. */
@@ -391,9 +519,334 @@ static void run_pair(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, b
                     if (c0 < cs) cs = c0;
                     if (c1 > ce) ce = c1;
                 }
-                if (cs < ce)
-                    run_block(p, a, w, b, hk, h0 + hh, i0, i1, t, cs, ce);
+                if (cs < ce) {
+                    const bsrc src = user_src(p, a, b, hk, h0 + hh, i0, t + cs);
+                    run_block(p, a, w, b, h0 + hh, i0, i1, t, cs, ce, &src);
+                }
             }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* 16-bit tensors: query blocks outside, key tiles inside (run_pair16)      */
+/* ------------------------------------------------------------------------ */
+
+/* n values of a 16-bit tensor of type ty widened (exact), or rounded to it
+ * (round to nearest even, as attn_dtype_encode). */
+static void widen(const attn_sdpa_bwd_plan *p, attn_dtype ty, const uint16_t *src, float *dst,
+                  int64_t n)
+{
+    if (ty == ATTN_DTYPE_F16)
+        p->x.cvt->f16_to_f32(src, dst, n);
+    else
+        p->x.cvt->bf16_to_f32(src, dst, n);
+}
+
+static void narrow(const attn_sdpa_bwd_plan *p, attn_dtype ty, const float *src, uint16_t *dst,
+                   int64_t n)
+{
+    if (ty == ATTN_DTYPE_F16)
+        p->x.cvt->f32_to_f16(src, dst, n);
+    else
+        p->x.cvt->f32_to_bf16(src, dst, n);
+}
+
+/* The keys [jlo, jhi) some row of batch b sees (contiguous, since both
+ * bounds of a row's range grow with i); jlo = jhi = 0 when none. */
+static void seen_keys(const attn_sdpa_bwd_plan *p, int64_t qlen, int64_t kvlen, int64_t *jlo,
+                      int64_t *jhi)
+{
+    const attn_sdpa_desc *f = &p->d.fwd;
+    int64_t lo_ = INT64_MAX, hi_ = 0;
+    for (int64_t i = 0; i < qlen; i++) {
+        int64_t lo, hi;
+        attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i, &lo, &hi);
+        if (lo < hi) {
+            if (lo < lo_) lo_ = lo;
+            if (hi > hi_) hi_ = hi;
+        }
+    }
+    if (lo_ >= hi_)
+        lo_ = hi_ = 0;
+    *jlo = lo_;
+    *jhi = hi_;
+}
+
+/* The columns [cs, ce) of the tile [t, t + nt) that rows lo[r], hi[r] (r <
+ * rows) see, as run_pair finds them (cs >= ce: none). */
+static void block_cols(const bwork *w, int64_t rows, int64_t t, int64_t nt, int64_t *cs,
+                       int64_t *ce)
+{
+    int64_t s = INT64_MAX, e = INT64_MIN;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t c0 = w->lo[r] - t, c1 = w->hi[r] - t;
+        if (c0 < 0) c0 = 0;
+        if (c1 > nt) c1 = nt;
+        if (c0 >= c1)
+            continue;
+        if (c0 < s) s = c0;
+        if (c1 > e) e = c1;
+    }
+    *cs = s;
+    *ce = e;
+}
+
+/* The BF16 products of rows [i0, i1) of query head h against the keys
+ * [t + cs, t + ce): run_block's steps with the x.bf kernels.  The tiles
+ * hold key t + cs + c at column off + c, off = (t + cs - jlo) % 2, so that
+ * the rounded dS row starts on a pair of the K panel (its column 0 and the
+ * one after the last key then read as 0). */
+static void run_block_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, bwork *w,
+                         int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t t, int64_t cs,
+                         int64_t ce, int64_t jlo)
+{
+    const attn_sdpa_bwd_desc *d = &p->d;
+    const attn_sdpa_desc *f = &d->fwd;
+    const attn_sdpa_bwd_args16 *a16 = a->args16;
+    const attn_kernels *kern = p->x.kern;
+    const attn_bf16_kernels *bf = p->x.bf;
+    const int64_t rows = i1 - i0, cols = ce - cs, ldp = p->ldp, dk = f->qk_dim, dv = f->v_dim;
+    const int drop = f->mask_mode == ATTN_MASK_DROP_NONZERO;
+    const int64_t c0 = t + cs - jlo, off = c0 & 1;
+    const uint16_t *q = ATTN_VIEW_AT(a16->q, f->q, b, h, i0);
+    const uint16_t *dO = ATTN_VIEW_AT(a16->d_o, d->d_o, b, h, i0);
+    float *P = w->p + off, *dP = w->dp + off;
+
+    /* S = scale Q K^T, dP = dO V^T: Q and dO read in place */
+    bf->mm(rows, cols, dk, p->scale, NULL, q, f->q.seq, w->kt + c0, p->ldk, P, ldp, 0, NULL);
+    bf->mm(rows, cols, dv, 1.0f, NULL, dO, d->d_o.seq, w->vt + c0, p->ldk, dP, ldp, 0, NULL);
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t i = i0 + r;
+        float *pr = P + r * ldp;
+        const float lse = a->lse[b * f->lse.batch + h * f->lse.head + i * f->lse.seq];
+        int64_t a0 = w->lo[r] - t - cs, a1 = w->hi[r] - t - cs;
+        if (a0 < 0) a0 = 0;
+        if (a1 > cols) a1 = cols;
+        if (a1 <= a0 || lse == -INFINITY)
+            a0 = a1 = 0;
+        const int64_t j0 = t + cs + a0;
+        const float *bias = f->use_bias ? ATTN_VIEW_AT(a->bias, f->bias, b, h, i) + j0 : NULL;
+        const uint8_t *mask = f->mask_mode != ATTN_MASK_NONE
+            ? ATTN_VIEW_AT(a->mask, f->mask, b, h, i) + j0 : NULL;
+        memset(pr, 0, (size_t)a0 * sizeof(float));
+        memset(pr + a1, 0, (size_t)(cols - a1) * sizeof(float));
+        if (a1 > a0) {
+            kern->prep_max(pr + a0, a1 - a0, bias, mask, drop);
+            kern->exp_store(pr + a0, pr + a0, a1 - a0, lse);
+        }
+        if (p->dropout)
+            kern->dropout_bwd_row(&p->drop, pr, dP + r * ldp, w->dsum[r], b, h, i, t + cs, cols);
+    }
+    /* dV += P^T dO  (P' with dropout): P^T rounded to BF16 */
+    bf->tr_round(P, ldp, rows, cols, w->pt, p->ldr);
+    bf->mm(cols, dv, rows, 1.0f, NULL, w->pt, p->ldr, w->dop, dv, w->dva + (t + cs) * dv, dv, 1,
+           NULL);
+    /* dS = P (dP - D) in fp32 (in the dP tile with dropout); dBias */
+    float *ds = p->dropout ? dP : P;
+    for (int64_t r = 0; r < rows; r++) {
+        float *pr = ds + r * ldp;
+        if (!p->dropout) {
+            const float *dpr = dP + r * ldp;
+            const float D = w->dsum[r];
+            for (int64_t j = 0; j < cols; j++)
+                pr[j] = pr[j] * (dpr[j] - D);
+        }
+        float *db = dbias_row(p, a, b, h, i0 + r);
+        if (db) {
+            db += t + cs;
+            for (int64_t j = 0; j < cols; j++)
+                db[j] += pr[j];
+        }
+    }
+    /* dK += scale dS^T Q: dS^T rounded to BF16 */
+    bf->tr_round(ds, ldp, rows, cols, w->pt, p->ldr);
+    bf->mm(cols, dk, rows, p->scale, NULL, w->pt, p->ldr, w->qp, dk, w->dka + (t + cs) * dk, dk, 1,
+           NULL);
+    /* dQ += scale dS K: each dS row rounded to BF16 in place (the row of
+     * ldp floats becomes one of 2 ldp BF16 values from the same start), in
+     * whole pairs of keys of the K panel from key t + cs - off on */
+    float *row0 = ds - off;
+    const int64_t e = (off + cols + 1) & ~(int64_t)1;
+    for (int64_t r = 0; r < rows; r++) {
+        float *sr = row0 + r * ldp;
+        uint16_t *hr = (uint16_t *)(void *)sr;
+        bf->round(sr + off, hr + off, cols);
+        if (off)
+            hr[0] = 0;
+        if (e > off + cols)
+            hr[off + cols] = 0;
+    }
+    bf->mm(rows, dk, e, p->scale, NULL, (const uint16_t *)(const void *)row0, 2 * ldp,
+           w->kp + (c0 - off) / 2 * dk, dk, w->dqa, dk, 1, NULL);
+}
+
+/* Pack n rows of a 16-bit tensor (row j at base + j * ld) with a pack_rows
+ * or pack_pairs kernel, ATTN_BWD_PACK rows per call: column (or pair) j
+ * of out at out + j * step (step: 1 for a panel's columns, D / 2 for a
+ * pair panel's rows; n is split at even rows). */
+static void pack_bf(bwork *w, const uint16_t *base, int64_t ld, int64_t n, int64_t width,
+                    uint32_t *out, int64_t ldo, int pairs,
+                    void (*kern)(const uint16_t *const *, int64_t, int64_t, uint32_t *, int64_t))
+{
+    for (int64_t j0 = 0; j0 < n; j0 += ATTN_BWD_PACK) {
+        const int64_t cnt = n - j0 < ATTN_BWD_PACK ? n - j0 : ATTN_BWD_PACK;
+        for (int64_t j = 0; j < cnt; j++)
+            w->ptrs[j] = base + (j0 + j) * ld;
+        kern(w->ptrs, cnt, width, pairs ? out + j0 / 2 * ldo : out + j0, ldo);
+    }
+}
+
+/* One (batch, key/value head) pair with a 16-bit tensor: for each query
+ * head of the group and each block of bq rows, every key tile the block
+ * sees (run_block on widened copies, or run_block_bf); the block's dQ
+ * rounded after its last tile, dK and dV after the last block.  The same
+ * blocks, tiles and columns as run_pair. */
+static void run_pair16(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, bwork *w,
+                       int64_t b, int64_t hk)
+{
+    const attn_sdpa_bwd_desc *d = &p->d;
+    const attn_sdpa_desc *f = &d->fwd;
+    const attn_sdpa_bwd_args16 *a16 = a->args16;
+    const attn_bf16_kernels *bf = p->x.bf;
+    const int64_t n = f->q_len, m = f->kv_len, g = p->group, h0 = hk * g;
+    const int64_t dk = f->qk_dim, dv = f->v_dim;
+    const int64_t qlen = f->use_q_lens ? a->q_lens[b] : n;
+    const int64_t kvlen = f->use_kv_lens ? a->kv_lens[b] : m;
+    int64_t jlo, jhi;
+    seen_keys(p, qlen, kvlen, &jlo, &jhi);
+    const int64_t nk = jhi - jlo;
+
+    /* K and V of the keys seen: packed (bf) or widened; the dK, dV sums
+     * zeroed (fp32 outputs: summed in place, zeroed whole as run_pair) */
+    if (p->bf) {
+        const uint16_t *k = ATTN_VIEW_AT(a16->k, f->k, b, hk, jlo);
+        const uint16_t *v = ATTN_VIEW_AT(a16->v, f->v, b, hk, jlo);
+        pack_bf(w, k, f->k.seq, nk, dk, w->kt, p->ldk, 0, bf->pack_rows);
+        pack_bf(w, v, f->v.seq, nk, dv, w->vt, p->ldk, 0, bf->pack_rows);
+        pack_bf(w, k, f->k.seq, nk, dk, w->kp, dk, 1, bf->pack_pairs);
+    } else {
+        for (int64_t j = jlo; j < jhi; j++) {
+            if (p->k16)
+                widen(p, f->k_type, ATTN_VIEW_AT(a16->k, f->k, b, hk, j), w->kw + j * dk, dk);
+            if (p->v16)
+                widen(p, f->v_type, ATTN_VIEW_AT(a16->v, f->v, b, hk, j), w->vw + j * dv, dv);
+        }
+    }
+    if (p->k16)
+        memset(w->dka + jlo * dk, 0, (size_t)(nk * dk) * sizeof(float));
+    else
+        zero_rows(ATTN_VIEW_HEAD(a->dk, d->dk, b, hk), m, d->dk.seq, dk);
+    if (p->v16)
+        memset(w->dva + jlo * dv, 0, (size_t)(nk * dv) * sizeof(float));
+    else
+        zero_rows(ATTN_VIEW_HEAD(a->dv, d->dv, b, hk), m, d->dv.seq, dv);
+
+    for (int64_t hh = 0; hh < g; hh++) {
+        const int64_t h = h0 + hh;
+        if (!p->q16)
+            zero_rows(ATTN_VIEW_HEAD(a->dq, d->dq, b, h), n, d->dq.seq, dk);
+        for (int64_t i0 = 0; i0 < qlen; i0 += p->bq) {
+            const int64_t i1 = i0 + p->bq < qlen ? i0 + p->bq : qlen, rows = i1 - i0;
+            for (int64_t r = 0; r < rows; r++)
+                attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i0 + r,
+                               &w->lo[r], &w->hi[r]);
+            /* The block's operands: widened, or (bf) Q and dO in pairs of
+             * rows and D of each row; its dQ sum zeroed. */
+            bsrc src;
+            if (p->bf) {
+                pack_bf(w, ATTN_VIEW_AT(a16->q, f->q, b, h, i0), f->q.seq, rows, dk, w->qp, dk, 1,
+                        bf->pack_pairs);
+                pack_bf(w, ATTN_VIEW_AT(a16->d_o, d->d_o, b, h, i0), d->d_o.seq, rows, dv, w->dop,
+                        dv, 1, bf->pack_pairs);
+                for (int64_t r = 0; r < rows; r++) {
+                    widen(p, f->o_type, ATTN_VIEW_AT(a16->d_o, d->d_o, b, h, i0 + r), w->scr, dv);
+                    widen(p, f->o_type, ATTN_VIEW_AT(a16->o, f->o, b, h, i0 + r), w->scr + dv, dv);
+                    w->dsum[r] = row_d(w->scr, w->scr + dv, dv);
+                }
+            } else {
+                src = user_src(p, a, b, hk, h, i0, 0);
+                if (p->q16) {
+                    for (int64_t r = 0; r < rows; r++)
+                        widen(p, f->q_type, ATTN_VIEW_AT(a16->q, f->q, b, h, i0 + r),
+                              w->qw + r * dk, dk);
+                    src.q = w->qw;
+                    src.ldq = dk;
+                }
+                if (p->o16) {
+                    for (int64_t r = 0; r < rows; r++) {
+                        widen(p, f->o_type, ATTN_VIEW_AT(a16->d_o, d->d_o, b, h, i0 + r),
+                              w->dow + r * dv, dv);
+                        widen(p, f->o_type, ATTN_VIEW_AT(a16->o, f->o, b, h, i0 + r),
+                              w->ow + r * dv, dv);
+                    }
+                    src.dO = w->dow;
+                    src.o = w->ow;
+                    src.lddo = src.ldo = dv;
+                }
+                if (p->q16) {
+                    src.dq = w->dqa;
+                    src.lddq = dk;
+                }
+                if (p->k16) {
+                    src.k = w->kw;
+                    src.ldk = dk;
+                    src.dk = w->dka;
+                    src.lddk = dk;
+                }
+                if (p->v16) {
+                    src.v = w->vw;
+                    src.ldv = dv;
+                    src.dv = w->dva;
+                    src.lddv = dv;
+                }
+            }
+            if (p->q16)
+                memset(w->dqa, 0, (size_t)(rows * dk) * sizeof(float));
+            for (int64_t t = jlo; t < jhi; t += p->bk) {
+                const int64_t nt = jhi - t < p->bk ? jhi - t : p->bk;
+                int64_t cs, ce;
+                block_cols(w, rows, t, nt, &cs, &ce);
+                if (cs >= ce)
+                    continue;
+                if (p->bf) {
+                    run_block_bf(p, a, w, b, h, i0, i1, t, cs, ce, jlo);
+                } else {
+                    /* src's K-side pointers at key t + cs */
+                    bsrc s2 = src;
+                    const int64_t j = t + cs;
+                    s2.k = p->k16 ? w->kw + j * dk : ATTN_VIEW_AT(a->k, f->k, b, hk, j);
+                    s2.v = p->v16 ? w->vw + j * dv : ATTN_VIEW_AT(a->v, f->v, b, hk, j);
+                    s2.dk = p->k16 ? w->dka + j * dk : ATTN_VIEW_AT(a->dk, d->dk, b, hk, j);
+                    s2.dv = p->v16 ? w->dva + j * dv : ATTN_VIEW_AT(a->dv, d->dv, b, hk, j);
+                    run_block(p, a, w, b, h, i0, i1, t, cs, ce, &s2);
+                }
+            }
+            if (p->q16)
+                for (int64_t r = 0; r < rows; r++)
+                    narrow(p, f->q_type, w->dqa + r * dk,
+                           ATTN_VIEW_AT(a16->dq, d->dq, b, h, i0 + r), dk);
+        }
+        if (p->q16)
+            for (int64_t i = qlen; i < n; i++)
+                memset(ATTN_VIEW_AT(a16->dq, d->dq, b, h, i), 0, (size_t)dk * sizeof(uint16_t));
+    }
+    /* dK, dV rounded once; the keys no row sees +0 */
+    for (int64_t j = 0; j < m; j++) {
+        const int seen = j >= jlo && j < jhi;
+        if (p->k16) {
+            uint16_t *dst = ATTN_VIEW_AT(a16->dk, d->dk, b, hk, j);
+            if (seen)
+                narrow(p, f->k_type, w->dka + j * dk, dst, dk);
+            else
+                memset(dst, 0, (size_t)dk * sizeof(uint16_t));
+        }
+        if (p->v16) {
+            uint16_t *dst = ATTN_VIEW_AT(a16->dv, d->dv, b, hk, j);
+            if (seen)
+                narrow(p, f->v_type, w->dva + j * dv, dst, dv);
+            else
+                memset(dst, 0, (size_t)dv * sizeof(uint16_t));
+        }
     }
 }
 
@@ -681,6 +1134,25 @@ static void bwd_body(void *arg, int tid)
     w.qg = w.idx ? (float *)(void *)(base + p->ws_qg) : NULL;
     w.dog = w.idx ? w.qg + p->sp_rows * f->qk_dim : NULL;
     w.dqg = w.idx ? w.dog + p->sp_rows * f->v_dim : NULL;
+#define WS_AT(type, off, used) ((used) ? (type *)(void *)(base + (off)) : NULL)
+    const int wide = p->ty16 && !p->bf;
+    w.kw = WS_AT(float, p->ws_kw, wide && p->k16);
+    w.vw = WS_AT(float, p->ws_vw, wide && p->v16);
+    w.qw = WS_AT(float, p->ws_qw, wide && p->q16);
+    w.dow = WS_AT(float, p->ws_dow, wide && p->o16);
+    w.ow = WS_AT(float, p->ws_ow, wide && p->o16);
+    w.dqa = WS_AT(float, p->ws_dqa, p->q16);
+    w.dka = WS_AT(float, p->ws_dka, p->k16);
+    w.dva = WS_AT(float, p->ws_dva, p->v16);
+    w.kt = WS_AT(uint32_t, p->ws_kt, p->bf);
+    w.vt = WS_AT(uint32_t, p->ws_vt, p->bf);
+    w.kp = WS_AT(uint32_t, p->ws_kp, p->bf);
+    w.qp = WS_AT(uint32_t, p->ws_qp, p->bf);
+    w.dop = WS_AT(uint32_t, p->ws_dop, p->bf);
+    w.pt = WS_AT(uint16_t, p->ws_pt, p->bf);
+    w.ptrs = WS_AT(const uint16_t *, p->ws_ptrs, p->bf);
+    w.scr = WS_AT(float, p->ws_scr, p->bf);
+#undef WS_AT
     const int64_t nitems = p->nb * p->nh;
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1)
@@ -697,6 +1169,8 @@ static void bwd_body(void *arg, int tid)
             for (int64_t hk = k0; hk < k0 + p->hpi; hk++) {
                 if (p->sparse)
                     run_pair_sparse(p, c->a, &w, b, hk);
+                else if (p->ty16)
+                    run_pair16(p, c->a, &w, b, hk);
                 else
                     run_pair(p, c->a, &w, b, hk);
             }
@@ -704,6 +1178,7 @@ static void bwd_body(void *arg, int tid)
 }
 
 ATTN_DEFINE_ZERO_INIT(attn_sdpa_bwd_args_init, attn_sdpa_bwd_args)
+ATTN_DEFINE_ZERO_INIT(attn_sdpa_bwd_args16_init, attn_sdpa_bwd_args16)
 
 attn_status attn_sdpa_bwd_execute(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
                                   void *workspace, size_t workspace_bytes)
