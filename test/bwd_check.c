@@ -112,9 +112,18 @@ long bwd_check(const attn_sdpa_desc *d, const attn_sdpa_args *fwd_args, const fl
                const bwd_buf *dbias, uint32_t sentinel, bwd_report_fn rep, void *ctx,
                bwd_err *err)
 {
+    return bwd_check_types(d, fwd_args, d_o, d_o_view, dq, dk, dv, dbias, sentinel, rep, ctx, err,
+                           NULL);
+}
+
+long bwd_check_types(const attn_sdpa_desc *d, const attn_sdpa_args *fwd_args, const float *d_o,
+                     attn_view d_o_view, const bwd_buf *dq, const bwd_buf *dk, const bwd_buf *dv,
+                     const bwd_buf *dbias, uint32_t sentinel, bwd_report_fn rep, void *ctx,
+                     bwd_err *err, const ref_bwd_types *ty)
+{
     chk c = {rep, ctx, 0};
     ref_bwd_out g;
-    if (ref_sdpa_bwd_alloc(d, fwd_args, d_o, d_o_view, dbias != NULL, &g)) {
+    if (ref_sdpa_bwd_alloc(d, fwd_args, d_o, d_o_view, dbias != NULL, ty, &g)) {
         bad(&c, "backward reference: out of memory");
         return c.bad;
     }

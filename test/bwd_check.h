@@ -41,9 +41,16 @@ typedef void (*bwd_report_fn)(void *ctx, const char *msg);
  * must hold the 32-bit pattern sentinel.  Returns the number of problems
  * reported (out of memory counts as one).
  */
+struct ref_bwd_types;
 long bwd_check(const attn_sdpa_desc *fwd, const attn_sdpa_args *fwd_args, const float *d_o,
                attn_view d_o_view, const bwd_buf *dq, const bwd_buf *dk, const bwd_buf *dv,
                const bwd_buf *dbias, uint32_t sentinel, bwd_report_fn rep, void *ctx,
                bwd_err *err);
+/* bwd_check with the error terms of 16-bit tensors (reference.h,
+ * ref_bwd_types; NULL: fp32), on gradients widened back to fp32. */
+long bwd_check_types(const attn_sdpa_desc *fwd, const attn_sdpa_args *fwd_args, const float *d_o,
+                     attn_view d_o_view, const bwd_buf *dq, const bwd_buf *dk, const bwd_buf *dv,
+                     const bwd_buf *dbias, uint32_t sentinel, bwd_report_fn rep, void *ctx,
+                     bwd_err *err, const struct ref_bwd_types *ty);
 
 #endif

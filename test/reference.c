@@ -358,8 +358,12 @@ void ref_out_free(ref_out *ro)
 #define REF_PTINY 1.1754943508222875e-38 /* 2^-126 */
 
 int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
-                 const float *d_o, attn_view dov, const ref_bwd_out *out)
+                 const float *d_o, attn_view dov, const ref_bwd_types *ty,
+                 const ref_bwd_out *out)
 {
+    static const ref_bwd_types fp32;
+    if (!ty)
+        ty = &fp32;
     const int64_t B = desc->batch, Hq = desc->q_heads, Hkv = desc->kv_heads;
     const int64_t n = desc->q_len, m = desc->kv_len;
     const int64_t dk = desc->qk_dim, dv = desc->v_dim;
@@ -379,6 +383,7 @@ int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
     double *o = malloc((size_t)dv * sizeof *o);
     double *oa = malloc((size_t)dv * sizeof *oa);
     unsigned char *vis = malloc((size_t)m);
+    double *qc = malloc((size_t)dk * sizeof *qc);   /* dQ's magnitude sum */
     /* per group: the two parts of the dK and dV bounds, and N_j */
     double *ka = calloc((size_t)(m * dk), sizeof *ka);
     double *kc = calloc((size_t)(m * dk), sizeof *kc);
@@ -387,7 +392,7 @@ int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
     int64_t *cnt = calloc((size_t)m, sizeof *cnt);
     int rc = -1;
     if (!s || !a || !p || !pd || !zr || !keep || !dp || !ds || !eds || !o || !oa || !vis ||
-        !ka || !kc || !va || !vc || !cnt)
+        !qc || !ka || !kc || !va || !vc || !cnt)
         goto out;
 
     for (int64_t b = 0; b < B; b++) {
@@ -462,12 +467,12 @@ int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
                                      i * desc->q.seq;
                     double o_rel, lse_abs;
                     ref_row_tolerance(dk, nv, amax, lse, NULL, &o_rel, &lse_abs);
-                    o_rel += ref_dropout_rel(desc);
+                    o_rel += ref_dropout_rel(desc) + ty->o_rel;
                     double D = 0.0, Derr = 0.0;
                     for (int64_t x = 0; x < dv; x++) {
                         D += (double)dO[x] * o[x];
                         Derr += fabs((double)dO[x]) *
-                                (o_rel * oa[x] + ((double)dv + 2.0) * u * fabs(o[x]));
+                                (o_rel * oa[x] + ty->o_abs + ((double)dv + 2.0) * u * fabs(o[x]));
                     }
                     const double es = ((double)dk + 6.0) * u * amax;
                     const double pb = expm1(es + lse_abs) + (REF_KEXP + 4.0) * u;
@@ -496,12 +501,14 @@ int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
                         double *DVj = DV + j * dv, *DKj = DK + j * dk;
                         for (int64_t x = 0; x < dv; x++) {
                             DVj[x] += pd[j] * (double)dO[x];
-                            va[j * dv + x] += (pbd * pd[j] + zj * REF_PTINY) * fabs((double)dO[x]);
+                            va[j * dv + x] += ((pbd + ty->p_rel) * pd[j] + zj * REF_PTINY) *
+                                              fabs((double)dO[x]);
                             vc[j * dv + x] += pd[j] * fabs((double)dO[x]);
                         }
                         for (int64_t x = 0; x < dk; x++) {
                             DKj[x] += scale * ds[j] * (double)Q[x];
-                            ka[j * dk + x] += ascale * eds[j] * fabs((double)Q[x]);
+                            ka[j * dk + x] += ascale * (eds[j] + ty->ds_rel * fabs(ds[j])) *
+                                              fabs((double)Q[x]);
                             kc[j * dk + x] += ascale * fabs(ds[j]) * fabs((double)Q[x]);
                         }
                         if (out->dbias) {
@@ -511,18 +518,22 @@ int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
                         }
                     }
                     /* dQ */
+                    for (int64_t x = 0; x < dk; x++)
+                        qc[x] = 0.0;
                     for (int64_t j = 0; j < m; j++) {
                         if (!vis[j])
                             continue;
                         const float *Kj = K + j * desc->k.seq;
-                        const double w = eds[j] + ((double)nv + 3.0) * u * fabs(ds[j]);
+                        const double w =
+                            eds[j] + ((double)nv + 3.0 + ty->ds_rel / u) * u * fabs(ds[j]);
                         for (int64_t x = 0; x < dk; x++) {
                             DQ[x] += scale * ds[j] * (double)Kj[x];
                             DQT[x] += ascale * w * fabs((double)Kj[x]);
+                            qc[x] += ascale * fabs(ds[j]) * fabs((double)Kj[x]);
                         }
                     }
                     for (int64_t x = 0; x < dk; x++)
-                        DQT[x] = REF_SAFE * DQT[x] + REF_TINY;
+                        DQT[x] = REF_SAFE * (DQT[x] + ty->g_rel * qc[x]) + ty->g_abs + REF_TINY;
                 }
             /* the group's dK and dV bounds */
             double *DKT = out->dk_tol + ((b * Hkv + hk) * m) * dk;
@@ -533,10 +544,12 @@ int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
                     out->kv_seen[(b * Hkv + hk) * m + j] = cnt[j] > 0;
                 for (int64_t x = 0; x < dk; x++)
                     DKT[j * dk + x] =
-                        REF_SAFE * (ka[j * dk + x] + (N + 3.0) * u * kc[j * dk + x]) + REF_TINY;
+                        REF_SAFE * (ka[j * dk + x] + ((N + 3.0) * u + ty->g_rel) * kc[j * dk + x]) +
+                        ty->g_abs + REF_TINY;
                 for (int64_t x = 0; x < dv; x++)
                     DVT[j * dv + x] =
-                        REF_SAFE * (va[j * dv + x] + (N + 2.0) * u * vc[j * dv + x]) + REF_TINY;
+                        REF_SAFE * (va[j * dv + x] + ((N + 2.0) * u + ty->g_rel) * vc[j * dv + x]) +
+                        ty->g_abs + REF_TINY;
             }
         }
     }
@@ -554,6 +567,7 @@ out:
     free(o);
     free(oa);
     free(vis);
+    free(qc);
     free(ka);
     free(kc);
     free(va);
@@ -563,7 +577,7 @@ out:
 }
 
 int ref_sdpa_bwd_alloc(const attn_sdpa_desc *d, const attn_sdpa_args *a, const float *d_o,
-                       attn_view dov, int want_dbias, ref_bwd_out *r)
+                       attn_view dov, int want_dbias, const ref_bwd_types *ty, ref_bwd_out *r)
 {
     const size_t rows = (size_t)(d->batch * d->q_heads * d->q_len);
     const size_t kvrows = (size_t)(d->batch * d->kv_heads * d->kv_len);
@@ -585,7 +599,7 @@ int ref_sdpa_bwd_alloc(const attn_sdpa_desc *d, const attn_sdpa_args *a, const f
         r->vis = malloc(rows * m);
         bad = bad || !r->dbias || !r->dbias_tol || !r->vis;
     }
-    if (bad || ref_sdpa_bwd(d, a, d_o, dov, r)) {
+    if (bad || ref_sdpa_bwd(d, a, d_o, dov, ty, r)) {
         ref_bwd_out_free(r);
         return -1;
     }

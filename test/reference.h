@@ -105,22 +105,40 @@ typedef struct ref_bwd_out {
 } ref_bwd_out;
 
 /*
+ * The error terms a backward on 16-bit tensors adds to the fp32 model
+ * (sdpa_bwd.c derives them; NULL or all 0: fp32):
+ *   o_rel, o_abs  the O the backward reads (the 16-bit forward's): relative
+ *                 to o_abs_d = sum_j p_j |V_jd|, and absolute; enters D
+ *   p_rel         P (P' with dropout) rounded for dV, relative
+ *   ds_rel        dS rounded for dK and dQ, relative
+ *   g_rel, g_abs  each gradient's own rounding: relative to the sum of the
+ *                 magnitudes of its terms (|scale| sum |dS| |Q| for dK,
+ *                 sum P' |dO| for dV, |scale| sum |dS| |K| for dQ) and
+ *                 absolute
+ */
+typedef struct ref_bwd_types {
+    double o_rel, o_abs, p_rel, ds_rel, g_rel, g_abs;
+} ref_bwd_types;
+
+/*
  * The gradients of L = sum dO * O for the forward of desc (its o, probs and
  * lse fields are not used) and the inputs of args (q, k, v, lengths, mask,
  * bias; o, probs, lse not used), with dO [B][Hq][n][dv] at d_o with view
  * d_o_view.  P, O and D_i = dO_i . O_i are recomputed in double from the
  * inputs (own softmax).  With desc->dropout_p > 0 it is the backward of the
  * dropped forward with the keep mask (attn_dropout_mask_fill, as ref_sdpa)
- * held fixed.  Reads nothing attn.h says is never read, nor the dO rows of
+ * held fixed.  ty (NULL: none) adds the terms of 16-bit tensors to the
+ * bounds.  Reads nothing attn.h says is never read, nor the dO rows of
  * padded queries.  Returns 0, or -1 without memory.
  */
 int ref_sdpa_bwd(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
-                 const float *d_o, attn_view d_o_view, const ref_bwd_out *out);
+                 const float *d_o, attn_view d_o_view, const ref_bwd_types *ty,
+                 const ref_bwd_out *out);
 /* ref_sdpa_bwd into fresh outputs (dbias, dbias_tol and vis only when
  * want_dbias).  Returns 0 or -1 (then *out is freed). */
 int ref_sdpa_bwd_alloc(const attn_sdpa_desc *desc, const attn_sdpa_args *args,
                        const float *d_o, attn_view d_o_view, int want_dbias,
-                       ref_bwd_out *out);
+                       const ref_bwd_types *ty, ref_bwd_out *out);
 void ref_bwd_out_free(ref_bwd_out *out);
 
 /* The shape of dBias: [Bb][Hb][Nb][m] with Bb = 1 when the bias's batch

@@ -96,7 +96,11 @@ typedef struct obuf {
     float *ptr;          /* base + misalign */
     attn_view v;
     vshape z;
+    uint16_t *h;         /* 16-bit cases: the uint16 twin (count elements) */
+    uint16_t *hptr;      /* h + misalign */
 } obuf;
+
+#define TSENTINEL16 0x7FA5u   /* a NaN in both 16-bit types */
 
 static int obuf_alloc(obuf *o, attn_view v, vshape z, int mis)
 {
@@ -112,6 +116,38 @@ static void obuf_fill(obuf *o, uint32_t bits)
 {
     for (size_t x = 0; x < o->count; x++)
         o->base[x] = bits;
+    if (o->h)
+        for (size_t x = 0; x < o->count; x++)
+            o->h[x] = TSENTINEL16;
+}
+
+/* 16-bit cases: the twin of o (mis elements in, as o->ptr), holding o's
+ * values rounded to type, and o's values replaced by the rounded ones. */
+static int obuf_twin(obuf *o, int type, int mis)
+{
+    o->h = malloc(o->count * sizeof *o->h + 1);
+    if (!o->h)
+        return -1;
+    o->hptr = o->h + mis;
+    float *f = (float *)(void *)o->base;
+    attn_dtype_encode((attn_dtype)type, f, o->h, (int64_t)o->count);
+    attn_dtype_decode((attn_dtype)type, o->h, f, (int64_t)o->count);
+    return 0;
+}
+
+/* After a 16-bit call: the twin widened into o (the 16-bit sentinel back
+ * to TSENTINEL). */
+static void obuf_widen(obuf *o, int type)
+{
+    for (size_t x = 0; x < o->count; x++) {
+        if (o->h[x] == TSENTINEL16) {
+            o->base[x] = TSENTINEL;
+        } else {
+            float f;
+            attn_dtype_decode((attn_dtype)type, o->h + x, &f, 1);
+            memcpy(o->base + x, &f, sizeof f);
+        }
+    }
 }
 
 static float *at(const obuf *o, int64_t b, int64_t h, int64_t s)
@@ -126,6 +162,8 @@ typedef struct bwd {
     obuf d_o, dq, dk, dv, dbias;
     attn_sdpa_bwd_desc desc;
     attn_sdpa_bwd_args args;
+    attn_sdpa_bwd_args16 args16;   /* 16-bit cases (dtype) */
+    int dtype;
 } bwd;
 
 static void bwd_free(bwd *w)
@@ -135,6 +173,10 @@ static void bwd_free(bwd *w)
     free(w->dk.base);
     free(w->dv.base);
     free(w->dbias.base);
+    free(w->d_o.h);
+    free(w->dq.h);
+    free(w->dk.h);
+    free(w->dv.h);
     if (w->t == &w->own)
         tinst_free(&w->own);
     memset(w, 0, sizeof *w);
@@ -171,6 +213,8 @@ static int bwd_build(bwd *w, const trow *r, const tcase *c, tinst *t)
     const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
                   m = d->kv_len, dk = d->qk_dim, dv = d->v_dim;
     const int mis = c->misalign ? 1 : 0;
+    const int ty = c->dtype;
+    w->dtype = ty;
     trng rng;
     trng_seed(&rng, c->seed * 0x5851F42D4C957F2Dull + 17);
 
@@ -188,10 +232,23 @@ static int bwd_build(bwd *w, const trow *r, const tcase *c, tinst *t)
                 for (int64_t x = 0; x < dv; x++) {
                     float val = (float)trng_uniform(&rng, -1.0, 1.0);
                     row[x] = pad ? NAN : val;
-                    if (pad)
+                    if (pad) {
                         orow[x] = NAN;
+                        /* and in O's 16-bit twin, which the backward reads */
+                        if (ty != ATTN_DTYPE_F32) {
+                            const float nan = NAN;
+                            attn_dtype_encode((attn_dtype)ty, &nan,
+                                              (uint16_t *)ti->o16.base +
+                                                  (orow + x - (float *)ti->o.base),
+                                              1);
+                        }
+                    }
                 }
             }
+    /* 16-bit cases: dO rounded to the type (the reference reads what attn
+     * reads), in a uint16 twin */
+    if (ty != ATTN_DTYPE_F32 && obuf_twin(&w->d_o, ty, mis))
+        return -1;
 
     /* outputs */
     vshape zq = {B, Hq, n, dk}, zk = {B, Hkv, m, dk}, zv = {B, Hkv, m, dv};
@@ -199,8 +256,16 @@ static int bwd_build(bwd *w, const trow *r, const tcase *c, tinst *t)
         obuf_alloc(&w->dk, out_view(c->out_layout, zk, &rng), zk, mis) ||
         obuf_alloc(&w->dv, out_view(c->out_layout, zv, &rng), zv, mis))
         return -1;
+    if (ty != ATTN_DTYPE_F32 &&
+        (obuf_twin(&w->dq, ty, mis) || obuf_twin(&w->dk, ty, mis) || obuf_twin(&w->dv, ty, mis)))
+        return -1;
+    /* the desc and pointers attn takes (16-bit cases: the types set, the
+     * uint16 twins) */
+    attn_sdpa_desc fd;
+    attn_sdpa_args fa;
+    tinst_call_types(ti, &fd, &fa);
     attn_sdpa_bwd_desc_init(&w->desc);
-    w->desc.fwd = *d;
+    w->desc.fwd = fd;
     w->desc.fwd.want_probs = 0;
     w->desc.d_o = d->o;
     w->desc.dq = w->dq.v;
@@ -221,10 +286,10 @@ static int bwd_build(bwd *w, const trow *r, const tcase *c, tinst *t)
         w->desc.dbias = vb;
     }
     attn_sdpa_bwd_args *a = &w->args;
-    a->q = ti->args.q;
-    a->k = ti->args.k;
-    a->v = ti->args.v;
-    a->o = ti->args.o;
+    a->q = fa.q;
+    a->k = fa.k;
+    a->v = fa.v;
+    a->o = fa.o;
     a->d_o = w->d_o.ptr;
     a->lse = ti->args.lse;
     a->kv_lens = ti->args.kv_lens;
@@ -238,6 +303,21 @@ static int bwd_build(bwd *w, const trow *r, const tcase *c, tinst *t)
     a->global_k = ti->args.global_k;
     a->global_q = ti->args.global_q;
     a->layout = ti->args.layout;
+    if (ty != ATTN_DTYPE_F32) {
+        attn_sdpa_bwd_args16 *h = &w->args16;
+        attn_sdpa_bwd_args16_init(h);
+        h->q = fa.q16;
+        h->k = fa.k16;
+        h->v = fa.v16;
+        h->o = fa.o16;
+        h->d_o = w->d_o.hptr;
+        h->dq = w->dq.hptr;
+        h->dk = w->dk.hptr;
+        h->dv = w->dv.hptr;
+        a->d_o = NULL;
+        a->dq = a->dk = a->dv = NULL;
+        a->args16 = h;
+    }
     return 0;
 }
 
@@ -248,7 +328,13 @@ static attn_status bwd_run(bwd *w)
     obuf_fill(&w->dv, TSENTINEL);
     if (w->dbias.base)
         obuf_fill(&w->dbias, TSENTINEL);
-    return attn_sdpa_backward(&w->desc, &w->args);
+    const attn_status s = attn_sdpa_backward(&w->desc, &w->args);
+    if (w->dtype != ATTN_DTYPE_F32) {
+        obuf_widen(&w->dq, w->dtype);
+        obuf_widen(&w->dk, w->dtype);
+        obuf_widen(&w->dv, w->dtype);
+    }
+    return s;
 }
 
 /* Bitwise equality of every output buffer of two setups. */
@@ -275,6 +361,7 @@ static void snap_take(snap4 *s, const bwd *w)
     for (int k = 0; k < 4; k++) {
         s->b[k] = *src[k];
         s->b[k].base = NULL;
+        s->b[k].h = s->b[k].hptr = NULL;
         if (src[k]->base) {
             s->b[k].base = malloc(src[k]->count * sizeof(uint32_t));
             if (s->b[k].base)
@@ -320,6 +407,23 @@ static void report(void *ctx, const char *msg)
     r->bad++;
 }
 
+/* The terms 16-bit tensors add to the fp32 bounds (the header). */
+static ref_bwd_types bwd_types(int dtype)
+{
+    ref_bwd_types t = {0, 0, 0, 0, 0, 0};
+    if (dtype == ATTN_DTYPE_F32)
+        return t;
+    const double ut = tdtype_u(dtype), sub = dtype == ATTN_DTYPE_F16 ? ldexp(1.0, -24) : 0.0;
+    const int bf = dtype == ATTN_DTYPE_BF16;
+    t.o_rel = (bf ? 2.0 : 1.0) * ut;
+    t.o_abs = sub;
+    t.p_rel = bf ? ut : 0.0;
+    t.ds_rel = bf ? ut : 0.0;
+    t.g_rel = ut;
+    t.g_abs = sub;
+    return t;
+}
+
 static bwd_buf as_buf(const obuf *o)
 {
     bwd_buf b = {o->ptr, o->v, o->z.B, o->z.H, o->z.S, o->z.D, o->base, o->count};
@@ -332,8 +436,9 @@ static long bwd_compare(const bwd *w, const tcase *c, tstats *st)
     const bwd_buf dq = as_buf(&w->dq), dk = as_buf(&w->dk), dv = as_buf(&w->dv),
                   db = as_buf(&w->dbias);
     bwd_err e = {st->err_dq, st->err_dk, st->err_dv, st->err_dbias, st->ratio_bwd};
-    bwd_check(&w->t->desc, &w->t->args, w->d_o.ptr, w->desc.d_o, &dq, &dk, &dv,
-              w->desc.want_dbias ? &db : NULL, TSENTINEL, report, &r, &e);
+    const ref_bwd_types ty = bwd_types(c->dtype);
+    bwd_check_types(&w->t->desc, &w->t->args, w->d_o.ptr, w->desc.d_o, &dq, &dk, &dv,
+                    w->desc.want_dbias ? &db : NULL, TSENTINEL, report, &r, &e, &ty);
     st->err_dq = e.dq;
     st->err_dk = e.dk;
     st->err_dv = e.dv;

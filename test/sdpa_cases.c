@@ -1120,7 +1120,8 @@ const tfamily tfamilies[] = {
     {"nan in visible data", "paths", NULL, 0, THR_124, test_nan_visible},
 
     {"random", "random", gen_random, CHK_POISON | CHK_BWD, THR_ALL, NULL},
-    {"types", "types", gen_types, CHK_POISON | CHK_THREADS | CHK_OPTIONAL, THR_124, NULL},
+    {"types", "types", gen_types, CHK_POISON | CHK_THREADS | CHK_OPTIONAL | CHK_BWD, THR_124, NULL},
+    {"typed backward", "types", NULL, 0, THR_ALL, test_bwd_types},
 
     {"global tokens", "sparse", gen_global,
      CHK_POISON | CHK_THREADS | CHK_DENSE | CHK_BWD, THR_ALL, NULL},

@@ -105,6 +105,7 @@ void test_visibility_table(void **state);
 void test_nan_visible(void **state);
 void test_layout_builders(void **state);
 void test_sparse_dropout(void **state);
+void test_bwd_types(void **state);
 void test_sparse_nan_visible(void **state);
 
 #endif

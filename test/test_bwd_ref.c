@@ -153,7 +153,7 @@ static void fd_case_p(const tcase *c, double p, fdstat *st)
                         i < qlen_of(&f, b) ? (float)trng_uniform(&r, -1.0, 1.0) : NAN;
 
     ref_bwd_out g;
-    assert_int_equal(ref_sdpa_bwd_alloc(d, &f.t.args, f.d_o, f.dov, d->use_bias, &g), 0);
+    assert_int_equal(ref_sdpa_bwd_alloc(d, &f.t.args, f.d_o, f.dov, d->use_bias, NULL, &g), 0);
     const double gq = amax(g.dq, (size_t)(B * Hq * n * dk));
     const double gk = amax(g.dk, (size_t)(B * Hkv * m * dk));
     const double gv = amax(g.dv, (size_t)(B * Hkv * m * dv));

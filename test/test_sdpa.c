@@ -29,9 +29,10 @@
  *             float64 ref_sdpa_bwd, exact zeros and sentinels, threads 1-4
  *             and the poisoned twin bitwise; rows too large for the float64
  *             reference are skipped (bwd_applies).
- * Plus two hand-written tests: the visibility table (patterns written out
- * from attn.h, independent of the reference's window code) and NaN in
- * visible data (poisons exactly the rows that see it).
+ * Plus hand-written tests: the visibility table (patterns written out
+ * from attn.h, independent of the reference's window code), NaN in
+ * visible data (poisons exactly the rows that see it), and the typed
+ * backward (test_bwd_types, below: mixed types, dropout, dBias).
  *
  * Tolerances (derived in reference.c, ref_row_tolerance; u = 2^-24):
  *   per row, with nvis visible keys, head dim dk and logit magnitude
@@ -472,7 +473,7 @@ typedef struct typed_family {
     char name[64];
 } typed_family;
 
-#define TYPED_CHECKS (CHK_THREADS | CHK_OPTIONAL | CHK_POISON)
+#define TYPED_CHECKS (CHK_THREADS | CHK_OPTIONAL | CHK_POISON | CHK_BWD)
 
 static void run_rows(const tfamily *f, int dtype, const char *name)
 {
@@ -1001,6 +1002,290 @@ void test_sparse_dropout(void **state)
     printf("[checks]   sparse dropout: 6 cases vs their dense twins, fwd and bwd\n");
     if (fails)
         fail_msg("%d sparse dropout failures", fails);
+}
+
+/* ------------------------------------------------- the typed backward */
+
+/* One configuration of test_bwd_types: shape, options, the four types
+ * (Q, K, V, O with dO) and the engine. */
+typedef struct bwd_tcfg {
+    int64_t B, Hq, Hkv, n, m, dk, dv;
+    int causal, lens, bias;
+    double drop;
+    int qt, kt, vt, ot;
+    attn_engine engine;
+} bwd_tcfg;
+
+static void round_to(int ty, float *x, uint16_t *h, size_t n)
+{
+    if (ty == ATTN_DTYPE_F32)
+        return;
+    attn_dtype_encode((attn_dtype)ty, x, h, (int64_t)n);
+    attn_dtype_decode((attn_dtype)ty, h, x, (int64_t)n);
+}
+
+/*
+ * The backward with per-tensor types against the fp32 backward on the same
+ * (rounded) values, outside the float64 table (whose cases give every
+ * tensor one type): Q, K, V, dO drawn and rounded to their types, O the
+ * fp32 forward's rounded to O's type, the same lse; then
+ *   - widened configurations (not all BF16, or the BLAS engine): each
+ *     16-bit gradient bitwise equal to the fp32 gradient rounded to its
+ *     type (attn_dtype_encode), each fp32 one and dBias bitwise equal (what
+ *     attn.h promises: the fp32 call on the widened values);
+ *   - BF16 products (all BF16 on the tile engine): each gradient within
+ *     2^-5 max|g| of the fp32 one (P and dS rounded to BF16 move a sum by
+ *     about 2^-9 of its terms; a dropped or misplaced term moves it by
+ *     O(1)), dBias (fp32, from the unrounded dS) within 2^-12 max|dBias|;
+ *   - threads 1 and 3: the same bits.
+ * With dropout, causal windows, lengths, GQA and dBias, odd and even head
+ * dims, several key tiles.
+ */
+void test_bwd_types(void **state)
+{
+    (void)state;
+    enum { F32 = ATTN_DTYPE_F32, F16 = ATTN_DTYPE_F16, BF = ATTN_DTYPE_BF16 };
+    static const bwd_tcfg cfgs[] = {
+        /* widened */
+        {2, 4, 2, 100, 300, 40, 24, 1, 0, 1, 0.1, F16, F16, F16, F16, ATTN_ENGINE_TILE},
+        {2, 2, 1, 70, 520, 32, 32, 0, 1, 0, 0.0, BF, F16, F32, F32, ATTN_ENGINE_AUTO},
+        {1, 3, 3, 65, 90, 33, 17, 1, 0, 0, 0.2, F32, BF, BF, F16, ATTN_ENGINE_TILE},
+        {2, 2, 2, 80, 270, 64, 64, 1, 1, 1, 0.0, BF, BF, BF, BF, ATTN_ENGINE_BLAS},
+        {1, 4, 1, 33, 47, 17, 40, 0, 0, 1, 0.0, F16, F32, F32, BF, ATTN_ENGINE_AUTO},
+        {1, 2, 2, 50, 60, 16, 16, 0, 0, 0, 0.0, F32, F32, F32, F16, ATTN_ENGINE_BLAS},
+        /* BF16 products */
+        {2, 4, 2, 130, 300, 64, 64, 1, 0, 0, 0.2, BF, BF, BF, BF, ATTN_ENGINE_TILE},
+        {2, 2, 2, 77, 530, 33, 48, 0, 1, 1, 0.0, BF, BF, BF, BF, ATTN_ENGINE_TILE},
+        {1, 2, 1, 1, 5, 8, 8, 0, 0, 0, 0.0, BF, BF, BF, BF, ATTN_ENGINE_TILE},
+    };
+    int fails = 0;
+    trng r;
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+        const bwd_tcfg *c = &cfgs[ci];
+        trng_seed(&r, 31000 + ci);
+        const int64_t B = c->B, Hq = c->Hq, Hkv = c->Hkv, n = c->n, m = c->m, dk = c->dk,
+                      dv = c->dv;
+        const size_t nq = (size_t)(B * Hq * n), nk = (size_t)(B * Hkv * m);
+        const size_t cnt[9] = {nq * (size_t)dk, nk * (size_t)dk, nk * (size_t)dv,
+                               nq * (size_t)dv, nq * (size_t)dv, nq,
+                               nq * (size_t)dk, nk * (size_t)dk, nk * (size_t)dv};
+        /* q k v o dO lse dq dk dv, fp32 and 16-bit; the typed run's dq dk dv */
+        float *f[9];
+        uint16_t *h[9];
+        for (int x = 0; x < 9; x++) {
+            f[x] = malloc(cnt[x] * sizeof(float));
+            h[x] = malloc(cnt[x] * sizeof(uint16_t));
+            assert_non_null(f[x]);
+            assert_non_null(h[x]);
+        }
+        float *g2[3];
+        for (int x = 0; x < 3; x++) {
+            g2[x] = malloc(cnt[6 + x] * sizeof(float));
+            assert_non_null(g2[x]);
+        }
+        const size_t nb = c->bias ? (size_t)(B * n * m) : 1;
+        float *bias = malloc(nb * sizeof(float)), *db1 = malloc(nb * sizeof(float)),
+              *db2 = malloc(nb * sizeof(float));
+        assert_non_null(bias);
+        assert_non_null(db1);
+        assert_non_null(db2);
+        const int tys[5] = {c->qt, c->kt, c->vt, c->ot, c->ot};
+        for (int x = 0; x < 5; x++)
+            if (x != 3) {
+                for (size_t e = 0; e < cnt[x]; e++)
+                    f[x][e] = (float)trng_uniform(&r, -1.5, 1.5);
+                round_to(tys[x], f[x], h[x], cnt[x]);
+            }
+        for (size_t e = 0; e < nb; e++)
+            bias[e] = (float)trng_uniform(&r, -2.0, 2.0);
+        int32_t kvl[2] = {(int32_t)m, (int32_t)(m * 2 / 3)}, ql[2] = {(int32_t)(n / 2),
+                                                                       (int32_t)n};
+
+        attn_sdpa_desc d;
+        attn_sdpa_desc_init(&d);
+        d.batch = B, d.q_heads = Hq, d.kv_heads = Hkv, d.q_len = n, d.kv_len = m;
+        d.qk_dim = dk, d.v_dim = dv;
+        d.q = d.o = attn_view_bhsd(Hq, n, dk);
+        d.o = attn_view_bhsd(Hq, n, dv);
+        d.k = attn_view_bhsd(Hkv, m, dk);
+        d.v = attn_view_bhsd(Hkv, m, dv);
+        d.want_lse = 1;
+        d.lse = attn_view_bhsd(Hq, n, 1);
+        d.engine = c->engine;
+        if (c->causal) {
+            d.window_right = 0;
+            d.align = ATTN_ALIGN_BOTTOM_RIGHT;
+        }
+        d.use_kv_lens = d.use_q_lens = c->lens;
+        if (c->bias) {
+            d.use_bias = 1;
+            d.bias = (attn_view){(int64_t)n * m, 0, m};  /* broadcast over heads */
+        }
+        if (c->drop > 0.0) {
+            d.dropout_p = c->drop;
+            d.dropout_seed = 77 + ci;
+        }
+        /* the fp32 forward: O rounded to O's type, lse */
+        attn_sdpa_args fa = {.q = f[0], .k = f[1], .v = f[2], .o = f[3], .lse = f[5],
+                             .kv_lens = c->lens ? kvl : NULL, .q_lens = c->lens ? ql : NULL,
+                             .bias = c->bias ? bias : NULL};
+        assert_int_equal(attn_sdpa(&d, &fa), ATTN_OK);
+        /* (padded rows: O written 0, lse -inf; fine as inputs) */
+        round_to(tys[3], f[3], h[3], cnt[3]);
+
+        attn_sdpa_bwd_desc bd;
+        attn_sdpa_bwd_desc_init(&bd);
+        bd.fwd = d;
+        bd.d_o = d.o;
+        bd.dq = d.q;
+        bd.dk = d.k;
+        bd.dv = d.v;
+        bd.want_dbias = c->bias;
+        if (c->bias)
+            bd.dbias = d.bias;
+        attn_sdpa_bwd_args a1 = {.q = f[0], .k = f[1], .v = f[2], .o = f[3], .d_o = f[4],
+                                 .lse = f[5], .kv_lens = fa.kv_lens, .q_lens = fa.q_lens,
+                                 .bias = fa.bias, .dq = f[6], .dk = f[7], .dv = f[8],
+                                 .dbias = c->bias ? db1 : NULL};
+        assert_int_equal(attn_sdpa_backward(&bd, &a1), ATTN_OK);
+
+        /* the typed call */
+        attn_sdpa_bwd_desc bt = bd;
+        bt.fwd.q_type = (attn_dtype)c->qt;
+        bt.fwd.k_type = (attn_dtype)c->kt;
+        bt.fwd.v_type = (attn_dtype)c->vt;
+        bt.fwd.o_type = (attn_dtype)c->ot;
+        attn_sdpa_bwd_args16 a16;
+        attn_sdpa_bwd_args16_init(&a16);
+        attn_sdpa_bwd_args a2 = a1;
+        a2.dbias = c->bias ? db2 : NULL;
+        const int gty[3] = {c->qt, c->kt, c->vt};
+        for (int x = 0; x < 3; x++) {
+            const float **in = x == 0 ? &a2.q : x == 1 ? &a2.k : &a2.v;
+            const uint16_t **in16 = x == 0 ? &a16.q : x == 1 ? &a16.k : &a16.v;
+            float **out = x == 0 ? &a2.dq : x == 1 ? &a2.dk : &a2.dv;
+            uint16_t **out16 = x == 0 ? &a16.dq : x == 1 ? &a16.dk : &a16.dv;
+            if (gty[x] != F32) {
+                *in = NULL;
+                *in16 = h[x];
+                *out = NULL;
+                *out16 = h[6 + x];
+            } else {
+                *out = g2[x];
+            }
+        }
+        if (c->ot != F32) {
+            a2.o = a2.d_o = NULL;
+            a16.o = h[3];
+            a16.d_o = h[4];
+        }
+        const int typed = c->qt != F32 || c->kt != F32 || c->vt != F32 || c->ot != F32;
+        a2.args16 = typed ? &a16 : NULL;
+        attn_engine eng = ATTN_ENGINE_AUTO;
+        assert_int_equal(attn_engine_resolve(c->engine, &eng), ATTN_OK);
+        const int bfp = c->qt == BF && c->kt == BF && c->vt == BF && c->ot == BF &&
+                        eng == ATTN_ENGINE_TILE;
+        long bad = 0;
+        double worst = 0.0;   /* BF16 products: max |g - fp32| / max |fp32| */
+        uint16_t *keep16[3] = {NULL, NULL, NULL};
+        float *keepdb = NULL;
+        for (int th = 1; th <= 3; th += 2) {
+            bt.fwd.threads = th;
+            for (int x = 0; x < 3; x++)
+                if (gty[x] != F32)
+                    memset(h[6 + x], 0xA5, cnt[6 + x] * sizeof(uint16_t));
+            attn_status st = attn_sdpa_backward(&bt, &a2);
+            if (st != ATTN_OK) {
+                printf("FAIL typed backward %zu: %s\n", ci, attn_status_str(st));
+                fails++;
+                break;
+            }
+            if (th == 1) {
+                for (int x = 0; x < 3; x++) {
+                    const size_t ne = cnt[6 + x];
+                    double mx = 0.0;
+                    for (size_t e = 0; e < ne; e++)
+                        mx = fmax(mx, fabs((double)f[6 + x][e]));
+                    for (size_t e = 0; e < ne; e++) {
+                        float got;
+                        if (gty[x] != F32)
+                            attn_dtype_decode((attn_dtype)gty[x], h[6 + x] + e, &got, 1);
+                        else
+                            got = g2[x][e];
+                        if (!bfp) {
+                            uint16_t want16 = 0;
+                            if (gty[x] != F32)
+                                attn_dtype_encode((attn_dtype)gty[x], f[6 + x] + e, &want16, 1);
+                            const int same = gty[x] != F32
+                                                 ? h[6 + x][e] == want16
+                                                 : memcmp(&got, f[6 + x] + e, sizeof got) == 0;
+                            if (!same && bad++ < 5)
+                                printf("  cfg %zu grad %d elem %zu: %.9g, fp32 %.9g (not bitwise)\n",
+                                       ci, x, e, (double)got, (double)f[6 + x][e]);
+                        } else if (worst = fmax(worst, fabs((double)got - (double)f[6 + x][e]) /
+                                                           (mx + 1e-30)),
+                                   !(fabs((double)got - (double)f[6 + x][e]) <=
+                                     ldexp(mx, -5) + 1e-30)) {
+                            if (bad++ < 5)
+                                printf("  cfg %zu grad %d elem %zu: %.9g, fp32 %.9g, max %.3g\n",
+                                       ci, x, e, (double)got, (double)f[6 + x][e], mx);
+                        }
+                    }
+                }
+                if (c->bias) {
+                    double mx = 0.0;
+                    for (size_t e = 0; e < nb; e++)
+                        mx = fmax(mx, fabs((double)db1[e]));
+                    for (size_t e = 0; e < nb; e++) {
+                        const int ok = bfp ? fabs((double)db2[e] - (double)db1[e]) <=
+                                                 ldexp(mx, -12) + 1e-30
+                                           : memcmp(db2 + e, db1 + e, sizeof(float)) == 0;
+                        if (!ok && bad++ < 5)
+                            printf("  cfg %zu dBias elem %zu: %.9g, fp32 %.9g\n", ci, e,
+                                   (double)db2[e], (double)db1[e]);
+                    }
+                }
+                for (int x = 0; x < 3; x++) {
+                    const size_t by = cnt[6 + x] * (gty[x] != F32 ? 2 : 4);
+                    keep16[x] = malloc(by);
+                    assert_non_null(keep16[x]);
+                    memcpy(keep16[x], gty[x] != F32 ? (void *)h[6 + x] : (void *)g2[x], by);
+                }
+                keepdb = malloc(nb * sizeof(float));
+                assert_non_null(keepdb);
+                memcpy(keepdb, db2, nb * sizeof(float));
+            } else {
+                for (int x = 0; x < 3; x++) {
+                    const size_t by = cnt[6 + x] * (gty[x] != F32 ? 2 : 4);
+                    if (memcmp(keep16[x], gty[x] != F32 ? (void *)h[6 + x] : (void *)g2[x], by))
+                        bad++, printf("  cfg %zu grad %d: threads 3 gives other bits\n", ci, x);
+                }
+                if (c->bias && memcmp(keepdb, db2, nb * sizeof(float)))
+                    bad++, printf("  cfg %zu dBias: threads 3 gives other bits\n", ci);
+            }
+        }
+        printf("[checks]   typed backward cfg %zu: types q%d k%d v%d o%d, %s, engine %d: %s",
+               ci, c->qt, c->kt, c->vt, c->ot, bfp ? "BF16 products" : "widened (bitwise)",
+               (int)c->engine, bad ? "FAIL" : "ok");
+        if (bfp)
+            printf(" (max |g - fp32| / max |fp32| = %.2e)", worst);
+        printf("\n");
+        fails += bad != 0;
+        for (int x = 0; x < 3; x++)
+            free(keep16[x]);
+        free(keepdb);
+        for (int x = 0; x < 9; x++) {
+            free(f[x]);
+            free(h[x]);
+        }
+        for (int x = 0; x < 3; x++)
+            free(g2[x]);
+        free(bias);
+        free(db1);
+        free(db2);
+    }
+    if (fails)
+        fail_msg("%d typed backward configurations failed", fails);
 }
 
 /* ---------------------------------------------------------------- main */
