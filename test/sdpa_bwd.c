@@ -31,6 +31,36 @@
  *                (over the c visible positions a broadcast element sums)
  * (+1e-30 each), N_j the number of (head, row) pairs of the GQA group that
  * see key j, o_rel and lse_tol the forward's bounds (ref_row_tolerance).
+ *
+ * 16-bit rows (dtype BF16 or F16: the types suite).  The instance's Q, K,
+ * V are already rounded to the type (harness.h); dO is drawn as above and
+ * rounded too, O is the 16-bit forward's, and attn gets uint16 twins of all
+ * of them through args16 (dQ, dK, dV likewise, filled with a 16-bit NaN
+ * sentinel and widened back afterwards, so every check reads fp32 buffers
+ * as for F32 rows).  The float64 reference runs on the rounded values, so
+ * only what attn rounds itself is added (ref_bwd_types; u_t = tdtype_u, 2^-8
+ * BF16 and 2^-10 F16: twice the unit roundoff, which leaves slack x2 on
+ * each term below, first order, the products of two terms dropped):
+ *   - O as the backward reads it: |O16 - o| <= (o_rel + u_t) o_abs (its
+ *     rounding to the type, relative to |O| <= o_abs = sum_j p_j |V_j|),
+ *     plus u_t o_abs more at BF16 (the forward's P rounded for P V); F16
+ *     also an absolute 2^-24 (its subnormal spacing).  It enters D_err as
+ *     sum_d |dO_d| (extra o_rel o_abs_d + extra absolute), so E_dS, and
+ *     through it every gradient and dBias;
+ *   - BF16 products (assumed for every BF16 row: the BLAS engine's widened
+ *     path then gets a looser bound): P' rounded to BF16 for dV adds
+ *     u_t P'_ij |dO_i| to each term of dV's bound, and dS rounded for dK
+ *     and dQ adds u_t |dS_ij| |Q_i| (|K_j|) |scale| to each term of theirs.
+ *     Their products are exact and their sums fp32 with FTZ (a flushed sum
+ *     or product moves a result by < 2^-126 per term, inside the 1e-30);
+ *   - each gradient's own rounding, once: u_t |g|, bounded by u_t times the
+ *     sum of its terms' magnitudes (the reference's kc, vc and dQ's sum:
+ *     |scale| sum |dS||Q|, sum P' |dO|, |scale| sum |dS||K|), plus 2^-24
+ *     absolute at F16.  dBias stays fp32 (from the fp32 dS): only D's
+ *     term.
+ * With those, the fp32 bounds above hold as they are.  Thread counts and
+ * the poisoned twin compare the widened bits (equal iff the 16-bit ones
+ * are, NaN payloads aside).
  */
 #include <math.h>
 #include <stdio.h>
