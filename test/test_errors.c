@@ -25,8 +25,10 @@
  * dV and a head-broadcast dBias); every failing forward row of desc_rows
  * must fail the backward with the forward's own status; the rules over
  * every field of the new views; then the argument slots of
- * attn_sdpa_bwd_args, lengths and workspaces.  Every failing call leaves
- * the dQ, dK, dV and dBias buffers bitwise untouched.
+ * attn_sdpa_bwd_args, lengths and workspaces, and the 16-bit tensors of
+ * attn_sdpa_bwd_args16 (test_bwd_args16_errors).  Every failing call
+ * leaves the dQ, dK, dV and dBias buffers (fp32 or 16-bit) bitwise
+ * untouched.
  */
 #include <float.h>
 #include <limits.h>
@@ -1040,12 +1042,22 @@ static const desc_row bwd_rows[] = {
     {"control: no bias, no dbias", ATTN_OK, BWD, {SI(use_bias, 0), SB(want_dbias, 0)}},
     {"control: bias, no dbias (dbias strides unset)", ATTN_OK, BWD,
      {SB(want_dbias, 0), SVB(dbias, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET)}},
-    {"fwd: k_type F16", ATTN_ERR_BAD_OPTION, BWD, {SI(k_type, ATTN_DTYPE_F16)}},
-    {"fwd: q_type BF16", ATTN_ERR_UNSUPPORTED_TYPE, BWD, {SI(q_type, ATTN_DTYPE_BF16)}},
-    {"fwd: o_type F16", ATTN_ERR_UNSUPPORTED_TYPE, BWD, {SI(o_type, ATTN_DTYPE_F16)}},
-    {"fwd: v_type BF16", ATTN_ERR_BAD_OPTION, BWD, {SI(v_type, ATTN_DTYPE_BF16)}},
+    /* 16-bit types plan (test_bwd_args16_errors runs them); with the
+     * sparse options as the forward refuses them, unknown ones refused */
+    {"fwd: k_type F16 with global keys", ATTN_ERR_BAD_OPTION, BWD,
+     {SI(k_type, ATTN_DTYPE_F16), SI(use_global_k, 1)}},
+    {"fwd: q_type BF16 with a layout", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
+     {SI(q_type, ATTN_DTYPE_BF16), SI(block_size, 16)}},
+    {"fwd: o_type F16 with global queries", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
+     {SI(o_type, ATTN_DTYPE_F16), SI(use_global_q, 1)}},
+    {"fwd: q_type 3", ATTN_ERR_BAD_OPTION, BWD, {SI(q_type, 3)}},
+    {"fwd: o_type -1", ATTN_ERR_BAD_OPTION, BWD, {SI(o_type, -1)}},
+    {"fwd: v_type 7", ATTN_ERR_BAD_OPTION, BWD, {SI(v_type, 7)}},
     {"fwd: paged", ATTN_ERR_BAD_OPTION, BWD,
      {SI(kv_block_size, 4), SI(kv_num_blocks, 7), SI(kv_max_blocks, 3)}},
+    {"fwd: paged BF16 K and V", ATTN_ERR_BAD_OPTION, BWD,
+     {SI(k_type, ATTN_DTYPE_BF16), SI(v_type, ATTN_DTYPE_BF16), SI(kv_block_size, 4),
+      SI(kv_num_blocks, 7), SI(kv_max_blocks, 3)}},
     {"bwd reserved[0] != 0", ATTN_ERR_BAD_OPTION, BWD, {SB(reserved[0], 1)}},
     {"bwd reserved[15] = INT64_MIN", ATTN_ERR_BAD_OPTION, BWD, {SB(reserved[15], INT64_MIN)}},
     /* rows shorter than the row */
@@ -1323,6 +1335,180 @@ static void test_bwd_execute_errors(void **state)
     assert_int_equal(g_fail, 0);
 }
 
+/* The 16-bit tensors of the backward at execute time (attn.h,
+ * attn_sdpa_bwd_args16): on the bwd base with every type BF16, every type
+ * F16 and mixed types (Q BF16, K F32, V F16, O F32; Q F32, K/V BF16, O
+ * F16): args16 NULL (ATTN_ERR_NULL_ARGUMENT); each of the eight tensors
+ * with its pointer of the other struct given as well (MISMATCH) or its own
+ * NULL (NULL_ARGUMENT); each reserved slot of args16 nonzero
+ * (ATTN_ERR_BAD_OPTION); controls.  An fp32 plan given args16
+ * (ATTN_ERR_ARGUMENT_MISMATCH, also all-NULL), or args16 with a nonzero
+ * reserved slot (ATTN_ERR_BAD_OPTION).  Nothing written on error, fp32 or
+ * 16-bit outputs. */
+#define SENT16 0x7FA5u
+typedef struct bwd16_fix {
+    uint16_t *in[5];    /* q k v o d_o, encoded from the fixture's fp32 */
+    uint16_t *out[3];   /* dq dk dv */
+    size_t nin[5], nout[3];
+} bwd16_fix;
+
+static void bwd16_clear(bwd16_fix *h)
+{
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < h->nout[k]; i++)
+            h->out[k][i] = SENT16;
+}
+
+static int bwd16_untouched(const bwd16_fix *h)
+{
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < h->nout[k]; i++)
+            if (h->out[k][i] != SENT16)
+                return 0;
+    return 1;
+}
+
+static void expect_bwd16(bwd_fix *f, bwd16_fix *h, const attn_sdpa_bwd_desc *d,
+                         const attn_sdpa_bwd_args *a, attn_status want, const char *what)
+{
+    attn_sdpa_bwd_plan *plan = NULL;
+    assert_int_equal(attn_sdpa_bwd_plan_create(&plan, d), ATTN_OK);
+    for (int oneshot = 0; oneshot < 2; oneshot++) {
+        bwd_clear(f);
+        bwd16_clear(h);
+        const attn_status s = oneshot ? attn_sdpa_backward(d, a)
+                                      : attn_sdpa_bwd_execute(plan, a, NULL, 0);
+        if (s != want) {
+            printf("FAIL %s: %s returned %s, want %s\n", what,
+                   oneshot ? "attn_sdpa_backward" : "bwd execute", sname(s), sname(want));
+            g_fail++;
+        }
+        if (want != ATTN_OK && (!bwd_untouched(f) || !bwd16_untouched(h))) {
+            printf("FAIL %s: outputs written on error\n", what);
+            g_fail++;
+        }
+        if (want == ATTN_OK && bwd16_untouched(h) && bwd_untouched(f)) {
+            printf("FAIL %s: nothing written by a successful call\n", what);
+            g_fail++;
+        }
+    }
+    attn_sdpa_bwd_plan_destroy(plan);
+}
+
+static void test_bwd_args16_errors(void **state)
+{
+    (void)state;
+    g_fail = 0;
+    bwd_fix f;
+    bwd_fix_build(&f);
+    bwd16_fix h;
+    const tbuf *src[5] = {&f.t.q, &f.t.k, &f.t.v, &f.t.o, &f.d_o};
+    const tbuf *dst[3] = {&f.dq, &f.dk, &f.dv};
+    for (int k = 0; k < 5; k++) {
+        h.nin[k] = src[k]->count;
+        h.in[k] = malloc(h.nin[k] * sizeof(uint16_t) + 2);
+        assert_non_null(h.in[k]);
+    }
+    for (int k = 0; k < 3; k++) {
+        h.nout[k] = dst[k]->count;
+        h.out[k] = malloc(h.nout[k] * sizeof(uint16_t) + 2);
+        assert_non_null(h.out[k]);
+    }
+    enum { F32 = ATTN_DTYPE_F32, F16 = ATTN_DTYPE_F16, BF = ATTN_DTYPE_BF16 };
+    static const int cfg[][4] = {   /* q k v o */
+        {BF, BF, BF, BF}, {F16, F16, F16, F16}, {BF, F32, F16, F32}, {F32, BF, BF, F16},
+    };
+    static const char *const names[8] = {"q", "k", "v", "o", "d_o", "dq", "dk", "dv"};
+    char what[160];
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+        attn_sdpa_bwd_desc d = f.d;
+        d.fwd.q_type = (attn_dtype)cfg[c][0];
+        d.fwd.k_type = (attn_dtype)cfg[c][1];
+        d.fwd.v_type = (attn_dtype)cfg[c][2];
+        d.fwd.o_type = (attn_dtype)cfg[c][3];
+        /* the tensor of each slot: its type */
+        const int ty[8] = {cfg[c][0], cfg[c][1], cfg[c][2], cfg[c][3], cfg[c][3],
+                           cfg[c][0], cfg[c][1], cfg[c][2]};
+        for (int k = 0; k < 5; k++)
+            if (ty[k] != F32)
+                attn_dtype_encode((attn_dtype)ty[k], src[k]->base, h.in[k], (int64_t)h.nin[k]);
+        attn_sdpa_bwd_args16 a16;
+        assert_int_equal(attn_sdpa_bwd_args16_init(&a16), ATTN_OK);
+        attn_sdpa_bwd_args a = f.a;
+        const void **p32[8] = {(const void **)&a.q, (const void **)&a.k, (const void **)&a.v,
+                               (const void **)&a.o, (const void **)&a.d_o, (const void **)&a.dq,
+                               (const void **)&a.dk, (const void **)&a.dv};
+        const void **p16[8] = {(const void **)&a16.q, (const void **)&a16.k,
+                               (const void **)&a16.v, (const void **)&a16.o,
+                               (const void **)&a16.d_o, (const void **)&a16.dq,
+                               (const void **)&a16.dk, (const void **)&a16.dv};
+        for (int k = 0; k < 8; k++)
+            if (ty[k] != F32) {
+                *p16[k] = k < 5 ? (const void *)h.in[k] : (const void *)h.out[k - 5];
+                *p32[k] = NULL;
+            }
+        a.args16 = &a16;
+        snprintf(what, sizeof what, "bwd16 cfg %zu: control", c);
+        expect_bwd16(&f, &h, &d, &a, ATTN_OK, what);
+        attn_sdpa_bwd_args b = a;
+        b.args16 = NULL;
+        snprintf(what, sizeof what, "bwd16 cfg %zu: args16 NULL", c);
+        expect_bwd16(&f, &h, &d, &b, ATTN_ERR_NULL_ARGUMENT, what);
+        for (int k = 0; k < 8; k++) {
+            /* the other struct's pointer given as well */
+            attn_sdpa_bwd_args16 x16 = a16;
+            b = a;
+            b.args16 = &x16;
+            const void **o32 = (const void **)((char *)&b + ((char *)p32[k] - (char *)&a));
+            const void **o16 = (const void **)((char *)&x16 + ((char *)p16[k] - (char *)&a16));
+            if (ty[k] != F32)
+                *o32 = k < 5 ? src[k]->base : dst[k - 5]->base;
+            else
+                *o16 = k < 5 ? (const void *)h.in[k] : (const void *)h.out[k - 5];
+            snprintf(what, sizeof what, "bwd16 cfg %zu: %s (%s) given its %s pointer too", c,
+                     names[k], ty[k] == F32 ? "F32" : "16-bit", ty[k] == F32 ? "16-bit" : "float");
+            expect_bwd16(&f, &h, &d, &b, ATTN_ERR_ARGUMENT_MISMATCH, what);
+            /* its own pointer NULL */
+            x16 = a16;
+            b = a;
+            b.args16 = &x16;
+            if (ty[k] != F32)
+                *o16 = NULL;
+            else
+                *o32 = NULL;
+            snprintf(what, sizeof what, "bwd16 cfg %zu: %s (%s) NULL", c, names[k],
+                     ty[k] == F32 ? "F32" : "16-bit");
+            expect_bwd16(&f, &h, &d, &b, ATTN_ERR_NULL_ARGUMENT, what);
+        }
+        for (int slot = 0; slot < 8; slot++) {
+            attn_sdpa_bwd_args16 x16 = a16;
+            x16.reserved[slot] = &x16;
+            b = a;
+            b.args16 = &x16;
+            snprintf(what, sizeof what, "bwd16 cfg %zu: args16.reserved[%d] != NULL", c, slot);
+            expect_bwd16(&f, &h, &d, &b, ATTN_ERR_BAD_OPTION, what);
+        }
+    }
+    /* an fp32 plan */
+    attn_sdpa_bwd_args16 none, bad;
+    attn_sdpa_bwd_args16_init(&none);
+    attn_sdpa_bwd_args16_init(&bad);
+    bad.reserved[7] = &bad;
+    attn_sdpa_bwd_args b = f.a;
+    b.args16 = &none;
+    expect_bwd16(&f, &h, &f.d, &b, ATTN_ERR_ARGUMENT_MISMATCH, "fp32 plan: args16 (all NULL)");
+    b.args16 = &bad;
+    expect_bwd16(&f, &h, &f.d, &b, ATTN_ERR_BAD_OPTION, "fp32 plan: args16.reserved[7] != NULL");
+    expect_bwd16(&f, &h, &f.d, &f.a, ATTN_OK, "fp32 plan: control");
+    printf("  16-bit backward arguments: %zu type configurations\n", sizeof cfg / sizeof cfg[0]);
+    for (int k = 0; k < 5; k++)
+        free(h.in[k]);
+    for (int k = 0; k < 3; k++)
+        free(h.out[k]);
+    bwd_fix_free(&f);
+    assert_int_equal(g_fail, 0);
+}
+
 /* Sparse attention at execute time, forward and backward, on a case with
  * global keys and queries and a per-head layout: each pointer NULL while
  * enabled (ATTN_ERR_NULL_ARGUMENT), given to a plan without the feature
@@ -1531,12 +1717,50 @@ static void test_growable_structs(void **state)
     assert_int_equal(attn_sdpa_bwd_args_init(&ba), ATTN_OK);
     ba.q = q, ba.k = k, ba.v = v, ba.o = o, ba.d_o = dO, ba.lse = lse;
     ba.dq = dq, ba.dk = dk, ba.dv = dv;
-    grow_fill(dq, N, NAN);
-    ba.reserved[3] = &ba;
-    assert_int_equal(attn_sdpa_backward(&bd, &ba), ATTN_ERR_BAD_OPTION);
-    assert_true(grow_untouched(dq, N));
-    ba.reserved[3] = NULL;
+    assert_null(ba.args16);
+    for (int slot = 0; slot < 7; slot += 3) {   /* reserved[7] (1.1: args16 took [0]) */
+        grow_fill(dq, N, NAN);
+        ba.reserved[slot] = &ba;
+        assert_int_equal(attn_sdpa_backward(&bd, &ba), ATTN_ERR_BAD_OPTION);
+        assert_true(grow_untouched(dq, N));
+        ba.reserved[slot] = NULL;
+    }
     assert_int_equal(attn_sdpa_backward(&bd, &ba), ATTN_OK);
+
+    /* The backward's 16-bit tensors (attn_sdpa_bwd_args16, 1.1). */
+    assert_int_equal(attn_sdpa_bwd_args16_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+    {
+        attn_sdpa_bwd_args16 h;
+        memset(&h, 0xA5, sizeof h);
+        assert_int_equal(attn_sdpa_bwd_args16_init(&h), ATTN_OK);
+        const unsigned char *hb = (const unsigned char *)&h;
+        for (size_t i = 0; i < sizeof h; i++)
+            assert_int_equal(hb[i], 0);
+        uint16_t q16[N], k16[N], v16[N], o16[N], do16[N], dq16[N], dk16[N], dv16[N];
+        attn_dtype_encode(ATTN_DTYPE_BF16, q, q16, N);
+        attn_dtype_encode(ATTN_DTYPE_BF16, k, k16, N);
+        attn_dtype_encode(ATTN_DTYPE_BF16, v, v16, N);
+        attn_dtype_encode(ATTN_DTYPE_BF16, o, o16, N);
+        attn_dtype_encode(ATTN_DTYPE_BF16, dO, do16, N);
+        h.q = q16, h.k = k16, h.v = v16, h.o = o16, h.d_o = do16;
+        h.dq = dq16, h.dk = dk16, h.dv = dv16;
+        attn_sdpa_bwd_desc bd16 = bd;
+        bd16.fwd.q_type = bd16.fwd.k_type = bd16.fwd.v_type = bd16.fwd.o_type = ATTN_DTYPE_BF16;
+        attn_sdpa_bwd_args ba16;
+        attn_sdpa_bwd_args_init(&ba16);
+        ba16.lse = lse;
+        ba16.args16 = &h;
+        for (int slot = 0; slot < 8; slot++) {
+            for (int i = 0; i < N; i++)
+                dq16[i] = 0x7FA5u;
+            h.reserved[slot] = &h;
+            assert_int_equal(attn_sdpa_backward(&bd16, &ba16), ATTN_ERR_BAD_OPTION);
+            for (int i = 0; i < N; i++)
+                assert_int_equal(dq16[i], 0x7FA5u);
+            h.reserved[slot] = NULL;
+        }
+        assert_int_equal(attn_sdpa_backward(&bd16, &ba16), ATTN_OK);
+    }
 
     /* Linear attention forward and backward. */
     attn_linear_desc ld;
@@ -1785,6 +2009,7 @@ int main(void)
         cmocka_unit_test(test_execute_errors),
         cmocka_unit_test(test_bwd_desc_table),
         cmocka_unit_test(test_bwd_execute_errors),
+        cmocka_unit_test(test_bwd_args16_errors),
         cmocka_unit_test(test_sparse_execute_errors),
         cmocka_unit_test(test_growable_structs),
         cmocka_unit_test(test_status_strings),

@@ -123,6 +123,20 @@ class SdpaArgs(ctypes.Structure):
         "block_table", "q16", "o16")] + [("reserved", c_void_p * 6)]
 
 
+class SdpaBwdArgs16(ctypes.Structure):
+    """attn_sdpa_bwd_args16 (the backward's 16-bit tensors, 1.1)."""
+    _fields_ = [(name, c_void_p) for name in (
+        "q", "k", "v", "o", "d_o", "dq", "dk", "dv")] + [("reserved", c_void_p * 8)]
+
+
+class SdpaBwdArgs(ctypes.Structure):
+    """attn_sdpa_bwd_args (every pointer as void *; args16 since 1.1)."""
+    _fields_ = [(name, c_void_p) for name in (
+        "q", "k", "v", "o", "d_o", "lse", "kv_lens", "q_lens", "mask", "bias",
+        "dq", "dk", "dv", "dbias", "global_k", "global_q", "layout",
+        "args16")] + [("reserved", c_void_p * 7)]
+
+
 class MhaDesc(ctypes.Structure):
     """attn_mha_desc."""
     _fields_ = [
@@ -168,6 +182,8 @@ STRUCTS = {
     "attn_view": View,
     "attn_sdpa_desc": SdpaDesc,
     "attn_sdpa_args": SdpaArgs,
+    "attn_sdpa_bwd_args": SdpaBwdArgs,
+    "attn_sdpa_bwd_args16": SdpaBwdArgs16,
     "attn_mha_desc": MhaDesc,
     "attn_mha_weights": MhaWeights,
     "attn_mha_args": MhaArgs,

@@ -41,6 +41,20 @@ int main(void)
     F(attn_sdpa_args, k16); F(attn_sdpa_args, v16); F(attn_sdpa_args, block_table);
     F(attn_sdpa_args, q16); F(attn_sdpa_args, o16); F(attn_sdpa_args, reserved);
 
+    S(attn_sdpa_bwd_args);
+    F(attn_sdpa_bwd_args, q); F(attn_sdpa_bwd_args, k); F(attn_sdpa_bwd_args, v);
+    F(attn_sdpa_bwd_args, o); F(attn_sdpa_bwd_args, d_o); F(attn_sdpa_bwd_args, lse);
+    F(attn_sdpa_bwd_args, kv_lens); F(attn_sdpa_bwd_args, q_lens); F(attn_sdpa_bwd_args, mask);
+    F(attn_sdpa_bwd_args, bias); F(attn_sdpa_bwd_args, dq); F(attn_sdpa_bwd_args, dk);
+    F(attn_sdpa_bwd_args, dv); F(attn_sdpa_bwd_args, dbias); F(attn_sdpa_bwd_args, global_k);
+    F(attn_sdpa_bwd_args, global_q); F(attn_sdpa_bwd_args, layout);
+    F(attn_sdpa_bwd_args, args16); F(attn_sdpa_bwd_args, reserved);
+
+    S(attn_sdpa_bwd_args16);
+    F(attn_sdpa_bwd_args16, q); F(attn_sdpa_bwd_args16, k); F(attn_sdpa_bwd_args16, v);
+    F(attn_sdpa_bwd_args16, o); F(attn_sdpa_bwd_args16, d_o); F(attn_sdpa_bwd_args16, dq);
+    F(attn_sdpa_bwd_args16, dk); F(attn_sdpa_bwd_args16, dv); F(attn_sdpa_bwd_args16, reserved);
+
     S(attn_mha_desc);
     F(attn_mha_desc, embed_dim); F(attn_mha_desc, num_heads); F(attn_mha_desc, num_kv_heads);
     F(attn_mha_desc, kdim); F(attn_mha_desc, vdim); F(attn_mha_desc, batch);
