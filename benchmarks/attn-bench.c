@@ -468,9 +468,28 @@ static int sdpa_call_run(void *arg, double *split)
     return (int)st;
 }
 
+/* The element type of Q, K, V and O the child's attn rows run at (the
+ * "bf16" and "f16" rows; set by job_fn). */
+static attn_dtype g_dtype = ATTN_DTYPE_F32;
+
+/* 16-bit rows: x rounded to the type in place (the naive path then sees
+ * what attn reads) and its 16-bit copy, or NULL when out of memory. */
+static uint16_t *typed_copy(float *x, size_t n)
+{
+    uint16_t *h = aligned_alloc(64, (n * sizeof(uint16_t) + 63) / 64 * 64);
+    if (!h)
+        return NULL;
+    attn_dtype_encode(g_dtype, x, h, n);
+    attn_dtype_decode(g_dtype, h, x, n);
+    return h;
+}
+
 /* A training case in the child: impl 0 = attn (forward with logsumexp,
  * then backward), 1 = the naive forward and backward.  ms_fwd and ms_bwd
- * are the medians of each half, ms_median of their sum. */
+ * are the medians of each half, ms_median of their sum.  At a 16-bit
+ * g_dtype (attn only) Q, K, V, O, dO and the gradients are of that type
+ * (rounded inputs; the naive path reads the same rounded values, and the
+ * error is over the gradients widened). */
 static void run_train_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
 {
     const int64_t B = c->B, Hq = c->Hq, Hkv = c->Hkv, n = c->n, m = c->m, d = c->d;
@@ -507,6 +526,26 @@ static void run_train_case(const bench_case *c, int impl, int nthreads, int runs
                           .kv_lens = c->padded ? kvl : NULL };
     attn_sdpa_bwd_args ba = { .q = q, .k = k, .v = v, .o = o, .d_o = d_o, .lse = lse,
                               .kv_lens = c->padded ? kvl : NULL, .dq = dq, .dk = dk, .dv = dv };
+    uint16_t *q16 = NULL, *k16 = NULL, *v16 = NULL, *o16 = NULL, *do16 = NULL, *dq16 = NULL,
+             *dk16 = NULL, *dv16 = NULL;
+    attn_sdpa_bwd_args16 ba16;
+    attn_sdpa_bwd_args16_init(&ba16);
+    if (g_dtype != ATTN_DTYPE_F32) {
+        q16 = typed_copy(q, nq), k16 = typed_copy(k, nk), v16 = typed_copy(v, nk);
+        o16 = typed_copy(o, nq), do16 = typed_copy(d_o, nq);
+        dq16 = typed_copy(dq, nq), dk16 = typed_copy(dk, nk), dv16 = typed_copy(dv, nk);
+        if (!q16 || !k16 || !v16 || !o16 || !do16 || !dq16 || !dk16 || !dv16)
+            return result_fail(res, "out of memory");
+        f->q_type = f->k_type = f->v_type = f->o_type = g_dtype;
+        fa.q = fa.k = fa.v = NULL;
+        fa.o = NULL;
+        fa.q16 = q16, fa.k16 = k16, fa.v16 = v16, fa.o16 = o16;
+        ba.q = ba.k = ba.v = ba.o = ba.d_o = NULL;
+        ba.dq = ba.dk = ba.dv = NULL;
+        ba16.q = q16, ba16.k = k16, ba16.v = v16, ba16.o = o16, ba16.d_o = do16;
+        ba16.dq = dq16, ba16.dk = dk16, ba16.dv = dv16;
+        ba.args16 = &ba16;
+    }
     attn_sdpa_plan *fp = NULL;
     attn_sdpa_bwd_plan *bp = NULL;
     attn_status st = attn_sdpa_plan_create(&fp, f);
@@ -531,6 +570,11 @@ static void run_train_case(const bench_case *c, int impl, int nthreads, int runs
     /* Error of the gradients against the other path (without dropout). */
     res->max_err = NAN;
     if (c->dropout == 0.0) {
+        if (dq16) {
+            attn_dtype_decode(g_dtype, dq16, dq, (int64_t)nq);
+            attn_dtype_decode(g_dtype, dk16, dk, (int64_t)nk);
+            attn_dtype_decode(g_dtype, dv16, dv, (int64_t)nk);
+        }
         memcpy(rq, dq, nq * sizeof(float));
         memcpy(rk, dk, nk * sizeof(float));
         memcpy(rv, dv, nk * sizeof(float));
@@ -550,28 +594,12 @@ static void run_train_case(const bench_case *c, int impl, int nthreads, int runs
 }
 
 /* Runs in the child: impl 0 = attn, 1 = naive (the long kinds: long.c). */
-/* The element type of Q, K, V and O the child's attn rows run at (the
- * "bf16" and "f16" rows; set by job_fn). */
-static attn_dtype g_dtype = ATTN_DTYPE_F32;
-
-/* 16-bit rows: x rounded to the type in place (the naive path then sees
- * what attn reads) and its 16-bit copy, or NULL when out of memory. */
-static uint16_t *typed_copy(float *x, size_t n)
-{
-    uint16_t *h = aligned_alloc(64, (n * sizeof(uint16_t) + 63) / 64 * 64);
-    if (!h)
-        return NULL;
-    attn_dtype_encode(g_dtype, x, h, n);
-    attn_dtype_decode(g_dtype, h, x, n);
-    return h;
-}
-
 static void run_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
 {
-    if (g_dtype != ATTN_DTYPE_F32 && (c->kind != K_DENSE || c->mha || c->train)) {
+    if (g_dtype != ATTN_DTYPE_F32 && (c->kind != K_DENSE || c->mha)) {
         res->skipped = 1;
         return result_fail(res, c->kind != K_DENSE ? "F32 only (this kind)"
-                                : "16-bit types: the SDPA forward only, so far");
+                                : "16-bit types: SDPA only, not the MHA layer, so far");
     }
     if (c->kind != K_DENSE)
         return long_run_case(c, impl, nthreads, runs, res);
@@ -1010,7 +1038,7 @@ int main(int argc, char **argv)
                 continue;
             double full = 4.0 * c->B * c->Hq * c->n * c->m * c->d + proj_flops(c);
             double useful = c->kind == K_DENSE ? useful_flops(c) : long_useful_flops(c, 0);
-            double attn_ms = 0;
+            double attn_ms = 0, attn_part[3] = { 0, 0, 0 };
             /* the naive path has no dropout and no layer backward */
             const int naive_too = do_naive && !(c->train && (c->mha || c->dropout > 0));
             /* Rows: attn on its default engine; when that is the tile
@@ -1066,12 +1094,19 @@ int main(int argc, char **argv)
                      * (dX and dW for each), attention's 2.5x */
                     const double pf = proj_flops(c), af = useful - pf;
                     const double fl[3] = { useful, 2.5 * af + 2.0 * pf, 3.5 * af + 3.0 * pf };
-                    if (v == 0)
+                    if (v == 0) {
                         attn_ms = r.ms_median;
+                        for (int k = 0; k < 3; k++)
+                            attn_part[k] = ms[k];
+                    }
+                    const int typed = vtype[v] != ATTN_DTYPE_F32;
                     char err[32];
                     json_g(err, sizeof err, r.max_err);
                     for (int k = 0; k < 3; k++) {
                         double gfu = fl[k] / (ms[k] * 1e6);
+                        /* typed rows: against their unit's peak and
+                         * attn's fp32 time of the same part */
+                        const double vs = typed && attn_part[k] > 0 ? attn_part[k] / ms[k] : 0.0;
                         if (json) {
                             printf("{\"case\":\"%s\",\"name\":\"%s\",\"threads\":%d,"
                                    "\"impl\":\"%s\",\"part\":\"%s\",\"ms_median\":%.4f,"
@@ -1080,26 +1115,32 @@ int main(int argc, char **argv)
                                    "\"fma_local_gflops\":%.2f,\"frac_peak_local\":%.4f,"
                                    "\"workspace_bytes\":%zu,"
                                    "\"peak_rss_bytes\":%ld,\"max_err\":%s,\"read_gbs\":%.2f,"
-                                   "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
+                                   "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\","
+                                   "\"unit_peak_gflops\":%.2f,\"vs_f32\":%.4f}\n",
                                    c->id, c->name, nt, iname, part[k], ms[k], gfu, rate,
-                                   rate > 0 ? gfu / rate : 0, fma_gflops, fma_gflops > 0 ? gfu / fma_gflops : 0,
+                                   rate > 0 ? gfu / rate : 0, fma_gflops, peak > 0 ? gfu / peak : 0,
                                    r.fma_local, r.fma_local > 0 ? gfu / r.fma_local : 0,
                                    r.workspace, r.peak_rss_kb * 1024,
-                                   err, read_gbs, bi.loaded, bi.kernel, bi.simd);
+                                   err, read_gbs, bi.loaded, bi.kernel, bi.simd, peak, vs);
                             continue;
                         }
                         char sp[24] = "";
                         if (k == 2)
                             snprintf(sp, sizeof sp, "%.2fx fwd", r.ms_median / r.ms_fwd);
-                        if (k == 2 && v > 0 && attn_ms > 0)
+                        if (k == 2 && v > 0 && attn_ms > 0 && !typed)
                             snprintf(sp, sizeof sp, "%.2fx", r.ms_median / attn_ms);
+                        if (vs > 0)   /* how much faster than attn's fp32 */
+                            snprintf(sp, sizeof sp, "%.2fx f32", vs);
+                        /* the sampled FMA peak scaled to the unit's */
+                        const double local =
+                            fma_gflops > 0 ? r.fma_local * peak / fma_gflops : 0.0;
                         char nm[24];
                         snprintf(nm, sizeof nm, "%s %s", iname, part[k]);
                         printf("%-4s %-12s %-9s %9.3f %9s %9s %8s %8.1f %5.0f%% %5.0f%% %5.0f%% %11zu "
                                "%9.1f %9.2g %7s\n",
                                c->id, c->name, nm, ms[k], "", "", "", gfu,
-                               fma_gflops > 0 ? 100.0 * gfu / fma_gflops : 0.0,
-                               r.fma_local > 0 ? 100.0 * gfu / r.fma_local : 0.0,
+                               peak > 0 ? 100.0 * gfu / peak : 0.0,
+                               local > 0 ? 100.0 * gfu / local : 0.0,
                                rate > 0 ? 100.0 * gfu / rate : 0.0, r.workspace,
                                r.peak_rss_kb / 1024.0, k == 2 ? r.max_err : NAN, sp);
                     }
