@@ -97,6 +97,17 @@
  *               dst[c ldd + r] = attn_f32_to_bf16(src[r lds + c])
  *             for r < rows, c < cols, every other element of dst (and a
  *             guard after it) untouched, src untouched.
+ *  ds_pack    rows in 0..40, 95, 96 x cols in 0..40, 255, 256 (1849 shapes),
+ *             with d (dS = p * (dp - d) computed) and without (dS = dp):
+ *             P, dP as for round (specials, ties, denormals, NaN) at a
+ *             padded ldp, d random with specials; padded ldq and lds,
+ *             outputs prefilled with canaries: bit for bit the model
+ *               pp[q ldq + j] = bf16(P[2q][j]) | bf16(P[2q+1][j]) << 16,
+ *               sp likewise of dS = (float)(p * (float)(dp - d)),
+ *               s16[r lds + j] = bf16(dS[r][j])
+ *             (high halves 0 past an odd last row, bf16 =
+ *             attn_f32_to_bf16), every other element untouched, p and
+ *             dp untouched.
  *  at         attn_bf16_at(level): scalar below ATTN_SIMD_AVX512, avx512 at
  *             ATTN_SIMD_AVX512, avx512bf16 at ATTN_SIMD_AVX512BF16 when built
  *             in (else avx512); the tables' names.
@@ -1075,6 +1086,101 @@ static void test_tr_round(void **state)
 }
 
 /* ------------------------------------------------------------------ */
+/* ds_pack */
+
+static void ds_pack_one(int64_t rows, int64_t cols, int with_d, long *checked)
+{
+    const int64_t ldp = cols + (int64_t)(next() % 5), ldq = cols + (int64_t)(next() % 3),
+                  lds = cols + (int64_t)(next() % 4);
+    const int64_t hq = (rows + 1) / 2;
+    const size_t np = (size_t)((rows + 1) * ldp) + GUARD, nq = (size_t)(hq * ldq) + GUARD,
+                 ns = (size_t)(rows * lds) + GUARD;
+    float *p = malloc(np * sizeof *p), *dp = malloc(np * sizeof *dp), *d = malloc(72 * 2 * sizeof *d);
+    float *pc = malloc(np * sizeof *p), *dpc = malloc(np * sizeof *dp);
+    uint32_t *pp = malloc(nq * sizeof *pp), *sp = malloc(nq * sizeof *sp);
+    uint32_t *wpp = malloc(nq * sizeof *pp), *wsp = malloc(nq * sizeof *sp);
+    uint16_t *s16 = malloc(ns * sizeof *s16), *ws16 = malloc(ns * sizeof *s16);
+    assert_true(p && dp && d && pc && dpc && pp && sp && wpp && wsp && s16 && ws16);
+    for (size_t i = 0; i < np; i++) {
+        p[i] = fbits(round_input());
+        dp[i] = fbits(round_input());
+    }
+    for (int64_t r = 0; r < rows; r++)
+        d[r] = r % 7 == 3 ? fbits(SPECIALS[next() % NSPECIALS]) : (float)(urand() * 4.0 - 2.0);
+    memcpy(pc, p, np * sizeof *p);
+    memcpy(dpc, dp, np * sizeof *dp);
+    for (size_t i = 0; i < nq; i++)
+        wpp[i] = wsp[i] = CANARY32;
+    for (size_t i = 0; i < ns; i++)
+        ws16[i] = CANARY16;
+    for (int64_t q = 0; q < hq; q++)
+        for (int64_t j = 0; j < cols; j++) {
+            uint32_t pw = 0, sw = 0;
+            for (int64_t e = 0; e < 2 && 2 * q + e < rows; e++) {
+                const int64_t r = 2 * q + e;
+                const float pv = p[r * ldp + j], dv = dp[r * ldp + j];
+                const float diff = dv - d[r];
+                const float ds = with_d ? pv * diff : dv;
+                pw |= (uint32_t)attn_f32_to_bf16(pv) << (16 * e);
+                sw |= (uint32_t)attn_f32_to_bf16(ds) << (16 * e);
+                ws16[r * lds + j] = attn_f32_to_bf16(ds);
+            }
+            wpp[q * ldq + j] = pw;
+            wsp[q * ldq + j] = sw;
+        }
+    for (int t = 0; t < ntabs; t++) {
+        for (size_t i = 0; i < nq; i++)
+            pp[i] = sp[i] = CANARY32;
+        for (size_t i = 0; i < ns; i++)
+            s16[i] = CANARY16;
+        tabs[t]->ds_pack(p, dp, ldp, with_d ? d : NULL, rows, cols, pp, sp, ldq, s16, lds);
+        const char *bad = memcmp(pp, wpp, nq * sizeof *pp) ? "pp"
+                        : memcmp(sp, wsp, nq * sizeof *sp) ? "sp"
+                        : memcmp(s16, ws16, ns * sizeof *s16) ? "s16"
+                        : memcmp(p, pc, np * sizeof *p) || memcmp(dp, dpc, np * sizeof *dp)
+                            ? "p or dp modified" : NULL;
+        if (bad)
+            fail_note("ds_pack %s rows %lld cols %lld d %s: %s differs from the model",
+                      tabs[t]->name, (long long)rows, (long long)cols, with_d ? "given" : "NULL",
+                      bad);
+        (*checked)++;
+    }
+    free(p);
+    free(dp);
+    free(d);
+    free(pc);
+    free(dpc);
+    free(pp);
+    free(sp);
+    free(wpp);
+    free(wsp);
+    free(s16);
+    free(ws16);
+}
+
+static void test_ds_pack(void **state)
+{
+    (void)state;
+    fails = 0;
+    long checked = 0, shapes = 0;
+    static const int64_t RX[] = { 95, 96 }, CX[] = { 255, 256 };
+    print_tables("ds_pack");
+    for (int64_t ri = 0; ri <= 42; ri++) {
+        const int64_t rows = ri <= 40 ? ri : RX[ri - 41];
+        for (int64_t ci = 0; ci <= 42; ci++) {
+            const int64_t cols = ci <= 40 ? ci : CX[ci - 41];
+            ds_pack_one(rows, cols, 1, &checked);
+            ds_pack_one(rows, cols, 0, &checked);
+            shapes++;
+        }
+    }
+    printf("ds_pack: %ld shapes (with d and without), %ld (shape, table) checks\n", shapes,
+           checked);
+    if (fails)
+        fail_msg("%d mismatches in ds_pack", fails);
+}
+
+/* ------------------------------------------------------------------ */
 /* attn_bf16_at */
 
 static void test_at(void **state)
@@ -1113,6 +1219,7 @@ int main(void)
         cmocka_unit_test(test_pack_pairs),
         cmocka_unit_test(test_round),
         cmocka_unit_test(test_tr_round),
+        cmocka_unit_test(test_ds_pack),
         cmocka_unit_test(test_at),
     };
     return cmocka_run_group_tests_name("bf16", tests, setup, NULL);

@@ -89,8 +89,29 @@ static void tr_round_c(const float *src, int64_t lds, int64_t rows, int64_t cols
             dst[c * ldd + r] = attn_f32_to_bf16(src[r * lds + c]);
 }
 
+static void ds_pack_c(const float *p, const float *dp, int64_t ldp, const float *d, int64_t rows,
+                      int64_t cols, uint32_t *pp, uint32_t *sp, int64_t ldq, uint16_t *s16,
+                      int64_t lds)
+{
+    for (int64_t q = 0; 2 * q < rows; q++)
+        for (int64_t j = 0; j < cols; j++) {
+            uint32_t pw = 0, sw = 0;
+            for (int64_t e = 0; e < 2 && 2 * q + e < rows; e++) {
+                const int64_t r = 2 * q + e;
+                const float pv = p[r * ldp + j], dv = dp[r * ldp + j];
+                const float ds = d ? pv * (dv - d[r]) : dv;
+                const uint16_t sh = attn_f32_to_bf16(ds);
+                pw |= (uint32_t)attn_f32_to_bf16(pv) << (16 * e);
+                sw |= (uint32_t)sh << (16 * e);
+                s16[r * lds + j] = sh;
+            }
+            pp[q * ldq + j] = pw;
+            sp[q * ldq + j] = sw;
+        }
+}
+
 const attn_bf16_kernels attn_bf16_scalar = { "scalar", mm_c, pack_rows_c, pack_pairs_c,
-                                             round_c, tr_round_c };
+                                             round_c, tr_round_c, ds_pack_c };
 
 const attn_bf16_kernels *attn_bf16_at(int level)
 {

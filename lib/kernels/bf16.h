@@ -65,6 +65,20 @@ typedef struct attn_bf16_kernels {
      * with its pairs along the query rows.)  dst must not overlap src. */
     void (*tr_round)(const float *src, int64_t lds, int64_t rows, int64_t cols, uint16_t *dst,
                      int64_t ldd);
+    /* The BF16 operands the backward makes of a tile of rows x cols
+     * probabilities P (row r at p + r * ldp) and dP (at dp + r * ldp): with
+     * dS = p * (dp - d[r]) per element in fp32 (the subtraction, then the
+     * multiply), or dS = dp itself when d is NULL (computed by the caller),
+     *   pp[q * ldq + j] = bf16(P[2q][j]) | bf16(P[2q + 1][j]) << 16
+     *   sp[q * ldq + j] = bf16(dS[2q][j]) | bf16(dS[2q + 1][j]) << 16
+     * for q < ceil(rows / 2), j < cols (the high halves 0 past an odd last
+     * row): pair panels along the rows (the B of dV^T += dO^T P and dK^T
+     * += Q^T dS), and s16[r * lds + j] = bf16(dS[r][j]) for r < rows, j <
+     * cols (the A of dQ += dS K).  Rounding as round; nothing else
+     * written; the outputs must not overlap p or dp. */
+    void (*ds_pack)(const float *p, const float *dp, int64_t ldp, const float *d, int64_t rows,
+                    int64_t cols, uint32_t *pp, uint32_t *sp, int64_t ldq, uint16_t *s16,
+                    int64_t lds);
 } attn_bf16_kernels;
 
 extern const attn_bf16_kernels attn_bf16_scalar;

@@ -44,6 +44,9 @@
 
 #define ATTN_BWD_Q 64      /* query rows per block */
 #define ATTN_BWD_K 256     /* keys per tile */
+#define ATTN_BWD_BF_Q 96   /* BF16 products: rows per block (8 of mm's
+                              12-row blocks; 48 pairs of rows deep for
+                              dV and dK) */
 
 struct attn_sdpa_bwd_plan {
     attn_sdpa_bwd_desc d;
@@ -162,7 +165,15 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     if (p->dropout)
         attn_dropout_init(&p->drop, f->dropout_p, f->dropout_seed, f->dropout_offset);
     p->group = f->q_heads / f->kv_heads;
-    p->bq = f->q_len < ATTN_BWD_Q ? f->q_len : ATTN_BWD_Q;
+    p->q16 = f->q_type != ATTN_DTYPE_F32;
+    p->k16 = f->k_type != ATTN_DTYPE_F32;
+    p->v16 = f->v_type != ATTN_DTYPE_F32;
+    p->o16 = f->o_type != ATTN_DTYPE_F32;
+    p->ty16 = p->q16 || p->k16 || p->v16 || p->o16;
+    p->bf = p->x.tile && f->q_type == ATTN_DTYPE_BF16 && f->k_type == ATTN_DTYPE_BF16 &&
+            f->v_type == ATTN_DTYPE_BF16 && f->o_type == ATTN_DTYPE_BF16;
+    const int64_t bq_max = p->bf ? ATTN_BWD_BF_Q : ATTN_BWD_Q;
+    p->bq = f->q_len < bq_max ? f->q_len : bq_max;
     p->bk = f->kv_len < ATTN_BWD_K ? f->kv_len : ATTN_BWD_K;
     p->db_b = desc->want_dbias && f->bias.batch != 0;
     p->db_h = desc->want_dbias && f->bias.head != 0;
@@ -186,13 +197,6 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
      * (dk + dv <= ATTN_GATHER_MAX_DIM); the global queries' Q, dO, dQ. */
     const int64_t dmax = f->qk_dim > f->v_dim ? f->qk_dim : f->v_dim;
     p->gather = p->sparse && f->qk_dim + f->v_dim <= ATTN_GATHER_MAX_DIM;
-    p->q16 = f->q_type != ATTN_DTYPE_F32;
-    p->k16 = f->k_type != ATTN_DTYPE_F32;
-    p->v16 = f->v_type != ATTN_DTYPE_F32;
-    p->o16 = f->o_type != ATTN_DTYPE_F32;
-    p->ty16 = p->q16 || p->k16 || p->v16 || p->o16;
-    p->bf = p->x.tile && f->q_type == ATTN_DTYPE_BF16 && f->k_type == ATTN_DTYPE_BF16 &&
-            f->v_type == ATTN_DTYPE_BF16 && f->o_type == ATTN_DTYPE_BF16;
     /* BF16 products: a column before the tile and one after it (the
      * rounded dS row in whole pairs of keys), rows 16 floats longer than
      * the tile (see forward.c's score tile). */
@@ -233,7 +237,7 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     p->ws_dop = attn_carve(&c, p->bf ? hbq : 0, dv * sizeof(uint32_t));
     p->ws_pt = attn_carve(&c, p->bf ? (uint64_t)p->bk : 0, (uint64_t)p->ldr * sizeof(uint16_t));
     p->ws_ptrs = attn_carve(&c, p->bf ? ATTN_BWD_PACK : 0, sizeof(const uint16_t *));
-    p->ws_scr = attn_carve(&c, p->bf ? 2 : 0, dv * sizeof(float));
+    p->ws_scr = attn_carve(&c, p->bf ? 2 * bq : 0, dv * sizeof(float));
     p->ws_thread = (size_t)c.size;
     attn_carver all = ATTN_CARVER_INIT;
     attn_carve(&all, (uint64_t)p->x.nthreads, c.size);
@@ -631,7 +635,8 @@ static void run_block_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *
         memset(pr, 0, (size_t)a0 * sizeof(float));
         memset(pr + a1, 0, (size_t)(cols - a1) * sizeof(float));
         if (a1 > a0) {
-            kern->prep_max(pr + a0, a1 - a0, bias, mask, drop);
+            if (bias || mask)   /* (the max it returns is not used here) */
+                kern->prep_max(pr + a0, a1 - a0, bias, mask, drop);
             kern->exp_store(pr + a0, pr + a0, a1 - a0, lse);
         }
         if (p->dropout)
@@ -758,11 +763,18 @@ static void run_pair16(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
                         bf->pack_pairs);
                 pack_bf(w, ATTN_VIEW_AT(a16->d_o, d->d_o, b, h, i0), d->d_o.seq, rows, dv, w->dop,
                         dv, 1, bf->pack_pairs);
+                /* D of each row, as row_d sums it (in order of the
+                 * head dim), the rows side by side */
+                float *dow = w->scr, *ow = w->scr + rows * dv;
                 for (int64_t r = 0; r < rows; r++) {
-                    widen(p, f->o_type, ATTN_VIEW_AT(a16->d_o, d->d_o, b, h, i0 + r), w->scr, dv);
-                    widen(p, f->o_type, ATTN_VIEW_AT(a16->o, f->o, b, h, i0 + r), w->scr + dv, dv);
-                    w->dsum[r] = row_d(w->scr, w->scr + dv, dv);
+                    widen(p, f->o_type, ATTN_VIEW_AT(a16->d_o, d->d_o, b, h, i0 + r),
+                          dow + r * dv, dv);
+                    widen(p, f->o_type, ATTN_VIEW_AT(a16->o, f->o, b, h, i0 + r), ow + r * dv, dv);
+                    w->dsum[r] = 0.0f;
                 }
+                for (int64_t x = 0; x < dv; x++)
+                    for (int64_t r = 0; r < rows; r++)
+                        w->dsum[r] += dow[r * dv + x] * ow[r * dv + x];
             } else {
                 src = user_src(p, a, b, hk, h, i0, 0);
                 if (p->q16) {
