@@ -76,14 +76,18 @@ struct attn_sdpa_bwd_plan {
      * (all four BF16 on the tile engine), else the 16-bit ones widened. */
     int q16, k16, v16, o16, ty16, bf;
     int64_t ldp;              /* leading dimension of the P and dP tiles */
-    int64_t ldk;              /* bf: of the K^T and V^T pair panels */
-    int64_t ldr;              /* bf: of the P^T / dS^T block */
+    int64_t ldk;              /* bf: of the K^T and V^T pair panels and of
+                               * the dK^T, dV^T sums (m rounded up + 16) */
+    int64_t ldr;              /* bf: of Q^T and dO^T (bq rounded up to even) */
+    int64_t ldq;              /* bf: of the P and dS pair panels and of the
+                               * dS rows (bk + 16) */
     /* run_pair16's buffers in a thread's slice (0: not used): widened K,
      * V (m rows), Q, dO, O (a block); fp32 sums of dQ (a block), dK, dV
-     * (m rows); bf: the K^T and V^T panels, K, Q and dO in pairs, the
-     * P^T / dS^T block, row pointers and two rows of scratch. */
+     * (m rows; bf: transposed); bf: the K^T and V^T panels, K in pairs of
+     * keys, the block's Q^T and dO^T, a tile's P and dS pair panels and dS
+     * rows, row pointers and rows of scratch. */
     size_t ws_kw, ws_vw, ws_qw, ws_dow, ws_ow, ws_dqa, ws_dka, ws_dva;
-    size_t ws_kt, ws_vt, ws_kp, ws_qp, ws_dop, ws_pt, ws_ptrs, ws_scr;
+    size_t ws_kt, ws_vt, ws_kp, ws_qt, ws_dot, ws_pp, ws_sp, ws_s16, ws_ptrs, ws_scr;
     size_t ws_thread, ws_bytes;
     attn_exec x;              /* kernels, engine (fwd.engine), threads */
 };
@@ -204,6 +208,7 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     const uint64_t m16 = ((uint64_t)f->kv_len + 15) / 16 * 16;
     p->ldk = (int64_t)m16 + 16;
     p->ldr = (p->bq + 1) / 2 * 2;
+    p->ldq = p->bk + 16;
     /* Per thread: P (also dS) and dP tiles, D, the row ranges, the tile's
      * segments, the gathered segments' K, V and dK or dV rows, the global
      * queries' Q, dO and dQ rows. */
@@ -228,16 +233,19 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     p->ws_dow = attn_carve(&c, wide && p->o16 ? bq : 0, dv * sizeof(float));
     p->ws_ow = attn_carve(&c, wide && p->o16 ? bq : 0, dv * sizeof(float));
     p->ws_dqa = attn_carve(&c, p->q16 ? bq : 0, dk * sizeof(float));
-    p->ws_dka = attn_carve(&c, p->k16 ? m : 0, dk * sizeof(float));
-    p->ws_dva = attn_carve(&c, p->v16 ? m : 0, dv * sizeof(float));
-    p->ws_kt = attn_carve(&c, p->bf ? (dk + 1) / 2 : 0, (uint64_t)p->ldk * sizeof(uint32_t));
-    p->ws_vt = attn_carve(&c, p->bf ? (dv + 1) / 2 : 0, (uint64_t)p->ldk * sizeof(uint32_t));
+    const uint64_t ldk = (uint64_t)p->ldk, ldq = (uint64_t)p->ldq, dmx = dk > dv ? dk : dv;
+    p->ws_dka = attn_carve(&c, p->bf ? dk : p->k16 ? m : 0, (p->bf ? ldk : dk) * sizeof(float));
+    p->ws_dva = attn_carve(&c, p->bf ? dv : p->v16 ? m : 0, (p->bf ? ldk : dv) * sizeof(float));
+    p->ws_kt = attn_carve(&c, p->bf ? (dk + 1) / 2 : 0, ldk * sizeof(uint32_t));
+    p->ws_vt = attn_carve(&c, p->bf ? (dv + 1) / 2 : 0, ldk * sizeof(uint32_t));
     p->ws_kp = attn_carve(&c, p->bf ? (m + 1) / 2 : 0, dk * sizeof(uint32_t));
-    p->ws_qp = attn_carve(&c, p->bf ? hbq : 0, dk * sizeof(uint32_t));
-    p->ws_dop = attn_carve(&c, p->bf ? hbq : 0, dv * sizeof(uint32_t));
-    p->ws_pt = attn_carve(&c, p->bf ? (uint64_t)p->bk : 0, (uint64_t)p->ldr * sizeof(uint16_t));
+    p->ws_qt = attn_carve(&c, p->bf ? dk : 0, (uint64_t)p->ldr * sizeof(uint16_t));
+    p->ws_dot = attn_carve(&c, p->bf ? dv : 0, (uint64_t)p->ldr * sizeof(uint16_t));
+    p->ws_pp = attn_carve(&c, p->bf ? hbq : 0, ldq * sizeof(uint32_t));
+    p->ws_sp = attn_carve(&c, p->bf ? hbq : 0, ldq * sizeof(uint32_t));
+    p->ws_s16 = attn_carve(&c, p->bf ? bq : 0, ldq * sizeof(uint16_t));
     p->ws_ptrs = attn_carve(&c, p->bf ? ATTN_BWD_PACK : 0, sizeof(const uint16_t *));
-    p->ws_scr = attn_carve(&c, p->bf ? 2 * bq : 0, dv * sizeof(float));
+    p->ws_scr = attn_carve(&c, p->bf ? bq : 0, (dv + dmx) * sizeof(float));
     p->ws_thread = (size_t)c.size;
     attn_carver all = ATTN_CARVER_INIT;
     attn_carve(&all, (uint64_t)p->x.nthreads, c.size);
@@ -314,13 +322,16 @@ typedef struct bwork {
     float *qg, *dog, *dqg;
     /* run_pair16 (16-bit tensors; NULL where the plan has none): widened
      * K, V [m][d] and Q, dO, O [bq][d]; the fp32 sums of dQ [bq][dk], dK
-     * [m][dk], dV [m][dv]; bf: the pair's K^T and V^T pair panels
+     * [m][dk], dV [m][dv] (bf: transposed, dK^T [dk][ldk] and dV^T
+     * [dv][ldk], column j - jlo); bf: the pair's K^T and V^T pair panels
      * ([d / 2][ldk], column j - jlo), its K in pairs of keys
-     * ([(j - jlo) / 2][dk]), the block's Q and dO in pairs of rows, the
-     * P^T / dS^T block [bk][ldr] and room for row pointers and two rows. */
+     * ([(j - jlo) / 2][dk]), the block's Q^T [dk][ldr] and dO^T
+     * [dv][ldr], a tile's P and dS pair panels [bq / 2][ldq] and dS rows
+     * [bq][ldq], room for row pointers and the block's widened dO and O
+     * (or Q) rows. */
     float *kw, *vw, *qw, *dow, *ow, *dqa, *dka, *dva;
-    uint32_t *kt, *vt, *kp, *qp, *dop;
-    uint16_t *pt;
+    uint32_t *kt, *vt, *kp, *pp, *sp;
+    uint16_t *qt, *dot, *s16;
     const uint16_t **ptrs;
     float *scr;
 } bwork;
@@ -596,10 +607,11 @@ static void block_cols(const bwork *w, int64_t rows, int64_t t, int64_t nt, int6
 }
 
 /* The BF16 products of rows [i0, i1) of query head h against the keys
- * [t + cs, t + ce): run_block's steps with the x.bf kernels.  The tiles
- * hold key t + cs + c at column off + c, off = (t + cs - jlo) % 2, so that
- * the rounded dS row starts on a pair of the K panel (its column 0 and the
- * one after the last key then read as 0). */
+ * [t + cs, t + ce): run_block's steps with the x.bf kernels, dK and dV
+ * summed transposed (dV^T += dO^T P, dK^T += scale Q^T dS: P and dS as
+ * pair panels along the rows, no transposition per tile).  The dS rows for
+ * dQ start on a pair of the K pair panel: at column off = (t + cs - jlo)
+ * % 2 of s16, a 0 before them when off is 1 and one after an odd end. */
 static void run_block_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, bwork *w,
                          int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t t, int64_t cs,
                          int64_t ce, int64_t jlo)
@@ -614,7 +626,7 @@ static void run_block_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *
     const int64_t c0 = t + cs - jlo, off = c0 & 1;
     const uint16_t *q = ATTN_VIEW_AT(a16->q, f->q, b, h, i0);
     const uint16_t *dO = ATTN_VIEW_AT(a16->d_o, d->d_o, b, h, i0);
-    float *P = w->p + off, *dP = w->dp + off;
+    float *P = w->p, *dP = w->dp;
 
     /* S = scale Q K^T, dP = dO V^T: Q and dO read in place */
     bf->mm(rows, cols, dk, p->scale, NULL, q, f->q.seq, w->kt + c0, p->ldk, P, ldp, 0, NULL);
@@ -642,47 +654,43 @@ static void run_block_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *
         if (p->dropout)
             kern->dropout_bwd_row(&p->drop, pr, dP + r * ldp, w->dsum[r], b, h, i, t + cs, cols);
     }
-    /* dV += P^T dO  (P' with dropout): P^T rounded to BF16 */
-    bf->tr_round(P, ldp, rows, cols, w->pt, p->ldr);
-    bf->mm(cols, dv, rows, 1.0f, NULL, w->pt, p->ldr, w->dop, dv, w->dva + (t + cs) * dv, dv, 1,
-           NULL);
-    /* dS = P (dP - D) in fp32 (in the dP tile with dropout); dBias */
-    float *ds = p->dropout ? dP : P;
-    for (int64_t r = 0; r < rows; r++) {
-        float *pr = ds + r * ldp;
+    /* dS = P (dP - D) in fp32: made by ds_pack, or first in the dP tile
+     * when dBias needs it (with dropout it is there already, P' in P) */
+    const int own = p->dropout || d->want_dbias;
+    for (int64_t r = 0; own && r < rows; r++) {
+        float *dpr = dP + r * ldp;
         if (!p->dropout) {
-            const float *dpr = dP + r * ldp;
+            const float *pr = P + r * ldp;
             const float D = w->dsum[r];
             for (int64_t j = 0; j < cols; j++)
-                pr[j] = pr[j] * (dpr[j] - D);
+                dpr[j] = pr[j] * (dpr[j] - D);
         }
         float *db = dbias_row(p, a, b, h, i0 + r);
         if (db) {
             db += t + cs;
             for (int64_t j = 0; j < cols; j++)
-                db[j] += pr[j];
+                db[j] += dpr[j];
         }
     }
-    /* dK += scale dS^T Q: dS^T rounded to BF16 */
-    bf->tr_round(ds, ldp, rows, cols, w->pt, p->ldr);
-    bf->mm(cols, dk, rows, p->scale, NULL, w->pt, p->ldr, w->qp, dk, w->dka + (t + cs) * dk, dk, 1,
+    /* P and dS rounded to BF16: pair panels along the rows, dS rows */
+    const int64_t ldq = p->ldq, e = (off + cols + 1) & ~(int64_t)1;
+    bf->ds_pack(P, dP, ldp, own ? NULL : w->dsum, rows, cols, w->pp, w->sp, ldq, w->s16 + off,
+                ldq);
+    /* dV^T += dO^T P'; dK^T += scale Q^T dS */
+    bf->mm(dv, cols, rows, 1.0f, NULL, w->dot, p->ldr, w->pp, ldq, w->dva + c0, p->ldk, 1, NULL);
+    bf->mm(dk, cols, rows, p->scale, NULL, w->qt, p->ldr, w->sp, ldq, w->dka + c0, p->ldk, 1,
            NULL);
-    /* dQ += scale dS K: each dS row rounded to BF16 in place (the row of
-     * ldp floats becomes one of 2 ldp BF16 values from the same start), in
-     * whole pairs of keys of the K panel from key t + cs - off on */
-    float *row0 = ds - off;
-    const int64_t e = (off + cols + 1) & ~(int64_t)1;
-    for (int64_t r = 0; r < rows; r++) {
-        float *sr = row0 + r * ldp;
-        uint16_t *hr = (uint16_t *)(void *)sr;
-        bf->round(sr + off, hr + off, cols);
-        if (off)
-            hr[0] = 0;
-        if (e > off + cols)
-            hr[off + cols] = 0;
-    }
-    bf->mm(rows, dk, e, p->scale, NULL, (const uint16_t *)(const void *)row0, 2 * ldp,
-           w->kp + (c0 - off) / 2 * dk, dk, w->dqa, dk, 1, NULL);
+    /* dQ += scale dS K, in whole pairs of keys from key t + cs - off */
+    if (off || e > off + cols)
+        for (int64_t r = 0; r < rows; r++) {
+            uint16_t *hr = w->s16 + r * ldq;
+            if (off)
+                hr[0] = 0;
+            if (e > off + cols)
+                hr[off + cols] = 0;
+        }
+    bf->mm(rows, dk, e, p->scale, NULL, w->s16, ldq, w->kp + (c0 - off) / 2 * dk, dk, w->dqa, dk,
+           1, NULL);
 }
 
 /* Pack n rows of a 16-bit tensor (row j at base + j * ld) with a pack_rows
@@ -737,14 +745,19 @@ static void run_pair16(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
                 widen(p, f->v_type, ATTN_VIEW_AT(a16->v, f->v, b, hk, j), w->vw + j * dv, dv);
         }
     }
-    if (p->k16)
-        memset(w->dka + jlo * dk, 0, (size_t)(nk * dk) * sizeof(float));
-    else
-        zero_rows(ATTN_VIEW_HEAD(a->dk, d->dk, b, hk), m, d->dk.seq, dk);
-    if (p->v16)
-        memset(w->dva + jlo * dv, 0, (size_t)(nk * dv) * sizeof(float));
-    else
-        zero_rows(ATTN_VIEW_HEAD(a->dv, d->dv, b, hk), m, d->dv.seq, dv);
+    if (p->bf) {
+        zero_rows(w->dka, dk, p->ldk, nk);
+        zero_rows(w->dva, dv, p->ldk, nk);
+    } else {
+        if (p->k16)
+            memset(w->dka + jlo * dk, 0, (size_t)(nk * dk) * sizeof(float));
+        else
+            zero_rows(ATTN_VIEW_HEAD(a->dk, d->dk, b, hk), m, d->dk.seq, dk);
+        if (p->v16)
+            memset(w->dva + jlo * dv, 0, (size_t)(nk * dv) * sizeof(float));
+        else
+            zero_rows(ATTN_VIEW_HEAD(a->dv, d->dv, b, hk), m, d->dv.seq, dv);
+    }
 
     for (int64_t hh = 0; hh < g; hh++) {
         const int64_t h = h0 + hh;
@@ -759,12 +772,9 @@ static void run_pair16(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
              * rows and D of each row; its dQ sum zeroed. */
             bsrc src;
             if (p->bf) {
-                pack_bf(w, ATTN_VIEW_AT(a16->q, f->q, b, h, i0), f->q.seq, rows, dk, w->qp, dk, 1,
-                        bf->pack_pairs);
-                pack_bf(w, ATTN_VIEW_AT(a16->d_o, d->d_o, b, h, i0), d->d_o.seq, rows, dv, w->dop,
-                        dv, 1, bf->pack_pairs);
                 /* D of each row, as row_d sums it (in order of the
-                 * head dim), the rows side by side */
+                 * head dim), the rows side by side; dO^T and Q^T (the
+                 * widened rows transposed and rounded back: exact) */
                 float *dow = w->scr, *ow = w->scr + rows * dv;
                 for (int64_t r = 0; r < rows; r++) {
                     widen(p, f->o_type, ATTN_VIEW_AT(a16->d_o, d->d_o, b, h, i0 + r),
@@ -775,6 +785,10 @@ static void run_pair16(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
                 for (int64_t x = 0; x < dv; x++)
                     for (int64_t r = 0; r < rows; r++)
                         w->dsum[r] += dow[r * dv + x] * ow[r * dv + x];
+                bf->tr_round(dow, dv, rows, dv, w->dot, p->ldr);
+                for (int64_t r = 0; r < rows; r++)
+                    widen(p, f->q_type, ATTN_VIEW_AT(a16->q, f->q, b, h, i0 + r), ow + r * dk, dk);
+                bf->tr_round(ow, dk, rows, dk, w->qt, p->ldr);
             } else {
                 src = user_src(p, a, b, hk, h, i0, 0);
                 if (p->q16) {
@@ -842,9 +856,16 @@ static void run_pair16(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
             for (int64_t i = qlen; i < n; i++)
                 memset(ATTN_VIEW_AT(a16->dq, d->dq, b, h, i), 0, (size_t)dk * sizeof(uint16_t));
     }
-    /* dK, dV rounded once; the keys no row sees +0 */
+    /* dK, dV rounded once (bf: transposed back as they are rounded); the
+     * keys no row sees +0 */
+    if (p->bf && nk > 0) {
+        bf->tr_round(w->dka, p->ldk, dk, nk, ATTN_VIEW_AT(a16->dk, d->dk, b, hk, jlo), d->dk.seq);
+        bf->tr_round(w->dva, p->ldk, dv, nk, ATTN_VIEW_AT(a16->dv, d->dv, b, hk, jlo), d->dv.seq);
+    }
     for (int64_t j = 0; j < m; j++) {
         const int seen = j >= jlo && j < jhi;
+        if (p->bf && seen)
+            continue;
         if (p->k16) {
             uint16_t *dst = ATTN_VIEW_AT(a16->dk, d->dk, b, hk, j);
             if (seen)
@@ -1154,14 +1175,16 @@ static void bwd_body(void *arg, int tid)
     w.dow = WS_AT(float, p->ws_dow, wide && p->o16);
     w.ow = WS_AT(float, p->ws_ow, wide && p->o16);
     w.dqa = WS_AT(float, p->ws_dqa, p->q16);
-    w.dka = WS_AT(float, p->ws_dka, p->k16);
-    w.dva = WS_AT(float, p->ws_dva, p->v16);
+    w.dka = WS_AT(float, p->ws_dka, p->k16 || p->bf);
+    w.dva = WS_AT(float, p->ws_dva, p->v16 || p->bf);
     w.kt = WS_AT(uint32_t, p->ws_kt, p->bf);
     w.vt = WS_AT(uint32_t, p->ws_vt, p->bf);
     w.kp = WS_AT(uint32_t, p->ws_kp, p->bf);
-    w.qp = WS_AT(uint32_t, p->ws_qp, p->bf);
-    w.dop = WS_AT(uint32_t, p->ws_dop, p->bf);
-    w.pt = WS_AT(uint16_t, p->ws_pt, p->bf);
+    w.pp = WS_AT(uint32_t, p->ws_pp, p->bf);
+    w.sp = WS_AT(uint32_t, p->ws_sp, p->bf);
+    w.s16 = WS_AT(uint16_t, p->ws_s16, p->bf);
+    w.qt = WS_AT(uint16_t, p->ws_qt, p->bf);
+    w.dot = WS_AT(uint16_t, p->ws_dot, p->bf);
     w.ptrs = WS_AT(const uint16_t *, p->ws_ptrs, p->bf);
     w.scr = WS_AT(float, p->ws_scr, p->bf);
 #undef WS_AT
