@@ -215,8 +215,10 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     attn_carver c = ATTN_CARVER_INIT;
     attn_carve(&c, (uint64_t)p->bq, (uint64_t)p->ldp * sizeof(float));
     p->ws_dp = attn_carve(&c, (uint64_t)p->bq, (uint64_t)p->ldp * sizeof(float));
-    p->ws_d = attn_carve(&c, (uint64_t)p->bq, sizeof(float));
-    p->ws_lo = attn_carve(&c, (uint64_t)p->bq * (gqs ? 3 : 2), sizeof(int64_t));
+    /* (bf: D and the ranges of every row of a head) */
+    const uint64_t rq = (uint64_t)(p->bf ? f->q_len : p->bq);
+    p->ws_d = attn_carve(&c, rq, sizeof(float));
+    p->ws_lo = attn_carve(&c, rq * (gqs ? 3 : 2), sizeof(int64_t));
     p->ws_seg = attn_carve(&c, p->sparse ? (uint64_t)p->bk : 0, sizeof(attn_kseg));
     p->ws_gather = attn_carve(&c, p->gather ? (uint64_t)p->bk : 0,
                               (uint64_t)(f->qk_dim + f->v_dim + dmax) * sizeof(float));
@@ -232,15 +234,16 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     p->ws_qw = attn_carve(&c, wide && p->q16 ? bq : 0, dk * sizeof(float));
     p->ws_dow = attn_carve(&c, wide && p->o16 ? bq : 0, dv * sizeof(float));
     p->ws_ow = attn_carve(&c, wide && p->o16 ? bq : 0, dv * sizeof(float));
-    p->ws_dqa = attn_carve(&c, p->q16 ? bq : 0, dk * sizeof(float));
+    const uint64_t n = (uint64_t)f->q_len, nblk = (n + bq - 1) / bq;
+    p->ws_dqa = attn_carve(&c, p->bf ? n : p->q16 ? bq : 0, dk * sizeof(float));
     const uint64_t ldk = (uint64_t)p->ldk, ldq = (uint64_t)p->ldq, dmx = dk > dv ? dk : dv;
     p->ws_dka = attn_carve(&c, p->bf ? dk : p->k16 ? m : 0, (p->bf ? ldk : dk) * sizeof(float));
     p->ws_dva = attn_carve(&c, p->bf ? dv : p->v16 ? m : 0, (p->bf ? ldk : dv) * sizeof(float));
     p->ws_kt = attn_carve(&c, p->bf ? (dk + 1) / 2 : 0, ldk * sizeof(uint32_t));
     p->ws_vt = attn_carve(&c, p->bf ? (dv + 1) / 2 : 0, ldk * sizeof(uint32_t));
     p->ws_kp = attn_carve(&c, p->bf ? (m + 1) / 2 : 0, dk * sizeof(uint32_t));
-    p->ws_qt = attn_carve(&c, p->bf ? dk : 0, (uint64_t)p->ldr * sizeof(uint16_t));
-    p->ws_dot = attn_carve(&c, p->bf ? dv : 0, (uint64_t)p->ldr * sizeof(uint16_t));
+    p->ws_qt = attn_carve(&c, p->bf ? nblk * dk : 0, (uint64_t)p->ldr * sizeof(uint16_t));
+    p->ws_dot = attn_carve(&c, p->bf ? nblk * dv : 0, (uint64_t)p->ldr * sizeof(uint16_t));
     p->ws_pp = attn_carve(&c, p->bf ? hbq : 0, ldq * sizeof(uint32_t));
     p->ws_sp = attn_carve(&c, p->bf ? hbq : 0, ldq * sizeof(uint32_t));
     p->ws_s16 = attn_carve(&c, p->bf ? bq : 0, ldq * sizeof(uint16_t));
@@ -385,6 +388,21 @@ static float row_d(const float *dor, const float *o, int64_t dv)
 {
     float D = 0.0f;
     for (int64_t x = 0; x < dv; x++)
+        D += dor[x] * o[x];
+    return D;
+}
+
+/* D_i in fp32 in eight interleaved partial sums (x % 8), added pairwise,
+ * then the tail: the BF16 products' order (vectorized), not row_d's. */
+static float row_d8(const float *dor, const float *o, int64_t dv)
+{
+    float s[8] = { 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f };
+    int64_t x = 0;
+    for (; x + 8 <= dv; x += 8)
+        for (int l = 0; l < 8; l++)
+            s[l] += dor[x + l] * o[x + l];
+    float D = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; x < dv; x++)
         D += dor[x] * o[x];
     return D;
 }
@@ -606,6 +624,15 @@ static void block_cols(const bwork *w, int64_t rows, int64_t t, int64_t nt, int6
     *ce = e;
 }
 
+/* A block's operands for run_block_bf: its rows' Q^T and dO^T ([d][ldr]),
+ * D, visible ranges and dQ sums ([rows][dk]). */
+typedef struct bfblk {
+    const uint16_t *qt, *dot;
+    const float *dsum;
+    const int64_t *lo, *hi;
+    float *dqa;
+} bfblk;
+
 /* The BF16 products of rows [i0, i1) of query head h against the keys
  * [t + cs, t + ce): run_block's steps with the x.bf kernels, dK and dV
  * summed transposed (dV^T += dO^T P, dK^T += scale Q^T dS: P and dS as
@@ -613,8 +640,8 @@ static void block_cols(const bwork *w, int64_t rows, int64_t t, int64_t nt, int6
  * dQ start on a pair of the K pair panel: at column off = (t + cs - jlo)
  * % 2 of s16, a 0 before them when off is 1 and one after an odd end. */
 static void run_block_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, bwork *w,
-                         int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t t, int64_t cs,
-                         int64_t ce, int64_t jlo)
+                         const bfblk *k_, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t t,
+                         int64_t cs, int64_t ce, int64_t jlo)
 {
     const attn_sdpa_bwd_desc *d = &p->d;
     const attn_sdpa_desc *f = &d->fwd;
@@ -635,7 +662,7 @@ static void run_block_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *
         const int64_t i = i0 + r;
         float *pr = P + r * ldp;
         const float lse = a->lse[b * f->lse.batch + h * f->lse.head + i * f->lse.seq];
-        int64_t a0 = w->lo[r] - t - cs, a1 = w->hi[r] - t - cs;
+        int64_t a0 = k_->lo[r] - t - cs, a1 = k_->hi[r] - t - cs;
         if (a0 < 0) a0 = 0;
         if (a1 > cols) a1 = cols;
         if (a1 <= a0 || lse == -INFINITY)
@@ -652,7 +679,7 @@ static void run_block_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *
             kern->exp_store(pr + a0, pr + a0, a1 - a0, lse);
         }
         if (p->dropout)
-            kern->dropout_bwd_row(&p->drop, pr, dP + r * ldp, w->dsum[r], b, h, i, t + cs, cols);
+            kern->dropout_bwd_row(&p->drop, pr, dP + r * ldp, k_->dsum[r], b, h, i, t + cs, cols);
     }
     /* dS = P (dP - D) in fp32: made by ds_pack, or first in the dP tile
      * when dBias needs it (with dropout it is there already, P' in P) */
@@ -661,7 +688,7 @@ static void run_block_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *
         float *dpr = dP + r * ldp;
         if (!p->dropout) {
             const float *pr = P + r * ldp;
-            const float D = w->dsum[r];
+            const float D = k_->dsum[r];
             for (int64_t j = 0; j < cols; j++)
                 dpr[j] = pr[j] * (dpr[j] - D);
         }
@@ -674,11 +701,11 @@ static void run_block_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *
     }
     /* P and dS rounded to BF16: pair panels along the rows, dS rows */
     const int64_t ldq = p->ldq, e = (off + cols + 1) & ~(int64_t)1;
-    bf->ds_pack(P, dP, ldp, own ? NULL : w->dsum, rows, cols, w->pp, w->sp, ldq, w->s16 + off,
+    bf->ds_pack(P, dP, ldp, own ? NULL : k_->dsum, rows, cols, w->pp, w->sp, ldq, w->s16 + off,
                 ldq);
     /* dV^T += dO^T P'; dK^T += scale Q^T dS */
-    bf->mm(dv, cols, rows, 1.0f, NULL, w->dot, p->ldr, w->pp, ldq, w->dva + c0, p->ldk, 1, NULL);
-    bf->mm(dk, cols, rows, p->scale, NULL, w->qt, p->ldr, w->sp, ldq, w->dka + c0, p->ldk, 1,
+    bf->mm(dv, cols, rows, 1.0f, NULL, k_->dot, p->ldr, w->pp, ldq, w->dva + c0, p->ldk, 1, NULL);
+    bf->mm(dk, cols, rows, p->scale, NULL, k_->qt, p->ldr, w->sp, ldq, w->dka + c0, p->ldk, 1,
            NULL);
     /* dQ += scale dS K, in whole pairs of keys from key t + cs - off */
     if (off || e > off + cols)
@@ -689,7 +716,7 @@ static void run_block_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *
             if (e > off + cols)
                 hr[off + cols] = 0;
         }
-    bf->mm(rows, dk, e, p->scale, NULL, w->s16, ldq, w->kp + (c0 - off) / 2 * dk, dk, w->dqa, dk,
+    bf->mm(rows, dk, e, p->scale, NULL, w->s16, ldq, w->kp + (c0 - off) / 2 * dk, dk, k_->dqa, dk,
            1, NULL);
 }
 
@@ -709,18 +736,107 @@ static void pack_bf(bwork *w, const uint16_t *base, int64_t ld, int64_t n, int64
     }
 }
 
-/* One (batch, key/value head) pair with a 16-bit tensor: for each query
- * head of the group and each block of bq rows, every key tile the block
- * sees (run_block on widened copies, or run_block_bf); the block's dQ
- * rounded after its last tile, dK and dV after the last block.  The same
- * blocks, tiles and columns as run_pair. */
+/* One (batch, key/value head) pair with BF16 products: K^T, V^T and K in
+ * pairs of keys packed once; then for each query head of the group, the
+ * D, ranges, Q^T and dO^T of every block of bq rows, and every key tile
+ * (outside) against every block that sees it (inside), so that the tile's
+ * panels and dK^T, dV^T sums stay in cache while the blocks stream by; the
+ * head's dQ sums ([n][dk]) rounded after its last tile, dK and dV after the
+ * last head.  Each sum receives its terms in the order of run_pair16 (dQ
+ * over tiles, dK and dV over (head, block)). */
+static void run_pair_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, bwork *w,
+                        int64_t b, int64_t hk)
+{
+    const attn_sdpa_bwd_desc *d = &p->d;
+    const attn_sdpa_desc *f = &d->fwd;
+    const attn_sdpa_bwd_args16 *a16 = a->args16;
+    const attn_bf16_kernels *bf = p->x.bf;
+    const int64_t n = f->q_len, m = f->kv_len, g = p->group, h0 = hk * g;
+    const int64_t dk = f->qk_dim, dv = f->v_dim, bq = p->bq;
+    const int64_t qlen = f->use_q_lens ? a->q_lens[b] : n;
+    const int64_t kvlen = f->use_kv_lens ? a->kv_lens[b] : m;
+    int64_t jlo, jhi;
+    seen_keys(p, qlen, kvlen, &jlo, &jhi);
+    const int64_t nk = jhi - jlo;
+
+    const uint16_t *k = ATTN_VIEW_AT(a16->k, f->k, b, hk, jlo);
+    const uint16_t *v = ATTN_VIEW_AT(a16->v, f->v, b, hk, jlo);
+    pack_bf(w, k, f->k.seq, nk, dk, w->kt, p->ldk, 0, bf->pack_rows);
+    pack_bf(w, v, f->v.seq, nk, dv, w->vt, p->ldk, 0, bf->pack_rows);
+    pack_bf(w, k, f->k.seq, nk, dk, w->kp, dk, 1, bf->pack_pairs);
+    zero_rows(w->dka, dk, p->ldk, nk);
+    zero_rows(w->dva, dv, p->ldk, nk);
+
+    for (int64_t hh = 0; hh < g; hh++) {
+        const int64_t h = h0 + hh;
+        /* every block's D (row_d8), Q^T and dO^T (the widened rows
+         * transposed and rounded back: exact); the rows' ranges; dQ 0 */
+        for (int64_t i0 = 0, blk = 0; i0 < qlen; i0 += bq, blk++) {
+            const int64_t rows = qlen - i0 < bq ? qlen - i0 : bq;
+            float *dow = w->scr, *ow = w->scr + rows * dv;
+            for (int64_t r = 0; r < rows; r++) {
+                widen(p, f->o_type, ATTN_VIEW_AT(a16->d_o, d->d_o, b, h, i0 + r), dow + r * dv, dv);
+                widen(p, f->o_type, ATTN_VIEW_AT(a16->o, f->o, b, h, i0 + r), ow + r * dv, dv);
+                w->dsum[i0 + r] = row_d8(dow + r * dv, ow + r * dv, dv);
+                attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i0 + r,
+                               &w->lo[i0 + r], &w->hi[i0 + r]);
+            }
+            bf->tr_round(dow, dv, rows, dv, w->dot + blk * dv * p->ldr, p->ldr);
+            for (int64_t r = 0; r < rows; r++)
+                widen(p, f->q_type, ATTN_VIEW_AT(a16->q, f->q, b, h, i0 + r), ow + r * dk, dk);
+            bf->tr_round(ow, dk, rows, dk, w->qt + blk * dk * p->ldr, p->ldr);
+        }
+        memset(w->dqa, 0, (size_t)(qlen * dk) * sizeof(float));
+        for (int64_t t = jlo; t < jhi; t += p->bk) {
+            const int64_t nt = jhi - t < p->bk ? jhi - t : p->bk;
+            for (int64_t i0 = 0, blk = 0; i0 < qlen; i0 += bq, blk++) {
+                const int64_t i1 = i0 + bq < qlen ? i0 + bq : qlen;
+                int64_t cs = INT64_MAX, ce = INT64_MIN;
+                for (int64_t i = i0; i < i1; i++) {
+                    int64_t c0 = w->lo[i] - t, c1 = w->hi[i] - t;
+                    if (c0 < 0) c0 = 0;
+                    if (c1 > nt) c1 = nt;
+                    if (c0 >= c1)
+                        continue;
+                    if (c0 < cs) cs = c0;
+                    if (c1 > ce) ce = c1;
+                }
+                if (cs >= ce)
+                    continue;
+                const bfblk kb = { w->qt + blk * dk * p->ldr, w->dot + blk * dv * p->ldr,
+                                   w->dsum + i0, w->lo + i0, w->hi + i0, w->dqa + i0 * dk };
+                run_block_bf(p, a, w, &kb, b, h, i0, i1, t, cs, ce, jlo);
+            }
+        }
+        for (int64_t i = 0; i < qlen; i++)
+            narrow(p, f->q_type, w->dqa + i * dk, ATTN_VIEW_AT(a16->dq, d->dq, b, h, i), dk);
+        for (int64_t i = qlen; i < n; i++)
+            memset(ATTN_VIEW_AT(a16->dq, d->dq, b, h, i), 0, (size_t)dk * sizeof(uint16_t));
+    }
+    /* dK, dV transposed back as they are rounded, once; the keys no row
+     * sees +0 */
+    if (nk > 0) {
+        bf->tr_round(w->dka, p->ldk, dk, nk, ATTN_VIEW_AT(a16->dk, d->dk, b, hk, jlo), d->dk.seq);
+        bf->tr_round(w->dva, p->ldk, dv, nk, ATTN_VIEW_AT(a16->dv, d->dv, b, hk, jlo), d->dv.seq);
+    }
+    for (int64_t j = 0; j < m; j++)
+        if (j < jlo || j >= jhi) {
+            memset(ATTN_VIEW_AT(a16->dk, d->dk, b, hk, j), 0, (size_t)dk * sizeof(uint16_t));
+            memset(ATTN_VIEW_AT(a16->dv, d->dv, b, hk, j), 0, (size_t)dv * sizeof(uint16_t));
+        }
+}
+
+/* One (batch, key/value head) pair with a 16-bit tensor, widened: for
+ * each query head of the group and each block of bq rows, every key tile
+ * the block sees (run_block on widened copies); the block's dQ rounded
+ * after its last tile, dK and dV after the last block.  The same blocks,
+ * tiles and columns as run_pair. */
 static void run_pair16(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, bwork *w,
                        int64_t b, int64_t hk)
 {
     const attn_sdpa_bwd_desc *d = &p->d;
     const attn_sdpa_desc *f = &d->fwd;
     const attn_sdpa_bwd_args16 *a16 = a->args16;
-    const attn_bf16_kernels *bf = p->x.bf;
     const int64_t n = f->q_len, m = f->kv_len, g = p->group, h0 = hk * g;
     const int64_t dk = f->qk_dim, dv = f->v_dim;
     const int64_t qlen = f->use_q_lens ? a->q_lens[b] : n;
@@ -729,35 +845,22 @@ static void run_pair16(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
     seen_keys(p, qlen, kvlen, &jlo, &jhi);
     const int64_t nk = jhi - jlo;
 
-    /* K and V of the keys seen: packed (bf) or widened; the dK, dV sums
-     * zeroed (fp32 outputs: summed in place, zeroed whole as run_pair) */
-    if (p->bf) {
-        const uint16_t *k = ATTN_VIEW_AT(a16->k, f->k, b, hk, jlo);
-        const uint16_t *v = ATTN_VIEW_AT(a16->v, f->v, b, hk, jlo);
-        pack_bf(w, k, f->k.seq, nk, dk, w->kt, p->ldk, 0, bf->pack_rows);
-        pack_bf(w, v, f->v.seq, nk, dv, w->vt, p->ldk, 0, bf->pack_rows);
-        pack_bf(w, k, f->k.seq, nk, dk, w->kp, dk, 1, bf->pack_pairs);
-    } else {
-        for (int64_t j = jlo; j < jhi; j++) {
-            if (p->k16)
-                widen(p, f->k_type, ATTN_VIEW_AT(a16->k, f->k, b, hk, j), w->kw + j * dk, dk);
-            if (p->v16)
-                widen(p, f->v_type, ATTN_VIEW_AT(a16->v, f->v, b, hk, j), w->vw + j * dv, dv);
-        }
-    }
-    if (p->bf) {
-        zero_rows(w->dka, dk, p->ldk, nk);
-        zero_rows(w->dva, dv, p->ldk, nk);
-    } else {
+    /* K and V of the keys seen widened; the dK, dV sums zeroed (fp32
+     * outputs: summed in place, zeroed whole as run_pair) */
+    for (int64_t j = jlo; j < jhi; j++) {
         if (p->k16)
-            memset(w->dka + jlo * dk, 0, (size_t)(nk * dk) * sizeof(float));
-        else
-            zero_rows(ATTN_VIEW_HEAD(a->dk, d->dk, b, hk), m, d->dk.seq, dk);
+            widen(p, f->k_type, ATTN_VIEW_AT(a16->k, f->k, b, hk, j), w->kw + j * dk, dk);
         if (p->v16)
-            memset(w->dva + jlo * dv, 0, (size_t)(nk * dv) * sizeof(float));
-        else
-            zero_rows(ATTN_VIEW_HEAD(a->dv, d->dv, b, hk), m, d->dv.seq, dv);
+            widen(p, f->v_type, ATTN_VIEW_AT(a16->v, f->v, b, hk, j), w->vw + j * dv, dv);
     }
+    if (p->k16)
+        memset(w->dka + jlo * dk, 0, (size_t)(nk * dk) * sizeof(float));
+    else
+        zero_rows(ATTN_VIEW_HEAD(a->dk, d->dk, b, hk), m, d->dk.seq, dk);
+    if (p->v16)
+        memset(w->dva + jlo * dv, 0, (size_t)(nk * dv) * sizeof(float));
+    else
+        zero_rows(ATTN_VIEW_HEAD(a->dv, d->dv, b, hk), m, d->dv.seq, dv);
 
     for (int64_t hh = 0; hh < g; hh++) {
         const int64_t h = h0 + hh;
@@ -768,29 +871,9 @@ static void run_pair16(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
             for (int64_t r = 0; r < rows; r++)
                 attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i0 + r,
                                &w->lo[r], &w->hi[r]);
-            /* The block's operands: widened, or (bf) Q and dO in pairs of
-             * rows and D of each row; its dQ sum zeroed. */
-            bsrc src;
-            if (p->bf) {
-                /* D of each row, as row_d sums it (in order of the
-                 * head dim), the rows side by side; dO^T and Q^T (the
-                 * widened rows transposed and rounded back: exact) */
-                float *dow = w->scr, *ow = w->scr + rows * dv;
-                for (int64_t r = 0; r < rows; r++) {
-                    widen(p, f->o_type, ATTN_VIEW_AT(a16->d_o, d->d_o, b, h, i0 + r),
-                          dow + r * dv, dv);
-                    widen(p, f->o_type, ATTN_VIEW_AT(a16->o, f->o, b, h, i0 + r), ow + r * dv, dv);
-                    w->dsum[r] = 0.0f;
-                }
-                for (int64_t x = 0; x < dv; x++)
-                    for (int64_t r = 0; r < rows; r++)
-                        w->dsum[r] += dow[r * dv + x] * ow[r * dv + x];
-                bf->tr_round(dow, dv, rows, dv, w->dot, p->ldr);
-                for (int64_t r = 0; r < rows; r++)
-                    widen(p, f->q_type, ATTN_VIEW_AT(a16->q, f->q, b, h, i0 + r), ow + r * dk, dk);
-                bf->tr_round(ow, dk, rows, dk, w->qt, p->ldr);
-            } else {
-                src = user_src(p, a, b, hk, h, i0, 0);
+            /* The block's operands widened; its dQ sum zeroed. */
+            bsrc src = user_src(p, a, b, hk, h, i0, 0);
+            {
                 if (p->q16) {
                     for (int64_t r = 0; r < rows; r++)
                         widen(p, f->q_type, ATTN_VIEW_AT(a16->q, f->q, b, h, i0 + r),
@@ -834,18 +917,14 @@ static void run_pair16(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
                 block_cols(w, rows, t, nt, &cs, &ce);
                 if (cs >= ce)
                     continue;
-                if (p->bf) {
-                    run_block_bf(p, a, w, b, h, i0, i1, t, cs, ce, jlo);
-                } else {
-                    /* src's K-side pointers at key t + cs */
-                    bsrc s2 = src;
-                    const int64_t j = t + cs;
-                    s2.k = p->k16 ? w->kw + j * dk : ATTN_VIEW_AT(a->k, f->k, b, hk, j);
-                    s2.v = p->v16 ? w->vw + j * dv : ATTN_VIEW_AT(a->v, f->v, b, hk, j);
-                    s2.dk = p->k16 ? w->dka + j * dk : ATTN_VIEW_AT(a->dk, d->dk, b, hk, j);
-                    s2.dv = p->v16 ? w->dva + j * dv : ATTN_VIEW_AT(a->dv, d->dv, b, hk, j);
-                    run_block(p, a, w, b, h, i0, i1, t, cs, ce, &s2);
-                }
+                /* src's K-side pointers at key t + cs */
+                bsrc s2 = src;
+                const int64_t j = t + cs;
+                s2.k = p->k16 ? w->kw + j * dk : ATTN_VIEW_AT(a->k, f->k, b, hk, j);
+                s2.v = p->v16 ? w->vw + j * dv : ATTN_VIEW_AT(a->v, f->v, b, hk, j);
+                s2.dk = p->k16 ? w->dka + j * dk : ATTN_VIEW_AT(a->dk, d->dk, b, hk, j);
+                s2.dv = p->v16 ? w->dva + j * dv : ATTN_VIEW_AT(a->dv, d->dv, b, hk, j);
+                run_block(p, a, w, b, h, i0, i1, t, cs, ce, &s2);
             }
             if (p->q16)
                 for (int64_t r = 0; r < rows; r++)
@@ -856,16 +935,9 @@ static void run_pair16(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
             for (int64_t i = qlen; i < n; i++)
                 memset(ATTN_VIEW_AT(a16->dq, d->dq, b, h, i), 0, (size_t)dk * sizeof(uint16_t));
     }
-    /* dK, dV rounded once (bf: transposed back as they are rounded); the
-     * keys no row sees +0 */
-    if (p->bf && nk > 0) {
-        bf->tr_round(w->dka, p->ldk, dk, nk, ATTN_VIEW_AT(a16->dk, d->dk, b, hk, jlo), d->dk.seq);
-        bf->tr_round(w->dva, p->ldk, dv, nk, ATTN_VIEW_AT(a16->dv, d->dv, b, hk, jlo), d->dv.seq);
-    }
+    /* dK, dV rounded once; the keys no row sees +0 */
     for (int64_t j = 0; j < m; j++) {
         const int seen = j >= jlo && j < jhi;
-        if (p->bf && seen)
-            continue;
         if (p->k16) {
             uint16_t *dst = ATTN_VIEW_AT(a16->dk, d->dk, b, hk, j);
             if (seen)
@@ -1158,12 +1230,12 @@ static void bwd_body(void *arg, int tid)
     w.dp = (float *)(void *)(base + p->ws_dp);
     w.dsum = (float *)(void *)(base + p->ws_d);
     w.lo = (int64_t *)(void *)(base + p->ws_lo);
-    w.hi = w.lo + p->bq;
+    w.hi = w.lo + (p->bf ? f->q_len : p->bq);
     w.seg = p->sparse ? (attn_kseg *)(void *)(base + p->ws_seg) : NULL;
     w.kg = p->gather ? (float *)(void *)(base + p->ws_gather) : NULL;
     w.vg = p->gather ? w.kg + p->bk * f->qk_dim : NULL;
     w.gacc = p->gather ? w.vg + p->bk * f->v_dim : NULL;
-    w.idx = p->sparse && f->use_global_q ? w.hi + p->bq : NULL;
+    w.idx = p->sparse && f->use_global_q ? w.hi + p->bq : NULL;   /* (never bf) */
     w.qg = w.idx ? (float *)(void *)(base + p->ws_qg) : NULL;
     w.dog = w.idx ? w.qg + p->sp_rows * f->qk_dim : NULL;
     w.dqg = w.idx ? w.dog + p->sp_rows * f->v_dim : NULL;
@@ -1204,6 +1276,8 @@ static void bwd_body(void *arg, int tid)
             for (int64_t hk = k0; hk < k0 + p->hpi; hk++) {
                 if (p->sparse)
                     run_pair_sparse(p, c->a, &w, b, hk);
+                else if (p->bf)
+                    run_pair_bf(p, c->a, &w, b, hk);
                 else if (p->ty16)
                     run_pair16(p, c->a, &w, b, hk);
                 else
