@@ -96,7 +96,9 @@
  *             bit
  *               dst[c ldd + r] = attn_f32_to_bf16(src[r lds + c])
  *             for r < rows, c < cols, every other element of dst (and a
- *             guard after it) untouched, src untouched.
+ *             guard after it) untouched, src untouched; half the shapes
+ *             without fp32 denormals (the native table's VCVTNE2PS2BF16
+ *             path; a group with one takes its exact fallback).
  *  ds_pack    rows in 0..40, 95, 96 x cols in 0..40, 255, 256 (1849 shapes),
  *             with d (dS = p * (dp - d) computed) and without (dS = dp):
  *             P, dP as for round (specials, ties, denormals, NaN) at a
@@ -107,7 +109,8 @@
  *               s16[r lds + j] = bf16(dS[r][j])
  *             (high halves 0 past an odd last row, bf16 =
  *             attn_f32_to_bf16), every other element untouched, p and
- *             dp untouched.
+ *             dp untouched; half the shapes without fp32 denormals in
+ *             P and dP (dS may still be one).
  *  at         attn_bf16_at(level): scalar below ATTN_SIMD_AVX512, avx512 at
  *             ATTN_SIMD_AVX512, avx512bf16 at ATTN_SIMD_AVX512BF16 when built
  *             in (else avx512); the tables' names.
@@ -939,6 +942,15 @@ static uint32_t round_input(void)
     }
 }
 
+/* round_input without fp32 denormals (they become normal values of the
+ * same sign and mantissa), for the groups the native table converts
+ * without its exact fallback. */
+static uint32_t round_input_normal(void)
+{
+    const uint32_t u = round_input();
+    return (u & 0x7f800000u) == 0 && (u & 0x007fffffu) ? u | 0x3f800000u : u;
+}
+
 static void round_one(int64_t n, long *checked)
 {
     const size_t ns = (size_t)n + GUARD;
@@ -1032,8 +1044,9 @@ static void tr_round_one(int64_t rows, int64_t cols, long *checked)
     assert_non_null(srccopy);
     assert_non_null(dst);
     assert_non_null(want);
+    const int den = (int)(next() & 1);   /* half the shapes: no fp32 denormal */
     for (size_t i = 0; i < ns; i++)
-        src[i] = fbits(round_input());
+        src[i] = fbits(den ? round_input() : round_input_normal());
     memcpy(srccopy, src, ns * sizeof *src);
     for (size_t i = 0; i < nd; i++)
         want[i] = CANARY16;
@@ -1101,9 +1114,10 @@ static void ds_pack_one(int64_t rows, int64_t cols, int with_d, long *checked)
     uint32_t *wpp = malloc(nq * sizeof *pp), *wsp = malloc(nq * sizeof *sp);
     uint16_t *s16 = malloc(ns * sizeof *s16), *ws16 = malloc(ns * sizeof *s16);
     assert_true(p && dp && d && pc && dpc && pp && sp && wpp && wsp && s16 && ws16);
+    const int den = (int)(next() & 1);   /* half the shapes: no fp32 denormal */
     for (size_t i = 0; i < np; i++) {
-        p[i] = fbits(round_input());
-        dp[i] = fbits(round_input());
+        p[i] = fbits(den ? round_input() : round_input_normal());
+        dp[i] = fbits(den ? round_input() : round_input_normal());
     }
     for (int64_t r = 0; r < rows; r++)
         d[r] = r % 7 == 3 ? fbits(SPECIALS[next() % NSPECIALS]) : (float)(urand() * 4.0 - 2.0);
