@@ -279,14 +279,14 @@ static const scase sdpa_cases[] = {
       .kt = F16, .vt = F16, .lse = 1 },
     /* 16-bit Q, K, V, O: the BF16 products (tile engine) or widened */
     { "bf16_dense", SH(2, 4, 4, 200, 300, 64, 64), .qt = BF16, .kt = BF16, .vt = BF16,
-      .ot = BF16, .probs = 1, .lse = 1 },
+      .ot = BF16, .probs = 1, .lse = 1, .bwd = 1 },
     { "bf16_causal_gqa_bshd", SH(2, 4, 2, 190, 250, 64, 64), .lay = 1, CAUSAL, BR, .qt = BF16,
-      .kt = BF16, .vt = BF16, .ot = BF16, .lse = 1 },
+      .kt = BF16, .vt = BF16, .ot = BF16, .lse = 1, .bwd = 1 },
     { "bf16_odd_dims_gaps", SH(2, 3, 3, 77, 129, 33, 17), .lay = 2, .win = 1, .wl = 9, .wr = 4,
       .qt = BF16, .kt = BF16, .vt = BF16, .ot = BF16, .probs = 1 },
     { "bf16_everything", SH(3, 4, 2, 140, 620, 64, 64), .lay = 1, .win = 1, .wl = 60, .wr = 10,
       .kvl = 1, .ql = 1, .mask = ATTN_MASK_KEEP_NONZERO, .mbc = 2, .bias = 1, .drop = 1,
-      .qt = BF16, .kt = BF16, .vt = BF16, .ot = BF16, .probs = 1, .lse = 1 },
+      .qt = BF16, .kt = BF16, .vt = BF16, .ot = BF16, .probs = 1, .lse = 1, .bwd = 2 },
     { "bf16_split_k", SH(1, 4, 1, 40, 1500, 64, 64), CAUSAL, BR, .qt = BF16, .kt = BF16,
       .vt = BF16, .ot = BF16, .lse = 1 },
     { "bf16_decode_q4", SH(2, 8, 2, 4, 300, 64, 64), CAUSAL, BR, .kvl = 1, .qt = BF16,
@@ -295,9 +295,11 @@ static const scase sdpa_cases[] = {
       .probs = 1, .lse = 1 },
     { "f16_lens_mask", SH(3, 4, 2, 130, 210, 72, 72), CAUSAL, BR, .kvl = 1, .ql = 1,
       .mask = ATTN_MASK_DROP_NONZERO, .mbc = 3, .qt = F16, .kt = F16, .vt = F16, .ot = F16,
-      .lse = 1 },
-    { "mixed_q_bf16_kv_f32", SH(2, 4, 4, 100, 170, 64, 64), .qt = BF16, .lse = 1 },
-    { "mixed_o_f16_only", SH(2, 4, 2, 120, 150, 40, 72), CAUSAL, .ot = F16, .lse = 1 },
+      .lse = 1, .bwd = 1 },
+    { "mixed_q_bf16_kv_f32", SH(2, 4, 4, 100, 170, 64, 64), .qt = BF16, .lse = 1, .bwd = 1 },
+    { "mixed_o_f16_only", SH(2, 4, 2, 120, 150, 40, 72), CAUSAL, .ot = F16, .lse = 1, .bwd = 1 },
+    { "mixed_kv_bf16_o_f16", SH(2, 4, 2, 90, 260, 40, 24), .qt = F16, .kt = BF16, .vt = BF16,
+      .ot = F16, .drop = 1, .lse = 1, .bwd = 1 },
 };
 
 typedef struct sinst {
@@ -621,7 +623,33 @@ static void run_sdpa(const scase *c, const sinst *t, int eng, int th)
         }
         attn_sdpa_bwd_args ba = { t->q, t->k, t->v, o, t->dout, l, a.kv_lens, a.q_lens, t->mask,
                                   t->bias, dq, dk, dv, db, a.global_k, a.global_q, t->lay, NULL, { 0 } };
+        /* 16-bit tensors (1.1): through args16, dO rounded to O's type, the
+         * gradients in the float buffers' bytes (as O above) */
+        attn_sdpa_bwd_args16 b16;
+        attn_sdpa_bwd_args16_init(&b16);
+        uint16_t *do16 = NULL;
+        if (c->qt || c->kt || c->vt || c->ot) {
+            ba.args16 = &b16;
+            if (c->qt) {
+                b16.q = t->q16, b16.dq = (uint16_t *)(void *)dq;
+                ba.dq = NULL;
+            }
+            if (c->kt) {
+                b16.k = t->k16, b16.dk = (uint16_t *)(void *)dk;
+                ba.dk = NULL;
+            }
+            if (c->vt) {
+                b16.v = t->v16, b16.dv = (uint16_t *)(void *)dv;
+                ba.dv = NULL;
+            }
+            if (c->ot) {
+                do16 = to16((attn_dtype)c->ot, t->dout, t->no);
+                b16.o = (const uint16_t *)(const void *)o, b16.d_o = do16;
+                ba.o = ba.d_o = NULL;
+            }
+        }
         s = th == 1 ? attn_sdpa_backward(&bd, &ba) : bwd_planned(&bd, &ba);
+        free(do16);
         outs ob = mk(4, dq, t->nq * 4, dk, t->nk * 4, dv, t->nv * 4, db, t->nbias * 4);
         snprintf(name, sizeof name, "sdpa_bwd.%s.%s.t%d", c->name, eng_name[eng], th);
         emit(name, s, &ob);
