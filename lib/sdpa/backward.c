@@ -215,10 +215,8 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     attn_carver c = ATTN_CARVER_INIT;
     attn_carve(&c, (uint64_t)p->bq, (uint64_t)p->ldp * sizeof(float));
     p->ws_dp = attn_carve(&c, (uint64_t)p->bq, (uint64_t)p->ldp * sizeof(float));
-    /* (bf: D and the ranges of every row of a head) */
-    const uint64_t rq = (uint64_t)(p->bf ? f->q_len : p->bq);
-    p->ws_d = attn_carve(&c, rq, sizeof(float));
-    p->ws_lo = attn_carve(&c, rq * (gqs ? 3 : 2), sizeof(int64_t));
+    p->ws_d = attn_carve(&c, (uint64_t)p->bq, sizeof(float));
+    p->ws_lo = attn_carve(&c, (uint64_t)p->bq * (gqs ? 3 : 2), sizeof(int64_t));
     p->ws_seg = attn_carve(&c, p->sparse ? (uint64_t)p->bk : 0, sizeof(attn_kseg));
     p->ws_gather = attn_carve(&c, p->gather ? (uint64_t)p->bk : 0,
                               (uint64_t)(f->qk_dim + f->v_dim + dmax) * sizeof(float));
@@ -234,16 +232,15 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     p->ws_qw = attn_carve(&c, wide && p->q16 ? bq : 0, dk * sizeof(float));
     p->ws_dow = attn_carve(&c, wide && p->o16 ? bq : 0, dv * sizeof(float));
     p->ws_ow = attn_carve(&c, wide && p->o16 ? bq : 0, dv * sizeof(float));
-    const uint64_t n = (uint64_t)f->q_len, nblk = (n + bq - 1) / bq;
-    p->ws_dqa = attn_carve(&c, p->bf ? n : p->q16 ? bq : 0, dk * sizeof(float));
+    p->ws_dqa = attn_carve(&c, p->q16 ? bq : 0, dk * sizeof(float));
     const uint64_t ldk = (uint64_t)p->ldk, ldq = (uint64_t)p->ldq, dmx = dk > dv ? dk : dv;
     p->ws_dka = attn_carve(&c, p->bf ? dk : p->k16 ? m : 0, (p->bf ? ldk : dk) * sizeof(float));
     p->ws_dva = attn_carve(&c, p->bf ? dv : p->v16 ? m : 0, (p->bf ? ldk : dv) * sizeof(float));
     p->ws_kt = attn_carve(&c, p->bf ? (dk + 1) / 2 : 0, ldk * sizeof(uint32_t));
     p->ws_vt = attn_carve(&c, p->bf ? (dv + 1) / 2 : 0, ldk * sizeof(uint32_t));
     p->ws_kp = attn_carve(&c, p->bf ? (m + 1) / 2 : 0, dk * sizeof(uint32_t));
-    p->ws_qt = attn_carve(&c, p->bf ? nblk * dk : 0, (uint64_t)p->ldr * sizeof(uint16_t));
-    p->ws_dot = attn_carve(&c, p->bf ? nblk * dv : 0, (uint64_t)p->ldr * sizeof(uint16_t));
+    p->ws_qt = attn_carve(&c, p->bf ? dk : 0, (uint64_t)p->ldr * sizeof(uint16_t));
+    p->ws_dot = attn_carve(&c, p->bf ? dv : 0, (uint64_t)p->ldr * sizeof(uint16_t));
     p->ws_pp = attn_carve(&c, p->bf ? hbq : 0, ldq * sizeof(uint32_t));
     p->ws_sp = attn_carve(&c, p->bf ? hbq : 0, ldq * sizeof(uint32_t));
     p->ws_s16 = attn_carve(&c, p->bf ? bq : 0, ldq * sizeof(uint16_t));
@@ -625,7 +622,8 @@ static void block_cols(const bwork *w, int64_t rows, int64_t t, int64_t nt, int6
 }
 
 /* A block's operands for run_block_bf: its rows' Q^T and dO^T ([d][ldr]),
- * D, visible ranges and dQ sums ([rows][dk]). */
+ * D, visible ranges and dQ sums ([rows][dk]).  (A struct: a run over a
+ * head's blocks could hold them side by side.) */
 typedef struct bfblk {
     const uint16_t *qt, *dot;
     const float *dsum;
@@ -737,13 +735,14 @@ static void pack_bf(bwork *w, const uint16_t *base, int64_t ld, int64_t n, int64
 }
 
 /* One (batch, key/value head) pair with BF16 products: K^T, V^T and K in
- * pairs of keys packed once; then for each query head of the group, the
- * D, ranges, Q^T and dO^T of every block of bq rows, and every key tile
- * (outside) against every block that sees it (inside), so that the tile's
- * panels and dK^T, dV^T sums stay in cache while the blocks stream by; the
- * head's dQ sums ([n][dk]) rounded after its last tile, dK and dV after the
- * last head.  Each sum receives its terms in the order of run_pair16 (dQ
- * over tiles, dK and dV over (head, block)). */
+ * pairs of keys packed once; then for each query head of the group and
+ * each block of bq rows, its D, ranges, Q^T and dO^T, and every key tile
+ * the block sees (run_block_bf), its dQ sums rounded after its last tile;
+ * dK and dV (summed transposed) after the last block.  Each sum receives
+ * its terms in run_pair's order (dQ over tiles, dK and dV over (head,
+ * block)).  (Tiles outside and the head's blocks inside kept a tile's
+ * panels in cache but needed n x d more workspace per thread, for no time
+ * measured on T1 and T2.) */
 static void run_pair_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, bwork *w,
                         int64_t b, int64_t hk)
 {
@@ -769,47 +768,35 @@ static void run_pair_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a
 
     for (int64_t hh = 0; hh < g; hh++) {
         const int64_t h = h0 + hh;
-        /* every block's D (row_d8), Q^T and dO^T (the widened rows
-         * transposed and rounded back: exact); the rows' ranges; dQ 0 */
-        for (int64_t i0 = 0, blk = 0; i0 < qlen; i0 += bq, blk++) {
-            const int64_t rows = qlen - i0 < bq ? qlen - i0 : bq;
+        for (int64_t i0 = 0; i0 < qlen; i0 += bq) {
+            const int64_t i1 = i0 + bq < qlen ? i0 + bq : qlen, rows = i1 - i0;
+            /* the block's D (row_d8), ranges, dO^T and Q^T (the widened
+             * rows transposed and rounded back: exact); its dQ 0 */
             float *dow = w->scr, *ow = w->scr + rows * dv;
             for (int64_t r = 0; r < rows; r++) {
                 widen(p, f->o_type, ATTN_VIEW_AT(a16->d_o, d->d_o, b, h, i0 + r), dow + r * dv, dv);
                 widen(p, f->o_type, ATTN_VIEW_AT(a16->o, f->o, b, h, i0 + r), ow + r * dv, dv);
-                w->dsum[i0 + r] = row_d8(dow + r * dv, ow + r * dv, dv);
+                w->dsum[r] = row_d8(dow + r * dv, ow + r * dv, dv);
                 attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i0 + r,
-                               &w->lo[i0 + r], &w->hi[i0 + r]);
+                               &w->lo[r], &w->hi[r]);
             }
-            bf->tr_round(dow, dv, rows, dv, w->dot + blk * dv * p->ldr, p->ldr);
+            bf->tr_round(dow, dv, rows, dv, w->dot, p->ldr);
             for (int64_t r = 0; r < rows; r++)
                 widen(p, f->q_type, ATTN_VIEW_AT(a16->q, f->q, b, h, i0 + r), ow + r * dk, dk);
-            bf->tr_round(ow, dk, rows, dk, w->qt + blk * dk * p->ldr, p->ldr);
-        }
-        memset(w->dqa, 0, (size_t)(qlen * dk) * sizeof(float));
-        for (int64_t t = jlo; t < jhi; t += p->bk) {
-            const int64_t nt = jhi - t < p->bk ? jhi - t : p->bk;
-            for (int64_t i0 = 0, blk = 0; i0 < qlen; i0 += bq, blk++) {
-                const int64_t i1 = i0 + bq < qlen ? i0 + bq : qlen;
-                int64_t cs = INT64_MAX, ce = INT64_MIN;
-                for (int64_t i = i0; i < i1; i++) {
-                    int64_t c0 = w->lo[i] - t, c1 = w->hi[i] - t;
-                    if (c0 < 0) c0 = 0;
-                    if (c1 > nt) c1 = nt;
-                    if (c0 >= c1)
-                        continue;
-                    if (c0 < cs) cs = c0;
-                    if (c1 > ce) ce = c1;
-                }
-                if (cs >= ce)
-                    continue;
-                const bfblk kb = { w->qt + blk * dk * p->ldr, w->dot + blk * dv * p->ldr,
-                                   w->dsum + i0, w->lo + i0, w->hi + i0, w->dqa + i0 * dk };
-                run_block_bf(p, a, w, &kb, b, h, i0, i1, t, cs, ce, jlo);
+            bf->tr_round(ow, dk, rows, dk, w->qt, p->ldr);
+            memset(w->dqa, 0, (size_t)(rows * dk) * sizeof(float));
+            const bfblk kb = { w->qt, w->dot, w->dsum, w->lo, w->hi, w->dqa };
+            for (int64_t t = jlo; t < jhi; t += p->bk) {
+                const int64_t nt = jhi - t < p->bk ? jhi - t : p->bk;
+                int64_t cs, ce;
+                block_cols(w, rows, t, nt, &cs, &ce);
+                if (cs < ce)
+                    run_block_bf(p, a, w, &kb, b, h, i0, i1, t, cs, ce, jlo);
             }
+            for (int64_t r = 0; r < rows; r++)
+                narrow(p, f->q_type, w->dqa + r * dk, ATTN_VIEW_AT(a16->dq, d->dq, b, h, i0 + r),
+                       dk);
         }
-        for (int64_t i = 0; i < qlen; i++)
-            narrow(p, f->q_type, w->dqa + i * dk, ATTN_VIEW_AT(a16->dq, d->dq, b, h, i), dk);
         for (int64_t i = qlen; i < n; i++)
             memset(ATTN_VIEW_AT(a16->dq, d->dq, b, h, i), 0, (size_t)dk * sizeof(uint16_t));
     }
@@ -1230,7 +1217,7 @@ static void bwd_body(void *arg, int tid)
     w.dp = (float *)(void *)(base + p->ws_dp);
     w.dsum = (float *)(void *)(base + p->ws_d);
     w.lo = (int64_t *)(void *)(base + p->ws_lo);
-    w.hi = w.lo + (p->bf ? f->q_len : p->bq);
+    w.hi = w.lo + p->bq;
     w.seg = p->sparse ? (attn_kseg *)(void *)(base + p->ws_seg) : NULL;
     w.kg = p->gather ? (float *)(void *)(base + p->ws_gather) : NULL;
     w.vg = p->gather ? w.kg + p->bk * f->qk_dim : NULL;
