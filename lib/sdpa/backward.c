@@ -22,21 +22,22 @@
  * row sees are skipped, and K/V rows outside every row's range are never
  * read.  P and dP live in two tiles of the workspace per thread.
  *
- * 16-bit tensors (attn.h, "Element types of the computation") take
- * run_pair16: the same blocks and tiles in another order, query blocks
- * outside and key tiles inside, so that a block's dQ is summed in fp32 in
- * the workspace (bq x dk) and rounded once after its last tile, and dK, dV
- * in fp32 sums over the pair's keys (m x dk, m x dv per thread) rounded
- * once after its last block.  Each element of dQ, dK, dV, dBias still
- * receives its terms in the same order (dK_j and dV_j over (head, block),
- * dQ_i over the tiles), so the widened path (F16, mixed types, the BLAS
- * engine: 16-bit rows widened into the workspace, run_block as for fp32)
- * is bitwise the fp32 backward on the widened values.  With BF16 products
- * (every tensor BF16, the tile engine) run_block_bf computes the five
- * products with the x.bf kernels on the pair's K and V packed once (K^T
- * and V^T pair panels, K in pairs of keys) and the block's Q and dO in
- * pairs of rows, P^T and dS^T rounded to BF16 by tr_round, dS rounded in
- * place for dQ. */
+ * 16-bit tensors (attn.h, "Element types of the computation") take the
+ * same blocks and tiles in another order, query blocks outside and key
+ * tiles inside, so that a block's dQ is summed in fp32 in the workspace
+ * (bq x dk) and rounded once after its last tile, and dK, dV in fp32 sums
+ * over the pair's keys (m x dk, m x dv per thread) rounded once after its
+ * last block.  Each element of dQ, dK, dV, dBias still receives its terms
+ * in the same order (dK_j and dV_j over (head, block), dQ_i over the
+ * tiles).  Widened (F16, mixed types, the BLAS engine; run_pair16): the
+ * 16-bit rows widened into the workspace and run_block as for fp32, so
+ * bitwise the fp32 backward on the widened values.  BF16 products (every
+ * tensor BF16, the tile engine; run_pair_bf, run_block_bf): the five
+ * products with the x.bf kernels, on the pair's K^T and V^T pair panels
+ * and K in pairs of keys (packed once), the block's Q^T and dO^T, and a
+ * tile's P and dS packed by ds_pack (pair panels along the rows, dS rows);
+ * dK and dV summed transposed (dV^T += dO^T P, dK^T += scale Q^T dS) and
+ * transposed back by tr_round as they are rounded. */
 #include "sdpa/sdpa.h"
 #include <math.h>
 #include <stdlib.h>
