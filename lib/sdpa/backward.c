@@ -202,9 +202,9 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
      * (dk + dv <= ATTN_GATHER_MAX_DIM); the global queries' Q, dO, dQ. */
     const int64_t dmax = f->qk_dim > f->v_dim ? f->qk_dim : f->v_dim;
     p->gather = p->sparse && f->qk_dim + f->v_dim <= ATTN_GATHER_MAX_DIM;
-    /* BF16 products: a column before the tile and one after it (the
-     * rounded dS row in whole pairs of keys), rows 16 floats longer than
-     * the tile (see forward.c's score tile). */
+    /* BF16 products: the P and dP tiles' rows 16 floats longer than the
+     * tile (see forward.c's score tile); the dS rows (ldq) have room for
+     * a 0 before an odd start and after an odd end. */
     p->ldp = p->bf ? p->bk + 16 : p->bk;
     const uint64_t m16 = ((uint64_t)f->kv_len + 15) / 16 * 16;
     p->ldk = (int64_t)m16 + 16;
