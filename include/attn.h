@@ -1620,10 +1620,12 @@ typedef struct attn_blas_info {
     int openmp;           /* 1 if attn was built with OpenMP */
     int max_threads;      /* omp_get_max_threads() now (1 without OpenMP) */
     char bf16[16];        /* the BF16 products' kernels a plan made now
-                             runs (see "Element types of the
-                             computation"): "avx512bf16" (VDPBF16PS),
-                             "avx512" (the same arithmetic on AVX-512F)
-                             or "scalar".  (1.1, in reserved room.) */
+                             with the AUTO engine runs (see "Element
+                             types of the computation"): "avx512bf16"
+                             (VDPBF16PS), "avx512" (the same arithmetic
+                             on AVX-512F), "scalar", or "widened" when
+                             that engine is the BLAS (BF16 read as fp32).
+                             (1.1, in reserved room.) */
     /* Room to grow: attn_blas_query zeroes it (fields added later are
      * filled in it, so a caller built against this header keeps its
      * size). */
