@@ -960,10 +960,11 @@ static void test_api(void **state)
     assert_int_equal(d.threads, 0);
     assert_true(d.dropout_p == 0.0 && !signbit(d.dropout_p));
     assert_true(d.dropout_seed == 0 && d.dropout_offset == 0);
-    assert_int_equal(sizeof d.reserved / sizeof d.reserved[0], 9);
-    for (int i = 0; i < 9; i++)
+    assert_int_equal(sizeof d.reserved / sizeof d.reserved[0], 8);
+    for (int i = 0; i < 8; i++)
         assert_true(d.reserved[i] == 0);
     assert_true(d.engine == ATTN_ENGINE_AUTO && d.reserved_pad == 0);
+    assert_true(d.x_type == ATTN_DTYPE_F32 && d.w_type == ATTN_DTYPE_F32);
     assert_true(d.use_global_k == 0 && d.use_global_q == 0 && d.layout_per_head == 0 &&
                 d.reserved_flags == 0 && d.block_size == 0);
     assert_int_equal(attn_mha_desc_init(NULL), ATTN_ERR_NULL_ARGUMENT);
