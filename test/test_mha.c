@@ -262,6 +262,101 @@ static void test_forward(void **state)
     over_rows(0, NULL, 1);
 }
 
+/* 16-bit rows (CK_TYPES).  Where the types widen (anything but the BF16
+ * products; a BF16 row runs again with engine BLAS, where it widens), out
+ * and weights are bitwise those of the fp32 layer on the rounded inputs
+ * and weights (t->wf, t->af, the same engine and threads), Y rounded to
+ * x_type.  The training calls and sizes of a 16-bit plan return
+ * ATTN_ERR_UNSUPPORTED_TYPE and write nothing. */
+static int check_types(minst *t, const msnap *first, const mrow *row)
+{
+    (void)first;
+    (void)row;
+    int fails = 0;
+    const attn_engine engine0 = t->d.engine;
+    if (minst_bf16_products(t))
+        t->d.engine = ATTN_ENGINE_BLAS;
+    minst_clear(t);
+    attn_status s = minst_run(t, 0);
+    /* the fp32 layer into buffers of its own */
+    float *y = malloc(t->n_out * sizeof *y);
+    float *wts = t->wts ? malloc(t->n_wts * sizeof *wts) : NULL;
+    assert_non_null(y);
+    for (size_t i = 0; i < t->n_out; i++)
+        y[i] = NAN;
+    attn_mha_desc d = t->d;
+    d.x_type = d.w_type = ATTN_DTYPE_F32;
+    attn_mha_args a = t->af;
+    a.out = y;
+    a.weights = wts;
+    attn_mha_plan *plan = NULL;
+    attn_status s32 = attn_mha_plan_create(&plan, &d);
+    if (s32 == ATTN_OK)
+        s32 = attn_mha_execute(plan, &t->wf, &a, NULL, 0);
+    attn_mha_plan_destroy(plan);
+    long bad = 0;
+    if (s != ATTN_OK || s32 != ATTN_OK) {
+        printf("FAIL types: %s, fp32 %s: %s\n", attn_status_str(s), attn_status_str(s32),
+               mcase_str(&t->c));
+        bad++;
+    }
+    const int64_t BL = t->c.B * t->c.L, E = t->c.E;
+    for (int64_t r = 0; r < BL && !bad; r++)
+        for (int64_t e = 0; e < E; e++) {
+            const int64_t at = r * t->os + e;
+            int same;
+            if (t->c.xt) {
+                uint16_t want;
+                attn_dtype_encode((attn_dtype)t->c.xt, &y[at], &want, 1);
+                same = want == t->out16[at];
+            } else {
+                same = memcmp(&y[at], &t->out[at], sizeof y[at]) == 0;
+            }
+            if (!same && bad++ < 4)
+                printf("FAIL types: Y[%lld] not the fp32 layer's rounded (%.9g): %s\n",
+                       (long long)at, (double)y[at], mcase_str(&t->c));
+        }
+    if (!bad && wts && memcmp(wts, t->wts, t->n_wview * sizeof *wts) != 0) {
+        printf("FAIL types: weights not the fp32 layer's: %s\n", mcase_str(&t->c));
+        bad++;
+    }
+    fails += bad != 0;
+    free(y);
+    free(wts);
+    t->d.engine = engine0;
+
+    /* no training at 16-bit types yet */
+    plan = NULL;
+    assert_int_equal(attn_mha_plan_create(&plan, &t->d), ATTN_OK);
+    size_t bytes = 777;
+    void *cx = NULL;
+    assert_int_equal(posix_memalign(&cx, 64, 4096), 0);
+    float dy[4] = { 0 };
+    attn_mha_grads g;
+    attn_mha_grads_init(&g);
+    minst_clear(t);
+    if (attn_mha_context_size(plan, &bytes) != ATTN_ERR_UNSUPPORTED_TYPE ||
+        attn_mha_bwd_workspace_size(plan, &bytes) != ATTN_ERR_UNSUPPORTED_TYPE || bytes != 777 ||
+        attn_mha_train_execute(plan, &t->w, &t->a, cx, 4096, NULL, 0) !=
+            ATTN_ERR_UNSUPPORTED_TYPE ||
+        attn_mha_bwd_execute(plan, &t->w, &t->a, dy, cx, 4096, &g, 0, NULL, 0) !=
+            ATTN_ERR_UNSUPPORTED_TYPE ||
+        !minst_untouched(t)) {
+        printf("FAIL types: a training call of a 16-bit plan not UNSUPPORTED_TYPE: %s\n",
+               mcase_str(&t->c));
+        fails++;
+    }
+    free(cx);
+    attn_mha_plan_destroy(plan);
+    return fails;
+}
+
+static void test_types(void **state)
+{
+    (void)state;
+    over_rows(CK_TYPES, check_types, 0);
+}
+
 /* The desc's engine: BLAS and TILE each within the reference's
  * tolerances (the engines agree within rounding only), and bitwise the
  * result of AUTO under ATTN_ENGINE=blas or tile, so the field is what
@@ -1488,6 +1583,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward),
+        cmocka_unit_test(test_types),
         cmocka_unit_test(test_engines),
         cmocka_unit_test(test_thread_invariance),
         cmocka_unit_test(test_input_gaps),
