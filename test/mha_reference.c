@@ -127,7 +127,7 @@ int mref_mha_typed(const attn_mha_desc *d, const attn_mha_weights *w,
                    const attn_mha_args *a, const mref_out *out, const mref_round *rnd)
 {
     static const mref_round none;
-    const mref_round *r = rnd ? rnd : &none;
+    const mref_round *rd = rnd ? rnd : &none;
     const int64_t E = d->embed_dim, H = d->num_heads;
     const int64_t Hkv = d->num_kv_heads ? d->num_kv_heads : H;
     const int64_t dh = E / H, kvE = Hkv * dh, group = H / Hkv;
@@ -225,8 +225,8 @@ int mref_mha_typed(const attn_mha_desc *d, const attn_mha_weights *w,
                         sum += exp(s[j] - mx);
                 for (int64_t j = 0; j < S; j++)
                     pr[j] = vis[j] ? exp(s[j] - mx) / sum : 0.0;
-                /* (Q and K rounded: r->q, r->k relative to |q|~, |k|~) */
-                const double es = ((cq + ck + (double)dh + 6.0) * u + r->q + r->k) * tmax;
+                /* (Q and K rounded: rd->q, rd->k relative to |q|~, |k|~) */
+                const double es = ((cq + ck + (double)dh + 6.0) * u + rd->q + rd->k) * tmax;
                 double p_rel = nv ? expm1(2.0 * es) + ((double)nv + 2.0 * MREF_KEXP + 4.0) * u
                                   : 0.0;
                 if (drop) { /* P' = P keep / (1 - p) */
@@ -244,8 +244,8 @@ int mref_mha_typed(const attn_mha_desc *d, const attn_mha_weights *w,
                 if (out->p_tol)
                     for (int64_t j = 0; j < S; j++)
                         out->p_tol[row * S + j] = MREF_SAFE * p_rel * pr[j] + MREF_TINY;
-                /* (V, P for P V and O rounded: r->v, r->p, r->o) */
-                const double orel = p_rel + ((double)nv + 4.0) * u + cv * u + r->v + r->p + r->o;
+                /* (V, P for P V and O rounded: rd->v, rd->p, rd->o) */
+                const double orel = p_rel + ((double)nv + 4.0) * u + cv * u + rd->v + rd->p + rd->o;
                 for (int64_t x = 0; x < dh; x++) {
                     double acc = 0.0, aacc = 0.0;
                     for (int64_t j = 0; j < S; j++) {
@@ -261,8 +261,7 @@ int mref_mha_typed(const attn_mha_desc *d, const attn_mha_weights *w,
         }
     }
 
-    /* output projection (Y rounded: r->y relative, r->y_abs absolute) */
-    const mref_round *ry = r;
+    /* output projection (Y rounded: rd->y relative, rd->y_abs absolute) */
     for (int64_t r = 0; r < B * L; r++)
         for (int64_t e = 0; e < E; e++) {
             const float *wr = w->out_weight + e * E;
@@ -278,8 +277,8 @@ int mref_mha_typed(const attn_mha_desc *d, const attn_mha_weights *w,
                 out->y[r * E + e] = acc;
             if (out->y_tol)
                 out->y_tol[r * E + e] =
-                    MREF_SAFE * (prop + (((double)E + 2.0) * u + ry->y) * (aacc + prop)) +
-                    ry->y_abs + MREF_TINY;
+                    MREF_SAFE * (prop + (((double)E + 2.0) * u + rd->y) * (aacc + prop)) +
+                    rd->y_abs + MREF_TINY;
         }
 
     /* averaged weights */
