@@ -43,6 +43,13 @@
  *               reference forward (L = sum dY * Y) on four tiny shapes,
  *               every element of every input, weight and bias:
  *               |fd - g| <= 1e-5 (1 + |g|), step 2^-10 (see the test)
+ *   types       CK_TYPES (every 16-bit row, x_type and / or w_type F16 or
+ *               BF16): where the types widen (all but the BF16 products;
+ *               a BF16 row runs again with engine BLAS), out and weights
+ *               bitwise the fp32 layer's on the rounded inputs and weights,
+ *               Y rounded to x_type; context and backward sizes, train
+ *               forward and backward ATTN_ERR_UNSUPPORTED_TYPE, nothing
+ *               written
  *   train errors  mutations of a valid train_forward or backward (NULL
  *               pointers, context or workspace short or misaligned,
  *               accumulate not 0/1, every gradient pointer NULL when used
@@ -61,7 +68,35 @@
  *   p_rel = expm1(2 E_s) + (nvis + 36) u,
  *   E_s = (E + kdim + dh + 10) u max_j (|scale| sum_d |q_d|~ |k_jd|~ + |bias_j|)
  * where |z|~ of a projected element is sum_k |x_k W_k| + |b| (the magnitude
- * of its terms, in double).  Empty rows (no visible key, padded queries)
+ * of its terms, in double).
+ *
+ * 16-bit rows (mcase xt, wt): X, Xk, Xv and the weights are drawn as in
+ * fp32 and rounded to their types; the reference runs on the rounded
+ * values, so the inputs' own rounding is no error.  Each rounding the
+ * layer adds costs at most u_t |z| for the value z rounded (u_t =
+ * tdtype_u: 2^-8 for BF16, its unit roundoff; 2^-10 for F16, twice its
+ * unit roundoff), first order, and the products of BF16 values are exact
+ * in fp32 (an underflowing one or a BF16 denormal read as 0 under DAZ is
+ * below 2^-126, inside the 1e-30 floor), so the fp32 terms stay as above
+ * and the bound grows by (mha_reference.c, mref_mha_typed):
+ *   with BF16 products (x_type == w_type == BF16, the engine resolving
+ *   to TILE, no sparse option; minst_round):
+ *     Q and K rounded to BF16:  E_s += 2 u_t max_j (|scale| sum_d |q_d|~
+ *                               |k_jd|~)     (|q - q~| <= (cq u + u_t) |q|~)
+ *     V rounded, P rounded for P V, O rounded:  dO_d's relative factor
+ *                               += 3 u_t     (each <= u_t sum_j p_j |v_jd|~)
+ *   Y rounded to x_type (every 16-bit x_type):
+ *     |Y_e - y_e| += 1.25 u_t (sum_c (|O_c| + dO_c) |Wo_ec| + |bo_e|)
+ *                    (>= 1.25 u_t |Y_e|),  + 2^-24 for F16 (a Y among
+ *                    F16's subnormals, spaced 2^-24, is off by up to half
+ *                    that, absolute)
+ * Widened rows (F16, mixed, BLAS engine, sparse) get only Y's term; they
+ * are also bitwise the fp32 layer (types above), which the bound of that
+ * layer covers.  The per-head and averaged weights are fp32 outputs: with
+ * BF16 products their p_rel carries Q's and K's roundings through E_s.
+ * Large logits make the BF16 bound loose (expm1(2 E_s) with E_s ~ 2 u_t
+ * |logit|), as the error itself grows: the test rows keep |logit| small
+ * but for the in_mag = 3 rows.  Empty rows (no visible key, padded queries)
  * must give exactly P = 0 and Y = b_o up to the same bound.  Every element
  * of out and weights outside the views (row gaps, a tail after each buffer)
  * must keep its sentinel bits.  test_threads checks thread counts on
