@@ -1347,7 +1347,19 @@ typedef struct attn_mha_desc {
     attn_engine engine;
     int reserved_pad;            /* must be zero */
 
-    int64_t reserved[9];         /* must be zero */
+    /* Element types (see "Multi-head attention layer: element types"
+     * below): x_type of the layer's inputs and output (X, the key and
+     * value inputs, Y), w_type of its weights and biases.  F32 (the
+     * default) reads and writes the float pointers of attn_mha_args and
+     * attn_mha_weights; F16 or BF16 the uint16_t pointers of
+     * attn_mha_args16 (args.args16) and attn_mha_weights16
+     * (weights.weights16), and the row strides then count uint16_t
+     * elements.  Unknown values are ATTN_ERR_BAD_OPTION.  (Added in 1.1
+     * in the room of reserved[0].) */
+    attn_dtype x_type;
+    attn_dtype w_type;
+
+    int64_t reserved[8];         /* must be zero */
 } attn_mha_desc;
 
 /* Defaults: sizes 0, self_attention 0, packed_in_proj 0, has_bias 1 (as
@@ -1356,6 +1368,82 @@ typedef struct attn_mha_desc {
  * dropout_seed and dropout_offset 0).  Returns ATTN_OK or
  * ATTN_ERR_NULL_ARGUMENT. */
 ATTN_API attn_status attn_mha_desc_init(attn_mha_desc *desc);
+
+/*
+ * Multi-head attention layer: element types.
+ *
+ * X, Xk, Xv and Y (x_type) and the weights and biases (w_type) may each be
+ * F32, F16 or BF16.  A 16-bit tensor is passed through the uint16_t
+ * pointers of attn_mha_args16 and attn_mha_weights16 (one struct each,
+ * reached through args.args16 and weights.weights16), its float pointer
+ * NULL; an F32 tensor through its float pointer, and args.args16
+ * (weights.weights16) is NULL when x_type (w_type) is F32.  The attention
+ * weights output (args.weights), the additive bias (args.bias) and every
+ * other buffer stay as they are (fp32, uint8, int32).  Conversions round
+ * to nearest even, as attn_dtype_encode.  Two ways to compute:
+ *
+ * - BF16 products: x_type == w_type == BF16 on the tile engine (see
+ *   attn_engine; not with the sparse options, which take the second way).
+ *   Each projection is a product of the BF16 rows of its input, read in
+ *   place, and its BF16 weight, packed once per call into the workspace,
+ *   with VDPBF16PS's arithmetic and fp32 accumulation (as the SDPA's BF16
+ *   products, "Element types of the computation"); the bias is added in
+ *   fp32.  The projected Q, K and V are rounded to BF16 into the
+ *   workspace and the attention is the SDPA at BF16 Q, K, V and O (its
+ *   BF16 products, P rounded to BF16 for P V, off the decode path); its
+ *   output O, rounded to BF16 once, is the BF16 input of the output
+ *   projection, and Y is rounded to BF16 once.  Rounding Q, K, V, P, O
+ *   and Y each costs up to 2^-8 relative; the stated and tested bound is
+ *   in test/test_mha.c.
+ *
+ * - Otherwise (F16, mixed types, the BLAS engine, sparse options): every
+ *   16-bit value is widened exactly to fp32 as it is read (the weights
+ *   once per call, the input rows a block at a time, into the workspace)
+ *   and the layer runs in fp32; Y is rounded to x_type once.  The result
+ *   is bitwise that of the same call in fp32 on the widened inputs and
+ *   weights, then Y rounded.
+ *
+ * Both are bitwise identical for any thread count.  The training calls
+ * (attn_mha_train_execute, attn_mha_bwd_execute) and the context and
+ * backward workspace sizes do not take 16-bit types yet: a plan with
+ * x_type or w_type not F32 returns ATTN_ERR_UNSUPPORTED_TYPE there.
+ */
+
+/* The 16-bit inputs and output (x_type F16 or BF16), through
+ * attn_mha_args.args16.  Shapes and row strides as x, key, value and out
+ * of attn_mha_args, in uint16_t elements. */
+typedef struct attn_mha_args16 {
+    const uint16_t *x;             /* [B][L][E] */
+    const uint16_t *key;           /* [B][S][kdim]; NULL for self-attention */
+    const uint16_t *value;         /* [B][S][vdim]; NULL for self-attention */
+    uint16_t *out;                 /* [B][L][E] */
+    /* Room to grow: must be NULL (attn_mha_args16_init does it). */
+    void *reserved[8];
+} attn_mha_args16;
+
+/* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT.  (1.1) */
+ATTN_API attn_status attn_mha_args16_init(attn_mha_args16 *args16);
+
+/* The 16-bit weights and biases (w_type F16 or BF16), through
+ * attn_mha_weights.weights16: the fields, shapes and rules of
+ * attn_mha_weights. */
+typedef struct attn_mha_weights16 {
+    const uint16_t *in_proj_weight;
+    const uint16_t *in_proj_bias;
+    const uint16_t *q_weight;
+    const uint16_t *k_weight;
+    const uint16_t *v_weight;
+    const uint16_t *q_bias;
+    const uint16_t *k_bias;
+    const uint16_t *v_bias;
+    const uint16_t *out_weight;
+    const uint16_t *out_bias;
+    /* Room to grow: must be NULL (attn_mha_weights16_init does it). */
+    void *reserved[8];
+} attn_mha_weights16;
+
+/* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT.  (1.1) */
+ATTN_API attn_status attn_mha_weights16_init(attn_mha_weights16 *weights16);
 
 /* The layer's parameters (read at execute; pointers the layout does not
  * use must be NULL). */
@@ -1370,8 +1458,11 @@ typedef struct attn_mha_weights {
     const float *v_bias;           /* [Hkv*dh] when has_bias */
     const float *out_weight;       /* [E][E]   always */
     const float *out_bias;         /* [E]      when has_bias */
+    /* The weights and biases when w_type is F16 or BF16 (the float
+     * pointers above NULL), else NULL.  (1.1, in reserved room.) */
+    const attn_mha_weights16 *weights16;
     /* Room to grow: must be NULL (attn_mha_weights_init does it). */
-    void *reserved[8];
+    void *reserved[7];
 } attn_mha_weights;
 
 /* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
@@ -1394,8 +1485,11 @@ typedef struct attn_mha_args {
     const uint8_t *global_q;       /* [B][L], when use_global_q */
     const uint8_t *layout;         /* [H|1][ceil(L/bs)][ceil(S/bs)], when
                                       block_size != 0 */
+    /* X, key, value and out when x_type is F16 or BF16 (x, key, value and
+     * out above NULL), else NULL.  (1.1, in reserved room.) */
+    const attn_mha_args16 *args16;
     /* Room to grow: must be NULL (attn_mha_args_init does it). */
-    void *reserved[8];
+    void *reserved[7];
 } attn_mha_args;
 
 /* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
@@ -1412,7 +1506,8 @@ typedef struct attn_mha_plan attn_mha_plan;
  * ATTN_ERR_BAD_STRIDE (a row stride shorter than its row, or negative;
  * key_stride and value_stride are ignored in self-attention),
  * ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_SCALE, ATTN_ERR_BAD_OPTION (unknown
- * enum value, nonzero reserved field, packed_in_proj with kdim or vdim != E
+ * enum value, x_type or w_type included, nonzero reserved field,
+ * packed_in_proj with kdim or vdim != E
  * or Hkv != H, self_attention with kdim or vdim != E, or dropout_p outside
  * [0, 1] or NaN),
  * ATTN_ERR_BAD_THREADS or ATTN_ERR_OUT_OF_MEMORY.
@@ -1424,9 +1519,13 @@ ATTN_API attn_status attn_mha_plan_destroy(attn_mha_plan *plan);
 
 /* Bytes of workspace attn_mha_execute (and attn_mha_train_execute) needs:
  * the projected Q, K, V and the
- * attention output (B x (L + 2 S) x E floats or less), per-head weights
+ * attention output (B x (L + 2 S) x E floats or less; half of that with
+ * BF16 products), per-head weights
  * when averaged weights are asked for, a combined mask when both an element
- * mask and key padding are given, and the SDPA workspace.  Reusing one
+ * mask and key padding are given, and the SDPA workspace.  16-bit types
+ * add the weights as the call prepares them (packed BF16 pairs, or widened
+ * to fp32 when w_type is 16-bit without BF16 products), the biases in
+ * fp32 and a block of rows per thread.  Reusing one
  * workspace across calls avoids any allocation.  Returns ATTN_OK or
  * ATTN_ERR_NULL_ARGUMENT. */
 ATTN_API attn_status attn_mha_workspace_size(const attn_mha_plan *plan, size_t *bytes);
@@ -1436,9 +1535,17 @@ ATTN_API attn_status attn_mha_workspace_size(const attn_mha_plan *plan, size_t *
  * (NULL: allocated and freed inside the call).  Returns ATTN_OK,
  * ATTN_ERR_NULL_ARGUMENT (plan, weights, args, a weight or buffer the plan
  * needs), ATTN_ERR_ARGUMENT_MISMATCH (a pointer the plan does not use),
- * ATTN_ERR_BAD_LENGTH, ATTN_ERR_WORKSPACE_TOO_SMALL,
- * ATTN_ERR_WORKSPACE_ALIGNMENT or ATTN_ERR_OUT_OF_MEMORY.  On error nothing
- * is written to out or weights.
+ * ATTN_ERR_BAD_OPTION (a reserved pointer not NULL), ATTN_ERR_BAD_LENGTH,
+ * ATTN_ERR_WORKSPACE_TOO_SMALL, ATTN_ERR_WORKSPACE_ALIGNMENT or
+ * ATTN_ERR_OUT_OF_MEMORY.  On error nothing is written to out (or
+ * args16->out) or weights.
+ * The order of the checks: plan, weights, args NULL; the reserved tails of
+ * weights and args; weights.weights16 and args.args16 (required when
+ * w_type, x_type is F16 or BF16, NULL otherwise); their reserved tails;
+ * then each weight and buffer in the order of the structs, the 16-bit
+ * pointer of a tensor right after its float one (of the two, the one of
+ * the tensor's type is required when the plan uses the tensor, the other
+ * must be NULL); the lengths; the workspace.
  */
 ATTN_API attn_status attn_mha_execute(const attn_mha_plan *plan, const attn_mha_weights *weights,
                                       const attn_mha_args *args, void *workspace,
@@ -1538,7 +1645,8 @@ ATTN_API attn_status attn_mha_grads_init(attn_mha_grads *grads);
 /* Bytes of the context train_forward fills and backward reads: Q, K, V (one
  * [B*L][3E] block in self-attention with packed weights, else [B*L][E] and
  * two [B*S][Hkv*dh]), O [B*L][E] and the logsumexp [B][H][L] (floats, each
- * block rounded up to 64 bytes).  Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT or
+ * block rounded up to 64 bytes).  Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT,
+ * ATTN_ERR_UNSUPPORTED_TYPE (x_type or w_type not F32: no training yet) or
  * ATTN_ERR_TOO_LARGE (a plan whose forward fits but whose context or
  * backward workspace is not representable: every training call of it
  * returns ATTN_ERR_TOO_LARGE). */
@@ -1548,7 +1656,8 @@ ATTN_API attn_status attn_mha_context_size(const attn_mha_plan *plan, size_t *by
  * O, Q, K, V), a combined mask as in the forward, the SDPA backward's
  * workspace and per-thread blocks for the gradient GEMMs.  (train_forward
  * takes the workspace of attn_mha_workspace_size.)  Returns ATTN_OK,
- * ATTN_ERR_NULL_ARGUMENT or ATTN_ERR_TOO_LARGE (as attn_mha_context_size). */
+ * ATTN_ERR_NULL_ARGUMENT, ATTN_ERR_UNSUPPORTED_TYPE or ATTN_ERR_TOO_LARGE
+ * (as attn_mha_context_size). */
 ATTN_API attn_status attn_mha_bwd_workspace_size(const attn_mha_plan *plan, size_t *bytes);
 
 /*
@@ -1558,7 +1667,9 @@ ATTN_API attn_status attn_mha_bwd_workspace_size(const attn_mha_plan *plan, size
  * keeps it until the backward): 64-byte aligned and at least
  * attn_mha_context_size() bytes.  workspace as for attn_mha_execute, of
  * attn_mha_workspace_size() bytes (NULL: allocated inside the call).
- * Returns what attn_mha_execute returns, and ATTN_ERR_TOO_LARGE (see
+ * Returns what attn_mha_execute returns, and ATTN_ERR_UNSUPPORTED_TYPE
+ * (x_type or w_type not F32; checked right after the reserved tails of
+ * weights and args), ATTN_ERR_TOO_LARGE (see
  * attn_mha_context_size), ATTN_ERR_NULL_ARGUMENT (context NULL), ATTN_ERR_WORKSPACE_TOO_SMALL (context_bytes short) or
  * ATTN_ERR_WORKSPACE_ALIGNMENT (context misaligned).  On error nothing is
  * written to out, weights or the context.
@@ -1580,8 +1691,11 @@ ATTN_API attn_status attn_mha_train_execute(const attn_mha_plan *plan,
  * attn_mha_bwd_workspace_size() bytes, or NULL (allocated inside).
  * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (plan, weights, args, dy, context,
  * grads, a weight, buffer or gradient the plan needs), ATTN_ERR_BAD_OPTION
- * (accumulate not 0 or 1), ATTN_ERR_ARGUMENT_MISMATCH (a pointer the plan
- * does not use, args->out and args->weights excepted),
+ * (accumulate not 0 or 1), ATTN_ERR_UNSUPPORTED_TYPE (x_type or w_type not
+ * F32, checked right after the reserved tails of weights, args and grads),
+ * ATTN_ERR_ARGUMENT_MISMATCH (a pointer the plan
+ * does not use, args->out and args->weights excepted; weights16 and
+ * args16 are not used),
  * ATTN_ERR_BAD_LENGTH, ATTN_ERR_TOO_LARGE (see attn_mha_context_size),
  * ATTN_ERR_WORKSPACE_TOO_SMALL (workspace or context short), ATTN_ERR_WORKSPACE_ALIGNMENT (workspace or context misaligned) or
  * ATTN_ERR_OUT_OF_MEMORY.  On error no gradient is written.

@@ -1485,6 +1485,8 @@ static void test_growable_structs(void **state)
     assert_int_equal(attn_mha_weights_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     assert_int_equal(attn_mha_args_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     assert_int_equal(attn_mha_grads_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_mha_weights16_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_mha_args16_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     assert_int_equal(attn_kv_append_args_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     assert_int_equal(attn_partials_merge_args_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     {
@@ -1608,15 +1610,21 @@ static void test_growable_structs(void **state)
     void *cx = NULL;
     assert_int_equal(posix_memalign(&cx, 64, cx_bytes), 0);
     grow_fill(y, L * E, NAN);
-    mw.reserved[5] = &mw;
-    assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_ERR_BAD_OPTION);
-    assert_int_equal(attn_mha_train_execute(mp, &mw, &ma, cx, cx_bytes, NULL, 0),
-                     ATTN_ERR_BAD_OPTION);
-    mw.reserved[5] = NULL;
-    ma.reserved[5] = &ma;
-    assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_ERR_BAD_OPTION);
-    assert_true(grow_untouched(y, L * E));
-    ma.reserved[5] = NULL;
+    /* (1.1: weights16 and args16 took slot 0 of 8; slots 0 and 6 of the
+     * 7 left) */
+    assert_int_equal(sizeof mw.reserved / sizeof mw.reserved[0], 7);
+    assert_int_equal(sizeof ma.reserved / sizeof ma.reserved[0], 7);
+    for (int slot = 0; slot < 7; slot += 6) {
+        mw.reserved[slot] = &mw;
+        assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_ERR_BAD_OPTION);
+        assert_int_equal(attn_mha_train_execute(mp, &mw, &ma, cx, cx_bytes, NULL, 0),
+                         ATTN_ERR_BAD_OPTION);
+        mw.reserved[slot] = NULL;
+        ma.reserved[slot] = &ma;
+        assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_ERR_BAD_OPTION);
+        assert_true(grow_untouched(y, L * E));
+        ma.reserved[slot] = NULL;
+    }
     assert_int_equal(attn_mha_train_execute(mp, &mw, &ma, cx, cx_bytes, NULL, 0), ATTN_OK);
     grow_fill(dx, L * E, NAN);
     mg.reserved[2] = &mg;
@@ -1628,6 +1636,66 @@ static void test_growable_structs(void **state)
                      ATTN_OK);
     free(cx);
     attn_mha_plan_destroy(mp);
+
+    /* The MHA layer at 16-bit types: attn_mha_args16 and
+     * attn_mha_weights16 carry tails of their own; the training calls say
+     * ATTN_ERR_UNSUPPORTED_TYPE and write nothing. */
+    {
+        uint16_t x16[L * E], y16[L * E], wq16[E * E], wk16[E * E], wv16[E * E], wo16[E * E];
+        attn_dtype_encode(ATTN_DTYPE_BF16, x, x16, L * E);
+        attn_dtype_encode(ATTN_DTYPE_BF16, wq, wq16, E * E);
+        attn_dtype_encode(ATTN_DTYPE_BF16, wk, wk16, E * E);
+        attn_dtype_encode(ATTN_DTYPE_BF16, wv, wv16, E * E);
+        attn_dtype_encode(ATTN_DTYPE_BF16, wo, wo16, E * E);
+        md.x_type = md.w_type = ATTN_DTYPE_BF16;
+        mp = NULL;
+        assert_int_equal(attn_mha_plan_create(&mp, &md), ATTN_OK);
+        attn_mha_weights16 mw16;
+        attn_mha_args16 ma16;
+        memset(&mw16, 0xA5, sizeof mw16);
+        memset(&ma16, 0xA5, sizeof ma16);
+        assert_int_equal(attn_mha_weights16_init(&mw16), ATTN_OK);
+        assert_int_equal(attn_mha_args16_init(&ma16), ATTN_OK);
+        assert_null(mw16.in_proj_weight);
+        assert_null(ma16.out);
+        for (int i = 0; i < 8; i++)
+            assert_true(mw16.reserved[i] == NULL && ma16.reserved[i] == NULL);
+        mw16.q_weight = wq16, mw16.k_weight = wk16, mw16.v_weight = wv16, mw16.out_weight = wo16;
+        ma16.x = x16, ma16.out = y16;
+        assert_int_equal(attn_mha_weights_init(&mw), ATTN_OK);
+        assert_int_equal(attn_mha_args_init(&ma), ATTN_OK);
+        mw.weights16 = &mw16;
+        ma.args16 = &ma16;
+        for (int i = 0; i < L * E; i++)
+            y16[i] = 0x7FA5;
+        for (int slot = 0; slot < 8; slot += 7) {
+            mw16.reserved[slot] = &mw16;
+            assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_ERR_BAD_OPTION);
+            mw16.reserved[slot] = NULL;
+            ma16.reserved[slot] = &ma16;
+            assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_ERR_BAD_OPTION);
+            ma16.reserved[slot] = NULL;
+        }
+        for (int i = 0; i < L * E; i++)
+            assert_int_equal(y16[i], 0x7FA5);
+        size_t bytes = 777;
+        assert_int_equal(attn_mha_context_size(mp, &bytes), ATTN_ERR_UNSUPPORTED_TYPE);
+        assert_int_equal(attn_mha_bwd_workspace_size(mp, &bytes), ATTN_ERR_UNSUPPORTED_TYPE);
+        assert_int_equal(bytes, 777);
+        void *cx16 = NULL;
+        assert_int_equal(posix_memalign(&cx16, 64, 4096), 0);
+        assert_int_equal(attn_mha_train_execute(mp, &mw, &ma, cx16, 4096, NULL, 0),
+                         ATTN_ERR_UNSUPPORTED_TYPE);
+        grow_fill(dx, L * E, NAN);
+        assert_int_equal(attn_mha_bwd_execute(mp, &mw, &ma, dy, cx16, 4096, &mg, 0, NULL, 0),
+                         ATTN_ERR_UNSUPPORTED_TYPE);
+        assert_true(grow_untouched(dx, L * E));
+        for (int i = 0; i < L * E; i++)
+            assert_int_equal(y16[i], 0x7FA5);
+        assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_OK);
+        free(cx16);
+        attn_mha_plan_destroy(mp);
+    }
 
     /* attn_kv_append and attn_partials_merge. */
     float kc[N], vc[N];

@@ -144,15 +144,30 @@ class MhaDesc(ctypes.Structure):
     ] + _OPTIONS + [
         ("key_padding_mode", c_int),
         ("weights", c_int),
-    ] + _DROPOUT_SPARSE + _engine_tail(9)
+    ] + _DROPOUT_SPARSE + _engine_tail(8, ("x_type", "w_type"))
+
+
+_MHA_WEIGHT_NAMES = (
+    "in_proj_weight", "in_proj_bias", "q_weight", "k_weight", "v_weight",
+    "q_bias", "k_bias", "v_bias", "out_weight", "out_bias")
+
+
+class MhaWeights16(ctypes.Structure):
+    """attn_mha_weights16 (every pointer as void *)."""
+    _fields_ = [(name, c_void_p) for name in _MHA_WEIGHT_NAMES] + [
+        ("reserved", c_void_p * 8)]
+
+
+class MhaArgs16(ctypes.Structure):
+    """attn_mha_args16 (every pointer as void *)."""
+    _fields_ = [(name, c_void_p) for name in ("x", "key", "value", "out")] + [
+        ("reserved", c_void_p * 8)]
 
 
 class MhaWeights(ctypes.Structure):
     """attn_mha_weights."""
-    _fields_ = [(name, c_void_p) for name in (
-        "in_proj_weight", "in_proj_bias", "q_weight", "k_weight", "v_weight",
-        "q_bias", "k_bias", "v_bias", "out_weight", "out_bias")] + [
-            ("reserved", c_void_p * 8)]
+    _fields_ = [(name, c_void_p) for name in _MHA_WEIGHT_NAMES] + [
+        ("weights16", c_void_p), ("reserved", c_void_p * 7)]
 
 
 class MhaArgs(ctypes.Structure):
@@ -160,7 +175,7 @@ class MhaArgs(ctypes.Structure):
     _fields_ = [(name, c_void_p) for name in (
         "x", "key", "value", "out", "kv_lens", "q_lens", "mask", "bias",
         "key_padding_mask", "weights", "global_k", "global_q", "layout")] + [
-            ("reserved", c_void_p * 8)]
+            ("args16", c_void_p), ("reserved", c_void_p * 7)]
 
 
 # The structs the ABI test checks, by their C names.
@@ -171,6 +186,8 @@ STRUCTS = {
     "attn_mha_desc": MhaDesc,
     "attn_mha_weights": MhaWeights,
     "attn_mha_args": MhaArgs,
+    "attn_mha_weights16": MhaWeights16,
+    "attn_mha_args16": MhaArgs16,
 }
 
 

@@ -56,21 +56,35 @@ int main(void)
     F(attn_mha_desc, dropout_offset); F(attn_mha_desc, use_global_k);
     F(attn_mha_desc, use_global_q); F(attn_mha_desc, layout_per_head);
     F(attn_mha_desc, reserved_flags); F(attn_mha_desc, block_size);
-    F(attn_mha_desc, engine); F(attn_mha_desc, reserved_pad); F(attn_mha_desc, reserved);
+    F(attn_mha_desc, engine); F(attn_mha_desc, reserved_pad); F(attn_mha_desc, x_type);
+    F(attn_mha_desc, w_type); F(attn_mha_desc, reserved);
 
     S(attn_mha_weights);
     F(attn_mha_weights, in_proj_weight); F(attn_mha_weights, in_proj_bias);
     F(attn_mha_weights, q_weight); F(attn_mha_weights, k_weight);
     F(attn_mha_weights, v_weight); F(attn_mha_weights, q_bias); F(attn_mha_weights, k_bias);
     F(attn_mha_weights, v_bias); F(attn_mha_weights, out_weight);
-    F(attn_mha_weights, out_bias); F(attn_mha_weights, reserved);
+    F(attn_mha_weights, out_bias); F(attn_mha_weights, weights16);
+    F(attn_mha_weights, reserved);
+
+    S(attn_mha_weights16);
+    F(attn_mha_weights16, in_proj_weight); F(attn_mha_weights16, in_proj_bias);
+    F(attn_mha_weights16, q_weight); F(attn_mha_weights16, k_weight);
+    F(attn_mha_weights16, v_weight); F(attn_mha_weights16, q_bias);
+    F(attn_mha_weights16, k_bias); F(attn_mha_weights16, v_bias);
+    F(attn_mha_weights16, out_weight); F(attn_mha_weights16, out_bias);
+    F(attn_mha_weights16, reserved);
+
+    S(attn_mha_args16);
+    F(attn_mha_args16, x); F(attn_mha_args16, key); F(attn_mha_args16, value);
+    F(attn_mha_args16, out); F(attn_mha_args16, reserved);
 
     S(attn_mha_args);
     F(attn_mha_args, x); F(attn_mha_args, key); F(attn_mha_args, value);
     F(attn_mha_args, out); F(attn_mha_args, kv_lens); F(attn_mha_args, q_lens);
     F(attn_mha_args, mask); F(attn_mha_args, bias); F(attn_mha_args, key_padding_mask);
     F(attn_mha_args, weights); F(attn_mha_args, global_k); F(attn_mha_args, global_q);
-    F(attn_mha_args, layout); F(attn_mha_args, reserved);
+    F(attn_mha_args, layout); F(attn_mha_args, args16); F(attn_mha_args, reserved);
 
     /* enums mirrored as c_int */
     printf("attn_status size %zu\n", sizeof(attn_status));
