@@ -683,7 +683,11 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  *   tile engine off the decode path (q_len > 16 or ATTN_DECODE=0).  Both
  *   products read bfloat16 pairs and accumulate in fp32 with VDPBF16PS's
  *   arithmetic (AVX512_BF16; the same bits from an AVX-512F or a C version
- *   where the CPU lacks the unit, see docs/TYPES.md): Q K^T over pairs of
+ *   where the CPU lacks the unit, see docs/TYPES.md), or on a CPU with
+ *   AMX-BF16 (where Linux grants the process the tile state, requested at
+ *   the first call) with TDPBF16PS's, whose order of fp32 additions is its
+ *   own (the same worst-case bound; ATTN_SIMD=avx512bf16 keeps
+ *   VDPBF16PS): Q K^T over pairs of
  *   the head dimension; then the probabilities of a tile, exp(s - m) in
  *   fp32 as always, are rounded to BF16 for P V (as FlashAttention rounds
  *   P to the input type), over pairs of keys.  The sum l that O is
@@ -1735,11 +1739,12 @@ typedef struct attn_blas_info {
     int max_threads;      /* omp_get_max_threads() now (1 without OpenMP) */
     char bf16[16];        /* the BF16 products' kernels a plan made now
                              with the AUTO engine runs (see "Element
-                             types of the computation"): "avx512bf16"
-                             (VDPBF16PS), "avx512" (the same arithmetic
-                             on AVX-512F), "scalar", or "widened" when
-                             that engine is the BLAS (BF16 read as fp32).
-                             (1.1, in reserved room.) */
+                             types of the computation"): "amx" (AMX-BF16's
+                             TDPBF16PS), "avx512bf16" (VDPBF16PS),
+                             "avx512" (the same arithmetic on AVX-512F),
+                             "scalar", or "widened" when that engine is
+                             the BLAS (BF16 read as fp32).  (1.1, in
+                             reserved room.) */
     /* Room to grow: attn_blas_query zeroes it (fields added later are
      * filled in it, so a caller built against this header keeps its
      * size). */
