@@ -177,6 +177,11 @@ static int check_dense(const trow *r, tinst *t, const tsnap *base, tstats *st)
     (void)base;
     (void)st;
     tcase c = r->c;
+    /* 16-bit rows (c.dtype, the types suite): both sides also carry the
+     * rounding of O, and the twin the BF16 products' (as tinst_check's
+     * bound: per side u_t, 2 u_t for BF16, plus F16's 2^-24). */
+    const double typ = (c.dtype == ATTN_DTYPE_BF16 ? 2.0 : 1.0) * tdtype_u(c.dtype);
+    const double typ_abs = c.dtype == ATTN_DTYPE_F16 ? ldexp(1.0, -24) : 0.0;
     c.dense_twin = 1;
     c.poison = 0;
     tinst t2;
@@ -205,8 +210,9 @@ static int check_dense(const trow *r, tinst *t, const tsnap *base, tstats *st)
                 const float *o1 = t->args.o + b * d->o.batch + h * d->o.head + i * d->o.seq;
                 const float *o2 = t2.args.o + b * d2->o.batch + h * d2->o.head + i * d2->o.seq;
                 for (int64_t x = 0; x < d->v_dim; x++) {
-                    const double tol = 2.0 * orel * ro.o_abs[row * (size_t)d->v_dim + (size_t)x] +
-                                       REF_TINY;
+                    const double tol =
+                        2.0 * (orel + typ) * ro.o_abs[row * (size_t)d->v_dim + (size_t)x] +
+                        2.0 * typ_abs + REF_TINY;
                     const double e = fabs((double)o1[x] - (double)o2[x]);
                     if (e / tol > worst)
                         worst = e / tol;
@@ -263,6 +269,52 @@ static int check_poison(const trow *r, tinst *t, const tsnap *base, tstats *st)
                        s == ATTN_OK ? "gives other bits" : attn_status_str(s));
     tinst_free(&t2);
     return fails;
+}
+
+/* 16-bit rows on the widened products: the fp32 call on t's fp32 buffers
+ * (which hold the rounded inputs) gives P and lse bitwise, and O that,
+ * rounded to the type (attn_dtype_encode), is the 16-bit call's O bit for
+ * bit. */
+static int check_widened(const trow *r, tinst *t, const tsnap *base, tstats *st)
+{
+    (void)st;
+    tinst_clear_outputs(t);
+    attn_status s = attn_sdpa(&t->desc, &t->args);   /* the fp32 desc and args */
+    if (s != ATTN_OK)
+        return failed("widened", &r->c, "the fp32 call: %s", attn_status_str(s));
+    tsnap got;
+    tsnap_take(&got, t);
+    long bad = 0;
+    for (size_t x = 0; x < got.no; x++) {
+        uint32_t want = got.o[x];
+        if (want != TSENTINEL) {
+            float f;
+            uint16_t h;
+            memcpy(&f, &want, sizeof f);
+            attn_dtype_encode((attn_dtype)r->c.dtype, &f, &h, 1);
+            attn_dtype_decode((attn_dtype)r->c.dtype, &h, &f, 1);
+            memcpy(&want, &f, sizeof f);
+        }
+        if (want != base->o[x] && bad++ < 4)
+            printf("  widened O element %zu: 0x%08x, the fp32 call's rounded 0x%08x\n", x,
+                   (unsigned)base->o[x], (unsigned)want);
+    }
+    const int same_p = got.np == base->np && !memcmp(got.p, base->p, got.np * sizeof *got.p);
+    const int same_l = got.nl == base->nl && !memcmp(got.lse, base->lse, got.nl * sizeof *got.lse);
+    tsnap_free(&got);
+    if (bad || !same_p || !same_l)
+        return failed("widened", &r->c, "not the fp32 call's bits (%ld O elements%s%s)", bad,
+                      same_p ? "" : ", P", same_l ? "" : ", lse");
+    return 0;
+}
+
+/* Rows check_widened applies to: the sparse rows, which never run the
+ * BF16 products.  (Not the dense F16 rows: there 16-bit Q or O can stack
+ * a GQA group's heads into one GEMM where the fp32 views do not allow it,
+ * BSHD Q or O, and the sums then differ within rounding.) */
+static int widened_applies(const trow *r)
+{
+    return r->c.dtype != ATTN_DTYPE_F32 && tcase_sparse(&r->c);
 }
 
 static int check_plan(const trow *r, tinst *t, const tsnap *base, tstats *st)
@@ -459,20 +511,23 @@ static const struct {
     {CHK_OPENMP, "openmp", check_openmp, NULL},
     {CHK_BWD, "bwd", check_bwd, bwd_applies},
     {CHK_DENSE, "dense", check_dense, NULL},
+    {CHK_WIDENED, "widened", check_widened, widened_applies},
 };
 #define NCHECKS ((int)(sizeof checks / sizeof checks[0]))
 
 /* ------------------------------------------------------- family runner */
 
 /* A forward family rerun at a 16-bit type (the "types" suite): every row
- * with dtype set, the checks that go through tinst_run only. */
+ * with dtype set, the checks that go through tinst_run only (CHK_DENSE
+ * does: both the sparse row and its dense twin run at the type), plus
+ * CHK_WIDENED where it applies. */
 typedef struct typed_family {
     tfamily f;
     int dtype;
     char name[64];
 } typed_family;
 
-#define TYPED_CHECKS (CHK_THREADS | CHK_OPTIONAL | CHK_POISON)
+#define TYPED_CHECKS (CHK_THREADS | CHK_OPTIONAL | CHK_POISON | CHK_DENSE)
 
 static void run_rows(const tfamily *f, int dtype, const char *name)
 {
@@ -485,7 +540,7 @@ static void run_rows(const tfamily *f, int dtype, const char *name)
         trow *r = &rs.v[k];
         if (dtype) {
             r->c.dtype = dtype;
-            r->checks &= TYPED_CHECKS;
+            r->checks = (r->checks & TYPED_CHECKS) | CHK_WIDENED;
         }
         if (tquick() && !r->quick)
             continue;
@@ -1008,8 +1063,8 @@ void test_sparse_dropout(void **state)
 int main(int argc, char **argv)
 {
     const char *suite = argc > 1 ? argv[1] : NULL;
-    /* "types" also reruns the generated forward families of sdpa, paths
-     * and random at BF16 and F16. */
+    /* "types" also reruns the generated forward families of sdpa, paths,
+     * random and sparse at BF16 and F16. */
     const int types = suite && !strcmp(suite, "types");
     static const int dtypes[] = {ATTN_DTYPE_BF16, ATTN_DTYPE_F16};
     struct CMUnitTest *tests = calloc((size_t)tfamily_count * 3, sizeof *tests);
@@ -1021,7 +1076,7 @@ int main(int argc, char **argv)
         const tfamily *f = &tfamilies[k];
         if (types && f->gen &&
             (!strcmp(f->suite, "sdpa") || !strcmp(f->suite, "paths") ||
-             !strcmp(f->suite, "random")))
+             !strcmp(f->suite, "random") || !strcmp(f->suite, "sparse")))
             for (int x = 0; x < 2; x++) {
                 typed_family *tf = &typed[ntyped++];
                 tf->f = *f;
