@@ -111,5 +111,6 @@ void test_nan_visible(void **state);
 void test_layout_builders(void **state);
 void test_sparse_dropout(void **state);
 void test_sparse_nan_visible(void **state);
+void test_sparse_mixed_types(void **state);
 
 #endif

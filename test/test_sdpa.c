@@ -719,6 +719,89 @@ void test_nan_visible(void **state)
  * A NaN in an ordinary key's K row reaches exactly the rows that see it
  * (its window rows and the global queries), a NaN in a Q row only its
  * row; a NaN in a global key's K row reaches every row. */
+/* Sparse rows with every mix of F32 and F16 for Q, K, V and O (each on its
+ * own; F16 values are exact in fp32, so one set of rounded inputs serves
+ * every mix): each mix gives the fp32 call's bits (P, lse, O; O rounded to
+ * F16 when o_type is F16), since the sparse forward widens what it reads
+ * and runs the fp32 operations. */
+void test_sparse_mixed_types(void **state)
+{
+    (void)state;
+    tcase cs[3];
+    cs[0] = tcase_default(2, 4, 2, 70, 150, 24, 20);
+    cs[0].use_gk = 1, cs[0].gk_rate = 0.1, cs[0].wl = 5, cs[0].wr = 5;
+    cs[1] = tcase_default(1, 2, 1, 64, 96, 16, 8);
+    cs[1].bs = 16, cs[1].lay_kind = TLAY_RANDOM, cs[1].lay_keep = 0.5, cs[1].lay_per_head = 1;
+    cs[1].use_gq = 1, cs[1].gq_rate = 0.1;
+    cs[2] = tcase_default(2, 2, 2, 33, 600, 12, 40);
+    cs[2].use_gq = 1, cs[2].gq_rate = 0.1, cs[2].use_gk = 1, cs[2].gk_rate = 0.03;
+    cs[2].wl = 3, cs[2].wr = 0, cs[2].align = ATTN_ALIGN_BOTTOM_RIGHT;
+    int fails = 0, runs = 0;
+    for (int k = 0; k < 3; k++) {
+        tcase c = cs[k];
+        c.dtype = ATTN_DTYPE_F16;
+        c.want_probs = c.want_lse = 1;
+        c.poison = 1;
+        c.seed = 4100 + (uint64_t)k;
+        tinst t;
+        assert_int_equal(tinst_build(&t, &c), 0);
+        tinst_clear_outputs(&t);
+        assert_int_equal(attn_sdpa(&t.desc, &t.args), ATTN_OK);   /* fp32, rounded inputs */
+        tsnap base;
+        tsnap_take(&base, &t);
+        for (int mix = 0; mix < 16; mix++) {
+            attn_sdpa_desc d;
+            attn_sdpa_args a;
+            tinst_call_types(&t, &d, &a);   /* all F16; then bit x: tensor x F32 */
+            if (mix & 1) d.q_type = ATTN_DTYPE_F32, a.q = t.args.q, a.q16 = NULL;
+            if (mix & 2) d.k_type = ATTN_DTYPE_F32, a.k = t.args.k, a.k16 = NULL;
+            if (mix & 4) d.v_type = ATTN_DTYPE_F32, a.v = t.args.v, a.v16 = NULL;
+            if (mix & 8) d.o_type = ATTN_DTYPE_F32, a.o = t.args.o, a.o16 = NULL;
+            tinst_clear_outputs(&t);
+            uint16_t *h = t.o16.base;
+            for (size_t i = 0; i < t.o16.count; i++)
+                h[i] = 0x7FA5;
+            attn_status st = attn_sdpa(&d, &a);
+            runs++;
+            if (st != ATTN_OK) {
+                fails += failed("mixed", &c, "mix %d: %s", mix, attn_status_str(st));
+                continue;
+            }
+            if (!(mix & 8))
+                tinst_widen_o(&t);
+            tsnap got;
+            tsnap_take(&got, &t);
+            long bad = 0;
+            for (size_t x = 0; x < got.no; x++) {
+                uint32_t want = base.o[x];
+                if (!(mix & 8) && want != TSENTINEL) {
+                    float f;
+                    uint16_t hh;
+                    memcpy(&f, &want, sizeof f);
+                    attn_dtype_encode(ATTN_DTYPE_F16, &f, &hh, 1);
+                    attn_dtype_decode(ATTN_DTYPE_F16, &hh, &f, 1);
+                    memcpy(&want, &f, sizeof f);
+                }
+                bad += got.o[x] != want;
+            }
+            const int same_pl = !memcmp(got.p, base.p, got.np * sizeof *got.p) &&
+                                !memcmp(got.lse, base.lse, got.nl * sizeof *got.lse);
+            if (bad || !same_pl)
+                fails += failed("mixed", &c, "q %s k %s v %s o %s: %ld O elements%s differ from "
+                                "the fp32 call", mix & 1 ? "F32" : "F16", mix & 2 ? "F32" : "F16",
+                                mix & 4 ? "F32" : "F16", mix & 8 ? "F32" : "F16", bad,
+                                same_pl ? "" : ", P or lse");
+            tsnap_free(&got);
+        }
+        tsnap_free(&base);
+        tinst_free(&t);
+    }
+    printf("[checks]   sparse mixed types: %d calls (3 cases x 16 mixes of F32/F16 Q, K, V, O), "
+           "each the fp32 call's bits\n", runs);
+    if (fails)
+        fail_msg("%d sparse mixed-type failures", fails);
+}
+
 void test_sparse_nan_visible(void **state)
 {
     (void)state;
