@@ -549,8 +549,9 @@ ATTN_API attn_status attn_dropout_mask_fill(double p, uint64_t seed, uint64_t of
  *   queries).
  * - Every other feature works with them (views, GQA, n != m, both
  *   alignments, lengths, masks, bias, probabilities, logsumexp, dropout,
- *   the backward with dBias, the MHA layer), and results are bitwise the
- *   same for any thread count.
+ *   the backward with dBias, the MHA layer, 16-bit Q, K, V and O in the
+ *   forward, see "Element types of the computation"; not the paged KV
+ *   cache), and results are bitwise the same for any thread count.
  *
  * The builders below fill a dense uint8 [nb][mb] layout (1 visible, 0
  * hidden) for one head; copy it per head for layout_per_head = 1.  Block
@@ -655,8 +656,10 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  *   BLIS and the reference BLAS; with MKL they agree within rounding).
  *
  * Limits: F16/BF16 storage and the paged cache are forward-only (the
- * backward plan returns ATTN_ERR_BAD_OPTION for them) and do not combine
- * with the sparse options (global tokens, layouts; ATTN_ERR_BAD_OPTION).
+ * backward plan returns ATTN_ERR_BAD_OPTION for them).  F16/BF16 storage
+ * combines with the sparse options (global tokens, layouts; widened, see
+ * "Element types of the computation"); the paged cache does not
+ * (ATTN_ERR_BAD_OPTION).
  * Plan errors: an unknown k_type or v_type, kv_block_size < 0, or
  * kv_num_blocks / kv_max_blocks nonzero without paging, are
  * ATTN_ERR_BAD_OPTION; with paging, kv_num_blocks or kv_max_blocks <= 0,
@@ -697,7 +700,10 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  *   each 16-bit value is widened exactly to fp32 as it is read (a tile or an
  *   item's rows at a time into the workspace, or in registers) and the
  *   products are the fp32 ones: the result is bitwise that of the same call
- *   in fp32 on the widened values (then O rounded to o_type).  F16 costs
+ *   in fp32 on the widened values (then O rounded to o_type), except that
+ *   on the dense path a 16-bit Q or O (held [g][rows][d] in the workspace)
+ *   can stack a GQA group's heads into one GEMM where the fp32 views (BSHD,
+ *   say) do not, and then agrees within rounding.  F16 costs
  *   what fp32 costs and reads half the bytes.  (AVX512_FP16 has no
  *   fp32-accumulating product, so it is not used for F16.)
  *
@@ -705,8 +711,19 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  * tested per type in docs/TYPES.md.  Results stay bitwise identical for
  * any thread count at every type.
  *
- * Not yet taking 16-bit Q or O (ATTN_ERR_UNSUPPORTED_TYPE): the sparse
- * options (global tokens, layouts) and the backward.
+ * The sparse options (global tokens, layouts) take 16-bit Q, K, V and O
+ * (1.1), always with the widened products: a group's Q rows and the K and
+ * V rows of a tile's segments (only the keys the segments name) are
+ * widened into the workspace, O accumulated there in fp32 and rounded once
+ * at the group's end; the result is bitwise the fp32 sparse call on the
+ * widened values (then O rounded), and the workspace stays threads x tile.
+ * Sparse with the paged cache stays ATTN_ERR_BAD_OPTION.  Linear attention
+ * takes 16-bit Q, K, V and O in its forward (attn_linear_desc's q_type,
+ * k_type, v_type, o_type; widened the same way, the state fp32).
+ *
+ * Not yet taking 16-bit types (ATTN_ERR_UNSUPPORTED_TYPE): the SDPA
+ * backward (Q, O; 16-bit K/V storage there is ATTN_ERR_BAD_OPTION) and
+ * the linear attention backward.
  */
 
 /*
@@ -1073,8 +1090,22 @@ typedef struct attn_linear_desc {
     attn_engine engine;
     int reserved_pad;            /* must be zero */
 
+    /* Element types of Q, K, V and O (1.1, in the room of reserved[0]
+     * and reserved[1]): F32 (the default, 0) reads args.q / args.k /
+     * args.v and writes args.o; F16 or BF16 reads (writes) the pointer of
+     * args.args16 instead, the float pointer NULL, and the view counts
+     * uint16_t elements.  Each 16-bit value is widened exactly to fp32 as
+     * a chunk's rows are read (into the workspace), the arithmetic is
+     * fp32's (bitwise the fp32 call on the widened values) and O is
+     * rounded once to o_type at the end (round to nearest even, as
+     * attn_dtype_encode).  The state (state_s, state_z) stays fp32.
+     * Unknown values are ATTN_ERR_BAD_OPTION; the backward takes F32 only
+     * (ATTN_ERR_UNSUPPORTED_TYPE). */
+    attn_dtype q_type, k_type;
+    attn_dtype v_type, o_type;
+
     /* Must be zero (attn_linear_desc_init does it). */
-    int64_t reserved[15];
+    int64_t reserved[13];
 } attn_linear_desc;
 
 /* Fill *desc with the defaults: sizes 0, every view ATTN_STRIDE_UNSET,
@@ -1082,21 +1113,39 @@ typedef struct attn_linear_desc {
  * threads 0, reserved zero.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
 ATTN_API attn_status attn_linear_desc_init(attn_linear_desc *desc);
 
+/* The 16-bit tensors of a call (1.1): the pointer of each tensor whose type
+ * in the desc is F16 or BF16 (as uint16_t; the views count uint16_t
+ * elements); those of F32 tensors must be NULL. */
+typedef struct attn_linear_args16 {
+    const uint16_t *q;        /* when q_type is F16 or BF16 */
+    const uint16_t *k;        /* when k_type is F16 or BF16 */
+    const uint16_t *v;        /* when v_type is F16 or BF16 */
+    uint16_t *o;              /* when o_type is F16 or BF16 */
+    /* Room to grow: must be NULL (attn_linear_args16_init does it). */
+    void *reserved[8];
+} attn_linear_args16;
+
+/* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT.  (1.1) */
+ATTN_API attn_status attn_linear_args16_init(attn_linear_args16 *args);
+
 /* The per-call pointers; those of features the plan does not use must be
  * NULL. */
 typedef struct attn_linear_args {
-    const float *q;
-    const float *k;
-    const float *v;
-    float *o;
+    const float *q;           /* when q_type is F32 (the default) */
+    const float *k;           /* when k_type is F32 */
+    const float *v;           /* when v_type is F32 */
+    float *o;                 /* when o_type is F32 */
     const int32_t *kv_lens;   /* [B], when use_kv_lens */
     const int32_t *q_lens;    /* [B], when use_q_lens */
     float *state_s;           /* [B][Hkv][dk][dv] dense, in and out, when
                                  use_state */
     float *state_z;           /* [B][Hkv][dk] dense, in and out, when
                                  use_state */
+    /* The 16-bit tensors, when some type of the desc is F16 or BF16 (else
+     * NULL).  (1.1, in the room of reserved[0].) */
+    const attn_linear_args16 *args16;
     /* Room to grow: must be NULL (attn_linear_args_init does it). */
-    void *reserved[8];
+    void *reserved[7];
 } attn_linear_args;
 
 /* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
@@ -1107,8 +1156,8 @@ typedef struct attn_linear_plan attn_linear_plan;
 /*
  * Validate *desc and make a plan of it (the desc is copied).  *plan is set
  * only on success.  Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT,
- * ATTN_ERR_BAD_OPTION (a nonzero reserved field, an unknown feature_map or
- * align, eps negative or infinite), ATTN_ERR_BAD_SIZE (a size <= 0),
+ * ATTN_ERR_BAD_OPTION (a nonzero reserved field, an unknown feature_map,
+ * align or element type, eps negative or infinite), ATTN_ERR_BAD_SIZE (a size <= 0),
  * ATTN_ERR_TOO_LARGE (n, m, dk or dv > INT32_MAX, a view's extent, the
  * state or the workspace not representable), ATTN_ERR_HEAD_RATIO,
  * ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_STRIDE (the view rules; o is an
@@ -1122,8 +1171,9 @@ ATTN_API attn_status attn_linear_plan_create(attn_linear_plan **plan,
 ATTN_API attn_status attn_linear_plan_destroy(attn_linear_plan *plan);
 
 /* Bytes of workspace execute needs: per thread the chunk buffers (64 rows
- * of phi(Q), phi(K), the 64 x 64 masked product, the denominators) and the
- * running state (dk x dv + dk floats); never n x m.  Returns ATTN_OK or
+ * of phi(Q), phi(K), the 64 x 64 masked product, the denominators; with
+ * 16-bit tensors 64 widened rows of Q or K and of V) and the running
+ * state (dk x dv + dk floats); never n x m.  Returns ATTN_OK or
  * ATTN_ERR_NULL_ARGUMENT. */
 ATTN_API attn_status attn_linear_workspace_size(const attn_linear_plan *plan,
                                                 size_t *bytes);
@@ -1132,9 +1182,13 @@ ATTN_API attn_status attn_linear_workspace_size(const attn_linear_plan *plan,
  * Run the plan.  workspace as for attn_sdpa_execute (NULL: allocated and
  * freed inside the call; else 64-byte aligned and at least
  * attn_linear_workspace_size() bytes).  Returns ATTN_OK,
- * ATTN_ERR_NULL_ARGUMENT (plan, args, q, k, v, o, or a pointer the plan
- * uses: kv_lens, q_lens, state_s, state_z), ATTN_ERR_ARGUMENT_MISMATCH (a
- * pointer the plan does not use), ATTN_ERR_BAD_LENGTH (kv_lens[b] not in
+ * ATTN_ERR_BAD_OPTION (a reserved pointer of args or of *args.args16 not
+ * NULL), ATTN_ERR_NULL_ARGUMENT (plan, args, args16 when some type is
+ * 16-bit, q, k, v, o (of args or args16, as the types say), or a pointer
+ * the plan uses: kv_lens, q_lens, state_s, state_z),
+ * ATTN_ERR_ARGUMENT_MISMATCH (a pointer the plan does not use: args16
+ * when every type is F32, the float pointer of a 16-bit tensor or the
+ * 16-bit one of an F32 tensor, ...), ATTN_ERR_BAD_LENGTH (kv_lens[b] not in
  * [0, m] or q_lens[b] not in [0, n]), ATTN_ERR_WORKSPACE_TOO_SMALL,
  * ATTN_ERR_WORKSPACE_ALIGNMENT or ATTN_ERR_OUT_OF_MEMORY, checked in that
  * order.  On error nothing is written (neither O nor the state).
@@ -1176,7 +1230,9 @@ ATTN_API attn_status attn_linear(const attn_linear_desc *desc,
  */
 typedef struct attn_linear_bwd_desc {
     /* The forward's description.  use_state must be 0; its o view is not
-     * used (its strides are ignored). */
+     * used (its strides are ignored); its element types must be F32
+     * (16-bit ones are ATTN_ERR_UNSUPPORTED_TYPE: the backward is fp32
+     * only, so far). */
     attn_linear_desc fwd;
 
     /* dO [B][Hq][n][dv] (input), dQ [B][Hq][n][dk], dK [B][Hkv][m][dk],
@@ -1216,7 +1272,8 @@ typedef struct attn_linear_bwd_plan attn_linear_bwd_plan;
  * Validate *desc and make a backward plan.  Returns ATTN_OK,
  * ATTN_ERR_NULL_ARGUMENT, ATTN_ERR_BAD_OPTION (a nonzero reserved field
  * here, fwd.use_state set), any status attn_linear_plan_create returns for
- * desc->fwd (its o view aside), ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_STRIDE
+ * desc->fwd (its o view aside), ATTN_ERR_UNSUPPORTED_TYPE (a type of fwd
+ * not F32), ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_STRIDE
  * or ATTN_ERR_TOO_LARGE for the views of dO, dQ, dK, dV (in that order),
  * or ATTN_ERR_OUT_OF_MEMORY.
  */

@@ -699,7 +699,7 @@ static void run_linear(const lcase *c, int eng, int th)
     const size_t ns = B * c->Hkv * c->dk * c->dv, nz = (size_t)(B * c->Hkv * c->dk);
     float *ss = c->state ? frand(&r, ns, 0) : NULL, *sz = c->state ? frand(&r, nz, 1) : NULL;
     float *o = fsent(no);
-    attn_linear_args a = { q, k, v, o, c->kvl ? kvl : NULL, c->ql ? ql : NULL, ss, sz, { 0 } };
+    attn_linear_args a = { q, k, v, o, c->kvl ? kvl : NULL, c->ql ? ql : NULL, ss, sz, NULL, { 0 } };
     attn_status s;
     if (th == 1) {
         s = attn_linear(&d, &a);
@@ -1360,7 +1360,7 @@ static void run_errors(void)
     ld.use_state = 1;
     float lo[8 + TAIL];
     memset(lo, 0xA5, sizeof lo);
-    attn_linear_args la = { op, op, op, lo, NULL, NULL, NULL, NULL, { 0 } };
+    attn_linear_args la = { op, op, op, lo, NULL, NULL, NULL, NULL, NULL, { 0 } };
     emit1("error.linear.null_state", attn_linear(&ld, &la), lo, sizeof lo);
 }
 

@@ -402,10 +402,17 @@ static const desc_row desc_rows[] = {
     {"o_type = INT_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(o_type, INT_MIN)}},
     {"control: q_type BF16, o_type F16", ATTN_OK, FULL,
      {SI(q_type, ATTN_DTYPE_BF16), SI(o_type, ATTN_DTYPE_F16)}},
-    {"q_type BF16 with global keys", ATTN_ERR_UNSUPPORTED_TYPE, FULL,
+    /* the sparse options take 16-bit Q and O (1.1; they were
+     * ATTN_ERR_UNSUPPORTED_TYPE) */
+    {"control: q_type BF16 with global keys", ATTN_OK, FULL,
      {SI(q_type, ATTN_DTYPE_BF16), SI(use_global_k, 1)}},
-    {"o_type F16 with a layout", ATTN_ERR_UNSUPPORTED_TYPE, FULL,
+    {"control: o_type F16 with a layout", ATTN_OK, FULL,
      {SI(o_type, ATTN_DTYPE_F16), SI(block_size, 16)}},
+    {"control: q F16, o BF16, global queries and a layout", ATTN_OK, FULL,
+     {SI(q_type, ATTN_DTYPE_F16), SI(o_type, ATTN_DTYPE_BF16), SI(use_global_q, 1),
+      SI(block_size, 16)}},
+    {"q_type = 3 with global keys", ATTN_ERR_BAD_OPTION, FULL,
+     {SI(q_type, 3), SI(use_global_k, 1)}},
     {"reserved_pad = 1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved_pad, 1)}},
     {"reserved_pad = INT_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved_pad, INT_MIN)}},
     /* the engine */
@@ -453,10 +460,21 @@ static const desc_row desc_rows[] = {
     {"paged, pool k strides unset", ATTN_ERR_STRIDES_UNSET, FULL,
      {SI(kv_block_size, 4), SI(kv_num_blocks, 7), SI(kv_max_blocks, 3),
       SV(k, ATTN_STRIDE_UNSET, 4 * DK, DK), SV(v, HKV * 4 * DV, 4 * DV, DV)}},
-    {"F16 K with global keys", ATTN_ERR_BAD_OPTION, FULL,
+    /* 16-bit K/V storage with the sparse options: widened (1.1; it was
+     * ATTN_ERR_BAD_OPTION); the paged cache with them still is */
+    {"control: F16 K with global keys", ATTN_OK, FULL,
      {SI(k_type, ATTN_DTYPE_F16), SI(use_global_k, 1)}},
-    {"BF16 V with a block layout", ATTN_ERR_BAD_OPTION, FULL,
+    {"control: BF16 V with a block layout", ATTN_OK, FULL,
      {SI(v_type, ATTN_DTYPE_BF16), SI(block_size, 16)}},
+    {"control: Q, K, V, O all BF16 with global queries", ATTN_OK, FULL,
+     {SI(q_type, ATTN_DTYPE_BF16), SI(k_type, ATTN_DTYPE_BF16), SI(v_type, ATTN_DTYPE_BF16),
+      SI(o_type, ATTN_DTYPE_BF16), SI(use_global_q, 1)}},
+    {"k_type = 3 with a layout", ATTN_ERR_BAD_OPTION, FULL,
+     {SI(k_type, 3), SI(block_size, 16)}},
+    {"paged F16 K with a block layout", ATTN_ERR_BAD_OPTION, FULL,
+     {SI(kv_block_size, 4), SI(kv_num_blocks, 7), SI(kv_max_blocks, 3),
+      SV(k, HKV * 4 * DK, 4 * DK, DK), SV(v, HKV * 4 * DV, 4 * DV, DV),
+      SI(k_type, ATTN_DTYPE_F16), SI(block_size, 16)}},
     {"paged with global queries", ATTN_ERR_BAD_OPTION, FULL,
      {SI(kv_block_size, 4), SI(kv_num_blocks, 7), SI(kv_max_blocks, 3),
       SV(k, HKV * 4 * DK, 4 * DK, DK), SV(v, HKV * 4 * DV, 4 * DV, DV), SI(use_global_q, 1)}},
@@ -1044,6 +1062,11 @@ static const desc_row bwd_rows[] = {
     {"fwd: q_type BF16", ATTN_ERR_UNSUPPORTED_TYPE, BWD, {SI(q_type, ATTN_DTYPE_BF16)}},
     {"fwd: o_type F16", ATTN_ERR_UNSUPPORTED_TYPE, BWD, {SI(o_type, ATTN_DTYPE_F16)}},
     {"fwd: v_type BF16", ATTN_ERR_BAD_OPTION, BWD, {SI(v_type, ATTN_DTYPE_BF16)}},
+    /* the sparse forward takes 16-bit types, the backward does not */
+    {"fwd: q_type BF16 with global keys", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
+     {SI(q_type, ATTN_DTYPE_BF16), SI(use_global_k, 1)}},
+    {"fwd: k_type F16 with a layout", ATTN_ERR_BAD_OPTION, BWD,
+     {SI(k_type, ATTN_DTYPE_F16), SI(block_size, 16)}},
     {"fwd: paged", ATTN_ERR_BAD_OPTION, BWD,
      {SI(kv_block_size, 4), SI(kv_num_blocks, 7), SI(kv_max_blocks, 3)}},
     {"bwd reserved[0] != 0", ATTN_ERR_BAD_OPTION, BWD, {SB(reserved[0], 1)}},
@@ -1553,11 +1576,44 @@ static void test_growable_structs(void **state)
     assert_int_equal(attn_linear_args_init(&la), ATTN_OK);
     la.q = q, la.k = k, la.v = v, la.o = o;
     grow_fill(o, N, NAN);
-    la.reserved[7] = &la;
+    /* (reserved[7] became reserved[6] when args16 took reserved[0]) */
+    la.reserved[6] = &la;
     assert_int_equal(attn_linear(&ld, &la), ATTN_ERR_BAD_OPTION);
     assert_true(grow_untouched(o, N));
-    la.reserved[7] = NULL;
+    la.reserved[6] = NULL;
     assert_int_equal(attn_linear(&ld, &la), ATTN_OK);
+    /* its 16-bit pointers (1.1): attn_linear_args16 has a tail of its own */
+    {
+        attn_linear_desc ld16 = ld;
+        ld16.q_type = ld16.k_type = ld16.v_type = ld16.o_type = ATTN_DTYPE_BF16;
+        uint16_t q16[N], k16[N], v16[N], o16[N];
+        assert_int_equal(attn_dtype_encode(ATTN_DTYPE_BF16, q, q16, N), ATTN_OK);
+        assert_int_equal(attn_dtype_encode(ATTN_DTYPE_BF16, k, k16, N), ATTN_OK);
+        assert_int_equal(attn_dtype_encode(ATTN_DTYPE_BF16, v, v16, N), ATTN_OK);
+        for (int i = 0; i < N; i++)
+            o16[i] = 0x7FA5;
+        attn_linear_args16 l16;
+        memset(&l16, 0xA5, sizeof l16);
+        assert_int_equal(attn_linear_args16_init(&l16), ATTN_OK);
+        assert_true(!l16.q && !l16.k && !l16.v && !l16.o);
+        for (int i = 0; i < 8; i++)
+            assert_null(l16.reserved[i]);
+        assert_int_equal(attn_linear_args16_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+        l16.q = q16, l16.k = k16, l16.v = v16, l16.o = o16;
+        attn_linear_args la16;
+        assert_int_equal(attn_linear_args_init(&la16), ATTN_OK);
+        la16.args16 = &l16;
+        for (int r = 0; r < 8; r += 7) {
+            l16.reserved[r] = &l16;
+            assert_int_equal(attn_linear(&ld16, &la16), ATTN_ERR_BAD_OPTION);
+            for (int i = 0; i < N; i++)
+                assert_int_equal(o16[i], 0x7FA5);
+            l16.reserved[r] = NULL;
+        }
+        assert_int_equal(attn_linear(&ld16, &la16), ATTN_OK);
+        for (int i = 0; i < N; i++)
+            assert_int_not_equal(o16[i], 0x7FA5);
+    }
     attn_linear_bwd_desc lbd;
     attn_linear_bwd_desc_init(&lbd);
     lbd.fwd = ld;

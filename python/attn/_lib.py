@@ -178,6 +178,46 @@ class MhaArgs(ctypes.Structure):
             ("args16", c_void_p), ("reserved", c_void_p * 7)]
 
 
+class LinearDesc(ctypes.Structure):
+    """attn_linear_desc (mirrored for the ABI test; the module has no
+    linear attention call yet).  q_type, k_type, v_type, o_type: 1.1, in
+    the room of reserved[0] and reserved[1]."""
+    _fields_ = [
+        ("batch", c_int64),
+        ("q_heads", c_int64),
+        ("kv_heads", c_int64),
+        ("q_len", c_int64),
+        ("kv_len", c_int64),
+        ("qk_dim", c_int64),
+        ("v_dim", c_int64),
+        ("q", View),
+        ("k", View),
+        ("v", View),
+        ("o", View),
+        ("feature_map", c_int),
+        ("causal", c_int),
+        ("align", c_int),
+        ("eps", c_float),
+        ("use_kv_lens", c_int),
+        ("use_q_lens", c_int),
+        ("use_state", c_int),
+        ("threads", c_int),
+    ] + _engine_tail(13, ("q_type", "k_type", "v_type", "o_type"))
+
+
+class LinearArgs16(ctypes.Structure):
+    """attn_linear_args16 (1.1)."""
+    _fields_ = [(name, c_void_p) for name in ("q", "k", "v", "o")] + [
+        ("reserved", c_void_p * 8)]
+
+
+class LinearArgs(ctypes.Structure):
+    """attn_linear_args (args16: 1.1, in the room of reserved[0])."""
+    _fields_ = [(name, c_void_p) for name in (
+        "q", "k", "v", "o", "kv_lens", "q_lens", "state_s", "state_z", "args16")] + [
+            ("reserved", c_void_p * 7)]
+
+
 # The structs the ABI test checks, by their C names.
 STRUCTS = {
     "attn_view": View,
@@ -188,6 +228,9 @@ STRUCTS = {
     "attn_mha_args": MhaArgs,
     "attn_mha_weights16": MhaWeights16,
     "attn_mha_args16": MhaArgs16,
+    "attn_linear_desc": LinearDesc,
+    "attn_linear_args": LinearArgs,
+    "attn_linear_args16": LinearArgs16,
 }
 
 

@@ -86,6 +86,28 @@ int main(void)
     F(attn_mha_args, weights); F(attn_mha_args, global_k); F(attn_mha_args, global_q);
     F(attn_mha_args, layout); F(attn_mha_args, args16); F(attn_mha_args, reserved);
 
+    S(attn_linear_desc);
+    F(attn_linear_desc, batch); F(attn_linear_desc, q_heads); F(attn_linear_desc, kv_heads);
+    F(attn_linear_desc, q_len); F(attn_linear_desc, kv_len); F(attn_linear_desc, qk_dim);
+    F(attn_linear_desc, v_dim); F(attn_linear_desc, q); F(attn_linear_desc, k);
+    F(attn_linear_desc, v); F(attn_linear_desc, o); F(attn_linear_desc, feature_map);
+    F(attn_linear_desc, causal); F(attn_linear_desc, align); F(attn_linear_desc, eps);
+    F(attn_linear_desc, use_kv_lens); F(attn_linear_desc, use_q_lens);
+    F(attn_linear_desc, use_state); F(attn_linear_desc, threads); F(attn_linear_desc, engine);
+    F(attn_linear_desc, reserved_pad); F(attn_linear_desc, q_type);
+    F(attn_linear_desc, k_type); F(attn_linear_desc, v_type); F(attn_linear_desc, o_type);
+    F(attn_linear_desc, reserved);
+
+    S(attn_linear_args16);
+    F(attn_linear_args16, q); F(attn_linear_args16, k); F(attn_linear_args16, v);
+    F(attn_linear_args16, o); F(attn_linear_args16, reserved);
+
+    S(attn_linear_args);
+    F(attn_linear_args, q); F(attn_linear_args, k); F(attn_linear_args, v);
+    F(attn_linear_args, o); F(attn_linear_args, kv_lens); F(attn_linear_args, q_lens);
+    F(attn_linear_args, state_s); F(attn_linear_args, state_z); F(attn_linear_args, args16);
+    F(attn_linear_args, reserved);
+
     /* enums mirrored as c_int */
     printf("attn_status size %zu\n", sizeof(attn_status));
     printf("attn_align size %zu\n", sizeof(attn_align));
