@@ -23,8 +23,8 @@
 
 /* attn.h, "Decoding and the KV cache": k_type and v_type F32, F16 or
  * BF16; kv_block_size >= 0, and kv_num_blocks / kv_max_blocks zero without
- * paging (else ATTN_ERR_BAD_OPTION); storage types and paging do not
- * combine with the sparse options (ATTN_ERR_BAD_OPTION). */
+ * paging (else ATTN_ERR_BAD_OPTION); paging does not combine with the
+ * sparse options (ATTN_ERR_BAD_OPTION), the storage types do. */
 int dtype_ok(int t)
 {
     return t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16;

@@ -7,7 +7,9 @@
  * decode_qo: q_type and o_type F32, F16 or BF16 each (a quarter of the
  * inputs: one 16-bit type for Q and O, and with bit 6 for K and V too, so
  * that BF16 products are common), and one planted invalid field of its own
- * (QB_*: an unknown q_type or o_type, 16-bit Q or O with a sparse option,
+ * (QB_*: an unknown q_type or o_type, 16-bit Q or O with a sparse option
+ * (valid since the sparse forward widens 16-bit tensors: the buffers then
+ * do not match the plan and execute must say so),
  * the pointer of Q's or O's type NULL, the other pointer given as well, or
  * only the other one) besides byte 1's BAD_* and bit 6's KB_*.  Q is
  * stored in its type, exactly its view's extent, from the values the
@@ -65,8 +67,6 @@ void expect_qo_options(expect *e, const attn_sdpa_desc *d)
 {
     if (!dtype_ok(d->q_type) || !dtype_ok(d->o_type))
         e->must |= BIT(ATTN_ERR_BAD_OPTION);
-    if (qo_16(d) && (d->use_global_k || d->use_global_q || d->block_size != 0))
-        e->must |= BIT(ATTN_ERR_UNSUPPORTED_TYPE);
 }
 
 void expect_qo_pointers(expect *e, const attn_sdpa_desc *d, const attn_sdpa_args *a)
@@ -147,8 +147,9 @@ void qo_plant(rd *r, sdpa_case *C)
     }
     case QB_SPARSE:
         /* a decoded layout keeps its block size (its array was sized by
-         * it); Q or O 16-bit even where both were decoded F32 (the plan
-         * must fail before the buffers matter) */
+         * it); Q or O 16-bit even where both were decoded F32: the plan is
+         * valid, and execute finds the pointers (and a new sparse
+         * option's array) missing */
         if (!qo_16(d)) {
             if (on_q) d->q_type = ATTN_DTYPE_BF16; else d->o_type = ATTN_DTYPE_F16;
         }

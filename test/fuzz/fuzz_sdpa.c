@@ -50,7 +50,9 @@ expect expect_sdpa_plan(const attn_sdpa_desc *d)
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
     expect_kv_options(&e, d);
     expect_qo_options(&e, d);
-    if (!kv_plain(d) && (d->use_global_k || d->use_global_q || d->block_size != 0))
+    /* the paged cache does not combine with the sparse options; the
+     * storage types do (widened, as 16-bit Q and O) */
+    if (d->kv_block_size != 0 && (d->use_global_k || d->use_global_q || d->block_size != 0))
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
     if (d->batch <= 0 || d->q_heads <= 0 || d->kv_heads <= 0 || d->q_len <= 0 ||
         d->kv_len <= 0 || d->qk_dim <= 0 || d->v_dim <= 0) {
