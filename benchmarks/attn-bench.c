@@ -147,6 +147,23 @@ static void par_linear(int nthreads, int64_t M, int64_t N, int64_t K, const floa
     bench_parallel(nthreads, nthreads, linear_body, (void *)&ctx);
 }
 
+/* Runs in the child: impl 0 = attn, 1 = naive (the long kinds: long.c). */
+/* The element type of Q, K, V and O the child's attn rows run at (the
+ * "bf16" and "f16" rows; set by job_fn). */
+static attn_dtype g_dtype = ATTN_DTYPE_F32;
+
+/* 16-bit rows: x rounded to the type in place (the naive path then sees
+ * what attn reads) and its 16-bit copy, or NULL when out of memory. */
+static uint16_t *typed_copy(float *x, size_t n)
+{
+    uint16_t *h = aligned_alloc(64, (n * sizeof(uint16_t) + 63) / 64 * 64);
+    if (!h)
+        return NULL;
+    attn_dtype_encode(g_dtype, x, h, n);
+    attn_dtype_decode(g_dtype, h, x, n);
+    return h;
+}
+
 /* S6: the whole nn.MultiheadAttention-style layer, self-attention with a
  * packed in_proj and biases.  The naive path projects, reshapes Q, K, V to
  * [B][H][S][d], runs the naive attention, reshapes back and projects. */
@@ -155,11 +172,16 @@ static void par_linear(int nthreads, int64_t M, int64_t N, int64_t K, const floa
  * weights filled.  NULL (with res->error set) on failure. */
 typedef struct mha_layer {
     float *x, *inw, *inb, *ow, *ob;
+    /* g_dtype F16 or BF16 (S6's bf16 and f16 rows): X and the weights
+     * rounded to it in place (the naive path sees what attn reads) and
+     * their 16-bit copies, the layer's x_type and w_type */
+    uint16_t *x16, *inw16, *inb16, *ow16, *ob16;
     attn_mha_plan *plan;
 } mha_layer;
 
 static int mha_layer_make(const bench_case *c, int nthreads, mha_layer *m, result *res)
 {
+    memset(m, 0, sizeof *m);
     const int64_t E = c->Hq * c->d, BL = c->B * c->n;
     m->x = alloc_fill((size_t)(BL * E), 1);
     m->inw = alloc_fill((size_t)(3 * E * E), 1);
@@ -173,6 +195,17 @@ static int mha_layer_make(const bench_case *c, int nthreads, mha_layer *m, resul
     const float ws_scale = 1.0f / sqrtf((float)E);
     for (int64_t i = 0; i < 3 * E * E; i++) m->inw[i] *= ws_scale;
     for (int64_t i = 0; i < E * E; i++) m->ow[i] *= ws_scale;
+    if (g_dtype != ATTN_DTYPE_F32) {
+        m->x16 = typed_copy(m->x, (size_t)(BL * E));
+        m->inw16 = typed_copy(m->inw, (size_t)(3 * E * E));
+        m->inb16 = typed_copy(m->inb, (size_t)(3 * E));
+        m->ow16 = typed_copy(m->ow, (size_t)(E * E));
+        m->ob16 = typed_copy(m->ob, (size_t)E);
+        if (!m->x16 || !m->inw16 || !m->inb16 || !m->ow16 || !m->ob16) {
+            snprintf(res->error, sizeof res->error, "out of memory");
+            return -1;
+        }
+    }
     attn_mha_desc desc;
     attn_mha_desc_init(&desc);
     desc.embed_dim = E;
@@ -182,6 +215,7 @@ static int mha_layer_make(const bench_case *c, int nthreads, mha_layer *m, resul
     desc.self_attention = 1;
     desc.packed_in_proj = 1;
     desc.threads = nthreads;
+    desc.x_type = desc.w_type = g_dtype;
     m->plan = NULL;
     attn_status st = attn_mha_plan_create(&m->plan, &desc);
     if (st != ATTN_OK) {
@@ -196,6 +230,7 @@ static int mha_layer_make(const bench_case *c, int nthreads, mha_layer *m, resul
  * project; into out). */
 typedef struct mha_call {
     const bench_case *c, *core;   /* core: the layer's attention (mha = 0) */
+    const mha_layer *ml;          /* the naive path's fp32 X and weights */
     int which, nthreads;
     const attn_mha_plan *plan;
     const attn_mha_weights *w;
@@ -214,7 +249,7 @@ static int mha_call_run(void *arg, double *split)
         return (int)attn_mha_execute(x->plan, x->w, x->a, x->ws, x->ws_bytes);
     const bench_case *c = x->c;
     const int64_t B = c->B, H = c->Hq, L = c->n, d = c->d, E = H * d, BL = B * L;
-    par_linear(x->nthreads, BL, 3 * E, E, x->a->x, x->w->in_proj_weight, x->w->in_proj_bias, x->qkv);
+    par_linear(x->nthreads, BL, 3 * E, E, x->ml->x, x->ml->inw, x->ml->inb, x->qkv);
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < L; i++) {
@@ -230,7 +265,7 @@ static int mha_call_run(void *arg, double *split)
             for (int64_t i = 0; i < L; i++)
                 memcpy(x->o2 + (b * L + i) * E + h * d, x->oh + ((b * H + h) * L + i) * d,
                        (size_t)d * sizeof(float));
-    par_linear(x->nthreads, BL, E, E, x->o2, x->w->out_weight, x->w->out_bias, x->out);
+    par_linear(x->nthreads, BL, E, E, x->o2, x->ml->ow, x->ml->ob, x->out);
     return 0;
 }
 
@@ -248,6 +283,19 @@ static void run_mha_case(const bench_case *c, int impl, int nthreads, int runs, 
         return result_fail(res, "out of memory");
     attn_mha_weights w = { .in_proj_weight = inw, .in_proj_bias = inb, .out_weight = ow, .out_bias = ob };
     attn_mha_args a = { .x = x, .out = y };
+    /* bf16 and f16 rows: X, Y and the weights at g_dtype */
+    uint16_t *y16 = NULL;
+    attn_mha_weights16 w16 = { .in_proj_weight = ml.inw16, .in_proj_bias = ml.inb16,
+                               .out_weight = ml.ow16, .out_bias = ml.ob16 };
+    attn_mha_args16 a16 = { .x = ml.x16 };
+    if (g_dtype != ATTN_DTYPE_F32) {
+        y16 = typed_copy(y, (size_t)(BL * E));
+        if (!y16)
+            return result_fail(res, "out of memory");
+        a16.out = y16;
+        w = (attn_mha_weights){ .weights16 = &w16 };
+        a = (attn_mha_args){ .args16 = &a16 };
+    }
     attn_mha_workspace_size(plan, &res->workspace);
     void *ws = aligned_alloc(64, (res->workspace + 63) / 64 * 64);
 
@@ -270,7 +318,7 @@ static void run_mha_case(const bench_case *c, int impl, int nthreads, int runs, 
 
     /* timed runs of impl (its output in y), then the other once, for the
      * error: attn's output ends in y, the naive one in yref */
-    mha_call call = { c, &core, impl, nthreads, plan, &w, &a, ws, res->workspace,
+    mha_call call = { c, &core, &ml, impl, nthreads, plan, &w, &a, ws, res->workspace,
                       qkv, qh, kh, vh, oh, o2, scores, y, kvl };
     const bench_timing timing = { .runs = runs, .warmup = 2, .sample_peak = 1 };
     bench_stats stats;
@@ -286,6 +334,8 @@ static void run_mha_case(const bench_case *c, int impl, int nthreads, int runs, 
     if (impl == 1)
         res->workspace = (size_t)(BL * 3 * E + 4 * BL * E) * sizeof(float) +
                          (size_t)nthreads * (size_t)(L * L) * sizeof(float);
+    if (y16)   /* attn's Y at g_dtype, against the naive path's fp32 one */
+        attn_dtype_decode(g_dtype, y16, y, BL * E);
     double e = 0;
     for (int64_t i = 0; i < BL * E; i++) {
         double dd = fabs((double)y[i] - (double)yref[i]);
@@ -468,22 +518,6 @@ static int sdpa_call_run(void *arg, double *split)
     return (int)st;
 }
 
-/* The element type of Q, K, V and O the child's attn rows run at (the
- * "bf16" and "f16" rows; set by job_fn). */
-static attn_dtype g_dtype = ATTN_DTYPE_F32;
-
-/* 16-bit rows: x rounded to the type in place (the naive path then sees
- * what attn reads) and its 16-bit copy, or NULL when out of memory. */
-static uint16_t *typed_copy(float *x, size_t n)
-{
-    uint16_t *h = aligned_alloc(64, (n * sizeof(uint16_t) + 63) / 64 * 64);
-    if (!h)
-        return NULL;
-    attn_dtype_encode(g_dtype, x, h, n);
-    attn_dtype_decode(g_dtype, h, x, n);
-    return h;
-}
-
 /* A training case in the child: impl 0 = attn (forward with logsumexp,
  * then backward), 1 = the naive forward and backward.  ms_fwd and ms_bwd
  * are the medians of each half, ms_median of their sum.  At a 16-bit
@@ -596,10 +630,10 @@ static void run_train_case(const bench_case *c, int impl, int nthreads, int runs
 /* Runs in the child: impl 0 = attn, 1 = naive (the long kinds: long.c). */
 static void run_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
 {
-    if (g_dtype != ATTN_DTYPE_F32 && (c->kind != K_DENSE || c->mha)) {
+    if (g_dtype != ATTN_DTYPE_F32 && (c->kind != K_DENSE || (c->train && c->mha))) {
         res->skipped = 1;
         return result_fail(res, c->kind != K_DENSE ? "F32 only (this kind)"
-                                : "16-bit types: SDPA only, not the MHA layer, so far");
+                                : "16-bit types: not the MHA layer's training, so far");
     }
     if (c->kind != K_DENSE)
         return long_run_case(c, impl, nthreads, runs, res);

@@ -549,8 +549,9 @@ ATTN_API attn_status attn_dropout_mask_fill(double p, uint64_t seed, uint64_t of
  *   queries).
  * - Every other feature works with them (views, GQA, n != m, both
  *   alignments, lengths, masks, bias, probabilities, logsumexp, dropout,
- *   the backward with dBias, the MHA layer), and results are bitwise the
- *   same for any thread count.
+ *   the backward with dBias, the MHA layer, 16-bit Q, K, V and O in the
+ *   forward, see "Element types of the computation"; not the paged KV
+ *   cache), and results are bitwise the same for any thread count.
  *
  * The builders below fill a dense uint8 [nb][mb] layout (1 visible, 0
  * hidden) for one head; copy it per head for layout_per_head = 1.  Block
@@ -655,8 +656,10 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  *   BLIS and the reference BLAS; with MKL they agree within rounding).
  *
  * Limits: F16/BF16 storage and the paged cache are forward-only (the
- * backward plan returns ATTN_ERR_BAD_OPTION for them) and do not combine
- * with the sparse options (global tokens, layouts; ATTN_ERR_BAD_OPTION).
+ * backward plan returns ATTN_ERR_BAD_OPTION for them).  F16/BF16 storage
+ * combines with the sparse options (global tokens, layouts; widened, see
+ * "Element types of the computation"); the paged cache does not
+ * (ATTN_ERR_BAD_OPTION).
  * Plan errors: an unknown k_type or v_type, kv_block_size < 0, or
  * kv_num_blocks / kv_max_blocks nonzero without paging, are
  * ATTN_ERR_BAD_OPTION; with paging, kv_num_blocks or kv_max_blocks <= 0,
@@ -683,7 +686,11 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  *   tile engine off the decode path (q_len > 16 or ATTN_DECODE=0).  Both
  *   products read bfloat16 pairs and accumulate in fp32 with VDPBF16PS's
  *   arithmetic (AVX512_BF16; the same bits from an AVX-512F or a C version
- *   where the CPU lacks the unit, see docs/TYPES.md): Q K^T over pairs of
+ *   where the CPU lacks the unit, see docs/TYPES.md), or on a CPU with
+ *   AMX-BF16 (where Linux grants the process the tile state, requested at
+ *   the first call) with TDPBF16PS's, whose order of fp32 additions is its
+ *   own (the same worst-case bound; ATTN_SIMD=avx512bf16 keeps
+ *   VDPBF16PS): Q K^T over pairs of
  *   the head dimension; then the probabilities of a tile, exp(s - m) in
  *   fp32 as always, are rounded to BF16 for P V (as FlashAttention rounds
  *   P to the input type), over pairs of keys.  The sum l that O is
@@ -693,7 +700,10 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  *   each 16-bit value is widened exactly to fp32 as it is read (a tile or an
  *   item's rows at a time into the workspace, or in registers) and the
  *   products are the fp32 ones: the result is bitwise that of the same call
- *   in fp32 on the widened values (then O rounded to o_type).  F16 costs
+ *   in fp32 on the widened values (then O rounded to o_type), except that
+ *   on the dense path a 16-bit Q or O (held [g][rows][d] in the workspace)
+ *   can stack a GQA group's heads into one GEMM where the fp32 views (BSHD,
+ *   say) do not, and then agrees within rounding.  F16 costs
  *   what fp32 costs and reads half the bytes.  (AVX512_FP16 has no
  *   fp32-accumulating product, so it is not used for F16.)
  *
@@ -701,7 +711,23 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  * tested per type in docs/TYPES.md.  Results stay bitwise identical for
  * any thread count at every type.
  *
- * The backward (attn_sdpa_bwd_*) takes the same types: each gradient has
+ * The sparse options (global tokens, layouts) take 16-bit Q, K, V and O
+ * (1.1), always with the widened products: a group's Q rows and the K and
+ * V rows of a tile's segments (only the keys the segments name) are
+ * widened into the workspace, O accumulated there in fp32 and rounded once
+ * at the group's end; the result is bitwise the fp32 sparse call on the
+ * widened values (then O rounded), and the workspace stays threads x tile.
+ * Sparse with the paged cache stays ATTN_ERR_BAD_OPTION.  Linear attention
+ * takes 16-bit Q, K, V and O in its forward (attn_linear_desc's q_type,
+ * k_type, v_type, o_type; widened the same way, the state fp32).
+ *
+ * Not yet taking 16-bit types (ATTN_ERR_UNSUPPORTED_TYPE): the SDPA
+ * backward with the sparse options (any 16-bit tensor; the backward with
+ * the paged cache is ATTN_ERR_BAD_OPTION at every type) and the linear
+ * attention backward.
+ *
+ * The backward (attn_sdpa_bwd_*) takes the same types on dense problems
+ * (not with the sparse options, above): each gradient has
  * the type of its tensor (dQ q_type, dK k_type, dV v_type) and dO that of
  * O (o_type); the 16-bit ones go through args.args16
  * (attn_sdpa_bwd_args16).  The logsumexp is fp32, D_i = dO_i . O_i is
@@ -727,9 +753,6 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  * keys of one (batch, key/value head) and the widened or packed K and V
  * (a few times kv_len x (qk_dim + v_dim) x 4 bytes), on top of the fp32
  * backward's tiles; attn_sdpa_bwd_workspace_size says how much.
- *
- * Not yet taking 16-bit Q or O (ATTN_ERR_UNSUPPORTED_TYPE): the sparse
- * options (global tokens, layouts), forward and backward.
  */
 
 /*
@@ -968,11 +991,10 @@ typedef struct attn_sdpa_bwd_plan attn_sdpa_bwd_plan;
 /*
  * Validate *desc and make a backward plan.  Returns ATTN_OK,
  * ATTN_ERR_NULL_ARGUMENT, any status attn_sdpa_plan_create returns for
- * desc->fwd (ATTN_ERR_UNSUPPORTED_TYPE for 16-bit Q or O with the sparse
- * options, ATTN_ERR_BAD_OPTION for 16-bit K or V with them),
- * ATTN_ERR_BAD_OPTION (fwd.want_lse 0, fwd.want_probs 1, want_dbias
- * without fwd.use_bias, a paged K/V cache: fwd.kv_block_size != 0, a
- * nonzero reserved field), ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_STRIDE or
+ * desc->fwd, ATTN_ERR_UNSUPPORTED_TYPE (a 16-bit Q, K, V or O with the
+ * sparse options), ATTN_ERR_BAD_OPTION (fwd.want_lse 0, fwd.want_probs 1,
+ * want_dbias without fwd.use_bias, a paged K/V cache: fwd.kv_block_size !=
+ * 0, a nonzero reserved field), ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_STRIDE or
  * ATTN_ERR_TOO_LARGE for the views of dO, dQ, dK, dV and dBias (and for
  * the workspace), or ATTN_ERR_OUT_OF_MEMORY.  fwd's q_type, k_type, v_type
  * and o_type may each be F32, F16 or BF16 (see "Element types of the
@@ -1134,8 +1156,22 @@ typedef struct attn_linear_desc {
     attn_engine engine;
     int reserved_pad;            /* must be zero */
 
+    /* Element types of Q, K, V and O (1.1, in the room of reserved[0]
+     * and reserved[1]): F32 (the default, 0) reads args.q / args.k /
+     * args.v and writes args.o; F16 or BF16 reads (writes) the pointer of
+     * args.args16 instead, the float pointer NULL, and the view counts
+     * uint16_t elements.  Each 16-bit value is widened exactly to fp32 as
+     * a chunk's rows are read (into the workspace), the arithmetic is
+     * fp32's (bitwise the fp32 call on the widened values) and O is
+     * rounded once to o_type at the end (round to nearest even, as
+     * attn_dtype_encode).  The state (state_s, state_z) stays fp32.
+     * Unknown values are ATTN_ERR_BAD_OPTION; the backward takes F32 only
+     * (ATTN_ERR_UNSUPPORTED_TYPE). */
+    attn_dtype q_type, k_type;
+    attn_dtype v_type, o_type;
+
     /* Must be zero (attn_linear_desc_init does it). */
-    int64_t reserved[15];
+    int64_t reserved[13];
 } attn_linear_desc;
 
 /* Fill *desc with the defaults: sizes 0, every view ATTN_STRIDE_UNSET,
@@ -1143,21 +1179,39 @@ typedef struct attn_linear_desc {
  * threads 0, reserved zero.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
 ATTN_API attn_status attn_linear_desc_init(attn_linear_desc *desc);
 
+/* The 16-bit tensors of a call (1.1): the pointer of each tensor whose type
+ * in the desc is F16 or BF16 (as uint16_t; the views count uint16_t
+ * elements); those of F32 tensors must be NULL. */
+typedef struct attn_linear_args16 {
+    const uint16_t *q;        /* when q_type is F16 or BF16 */
+    const uint16_t *k;        /* when k_type is F16 or BF16 */
+    const uint16_t *v;        /* when v_type is F16 or BF16 */
+    uint16_t *o;              /* when o_type is F16 or BF16 */
+    /* Room to grow: must be NULL (attn_linear_args16_init does it). */
+    void *reserved[8];
+} attn_linear_args16;
+
+/* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT.  (1.1) */
+ATTN_API attn_status attn_linear_args16_init(attn_linear_args16 *args);
+
 /* The per-call pointers; those of features the plan does not use must be
  * NULL. */
 typedef struct attn_linear_args {
-    const float *q;
-    const float *k;
-    const float *v;
-    float *o;
+    const float *q;           /* when q_type is F32 (the default) */
+    const float *k;           /* when k_type is F32 */
+    const float *v;           /* when v_type is F32 */
+    float *o;                 /* when o_type is F32 */
     const int32_t *kv_lens;   /* [B], when use_kv_lens */
     const int32_t *q_lens;    /* [B], when use_q_lens */
     float *state_s;           /* [B][Hkv][dk][dv] dense, in and out, when
                                  use_state */
     float *state_z;           /* [B][Hkv][dk] dense, in and out, when
                                  use_state */
+    /* The 16-bit tensors, when some type of the desc is F16 or BF16 (else
+     * NULL).  (1.1, in the room of reserved[0].) */
+    const attn_linear_args16 *args16;
     /* Room to grow: must be NULL (attn_linear_args_init does it). */
-    void *reserved[8];
+    void *reserved[7];
 } attn_linear_args;
 
 /* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
@@ -1168,8 +1222,8 @@ typedef struct attn_linear_plan attn_linear_plan;
 /*
  * Validate *desc and make a plan of it (the desc is copied).  *plan is set
  * only on success.  Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT,
- * ATTN_ERR_BAD_OPTION (a nonzero reserved field, an unknown feature_map or
- * align, eps negative or infinite), ATTN_ERR_BAD_SIZE (a size <= 0),
+ * ATTN_ERR_BAD_OPTION (a nonzero reserved field, an unknown feature_map,
+ * align or element type, eps negative or infinite), ATTN_ERR_BAD_SIZE (a size <= 0),
  * ATTN_ERR_TOO_LARGE (n, m, dk or dv > INT32_MAX, a view's extent, the
  * state or the workspace not representable), ATTN_ERR_HEAD_RATIO,
  * ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_STRIDE (the view rules; o is an
@@ -1183,8 +1237,9 @@ ATTN_API attn_status attn_linear_plan_create(attn_linear_plan **plan,
 ATTN_API attn_status attn_linear_plan_destroy(attn_linear_plan *plan);
 
 /* Bytes of workspace execute needs: per thread the chunk buffers (64 rows
- * of phi(Q), phi(K), the 64 x 64 masked product, the denominators) and the
- * running state (dk x dv + dk floats); never n x m.  Returns ATTN_OK or
+ * of phi(Q), phi(K), the 64 x 64 masked product, the denominators; with
+ * 16-bit tensors 64 widened rows of Q or K and of V) and the running
+ * state (dk x dv + dk floats); never n x m.  Returns ATTN_OK or
  * ATTN_ERR_NULL_ARGUMENT. */
 ATTN_API attn_status attn_linear_workspace_size(const attn_linear_plan *plan,
                                                 size_t *bytes);
@@ -1193,9 +1248,13 @@ ATTN_API attn_status attn_linear_workspace_size(const attn_linear_plan *plan,
  * Run the plan.  workspace as for attn_sdpa_execute (NULL: allocated and
  * freed inside the call; else 64-byte aligned and at least
  * attn_linear_workspace_size() bytes).  Returns ATTN_OK,
- * ATTN_ERR_NULL_ARGUMENT (plan, args, q, k, v, o, or a pointer the plan
- * uses: kv_lens, q_lens, state_s, state_z), ATTN_ERR_ARGUMENT_MISMATCH (a
- * pointer the plan does not use), ATTN_ERR_BAD_LENGTH (kv_lens[b] not in
+ * ATTN_ERR_BAD_OPTION (a reserved pointer of args or of *args.args16 not
+ * NULL), ATTN_ERR_NULL_ARGUMENT (plan, args, args16 when some type is
+ * 16-bit, q, k, v, o (of args or args16, as the types say), or a pointer
+ * the plan uses: kv_lens, q_lens, state_s, state_z),
+ * ATTN_ERR_ARGUMENT_MISMATCH (a pointer the plan does not use: args16
+ * when every type is F32, the float pointer of a 16-bit tensor or the
+ * 16-bit one of an F32 tensor, ...), ATTN_ERR_BAD_LENGTH (kv_lens[b] not in
  * [0, m] or q_lens[b] not in [0, n]), ATTN_ERR_WORKSPACE_TOO_SMALL,
  * ATTN_ERR_WORKSPACE_ALIGNMENT or ATTN_ERR_OUT_OF_MEMORY, checked in that
  * order.  On error nothing is written (neither O nor the state).
@@ -1237,7 +1296,9 @@ ATTN_API attn_status attn_linear(const attn_linear_desc *desc,
  */
 typedef struct attn_linear_bwd_desc {
     /* The forward's description.  use_state must be 0; its o view is not
-     * used (its strides are ignored). */
+     * used (its strides are ignored); its element types must be F32
+     * (16-bit ones are ATTN_ERR_UNSUPPORTED_TYPE: the backward is fp32
+     * only, so far). */
     attn_linear_desc fwd;
 
     /* dO [B][Hq][n][dv] (input), dQ [B][Hq][n][dk], dK [B][Hkv][m][dk],
@@ -1277,7 +1338,8 @@ typedef struct attn_linear_bwd_plan attn_linear_bwd_plan;
  * Validate *desc and make a backward plan.  Returns ATTN_OK,
  * ATTN_ERR_NULL_ARGUMENT, ATTN_ERR_BAD_OPTION (a nonzero reserved field
  * here, fwd.use_state set), any status attn_linear_plan_create returns for
- * desc->fwd (its o view aside), ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_STRIDE
+ * desc->fwd (its o view aside), ATTN_ERR_UNSUPPORTED_TYPE (a type of fwd
+ * not F32), ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_STRIDE
  * or ATTN_ERR_TOO_LARGE for the views of dO, dQ, dK, dV (in that order),
  * or ATTN_ERR_OUT_OF_MEMORY.
  */
@@ -1412,7 +1474,19 @@ typedef struct attn_mha_desc {
     attn_engine engine;
     int reserved_pad;            /* must be zero */
 
-    int64_t reserved[9];         /* must be zero */
+    /* Element types (see "Multi-head attention layer: element types"
+     * below): x_type of the layer's inputs and output (X, the key and
+     * value inputs, Y), w_type of its weights and biases.  F32 (the
+     * default) reads and writes the float pointers of attn_mha_args and
+     * attn_mha_weights; F16 or BF16 the uint16_t pointers of
+     * attn_mha_args16 (args.args16) and attn_mha_weights16
+     * (weights.weights16), and the row strides then count uint16_t
+     * elements.  Unknown values are ATTN_ERR_BAD_OPTION.  (Added in 1.1
+     * in the room of reserved[0].) */
+    attn_dtype x_type;
+    attn_dtype w_type;
+
+    int64_t reserved[8];         /* must be zero */
 } attn_mha_desc;
 
 /* Defaults: sizes 0, self_attention 0, packed_in_proj 0, has_bias 1 (as
@@ -1421,6 +1495,82 @@ typedef struct attn_mha_desc {
  * dropout_seed and dropout_offset 0).  Returns ATTN_OK or
  * ATTN_ERR_NULL_ARGUMENT. */
 ATTN_API attn_status attn_mha_desc_init(attn_mha_desc *desc);
+
+/*
+ * Multi-head attention layer: element types.
+ *
+ * X, Xk, Xv and Y (x_type) and the weights and biases (w_type) may each be
+ * F32, F16 or BF16.  A 16-bit tensor is passed through the uint16_t
+ * pointers of attn_mha_args16 and attn_mha_weights16 (one struct each,
+ * reached through args.args16 and weights.weights16), its float pointer
+ * NULL; an F32 tensor through its float pointer, and args.args16
+ * (weights.weights16) is NULL when x_type (w_type) is F32.  The attention
+ * weights output (args.weights), the additive bias (args.bias) and every
+ * other buffer stay as they are (fp32, uint8, int32).  Conversions round
+ * to nearest even, as attn_dtype_encode.  Two ways to compute:
+ *
+ * - BF16 products: x_type == w_type == BF16 on the tile engine (see
+ *   attn_engine; not with the sparse options, which take the second way).
+ *   Each projection is a product of the BF16 rows of its input, read in
+ *   place, and its BF16 weight, packed once per call into the workspace,
+ *   with VDPBF16PS's arithmetic and fp32 accumulation (as the SDPA's BF16
+ *   products, "Element types of the computation"); the bias is added in
+ *   fp32.  The projected Q, K and V are rounded to BF16 into the
+ *   workspace and the attention is the SDPA at BF16 Q, K, V and O (its
+ *   BF16 products, P rounded to BF16 for P V, off the decode path); its
+ *   output O, rounded to BF16 once, is the BF16 input of the output
+ *   projection, and Y is rounded to BF16 once.  Rounding Q, K, V, P, O
+ *   and Y each costs up to 2^-8 relative; the stated and tested bound is
+ *   in test/test_mha.c.
+ *
+ * - Otherwise (F16, mixed types, the BLAS engine, sparse options): every
+ *   16-bit value is widened exactly to fp32 as it is read (the weights
+ *   once per call, the input rows a block at a time, into the workspace)
+ *   and the layer runs in fp32; Y is rounded to x_type once.  The result
+ *   is bitwise that of the same call in fp32 on the widened inputs and
+ *   weights, then Y rounded.
+ *
+ * Both are bitwise identical for any thread count.  The training calls
+ * (attn_mha_train_execute, attn_mha_bwd_execute) and the context and
+ * backward workspace sizes do not take 16-bit types yet: a plan with
+ * x_type or w_type not F32 returns ATTN_ERR_UNSUPPORTED_TYPE there.
+ */
+
+/* The 16-bit inputs and output (x_type F16 or BF16), through
+ * attn_mha_args.args16.  Shapes and row strides as x, key, value and out
+ * of attn_mha_args, in uint16_t elements. */
+typedef struct attn_mha_args16 {
+    const uint16_t *x;             /* [B][L][E] */
+    const uint16_t *key;           /* [B][S][kdim]; NULL for self-attention */
+    const uint16_t *value;         /* [B][S][vdim]; NULL for self-attention */
+    uint16_t *out;                 /* [B][L][E] */
+    /* Room to grow: must be NULL (attn_mha_args16_init does it). */
+    void *reserved[8];
+} attn_mha_args16;
+
+/* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT.  (1.1) */
+ATTN_API attn_status attn_mha_args16_init(attn_mha_args16 *args16);
+
+/* The 16-bit weights and biases (w_type F16 or BF16), through
+ * attn_mha_weights.weights16: the fields, shapes and rules of
+ * attn_mha_weights. */
+typedef struct attn_mha_weights16 {
+    const uint16_t *in_proj_weight;
+    const uint16_t *in_proj_bias;
+    const uint16_t *q_weight;
+    const uint16_t *k_weight;
+    const uint16_t *v_weight;
+    const uint16_t *q_bias;
+    const uint16_t *k_bias;
+    const uint16_t *v_bias;
+    const uint16_t *out_weight;
+    const uint16_t *out_bias;
+    /* Room to grow: must be NULL (attn_mha_weights16_init does it). */
+    void *reserved[8];
+} attn_mha_weights16;
+
+/* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT.  (1.1) */
+ATTN_API attn_status attn_mha_weights16_init(attn_mha_weights16 *weights16);
 
 /* The layer's parameters (read at execute; pointers the layout does not
  * use must be NULL). */
@@ -1435,8 +1585,11 @@ typedef struct attn_mha_weights {
     const float *v_bias;           /* [Hkv*dh] when has_bias */
     const float *out_weight;       /* [E][E]   always */
     const float *out_bias;         /* [E]      when has_bias */
+    /* The weights and biases when w_type is F16 or BF16 (the float
+     * pointers above NULL), else NULL.  (1.1, in reserved room.) */
+    const attn_mha_weights16 *weights16;
     /* Room to grow: must be NULL (attn_mha_weights_init does it). */
-    void *reserved[8];
+    void *reserved[7];
 } attn_mha_weights;
 
 /* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
@@ -1459,8 +1612,11 @@ typedef struct attn_mha_args {
     const uint8_t *global_q;       /* [B][L], when use_global_q */
     const uint8_t *layout;         /* [H|1][ceil(L/bs)][ceil(S/bs)], when
                                       block_size != 0 */
+    /* X, key, value and out when x_type is F16 or BF16 (x, key, value and
+     * out above NULL), else NULL.  (1.1, in reserved room.) */
+    const attn_mha_args16 *args16;
     /* Room to grow: must be NULL (attn_mha_args_init does it). */
-    void *reserved[8];
+    void *reserved[7];
 } attn_mha_args;
 
 /* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
@@ -1477,7 +1633,8 @@ typedef struct attn_mha_plan attn_mha_plan;
  * ATTN_ERR_BAD_STRIDE (a row stride shorter than its row, or negative;
  * key_stride and value_stride are ignored in self-attention),
  * ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_SCALE, ATTN_ERR_BAD_OPTION (unknown
- * enum value, nonzero reserved field, packed_in_proj with kdim or vdim != E
+ * enum value, x_type or w_type included, nonzero reserved field,
+ * packed_in_proj with kdim or vdim != E
  * or Hkv != H, self_attention with kdim or vdim != E, or dropout_p outside
  * [0, 1] or NaN),
  * ATTN_ERR_BAD_THREADS or ATTN_ERR_OUT_OF_MEMORY.
@@ -1489,9 +1646,13 @@ ATTN_API attn_status attn_mha_plan_destroy(attn_mha_plan *plan);
 
 /* Bytes of workspace attn_mha_execute (and attn_mha_train_execute) needs:
  * the projected Q, K, V and the
- * attention output (B x (L + 2 S) x E floats or less), per-head weights
+ * attention output (B x (L + 2 S) x E floats or less; half of that with
+ * BF16 products), per-head weights
  * when averaged weights are asked for, a combined mask when both an element
- * mask and key padding are given, and the SDPA workspace.  Reusing one
+ * mask and key padding are given, and the SDPA workspace.  16-bit types
+ * add the weights as the call prepares them (packed BF16 pairs, or widened
+ * to fp32 when w_type is 16-bit without BF16 products), the biases in
+ * fp32 and a block of rows per thread.  Reusing one
  * workspace across calls avoids any allocation.  Returns ATTN_OK or
  * ATTN_ERR_NULL_ARGUMENT. */
 ATTN_API attn_status attn_mha_workspace_size(const attn_mha_plan *plan, size_t *bytes);
@@ -1501,9 +1662,17 @@ ATTN_API attn_status attn_mha_workspace_size(const attn_mha_plan *plan, size_t *
  * (NULL: allocated and freed inside the call).  Returns ATTN_OK,
  * ATTN_ERR_NULL_ARGUMENT (plan, weights, args, a weight or buffer the plan
  * needs), ATTN_ERR_ARGUMENT_MISMATCH (a pointer the plan does not use),
- * ATTN_ERR_BAD_LENGTH, ATTN_ERR_WORKSPACE_TOO_SMALL,
- * ATTN_ERR_WORKSPACE_ALIGNMENT or ATTN_ERR_OUT_OF_MEMORY.  On error nothing
- * is written to out or weights.
+ * ATTN_ERR_BAD_OPTION (a reserved pointer not NULL), ATTN_ERR_BAD_LENGTH,
+ * ATTN_ERR_WORKSPACE_TOO_SMALL, ATTN_ERR_WORKSPACE_ALIGNMENT or
+ * ATTN_ERR_OUT_OF_MEMORY.  On error nothing is written to out (or
+ * args16->out) or weights.
+ * The order of the checks: plan, weights, args NULL; the reserved tails of
+ * weights and args; weights.weights16 and args.args16 (required when
+ * w_type, x_type is F16 or BF16, NULL otherwise); their reserved tails;
+ * then each weight and buffer in the order of the structs, the 16-bit
+ * pointer of a tensor right after its float one (of the two, the one of
+ * the tensor's type is required when the plan uses the tensor, the other
+ * must be NULL); the lengths; the workspace.
  */
 ATTN_API attn_status attn_mha_execute(const attn_mha_plan *plan, const attn_mha_weights *weights,
                                       const attn_mha_args *args, void *workspace,
@@ -1603,7 +1772,8 @@ ATTN_API attn_status attn_mha_grads_init(attn_mha_grads *grads);
 /* Bytes of the context train_forward fills and backward reads: Q, K, V (one
  * [B*L][3E] block in self-attention with packed weights, else [B*L][E] and
  * two [B*S][Hkv*dh]), O [B*L][E] and the logsumexp [B][H][L] (floats, each
- * block rounded up to 64 bytes).  Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT or
+ * block rounded up to 64 bytes).  Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT,
+ * ATTN_ERR_UNSUPPORTED_TYPE (x_type or w_type not F32: no training yet) or
  * ATTN_ERR_TOO_LARGE (a plan whose forward fits but whose context or
  * backward workspace is not representable: every training call of it
  * returns ATTN_ERR_TOO_LARGE). */
@@ -1613,7 +1783,8 @@ ATTN_API attn_status attn_mha_context_size(const attn_mha_plan *plan, size_t *by
  * O, Q, K, V), a combined mask as in the forward, the SDPA backward's
  * workspace and per-thread blocks for the gradient GEMMs.  (train_forward
  * takes the workspace of attn_mha_workspace_size.)  Returns ATTN_OK,
- * ATTN_ERR_NULL_ARGUMENT or ATTN_ERR_TOO_LARGE (as attn_mha_context_size). */
+ * ATTN_ERR_NULL_ARGUMENT, ATTN_ERR_UNSUPPORTED_TYPE or ATTN_ERR_TOO_LARGE
+ * (as attn_mha_context_size). */
 ATTN_API attn_status attn_mha_bwd_workspace_size(const attn_mha_plan *plan, size_t *bytes);
 
 /*
@@ -1623,7 +1794,9 @@ ATTN_API attn_status attn_mha_bwd_workspace_size(const attn_mha_plan *plan, size
  * keeps it until the backward): 64-byte aligned and at least
  * attn_mha_context_size() bytes.  workspace as for attn_mha_execute, of
  * attn_mha_workspace_size() bytes (NULL: allocated inside the call).
- * Returns what attn_mha_execute returns, and ATTN_ERR_TOO_LARGE (see
+ * Returns what attn_mha_execute returns, and ATTN_ERR_UNSUPPORTED_TYPE
+ * (x_type or w_type not F32; checked right after the reserved tails of
+ * weights and args), ATTN_ERR_TOO_LARGE (see
  * attn_mha_context_size), ATTN_ERR_NULL_ARGUMENT (context NULL), ATTN_ERR_WORKSPACE_TOO_SMALL (context_bytes short) or
  * ATTN_ERR_WORKSPACE_ALIGNMENT (context misaligned).  On error nothing is
  * written to out, weights or the context.
@@ -1645,8 +1818,11 @@ ATTN_API attn_status attn_mha_train_execute(const attn_mha_plan *plan,
  * attn_mha_bwd_workspace_size() bytes, or NULL (allocated inside).
  * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (plan, weights, args, dy, context,
  * grads, a weight, buffer or gradient the plan needs), ATTN_ERR_BAD_OPTION
- * (accumulate not 0 or 1), ATTN_ERR_ARGUMENT_MISMATCH (a pointer the plan
- * does not use, args->out and args->weights excepted),
+ * (accumulate not 0 or 1), ATTN_ERR_UNSUPPORTED_TYPE (x_type or w_type not
+ * F32, checked right after the reserved tails of weights, args and grads),
+ * ATTN_ERR_ARGUMENT_MISMATCH (a pointer the plan
+ * does not use, args->out and args->weights excepted; weights16 and
+ * args16 are not used),
  * ATTN_ERR_BAD_LENGTH, ATTN_ERR_TOO_LARGE (see attn_mha_context_size),
  * ATTN_ERR_WORKSPACE_TOO_SMALL (workspace or context short), ATTN_ERR_WORKSPACE_ALIGNMENT (workspace or context misaligned) or
  * ATTN_ERR_OUT_OF_MEMORY.  On error no gradient is written.
@@ -1685,10 +1861,13 @@ typedef struct attn_blas_info {
     int openmp;           /* 1 if attn was built with OpenMP */
     int max_threads;      /* omp_get_max_threads() now (1 without OpenMP) */
     char bf16[16];        /* the BF16 products' kernels a plan made now
-                             runs (see "Element types of the
-                             computation"): "avx512bf16" (VDPBF16PS),
-                             "avx512" (the same arithmetic on AVX-512F)
-                             or "scalar".  (1.1, in reserved room.) */
+                             with the AUTO engine runs (see "Element
+                             types of the computation"): "amx" (AMX-BF16's
+                             TDPBF16PS), "avx512bf16" (VDPBF16PS),
+                             "avx512" (the same arithmetic on AVX-512F),
+                             "scalar", or "widened" when that engine is
+                             the BLAS (BF16 read as fp32).  (1.1, in
+                             reserved room.) */
     /* Room to grow: attn_blas_query zeroes it (fields added later are
      * filled in it, so a caller built against this header keeps its
      * size). */

@@ -727,7 +727,7 @@ static void run_linear(const lcase *c, int eng, int th)
     const size_t ns = B * c->Hkv * c->dk * c->dv, nz = (size_t)(B * c->Hkv * c->dk);
     float *ss = c->state ? frand(&r, ns, 0) : NULL, *sz = c->state ? frand(&r, nz, 1) : NULL;
     float *o = fsent(no);
-    attn_linear_args a = { q, k, v, o, c->kvl ? kvl : NULL, c->ql ? ql : NULL, ss, sz, { 0 } };
+    attn_linear_args a = { q, k, v, o, c->kvl ? kvl : NULL, c->ql ? ql : NULL, ss, sz, NULL, { 0 } };
     attn_status s;
     if (th == 1) {
         s = attn_linear(&d, &a);
@@ -786,6 +786,7 @@ typedef struct mcase {
     const char *name;
     int B, L, S, E, H, Hkv, kdim, vdim, self, packed, hasb, pad, causal, kvl, ql;
     int mask, mbc, kpm, abias, weights, drop, bs, gk;
+    int xt, wt;                  /* x_type, w_type (the inputs rounded to them) */
 } mcase;
 
 static const mcase mha_cases[] = {
@@ -800,6 +801,18 @@ static const mcase mha_cases[] = {
       .abias = 1, .drop = 1, .weights = ATTN_WEIGHTS_AVERAGED },
     { "self_sparse", .B = 2, .L = 96, .S = 96, .E = 64, .H = 4, .self = 1, .hasb = 1,
       .bs = 16, .gk = 1 },
+    /* 16-bit layers: BF16 products (tile engine) or widened */
+    { "bf16_self_packed", .B = 2, .L = 70, .S = 70, .E = 128, .H = 4, .self = 1, .packed = 1,
+      .hasb = 1, .weights = ATTN_WEIGHTS_PER_HEAD, .xt = BF16, .wt = BF16 },
+    { "bf16_cross_masks", .B = 3, .L = 50, .S = 130, .E = 96, .H = 4, .kdim = 80, .vdim = 56,
+      .hasb = 1, .pad = 7, .kvl = 1, .ql = 1, .mask = ATTN_MASK_KEEP_NONZERO, .mbc = 1,
+      .kpm = ATTN_MASK_DROP_NONZERO, .weights = ATTN_WEIGHTS_AVERAGED, .xt = BF16, .wt = BF16 },
+    { "f16_self_gqa_causal", .B = 2, .L = 100, .S = 100, .E = 160, .H = 4, .Hkv = 2, .self = 1,
+      .hasb = 1, .causal = 1, .xt = F16, .wt = F16 },
+    { "mixed_x_f16_w_bf16_dropout", .B = 2, .L = 64, .S = 77, .E = 64, .H = 4, .Hkv = 1,
+      .abias = 1, .drop = 1, .weights = ATTN_WEIGHTS_AVERAGED, .xt = F16, .wt = BF16 },
+    { "bf16_sparse_widened", .B = 2, .L = 96, .S = 96, .E = 64, .H = 4, .self = 1, .hasb = 1,
+      .bs = 16, .gk = 1, .xt = BF16, .wt = BF16 },
 };
 
 typedef struct minst {
@@ -811,6 +824,10 @@ typedef struct minst {
     int32_t kvl[4], ql[4];
     int64_t kvE, kdim, vdim, xs, ks, vs, os;
     size_t nw[10], nout, nwts;
+    /* 16-bit types: the twins the call reads */
+    uint16_t *wt16[10], *x16, *key16, *value16;
+    attn_mha_weights16 w16;
+    attn_mha_args16 a16;
 } minst;
 
 static void minst_build(const mcase *c, minst *t)
@@ -836,11 +853,11 @@ static void minst_build(const mcase *c, minst *t)
         for (size_t y = 0; y < t->nw[x]; y++)
             t->wt[x][y] *= 0.25f;
     }
-    size_t cnt;
-    t->x = tens(&r, (attn_view){ L * t->xs, 0, t->xs }, B, 1, L, E, 0, &cnt);
+    size_t cnt, nx, nkey = 0, nvalue = 0;
+    t->x = tens(&r, (attn_view){ L * t->xs, 0, t->xs }, B, 1, L, E, 0, &nx);
     if (!c->self) {
-        t->key = tens(&r, (attn_view){ S * t->ks, 0, t->ks }, B, 1, S, t->kdim, 0, &cnt);
-        t->value = tens(&r, (attn_view){ S * t->vs, 0, t->vs }, B, 1, S, t->vdim, 0, &cnt);
+        t->key = tens(&r, (attn_view){ S * t->ks, 0, t->ks }, B, 1, S, t->kdim, 0, &nkey);
+        t->value = tens(&r, (attn_view){ S * t->vs, 0, t->vs }, B, 1, S, t->vdim, 0, &nvalue);
     }
     t->dy = tens(&r, (attn_view){ L * t->os, 0, t->os }, B, 1, L, E, 0, &cnt);
     t->nout = (size_t)(B * L * t->os) + TAIL;
@@ -941,12 +958,46 @@ static void minst_build(const mcase *c, minst *t)
     a->key_padding_mask = t->kpm;
     a->global_k = t->gk;
     a->layout = t->lay;
+    if (c->wt) {   /* the weights given at w_type (the same layout) */
+        d->w_type = (attn_dtype)c->wt;
+        for (int x = 0; x < 10; x++)
+            t->wt16[x] = to16((attn_dtype)c->wt, t->wt[x], t->nw[x]);
+        attn_mha_weights16 *h = &t->w16;   /* the pointers in use, as above */
+        h->in_proj_weight = w->in_proj_weight ? t->wt16[0] : NULL;
+        h->in_proj_bias = w->in_proj_bias ? t->wt16[1] : NULL;
+        h->q_weight = w->q_weight ? t->wt16[2] : NULL;
+        h->k_weight = w->k_weight ? t->wt16[3] : NULL;
+        h->v_weight = w->v_weight ? t->wt16[4] : NULL;
+        h->q_bias = w->q_bias ? t->wt16[5] : NULL;
+        h->k_bias = w->k_bias ? t->wt16[6] : NULL;
+        h->v_bias = w->v_bias ? t->wt16[7] : NULL;
+        h->out_weight = t->wt16[8];
+        h->out_bias = w->out_bias ? t->wt16[9] : NULL;
+        memset(w, 0, sizeof *w);
+        w->weights16 = &t->w16;
+    }
+    if (c->xt) {   /* X, key, value at x_type; out given by run_mha */
+        d->x_type = (attn_dtype)c->xt;
+        t->x16 = to16((attn_dtype)c->xt, t->x, nx);
+        if (!c->self) {
+            t->key16 = to16((attn_dtype)c->xt, t->key, nkey);
+            t->value16 = to16((attn_dtype)c->xt, t->value, nvalue);
+        }
+        t->a16.x = t->x16;
+        t->a16.key = t->key16;
+        t->a16.value = t->value16;
+        a->x = a->key = a->value = NULL;
+        a->args16 = &t->a16;
+    }
 }
 
 static void minst_free(minst *t)
 {
-    for (int x = 0; x < 10; x++)
+    for (int x = 0; x < 10; x++) {
         free(t->wt[x]);
+        free(t->wt16[x]);
+    }
+    free(t->x16); free(t->key16); free(t->value16);
     free(t->x); free(t->key); free(t->value); free(t->bias); free(t->dy);
     free(t->mask); free(t->kpm); free(t->gk); free(t->lay);
 }
@@ -961,6 +1012,17 @@ static void run_mha(const mcase *c, const minst *t, int eng, int th)
     float *out = fsent(t->nout), *wts = c->weights ? fsent(t->nwts) : NULL;
     a.out = out;
     a.weights = wts;
+    /* 16-bit Y: its own buffer, the sentinel's upper half in the gaps */
+    attn_mha_args16 a16 = t->a16;
+    uint16_t *out16 = NULL;
+    if (c->xt) {
+        out16 = xmalloc(t->nout * sizeof *out16);
+        for (size_t x = 0; x < t->nout; x++)
+            out16[x] = (uint16_t)(SENT >> 16);
+        a16.out = out16;
+        a.args16 = &a16;
+        a.out = NULL;
+    }
     attn_mha_plan *p = NULL;
     attn_status s = attn_mha_plan_create(&p, &d);
     size_t wb = 0, cb = 0, bb = 0;
@@ -971,9 +1033,11 @@ static void run_mha(const mcase *c, const minst *t, int eng, int th)
     }
     if (s == ATTN_OK)
         s = attn_mha_execute(p, &t->w, &a, ws, wb);
-    outs ou = mk(2, out, t->nout * 4, wts, t->nwts * 4);
+    outs ou = out16 ? mk(2, out16, t->nout * 2, wts, t->nwts * 4)
+                    : mk(2, out, t->nout * 4, wts, t->nwts * 4);
     snprintf(name, sizeof name, "mha.%s.%s.t%d", c->name, eng_name[eng], th);
     emit(name, s, &ou);
+    free(out16);
 
     /* training: forward with context, backward overwriting and accumulating */
     if (s == ATTN_OK)
@@ -984,9 +1048,9 @@ static void run_mha(const mcase *c, const minst *t, int eng, int th)
     free(wts);
     out = fsent(t->nout);
     wts = c->weights ? fsent(t->nwts) : NULL;
-    a.out = out;
+    a.out = c->xt ? NULL : out;
     a.weights = wts;
-    if (s == ATTN_OK)
+    if (s == ATTN_OK)   /* (16-bit: context_size said UNSUPPORTED_TYPE) */
         s = attn_mha_train_execute(p, &t->w, &a, ctx, cb, ws, wb);
     ou = mk(3, out, t->nout * 4, wts, t->nwts * 4, ctx, cb);
     snprintf(name, sizeof name, "mha_train.%s.%s.t%d", c->name, eng_name[eng], th);
@@ -1324,7 +1388,7 @@ static void run_errors(void)
     ld.use_state = 1;
     float lo[8 + TAIL];
     memset(lo, 0xA5, sizeof lo);
-    attn_linear_args la = { op, op, op, lo, NULL, NULL, NULL, NULL, { 0 } };
+    attn_linear_args la = { op, op, op, lo, NULL, NULL, NULL, NULL, NULL, { 0 } };
     emit1("error.linear.null_state", attn_linear(&ld, &la), lo, sizeof lo);
 }
 

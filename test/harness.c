@@ -200,7 +200,7 @@ static int typed_twin(tbuf *h, const tbuf *f, int type)
 
 double tdtype_u(int dtype)
 {
-    return dtype == ATTN_DTYPE_BF16 ? ldexp(1.0, -8) : dtype == ATTN_DTYPE_F16 ? ldexp(1.0, -10)
+    return dtype == ATTN_DTYPE_BF16 ? ldexp(1.0, -7) : dtype == ATTN_DTYPE_F16 ? ldexp(1.0, -10)
                                                                                 : 0.0;
 }
 

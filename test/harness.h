@@ -201,7 +201,8 @@ void tinst_call_types(const tinst *t, attn_sdpa_desc *d, attn_sdpa_args *a);
 /* After a 16-bit call: O's uint16 twin widened into the fp32 O buffer
  * (elements still holding the 16-bit sentinel keep TSENTINEL). */
 void tinst_widen_o(tinst *t);
-/* Twice the unit roundoff of a type (2^-8 BF16, 2^-10 F16; 0 for F32):
+/* Twice the unit roundoff of a type (2^-7 BF16: 8 significant bits, u =
+ * 2^-8; 2^-10 F16: 11 bits, u = 2^-11; 0 for F32):
  * the relative error allowed for one rounding to it. */
 double tdtype_u(int dtype);
 /* Build, run, check, free: returns the number of bad elements, or -1 when

@@ -40,12 +40,12 @@ const char *lcase_str(const lcase *c)
     }
     snprintf(buf, sizeof buf,
              "B%lld Hq%lld Hkv%lld n%lld m%lld dk%lld dv%lld %s %s%s eps=%g kv[%s] q[%s] "
-             "lay%d out%d state%d pos%d thr%d seed%llu",
+             "lay%d out%d state%d pos%d thr%d dtype%d seed%llu",
              (long long)c->B, (long long)c->Hq, (long long)c->Hkv, (long long)c->n,
              (long long)c->m, (long long)c->dk, (long long)c->dv, fm[c->fmap % 3],
              c->causal ? "causal" : "full", c->causal ? (c->align ? "-br" : "-tl") : "",
              (double)c->eps, kl, ql, c->layout, c->out_layout, c->use_state, c->positive,
-             c->threads, (unsigned long long)c->seed);
+             c->threads, c->dtype, (unsigned long long)c->seed);
     return buf;
 }
 
@@ -120,6 +120,74 @@ static void fill_view(float *base, attn_view v, int64_t B, int64_t H, int64_t S,
                         (float)(positive ? trng_uniform(r, 0.05, mag) : trng_uniform(r, -mag, mag));
 }
 
+/* A 16-bit twin of b (rounding b's values to the type in place). */
+static int twin16(uint16_t **h, lbuf *b, int type)
+{
+    if (!b->n)
+        return 0;
+    *h = malloc(b->n * sizeof(uint16_t));
+    if (!*h)
+        return -1;
+    attn_dtype_encode((attn_dtype)type, b->p, *h, (int64_t)b->n);
+    attn_dtype_decode((attn_dtype)type, *h, b->p, (int64_t)b->n);
+    return 0;
+}
+
+/* The twin element at the offset of p in its float buffer (q's for
+ * packed K and V). */
+static uint16_t *twin_of(const linst *t, const float *p, const lbuf *f, uint16_t *h)
+{
+    if (!f->n) {
+        f = &t->q;
+        h = t->q16;
+    }
+    return h + (p - f->p);
+}
+
+void linst_call_types(linst *t, const attn_linear_desc *d, attn_linear_desc *dt,
+                      attn_linear_args *at)
+{
+    *dt = *d;
+    *at = t->args;
+    const int ty = t->c.dtype;
+    if (ty == ATTN_DTYPE_F32)
+        return;
+    dt->q_type = dt->k_type = dt->v_type = dt->o_type = (attn_dtype)ty;
+    attn_linear_args16_init(&t->a16);
+    t->a16.q = twin_of(t, t->args.q, &t->q, t->q16);
+    t->a16.k = twin_of(t, t->args.k, &t->k, t->k16);
+    t->a16.v = twin_of(t, t->args.v, &t->v, t->v16);
+    t->a16.o = twin_of(t, t->args.o, &t->o, t->o16);
+    at->q = at->k = at->v = NULL;
+    at->o = NULL;
+    at->args16 = &t->a16;
+}
+
+void linst_widen_o(linst *t)
+{
+    if (t->c.dtype == ATTN_DTYPE_F32)
+        return;
+    for (size_t i = 0; i < t->o.n; i++) {
+        if (t->o16[i] == LSENTINEL16) {
+            const uint32_t s = LSENTINEL;
+            memcpy(&t->o.p[i], &s, sizeof s);
+        } else {
+            attn_dtype_decode((attn_dtype)t->c.dtype, &t->o16[i], &t->o.p[i], 1);
+        }
+    }
+}
+
+attn_status linst_forward(linst *t, const attn_linear_plan *plan, void *ws, size_t ws_bytes)
+{
+    attn_linear_desc dt;
+    attn_linear_args at;
+    linst_call_types(t, &t->desc, &dt, &at);
+    const attn_status st =
+        plan ? attn_linear_execute(plan, &at, ws, ws_bytes) : attn_linear(&dt, &at);
+    linst_widen_o(t);
+    return st;
+}
+
 int linst_build(linst *t, const lcase *c)
 {
     memset(t, 0, sizeof *t);
@@ -169,6 +237,16 @@ int linst_build(linst *t, const lcase *c)
     fill_view(qb, d->q, B, Hq, n, dk, &r, c->mag, c->positive);
     fill_view(kb, d->k, B, Hkv, m, dk, &r, c->mag, c->positive);
     fill_view(vb, d->v, B, Hkv, m, dv, &r, c->mag, 0);
+    /* 16-bit: the inputs rounded to the type in place (padding included),
+     * with their uint16 twins; O's twin */
+    if (c->dtype != ATTN_DTYPE_F32) {
+        if (twin16(&t->q16, &t->q, c->dtype) || twin16(&t->k16, &t->k, c->dtype) ||
+            twin16(&t->v16, &t->v, c->dtype))
+            return -1;
+        t->o16 = malloc((t->o.n ? t->o.n : 1) * sizeof(uint16_t));
+        if (!t->o16)
+            return -1;
+    }
 
     t->rq = malloc((size_t)(B * Hq * n * dk) * sizeof(double));
     t->rk = malloc((size_t)(B * Hkv * m * dk) * sizeof(double));
@@ -262,6 +340,7 @@ void linst_free(linst *t)
     free(t->s.p); free(t->z.p); free(t->s0.p); free(t->z0.p);
     free(t->rq); free(t->rk); free(t->rv); free(t->rs0); free(t->rz0);
     free(t->d_o.p); free(t->dq.p); free(t->dk.p); free(t->dv.p); free(t->rdo);
+    free(t->q16); free(t->k16); free(t->v16); free(t->o16);
     memset(t, 0, sizeof *t);
 }
 
@@ -282,6 +361,9 @@ static int all_bits(const lbuf *b, uint32_t bits)
 void linst_reset(linst *t)
 {
     fill_bits(&t->o, LSENTINEL);
+    if (t->o16)
+        for (size_t i = 0; i < t->o.n; i++)
+            t->o16[i] = LSENTINEL16;
     fill_bits(&t->dq, LSENTINEL);
     fill_bits(&t->dk, LSENTINEL);
     fill_bits(&t->dv, LSENTINEL);
@@ -296,6 +378,10 @@ int linst_untouched(const linst *t)
     if (!all_bits(&t->o, LSENTINEL) || !all_bits(&t->dq, LSENTINEL) ||
         !all_bits(&t->dk, LSENTINEL) || !all_bits(&t->dv, LSENTINEL))
         return 0;
+    if (t->o16)
+        for (size_t i = 0; i < t->o.n; i++)
+            if (t->o16[i] != LSENTINEL16)
+                return 0;
     if (t->s.p && (memcmp(t->s.p, t->s0.p, t->s.n * sizeof(float)) ||
                    memcmp(t->z.p, t->z0.p, t->z.n * sizeof(float))))
         return 0;
@@ -360,5 +446,14 @@ void linst_poison(linst *t, int set)
                     v[b * d->v.batch + h * d->v.head + j * d->v.seq + x] =
                         set ? NAN : (float)t->rv[((b * c->Hkv + h) * c->m + j) * c->dv + x];
             }
+    }
+    /* 16-bit: the twins take the same values (the fp32 buffers hold the
+     * rounded ones, so this is exact; NaN stays NaN) */
+    if (c->dtype != ATTN_DTYPE_F32) {
+        attn_dtype_encode((attn_dtype)c->dtype, t->q.p, t->q16, (int64_t)t->q.n);
+        if (t->k16)
+            attn_dtype_encode((attn_dtype)c->dtype, t->k.p, t->k16, (int64_t)t->k.n);
+        if (t->v16)
+            attn_dtype_encode((attn_dtype)c->dtype, t->v.p, t->v16, (int64_t)t->v.n);
     }
 }

@@ -34,6 +34,12 @@ typedef struct lcase {
     double mag;
     int threads;
     uint64_t seed;
+    /* Element type of Q, K, V and O (attn_dtype; F32 = 0 the default).
+     * 16-bit cases round the fp32 inputs to the type when they are built
+     * (the float64 reference sees what attn reads) and call attn on
+     * uint16 twins through args.args16 (linst_call); O comes back widened
+     * into the fp32 O buffer, so the checks read it as for F32. */
+    int dtype;
 } lcase;
 
 lcase lcase_default(int64_t B, int64_t Hq, int64_t Hkv, int64_t n, int64_t m, int64_t dk,
@@ -59,11 +65,27 @@ typedef struct linst {
     attn_linear_bwd_args bargs;
     lbuf d_o, dq, dk, dv;
     double *rdo;
+    /* dtype != F32: uint16 twins of q (with k and v when packed), k, v, o
+     * (counts as their float buffers) and the args16 of a call */
+    uint16_t *q16, *k16, *v16, *o16;
+    attn_linear_args16 a16;
 } linst;
 
 #define LSENTINEL 0x7fc0deadu
+#define LSENTINEL16 0x7FA5u    /* a NaN in both 16-bit types */
 
 int linst_build(linst *t, const lcase *c);
+/* The desc and args attn takes for t: copies of t's (F32), or with the
+ * four types set and the pointers in t->a16 (16-bit). */
+void linst_call_types(linst *t, const attn_linear_desc *d, attn_linear_desc *dt,
+                      attn_linear_args *at);
+/* After a 16-bit call: O's twin widened into the fp32 O buffer (elements
+ * still holding the 16-bit sentinel get LSENTINEL).  Nothing for F32. */
+void linst_widen_o(linst *t);
+/* The forward of t through attn_linear (plan NULL) or the plan (made from
+ * linst_call_types of t->desc with its threads) with workspace ws (may be
+ * NULL), at t's type; O widened back.  Returns the status. */
+attn_status linst_forward(linst *t, const attn_linear_plan *plan, void *ws, size_t ws_bytes);
 void linst_free(linst *t);
 /* Outputs (O, dQ, dK, dV) to the sentinel; state to its initial value. */
 void linst_reset(linst *t);

@@ -72,6 +72,12 @@ const char *mcase_str(const mcase *c)
         snprintf(buf + len, sizeof buf - len, " gk=%d gq=%d bs=%lld per_head=%d", c->use_gk,
                  c->use_gq, (long long)c->bs, c->lay_per_head);
     }
+    if (c->xt || c->wt) {
+        static const char *const tn[] = { "f32", "f16", "bf16" };
+        size_t len = strlen(buf);
+        snprintf(buf + len, sizeof buf - len, " x_type=%s w_type=%s", tn[c->xt % 3],
+                 tn[c->wt % 3]);
+    }
     return buf;
 }
 
@@ -152,12 +158,42 @@ static attn_view bcast_view(int bc, int64_t B, int64_t H, int64_t L, int64_t S, 
     return v;
 }
 
+/* The uint16 twin of p[0..n) at type t, with p rounded to it in place
+ * (NaN stays NaN), or NULL when out of memory. */
+static uint16_t *twin16(int type, float *p, size_t n)
+{
+    uint16_t *h = malloc((n ? n : 1) * sizeof *h);
+    if (!h)
+        return NULL;
+    attn_dtype_encode((attn_dtype)type, p, h, (int64_t)n);
+    attn_dtype_decode((attn_dtype)type, h, p, (int64_t)n);
+    return h;
+}
+
+static void fill16(uint16_t *p, size_t n, uint16_t v)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = v;
+}
+
+static int all_sentinel16(const uint16_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != MSENTINEL16)
+            return 0;
+    return 1;
+}
+
 void minst_free(minst *t)
 {
     float *fs[] = {t->in_proj, t->in_bias, t->wq, t->wk, t->wv, t->bq, t->bk, t->bv, t->wo,
                    t->bo, t->x, t->key, t->value, t->out, t->wts, t->bias};
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
         free(fs[i]);
+    uint16_t *hs[] = {t->in_proj16, t->in_bias16, t->wq16, t->wk16, t->wv16, t->bq16, t->bk16,
+                      t->bv16, t->wo16, t->bo16, t->x16, t->key16, t->value16, t->out16};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
     free(t->mask);
     free(t->kpm);
     free(t->gk);
@@ -169,6 +205,8 @@ void minst_free(minst *t)
 void minst_clear(minst *t)
 {
     fill_bits(t->out, t->n_out, TSENTINEL);
+    if (t->out16)
+        fill16(t->out16, t->n_out, MSENTINEL16);
     if (t->wts)
         fill_bits(t->wts, t->n_wts, TSENTINEL);
 }
@@ -186,7 +224,8 @@ static int all_sentinel(const float *p, size_t n)
 
 int minst_untouched(const minst *t)
 {
-    return all_sentinel(t->out, t->n_out) && (!t->wts || all_sentinel(t->wts, t->n_wts));
+    return all_sentinel(t->out, t->n_out) && (!t->out16 || all_sentinel16(t->out16, t->n_out)) &&
+           (!t->wts || all_sentinel(t->wts, t->n_wts));
 }
 
 /* Build every buffer (all weight layouts, whatever the case uses), the
@@ -216,17 +255,25 @@ int minst_build(minst *t, const mcase *c)
         float **p;
         int64_t n;
         double mag;
+        uint16_t **h;
     } wb[] = {
-        { &t->in_proj, 3 * E * E, ae }, { &t->in_bias, 3 * E, 0.5 }, { &t->wq, E * E, ae },
-        { &t->wk, kvE * kdim, ak },     { &t->wv, kvE * vdim, av },  { &t->bq, E, 0.5 },
-        { &t->bk, kvE, 0.5 },           { &t->bv, kvE, 0.5 },        { &t->wo, E * E, ae },
-        { &t->bo, E, 0.5 },
+        { &t->in_proj, 3 * E * E, ae, &t->in_proj16 }, { &t->in_bias, 3 * E, 0.5, &t->in_bias16 },
+        { &t->wq, E * E, ae, &t->wq16 },  { &t->wk, kvE * kdim, ak, &t->wk16 },
+        { &t->wv, kvE * vdim, av, &t->wv16 }, { &t->bq, E, 0.5, &t->bq16 },
+        { &t->bk, kvE, 0.5, &t->bk16 },   { &t->bv, kvE, 0.5, &t->bv16 },
+        { &t->wo, E * E, ae, &t->wo16 },  { &t->bo, E, 0.5, &t->bo16 },
     };
     for (size_t k = 0; k < sizeof wb / sizeof wb[0]; k++) {
         if (!(*wb[k].p = falloc((size_t)wb[k].n)))
             return -1;
         fill_uniform(*wb[k].p, (size_t)wb[k].n, &r, wb[k].mag);
     }
+    /* 16-bit weights: rounded in place, with their twins (the same random
+     * stream as in fp32: the draws above are done) */
+    if (c->wt)
+        for (size_t k = 0; k < sizeof wb / sizeof wb[0]; k++)
+            if (!(*wb[k].h = twin16(c->wt, *wb[k].p, (size_t)wb[k].n)))
+                return -1;
 
     /* inputs with NaN gaps, outputs with sentinel gaps */
     t->x = input_rows(B * L, E, t->xs, &r, c->in_mag);
@@ -242,6 +289,18 @@ int minst_build(minst *t, const mcase *c)
     t->out = falloc(t->n_out);
     if (!t->out)
         return -1;
+    if (c->xt) {   /* 16-bit inputs (NaN gaps stay NaN) and output */
+        t->x16 = twin16(c->xt, t->x, (size_t)(B * L * t->xs) + MTAIL);
+        t->out16 = malloc(t->n_out * sizeof *t->out16);
+        if (!t->x16 || !t->out16)
+            return -1;
+        if (!c->self) {
+            t->key16 = twin16(c->xt, t->key, (size_t)(B * S * t->ks) + MTAIL);
+            t->value16 = twin16(c->xt, t->value, (size_t)(B * S * t->vs) + MTAIL);
+            if (!t->key16 || !t->value16)
+                return -1;
+        }
+    }
     if (c->weights != ATTN_WEIGHTS_NONE) {
         t->n_wview = (size_t)(B * L * S) * (c->weights == ATTN_WEIGHTS_PER_HEAD ? (size_t)H : 1u);
         t->n_wts = t->n_wview + MTAIL;
@@ -283,6 +342,8 @@ int minst_build(minst *t, const mcase *c)
     d->dropout_p = c->dropout_p;
     d->dropout_seed = c->drop_seed;
     d->dropout_offset = c->drop_offset;
+    d->x_type = (attn_dtype)c->xt;
+    d->w_type = (attn_dtype)c->wt;
 
     /* masks, bias, lengths */
     if (c->mask_mode != ATTN_MASK_NONE) {
@@ -382,7 +443,62 @@ int minst_build(minst *t, const mcase *c)
     a->global_k = c->use_gk ? t->gk : NULL;
     a->global_q = c->use_gq ? t->gq : NULL;
     a->layout = t->layout;
+    t->wf = *w;
+    t->af = *a;
+    /* 16-bit types: the same tensors through their uint16 twins */
+    if (c->wt) {
+        attn_mha_weights16 *h = &t->w16;
+        attn_mha_weights16_init(h);
+        if (c->packed) {
+            h->in_proj_weight = t->in_proj16;
+            if (c->has_bias)
+                h->in_proj_bias = t->in_bias16;
+        } else {
+            h->q_weight = t->wq16;
+            h->k_weight = t->wk16;
+            h->v_weight = t->wv16;
+            if (c->has_bias) {
+                h->q_bias = t->bq16;
+                h->k_bias = t->bk16;
+                h->v_bias = t->bv16;
+            }
+        }
+        h->out_weight = t->wo16;
+        if (c->has_bias)
+            h->out_bias = t->bo16;
+        attn_mha_weights_init(w);
+        w->weights16 = h;
+    }
+    if (c->xt) {
+        attn_mha_args16 *h = &t->a16;
+        attn_mha_args16_init(h);
+        h->x = t->x16;
+        h->key = t->key16;
+        h->value = t->value16;
+        h->out = t->out16;
+        a->x = a->key = a->value = NULL;
+        a->out = NULL;
+        a->args16 = h;
+    }
+    minst_clear(t);
     return 0;
+}
+
+int minst_bf16_products(const minst *t)
+{
+    attn_engine e = ATTN_ENGINE_BLAS;
+    attn_engine_resolve(t->d.engine, &e);
+    return t->c.xt == ATTN_DTYPE_BF16 && t->c.wt == ATTN_DTYPE_BF16 &&
+           e == ATTN_ENGINE_TILE && !t->c.use_gk && !t->c.use_gq && !t->c.bs;
+}
+
+void minst_round(const minst *t, mref_round *r)
+{
+    memset(r, 0, sizeof *r);
+    if (minst_bf16_products(t))
+        r->q = r->k = r->v = r->p = r->o = tdtype_u(ATTN_DTYPE_BF16);
+    r->y = tdtype_u(t->c.xt);
+    r->y_abs = t->c.xt == ATTN_DTYPE_F16 ? ldexp(1.0, -24) : 0.0;
 }
 
 /* Plan, execute and destroy.  ws_mode 0: workspace NULL; 1: a caller
@@ -466,26 +582,40 @@ long minst_check(const minst *t, mstats *st)
     }
     assert_non_null(ro.y);
     assert_non_null(ro.y_tol);
-    assert_int_equal(mref_mha(&t->d, &t->w, &t->a, &ro), 0);
+    mref_round rnd;
+    minst_round(t, &rnd);
+    assert_int_equal(mref_mha_typed(&t->d, &t->wf, &t->af, &ro, &rnd), 0);
 
     long bad = 0;
     double ey = 0.0, ew = 0.0, ratio = st->ratio;
+    /* Y: out, or its 16-bit twin (the float out then never written) */
+    const uint16_t *o16 = c->xt ? t->out16 : NULL;
     for (int64_t r = 0; r < B * L; r++) {
         for (int64_t e = 0; e < E; e++) {
-            const double lib = (double)t->out[r * t->os + e];
+            const int64_t at = r * t->os + e;
+            float y16 = 0.0f;
+            if (o16)
+                attn_dtype_decode((attn_dtype)c->xt, o16 + at, &y16, 1);
+            const double lib = o16 ? (double)y16 : (double)t->out[at];
             const int64_t k = r * E + e;
             if (cmp_elem(lib, ro.y[k], ro.y_tol[k], &ey, &ratio))
                 bad = report(bad, t, "Y", k, lib, ro.y[k], ro.y_tol[k]);
         }
-        if (!all_sentinel(t->out + r * t->os + E, (size_t)(t->os - E))) {
+        const size_t gap0 = (size_t)(r * t->os + E), ngap = (size_t)(t->os - E);
+        if (!all_sentinel(t->out + gap0, ngap) || (o16 && !all_sentinel16(o16 + gap0, ngap))) {
             if (bad < 6)
                 printf("FAIL out row %lld: gap after the row written (%s)\n", (long long)r,
                        mcase_str(c));
             bad++;
         }
     }
-    if (!all_sentinel(t->out + B * L * t->os, MTAIL)) {
+    const size_t end = (size_t)(B * L * t->os);
+    if (!all_sentinel(t->out + end, MTAIL) || (o16 && !all_sentinel16(o16 + end, MTAIL))) {
         printf("FAIL out: written past the last row (%s)\n", mcase_str(c));
+        bad++;
+    }
+    if (o16 && !all_sentinel(t->out, t->n_out)) {
+        printf("FAIL out: the float out written by a 16-bit call (%s)\n", mcase_str(c));
         bad++;
     }
     if (c->weights != ATTN_WEIGHTS_NONE) {
@@ -527,11 +657,17 @@ void msnap_take(msnap *s, const minst *t)
     memcpy(s->out, t->out, s->n_out * sizeof(float));
     if (s->n_wts)
         memcpy(s->wts, t->wts, s->n_wts * sizeof(float));
+    s->out16 = NULL;
+    if (t->out16) {
+        s->out16 = malloc(s->n_out * sizeof *s->out16);
+        assert_non_null(s->out16);
+        memcpy(s->out16, t->out16, s->n_out * sizeof *s->out16);
+    }
 }
 
 int msnap_equal(const msnap *s, const minst *t)
 {
-    return memcmp(s->out, t->out, s->n_out * sizeof(float)) == 0 &&
+    return msnap_equal_out(s, t) &&
            (!s->n_wts || memcmp(s->wts, t->wts, s->n_wts * sizeof(float)) == 0);
 }
 
@@ -539,6 +675,7 @@ void msnap_free(msnap *s)
 {
     free(s->out);
     free(s->wts);
+    free(s->out16);
 }
 
 void minst_fill_gaps(minst *t, float v)
@@ -548,20 +685,32 @@ void minst_fill_gaps(minst *t, float v)
     const int64_t rows[3] = { c->B * c->L, c->B * c->S, c->B * c->S };
     const int64_t width[3] = { c->E, t->kdim, t->vdim };
     const int64_t ld[3] = { t->xs, t->ks, t->vs };
+    uint16_t *twins[3] = { t->x16, t->key16, t->value16 };
+    uint16_t v16 = 0;
+    if (c->xt)
+        attn_dtype_encode((attn_dtype)c->xt, &v, &v16, 1);
     for (int k = 0; k < 3; k++) {
         if (!bufs[k])
             continue;
         for (int64_t i = 0; i < rows[k]; i++)
-            for (int64_t j = width[k]; j < ld[k]; j++)
+            for (int64_t j = width[k]; j < ld[k]; j++) {
                 bufs[k][i * ld[k] + j] = v;
-        for (int64_t j = 0; j < MTAIL; j++)
+                if (twins[k])
+                    twins[k][i * ld[k] + j] = v16;
+            }
+        for (int64_t j = 0; j < MTAIL; j++) {
             bufs[k][rows[k] * ld[k] + j] = v;
+            if (twins[k])
+                twins[k][rows[k] * ld[k] + j] = v16;
+        }
     }
 }
 
 int msnap_equal_out(const msnap *s, const minst *t)
 {
-    return memcmp(s->out, t->out, s->n_out * sizeof(float)) == 0;
+    return memcmp(s->out, t->out, s->n_out * sizeof(float)) == 0 &&
+           (!s->out16 || (t->out16 && memcmp(s->out16, t->out16,
+                                               s->n_out * sizeof *s->out16) == 0));
 }
 
 /* --------------------------------------------------------------- training */

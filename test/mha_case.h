@@ -19,6 +19,7 @@
 #include <attn.h>
 
 #include "harness.h"
+#include "mha_reference.h"
 
 #define MMAXB 4
 #define MTAIL 16 /* sentinel (outputs) or NaN (inputs) elements after each buffer */
@@ -52,7 +53,16 @@ typedef struct mcase {
     int use_gk, use_gq;
     int64_t bs;
     int lay_per_head;
+    /* Element types (attn_dtype): x_type of X, key, value and Y, w_type of
+     * the weights and biases.  A 16-bit row's inputs and weights are drawn
+     * as in fp32, then rounded to their type (the reference reads the
+     * rounded values); the call takes their uint16 twins. */
+    int xt, wt;
 } mcase;
+
+/* The bits of a 16-bit output element no call has written (a NaN in both
+ * 16-bit types). */
+#define MSENTINEL16 0x7FA5u
 
 /* The default of every column, for designated initializers:
  * (mcase){ MCASE_DEFAULTS, .B = 2, ... } (later designators win). */
@@ -95,11 +105,19 @@ void mcase_set_lens(mcase *c, trng *r, int kv, int q);
 typedef struct minst {
     mcase c;
     attn_mha_desc d;
-    attn_mha_weights w;
+    attn_mha_weights w;          /* the call's (16-bit rows: through w16, a16) */
     attn_mha_args a;
+    attn_mha_weights wf;         /* the float buffers (rounded values): what */
+    attn_mha_args af;            /* the reference reads */
+    attn_mha_weights16 w16;
+    attn_mha_args16 a16;
     int64_t Hkv, kdim, vdim, kvE, xs, ks, vs, os;
     float *in_proj, *in_bias, *wq, *wk, *wv, *bq, *bk, *bv, *wo, *bo;
     float *x, *key, *value, *out, *wts, *bias;
+    /* uint16 twins of the weights (wt) and of x, key, value, out (xt);
+     * out16 has n_out elements */
+    uint16_t *in_proj16, *in_bias16, *wq16, *wk16, *wv16, *bq16, *bk16, *bv16, *wo16, *bo16;
+    uint16_t *x16, *key16, *value16, *out16;
     uint8_t *mask, *kpm;
     uint8_t *gk, *gq, *layout;
     size_t n_out, n_wts, n_wview;
@@ -134,9 +152,18 @@ void mstats_print(const mstats *s);
  * sentinels around them.  Returns the number of bad elements. */
 long minst_check(const minst *t, mstats *st);
 
-/* Whole output buffers, for bitwise comparisons. */
+/* The roundings of the row's types (mref_round): Y's (x_type), and with
+ * BF16 products (x_type == w_type == BF16, the engine resolving to TILE,
+ * no sparse option) Q's, K's, V's, P's and O's; each tdtype_u of its type
+ * (twice the unit roundoff), Y's absolute floor 2^-24 for F16. */
+void minst_round(const minst *t, mref_round *r);
+/* 1 if the row's call runs the BF16 products (above). */
+int minst_bf16_products(const minst *t);
+
+/* Whole output buffers, for bitwise comparisons (out16 too). */
 typedef struct msnap {
     float *out, *wts;
+    uint16_t *out16;
     size_t n_out, n_wts;
 } msnap;
 void msnap_take(msnap *s, const minst *t);

@@ -27,6 +27,13 @@
  *   checks against an independent Philox4x32-10); p' replaces p in O, the
  *   weights and their average, and the fp32 scale 1/(1 - p) (rounded, then
  *   a multiply) adds 2 u to p_rel.
+ * - 16-bit layers (mref_mha_typed, mref_round r): a rounding of a value z
+ *   to a 16-bit type adds r.* |z| at most.  Q and K rounded after their
+ *   projections: |dq| <= (cq u + r.q) |q|~, so E_s gets (r.q + r.k) max T_j;
+ *   V rounded, P rounded for P V (BF16 products) and O rounded: O's
+ *   relative bound gets r.v + r.p + r.o; Y rounded: its bound gets
+ *   r.y (sum_c (|O_c| + dO_c) |Wo_ec| + |bo_e|) >= r.y |Y| and r.y_abs (a
+ *   result among the type's subnormals is off by an absolute amount).
  * Every bound carries a safety factor SAFE for the neglected second-order
  * terms, plus MREF_TINY.
  */
@@ -113,6 +120,14 @@ static int mask_allows(attn_mask_mode mode, uint8_t v)
 int mref_mha(const attn_mha_desc *d, const attn_mha_weights *w,
              const attn_mha_args *a, const mref_out *out)
 {
+    return mref_mha_typed(d, w, a, out, NULL);
+}
+
+int mref_mha_typed(const attn_mha_desc *d, const attn_mha_weights *w,
+                   const attn_mha_args *a, const mref_out *out, const mref_round *rnd)
+{
+    static const mref_round none;
+    const mref_round *rd = rnd ? rnd : &none;
     const int64_t E = d->embed_dim, H = d->num_heads;
     const int64_t Hkv = d->num_kv_heads ? d->num_kv_heads : H;
     const int64_t dh = E / H, kvE = Hkv * dh, group = H / Hkv;
@@ -210,7 +225,8 @@ int mref_mha(const attn_mha_desc *d, const attn_mha_weights *w,
                         sum += exp(s[j] - mx);
                 for (int64_t j = 0; j < S; j++)
                     pr[j] = vis[j] ? exp(s[j] - mx) / sum : 0.0;
-                const double es = (cq + ck + (double)dh + 6.0) * u * tmax;
+                /* (Q and K rounded: rd->q, rd->k relative to |q|~, |k|~) */
+                const double es = ((cq + ck + (double)dh + 6.0) * u + rd->q + rd->k) * tmax;
                 double p_rel = nv ? expm1(2.0 * es) + ((double)nv + 2.0 * MREF_KEXP + 4.0) * u
                                   : 0.0;
                 if (drop) { /* P' = P keep / (1 - p) */
@@ -228,7 +244,8 @@ int mref_mha(const attn_mha_desc *d, const attn_mha_weights *w,
                 if (out->p_tol)
                     for (int64_t j = 0; j < S; j++)
                         out->p_tol[row * S + j] = MREF_SAFE * p_rel * pr[j] + MREF_TINY;
-                const double orel = p_rel + ((double)nv + 4.0) * u + cv * u;
+                /* (V, P for P V and O rounded: rd->v, rd->p, rd->o) */
+                const double orel = p_rel + ((double)nv + 4.0) * u + cv * u + rd->v + rd->p + rd->o;
                 for (int64_t x = 0; x < dh; x++) {
                     double acc = 0.0, aacc = 0.0;
                     for (int64_t j = 0; j < S; j++) {
@@ -244,7 +261,7 @@ int mref_mha(const attn_mha_desc *d, const attn_mha_weights *w,
         }
     }
 
-    /* output projection */
+    /* output projection (Y rounded: rd->y relative, rd->y_abs absolute) */
     for (int64_t r = 0; r < B * L; r++)
         for (int64_t e = 0; e < E; e++) {
             const float *wr = w->out_weight + e * E;
@@ -260,7 +277,8 @@ int mref_mha(const attn_mha_desc *d, const attn_mha_weights *w,
                 out->y[r * E + e] = acc;
             if (out->y_tol)
                 out->y_tol[r * E + e] =
-                    MREF_SAFE * (prop + ((double)E + 2.0) * u * (aacc + prop)) + MREF_TINY;
+                    MREF_SAFE * (prop + (((double)E + 2.0) * u + rd->y) * (aacc + prop)) +
+                    rd->y_abs + MREF_TINY;
         }
 
     /* averaged weights */

@@ -43,9 +43,24 @@ typedef struct mref_out {
 
 /* The layer for a valid desc with its weights and args (the library's own
  * inputs; args->out and args->weights are not touched).  Returns 0, or -1
- * when scratch memory could not be allocated. */
+ * when scratch memory could not be allocated.  Only the float pointers of
+ * w and args are read (desc's x_type and w_type are not): a 16-bit call is
+ * referenced on its inputs and weights widened to float. */
 int mref_mha(const attn_mha_desc *desc, const attn_mha_weights *w,
              const attn_mha_args *args, const mref_out *out);
+
+/* The roundings a 16-bit layer adds to the fp32 one (attn.h, "Multi-head
+ * attention layer: element types"), as relative errors of one rounding
+ * each: of the projected Q, K, V, of P for P V, of O (BF16 products) and
+ * of Y (x_type), and y_abs, the absolute error of Y's rounding where it
+ * lands among subnormals.  The bounds then grow as derived in test_mha.c. */
+typedef struct mref_round {
+    double q, k, v, p, o, y, y_abs;
+} mref_round;
+
+/* mref_mha with the bounds of the roundings r (NULL: none, mref_mha). */
+int mref_mha_typed(const attn_mha_desc *desc, const attn_mha_weights *w,
+                   const attn_mha_args *args, const mref_out *out, const mref_round *r);
 
 /*
  * The backward of the layer (attn_mha_bwd_execute) in float64, written from

@@ -517,6 +517,48 @@ static void gen_random(mrows *rs, const char *family)
     }
 }
 
+/* ----------------------------------------------------------- 16-bit rows */
+
+/* Larger shapes for the BF16 products: several strips of the packed
+ * weights with a partial last one (3E, kvE not multiples of 32), odd and
+ * even K (E, kdim, vdim), L and S past the decode path (16) and past one
+ * row block (128), GQA, causal, masks, lengths, weights, strides; threads
+ * 1/2/3/4/0 bitwise (CK_THREADS). */
+MCASE_ROWS_BEGIN
+static const mrow bf16_rows[] = {
+    ROW(0, SELF(2, 70, 64, 4, 1), PH, .seed = 2800),
+    ROW(0, SELF(1, 150, 48, 3, 0), .wr = 0, AVG, .seed = 2801),
+    ROW(0, CROSS(2, 40, 90, 40, 4), .kdim = 33, .vdim = 17, .kpm_mode = DROP, PH, .seed = 2802),
+    ROW(0, CROSS(2, 33, 140, 64, 8), .Hkv = 2, .kdim = 24, .vdim = 40, .mask_mode = KEEP,
+        .mask_bcast = BC_HEAD, .mask_keep = 0.9, .use_bias = 1, .use_kv_lens = 1,
+        .kv_lens = { 140, 61 }, AVG, .seed = 2803),
+    ROW(0, CROSS(1, 20, 30, 96, 6), .packed = 1, .xs = 101, .ks = 99, .vs = 96, .os = 97, PH,
+        .seed = 2804),
+    ROW(0, SELF(3, 50, 32, 2, 1), BR, .wl = 8, .wr = 0, .use_q_lens = 1,
+        .q_lens = { 50, 17, 0 }, .has_bias = 0, .seed = 2805),
+    ROW(0, SELF(2, 64, 64, 8, 0), .Hkv = 4, .in_mag = 3.0, .scale = 0.5f, AVG, .seed = 2806),
+    ROW(1, SELF(1, 260, 128, 2, 1), .kpm_mode = KEEP, .seed = 2807),
+};
+MCASE_ROWS_END
+
+/* Pairs (x_type, w_type) of the mixed rows. */
+static const int mixed_types[][2] = {
+    { ATTN_DTYPE_BF16, ATTN_DTYPE_F32 }, { ATTN_DTYPE_F32, ATTN_DTYPE_BF16 },
+    { ATTN_DTYPE_F16, ATTN_DTYPE_BF16 }, { ATTN_DTYPE_BF16, ATTN_DTYPE_F16 },
+    { ATTN_DTYPE_F32, ATTN_DTYPE_F16 },  { ATTN_DTYPE_F16, ATTN_DTYPE_F32 },
+};
+
+/* Every row of rs[from, to) again at x_type and w_type t (family fam). */
+static void add_typed(mrows *rs, size_t from, size_t to, const char *fam, int xt, int wt)
+{
+    for (size_t i = from; i < to; i++) {
+        mcase c = rs->v[i].c;
+        c.xt = xt;
+        c.wt = wt;
+        add(rs, fam, rs->v[i].checks, rs->v[i].slow, &c);
+    }
+}
+
 /* ----------------------------------------------------------------- table */
 
 static void build_table(mrows *rs)
@@ -539,6 +581,54 @@ static void build_table(mrows *rs)
     ADD_LIST(rs, "backward", CK_BACKWARD, backward_rows);
     ADD_LIST(rs, MHA_DROPOUT_FAMILY, CK_THREADS | CK_WEIGHTS, dropout_rows);
     ADD_LIST(rs, "sparse (global tokens, layouts)", CK_THREADS | CK_WEIGHTS, sparse_rows);
+
+    /* 16-bit types: every fixed row (all but the random mix and the
+     * backward family) at BF16 and at F16; the BF16 products' larger
+     * shapes at BF16 and F16; the fixed rows in turn at each mixed pair;
+     * one random row in 6 at a random pair (F32 / F32 left out). */
+    const size_t n32 = rs->n;
+    size_t fixed_end = 0, rnd_from = 0, rnd_to = 0;
+    for (size_t i = 0; i < n32; i++) {
+        if (!strcmp(rs->v[i].family, "random mix")) {
+            if (!rnd_to)
+                rnd_from = i;
+            rnd_to = i + 1;
+        }
+        if (!fixed_end && !strcmp(rs->v[i].family, "random mix"))
+            fixed_end = i;
+    }
+    static const char *const fam16[] = { "BF16: the fixed rows", "F16: the fixed rows" };
+    static const int t16[] = { ATTN_DTYPE_BF16, ATTN_DTYPE_F16 };
+    for (int k = 0; k < 2; k++) {
+        add_typed(rs, 0, fixed_end, fam16[k], t16[k], t16[k]);
+        /* the families after the random mix, the backward's left out */
+        for (size_t i = rnd_to; i < n32; i++)
+            if (strcmp(rs->v[i].family, "backward") != 0)
+                add_typed(rs, i, i + 1, fam16[k], t16[k], t16[k]);
+    }
+    const size_t big = rs->n;
+    ADD_LIST(rs, "BF16: larger shapes", CK_THREADS | CK_WEIGHTS, bf16_rows);
+    for (size_t i = big; i < rs->n; i++)
+        rs->v[i].c.xt = rs->v[i].c.wt = ATTN_DTYPE_BF16;
+    add_typed(rs, big, rs->n, "F16: larger shapes", ATTN_DTYPE_F16, ATTN_DTYPE_F16);
+    const int nmixed = (int)(sizeof mixed_types / sizeof mixed_types[0]);
+    for (size_t i = 0; i < fixed_end; i += 3) {
+        const int *m = mixed_types[(i / 3) % (size_t)nmixed];
+        add_typed(rs, i, i + 1, "mixed x_type / w_type", m[0], m[1]);
+    }
+    trng r;
+    trng_seed(&r, 2900);
+    static const int any[] = { ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16 };
+    for (size_t i = rnd_from; i < rnd_to; i += 6) {
+        int xt, wt;
+        do {
+            xt = any[trng_int(&r, 0, 2)];
+            wt = any[trng_int(&r, 0, 2)];
+        } while (xt == ATTN_DTYPE_F32 && wt == ATTN_DTYPE_F32);
+        if (trng_bool(&r, 0.5))   /* half of them at BF16 products */
+            xt = wt = ATTN_DTYPE_BF16;
+        add_typed(rs, i, i + 1, "16-bit random mix", xt, wt);
+    }
 }
 
 const mrow *mha_rows(size_t *count)
@@ -558,9 +648,14 @@ const mrow *mha_rows(size_t *count)
                 /* The backward on every row of every family but the random
                  * mix, where one row in 8 (its float64 reference costs more
                  * than the forward's checks; the "backward" family adds
-                 * larger shapes and the combinations it needs). */
-                if (strcmp(r->family, "random mix") != 0 || i % 8 == 0)
+                 * larger shapes and the combinations it needs); 16-bit
+                 * rows: no training yet, CK_TYPES instead. */
+                if (r->c.xt || r->c.wt) {
+                    r->checks &= ~(unsigned)CK_BACKWARD;
+                    r->checks |= CK_TYPES;
+                } else if (strcmp(r->family, "random mix") != 0 || i % 8 == 0) {
                     r->checks |= CK_BACKWARD;
+                }
             }
         table.v = all.v;
         built = 1;

@@ -23,7 +23,14 @@ enum {
     CK_BACKWARD = 16u, /* train_forward and backward: Y bitwise execute's,
                           gradients against the float64 reference,
                           accumulate = 1 exactly old + overwrite, threads
-                          1, 2, 3, 4 bitwise (set by mha_rows on every row) */
+                          1, 2, 3, 4 bitwise (set by mha_rows on every fp32
+                          row) */
+    CK_TYPES = 32u,    /* 16-bit rows (set by mha_rows on each): where the
+                          types widen (not BF16 products; BF16 rows run
+                          again on the BLAS engine), out and weights bitwise
+                          the fp32 layer's on the rounded inputs and
+                          weights, Y rounded to x_type; the training calls
+                          and sizes ATTN_ERR_UNSUPPORTED_TYPE */
 };
 
 /* The family of the dropout rows (dropout_p > 0). */

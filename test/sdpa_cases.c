@@ -1067,6 +1067,37 @@ static void gen_types(trows *rs)
             trows_add(rs, &l);
             rs->next.quick = 1;
         }
+        /* sparse rows beyond the sparse families: scattered global keys
+         * (short segments) and a window with dk + dv > 1024 (no gather:
+         * every segment widened and read on its own), and a layout with
+         * global queries over two key tiles; bitwise the fp32 call too */
+        {
+            const unsigned keep = rs->next.checks;
+            rs->next.checks |= CHK_WIDENED;
+            tcase c = full(1, 2, 1, 40, 300, 520, 516, seed++);
+            c.dtype = ty;
+            c.use_gk = 1;
+            c.gk_rate = 0.05;
+            c.wl = 8;
+            c.wr = 0;
+            c.poison = 1;
+            trows_add(rs, &c);
+            tcase l = full(2, 4, 2, 96, 700, 32, 24, seed++);
+            l.dtype = ty;
+            l.use_gq = 1;
+            l.gq_rate = 0.05;
+            l.use_gk = 1;
+            l.gk_rate = 0.02;
+            l.bs = 32;
+            l.lay_kind = TLAY_BIGBIRD;
+            l.lay_per_head = 1;
+            l.use_kv_lens = 1;
+            l.kv_lens[0] = 700, l.kv_lens[1] = 517;
+            l.mask_mode = ATTN_MASK_KEEP_NONZERO;
+            l.mask_keep = 0.9;
+            trows_add(rs, &l);
+            rs->next.checks = keep;
+        }
         /* lengths, masks, probabilities over several tiles (m > 512) */
         {
             tcase c = full(3, 2, 2, 70, 600, 64, 48, seed++);
@@ -1121,6 +1152,7 @@ const tfamily tfamilies[] = {
 
     {"random", "random", gen_random, CHK_POISON | CHK_BWD, THR_ALL, NULL},
     {"types", "types", gen_types, CHK_POISON | CHK_THREADS | CHK_OPTIONAL | CHK_BWD, THR_124, NULL},
+    {"sparse mixed types", "types", NULL, 0, THR_124, test_sparse_mixed_types},
     {"typed backward", "types", NULL, 0, THR_ALL, test_bwd_types},
 
     {"global tokens", "sparse", gen_global,

@@ -38,6 +38,11 @@ enum {
     CHK_BWD = 1u << 6,      /* the backward (sdpa_bwd.c): against
                                ref_sdpa_bwd, threads 1-4 bitwise, poisoned
                                twin bitwise, sentinels, exact zeros */
+    CHK_WIDENED = 1u << 8,  /* 16-bit sparse rows (the types suite),
+                               always on the widened products: the
+                               fp32 call on the same rounded inputs, its O
+                               rounded to the type, gives the same bits
+                               (O, P, lse) */
 };
 
 /* Changes to the desc after tinst_build (views tinst_build cannot make). */
@@ -107,5 +112,6 @@ void test_layout_builders(void **state);
 void test_sparse_dropout(void **state);
 void test_bwd_types(void **state);
 void test_sparse_nan_visible(void **state);
+void test_sparse_mixed_types(void **state);
 
 #endif

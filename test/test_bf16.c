@@ -1,9 +1,11 @@
 /*
  * The tile engine's BF16 products (lib/kernels/bf16.h: the attn_bf16_kernels
- * tables scalar, avx512 and avx512bf16).  Every table this CPU runs is
+ * tables scalar, avx512, avx512bf16 and amx).  Every table this CPU runs is
  * checked; a table the CPU lacks (avx512: AVX-512 F+BW+VL, avx512bf16: also
- * AVX512_BF16, per attn_cpu_flags()) or the build lacks (avx512bf16 without
- * ATTN_HAVE_AVX512BF16) is skipped and the output says so.
+ * AVX512_BF16, per attn_cpu_flags(); amx: ATTN_CPU_AMXBF16, i.e. AMX-BF16
+ * and Linux's permission for the tile state) or the build lacks
+ * (avx512bf16 without ATTN_HAVE_AVX512BF16, amx without ATTN_HAVE_AMX) is
+ * skipped and the output says so ("amx: SKIPPED (...)").
  *
  * The contract of mm (bf16.h, VDPBF16PS's definition): per element, the pairs
  * of k in order p = 0, 1, ..., each adding its odd product, then its even
@@ -111,9 +113,35 @@
  *             attn_f32_to_bf16), every other element untouched, p and
  *             dp untouched; half the shapes without fp32 denormals in
  *             P and dP (dS may still be one).
+ *  amx        the amx table's mm is not bitwise the others' (TDPBF16PS adds
+ *             inside the unit in its own order; bf16.h), so it is held to
+ *             bounds instead, on every row of both tables above:
+ *             - normal data: against the float64 reference within
+ *                 2^-23 ((K + 1) |alpha_r| sum_k |a||b| + |c|) + 2^-126
+ *               and against the scalar table within twice that;
+ *             - tiny data (DAZ, flushes): against the scalar table within
+ *               twice the same bound on the DAZ inputs plus
+ *               4 (K + 1) |alpha_r| 2^-126 (each flush moves a sum by less
+ *               than 2^-126);
+ *             - bitwise: the canaries (C beyond N, the guard) untouched,
+ *               C not read with acc = 0 (NaN there), the same bits with NaN
+ *               instead of finite values outside the product in A and B,
+ *               the look-ahead stream stepped.
+ *             The amx table runs where the CPU has it (else "amx: SKIPPED");
+ *             its kernel (bf16_amx.c, the same source) also runs on any CPU
+ *             with AVX-512 on a C model of the tile unit (amx_emu.c), in
+ *             two orders of TDPBF16PS's additions (the SDM's two sums, the
+ *             intrinsics guide's one chain), under the same checks, with
+ *             the model checking the tile configuration, every tile's
+ *             shape and TILERELEASE at the end; its tile loads are plain C
+ *             reads, which the sanitizer build checks byte by byte.
  *  at         attn_bf16_at(level): scalar below ATTN_SIMD_AVX512, avx512 at
  *             ATTN_SIMD_AVX512, avx512bf16 at ATTN_SIMD_AVX512BF16 when built
- *             in (else avx512); the tables' names.
+ *             in (else avx512), amx at ATTN_SIMD_AMX where attn_bf16_amx()
+ *             has it (else the best table below that the CPU runs); the
+ *             tables' names; ATTN_SIMD=avx512|avx512bf16|amx cap the level
+ *             (attn_settings_level) and attn_blas_query's info.bf16 names
+ *             the table of that level ("amx" where it runs).
  *
  * Prints `[accuracy] ...` lines with the largest error / tolerance, and the
  * count of each check.  ATTN_TEST_QUICK=1 (valgrind) drops the mm rows above
@@ -133,10 +161,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn.h"
 #include "attn_config.h"
 #include "cpu/cpu.h"
 #include "kernels/bf16.h"
 #include "kernels/convert.h"
+#if ATTN_HAVE_X86_KERNELS
+#include "amx_emu.h"
+#endif
 
 #define GUARD 64
 #define MAX_FAILS 20
@@ -177,6 +209,50 @@ static double urand(void) { return (double)(next() >> 11) * (1.0 / 9007199254740
 
 static const attn_bf16_kernels *tabs[3];
 static int ntabs;
+
+/* The tables held to the amx bounds instead of bitwise (see the top): the
+ * amx table where this CPU runs it, and its kernel on the model of the unit
+ * in both orders where the CPU has AVX-512.  Only their mm is used. */
+#define MAX_LOOSE 3
+static attn_bf16_kernels loose[MAX_LOOSE];
+static int nloose;
+
+#if ATTN_HAVE_X86_KERNELS
+static void mm_model_sdm(int64_t M, int64_t N, int64_t K, float alpha, const float *rs,
+                         const uint16_t *a, int64_t lda, const uint32_t *b, int64_t ldb,
+                         float *c, int64_t ldc, int acc, attn_ahead *ah)
+{
+    amx_emu_mm(AMX_EMU_SDM, M, N, K, alpha, rs, a, lda, b, ldb, c, ldc, acc, ah);
+}
+
+static void mm_model_chain(int64_t M, int64_t N, int64_t K, float alpha, const float *rs,
+                           const uint16_t *a, int64_t lda, const uint32_t *b, int64_t ldb,
+                           float *c, int64_t ldc, int acc, attn_ahead *ah)
+{
+    amx_emu_mm(AMX_EMU_CHAIN, M, N, K, alpha, rs, a, lda, b, ldb, c, ldc, acc, ah);
+}
+#endif
+
+/* Whether /proc/cpuinfo's flags list the word (for the output only). */
+static int cpuinfo_flag(const char *word)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return 0;
+    char line[8192];
+    int found = 0;
+    const size_t n = strlen(word);
+    while (!found && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "flags", 5))
+            continue;
+        for (const char *p = strstr(line, word); p && !found; p = strstr(p + 1, word))
+            found = p[-1] == ' ' && (p[n] == ' ' || p[n] == '\n' || p[n] == 0);
+        break;
+    }
+    fclose(f);
+    return found;
+}
+
 static int quick;
 static int fails;
 
@@ -236,6 +312,31 @@ static int setup(void **state)
     printf("; SKIPPED avx512, avx512bf16 (no x86 SIMD tables in this build)");
 #endif
     printf("\n");
+
+    nloose = 0;
+    const attn_bf16_kernels *amx = attn_bf16_amx();
+    if (amx) {
+        loose[nloose++] = *amx;
+        printf("amx: checked against its bounds (%s)\n", attn_cpu_amx_note());
+    } else {
+        printf("amx: SKIPPED (no AMX-BF16 on this CPU or the kernel refused the permission): "
+               "%s%s\n",
+               attn_cpu_amx_note(),
+               cpuinfo_flag("amx_bf16") ? " (note: /proc/cpuinfo lists amx_bf16)" : "");
+    }
+#if ATTN_HAVE_X86_KERNELS
+    if (avx512) {
+        loose[nloose] = attn_bf16_scalar;
+        loose[nloose].name = "amx-model-sdm";
+        loose[nloose++].mm = mm_model_sdm;
+        loose[nloose] = attn_bf16_scalar;
+        loose[nloose].name = "amx-model-chain";
+        loose[nloose++].mm = mm_model_chain;
+        printf("amx model: bf16_amx.c's mm on the C model of the tile unit, both orders\n");
+    } else {
+        printf("amx model: SKIPPED (the kernel's copies and combine need AVX-512 F/BW/VL)\n");
+    }
+#endif
     return 0;
 }
 
@@ -394,6 +495,77 @@ static void check_ref(const char *what, int64_t M, int64_t N, int64_t K, float a
         }
 }
 
+/* A table held to the amx bounds (see the top). */
+typedef struct loose_stat {
+    double ref_ratio;    /* largest err / bound against float64 (normal data) */
+    double scalar_ratio; /* largest |x - scalar| / its bound */
+    long elems, differ;  /* elements checked; of which not bitwise scalar's */
+} loose_stat;
+
+static void check_loose(const char *what, const char *name, int kind, int64_t M, int64_t N,
+                        int64_t K, float alpha, const float *rs, const uint16_t *a,
+                        int64_t lda, const uint32_t *b, int64_t ldb, int acc, const float *c0,
+                        const float *x, const float *sc, int64_t ldc, loose_stat *st)
+{
+    for (int64_t r = 0; r < M; r++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = 0, sa = 0, sd = 0;
+            for (int64_t k = 0; k < K; k++) {
+                const uint32_t w = b[(k / 2) * ldb + j];
+                const uint16_t ha = a[r * lda + k], hb = (uint16_t)(k & 1 ? w >> 16 : w & 0xffffu);
+                const double p = (double)bf_f32(ha) * (double)bf_f32(hb);
+                s += p;
+                sa += fabs(p);
+                sd += fabs((double)bf_daz(ha) * (double)bf_daz(hb));
+            }
+            const double cin = acc ? (double)c0[r * ldc + j] : 0.0;
+            const double al = rs ? (double)rs[r] : (double)alpha;
+            const double got = x[r * ldc + j], scal = sc[r * ldc + j];
+            double tol_s;
+            if (kind == KIND_NORMAL) {
+                const double tol = ldexp(1.0, -23) * ((double)(K + 1) * fabs(al) * sa + fabs(cin)) +
+                                   ldexp(1.0, -126);
+                const double err = fabs(got - (al * s + cin)), ratio = err / tol;
+                if (!(ratio <= 1.0))
+                    fail_note("%s: %s element (%lld, %lld) = %.9g, reference %.9g, err %.3g > "
+                              "tol %.3g", what, name, (long long)r, (long long)j, got,
+                              al * s + cin, err, tol);
+                if (isnan(ratio) || ratio > st->ref_ratio)
+                    st->ref_ratio = isnan(ratio) ? INFINITY : ratio;
+                tol_s = 2.0 * tol;
+            } else {
+                tol_s = 2.0 * (ldexp(1.0, -23) * ((double)(K + 1) * fabs(al) * sd + fabs(cin)) +
+                               ldexp(1.0, -126)) +
+                        4.0 * (double)(K + 1) * fabs(al) * ldexp(1.0, -126);
+            }
+            const double ratio_s = fabs(got - scal) / tol_s;
+            if (!(ratio_s <= 1.0))
+                fail_note("%s: %s element (%lld, %lld) = %a, scalar %a: |diff| %.3g > %.3g", what,
+                          name, (long long)r, (long long)j, got, scal, fabs(got - scal), tol_s);
+            if (isnan(ratio_s) || ratio_s > st->scalar_ratio)
+                st->scalar_ratio = isnan(ratio_s) ? INFINITY : ratio_s;
+            st->differ += !!memcmp(x + r * ldc + j, sc + r * ldc + j, sizeof *x);
+            st->elems++;
+        }
+}
+
+static void print_loose(const char *what, int ref, const loose_stat *ls)
+{
+    for (int t = 0; t < nloose; t++) {
+        printf("[accuracy] bf16 %s %s: %ld elements, %ld not bitwise the scalar table's; max "
+               "err/bound ", what, loose[t].name, ls[t].elems, ls[t].differ);
+        if (ref)
+            printf("%.3f (float64), ", ls[t].ref_ratio);
+        printf("%.3f (against the scalar table)\n", ls[t].scalar_ratio);
+    }
+#if ATTN_HAVE_X86_KERNELS
+    const char *first;
+    const long errs = amx_emu_errors(&first);
+    if (errs)
+        fail_note("the model of the tile unit saw %ld misuses; the first: %s", errs, first);
+#endif
+}
+
 /* ------------------------------------------------------------------ */
 /* mm: the table of cases */
 
@@ -495,8 +667,20 @@ typedef struct tiny_stat {
     long denormal;    /* denormal results (of the final step) */
 } tiny_stat;
 
+/* The look-ahead stream of a run: B's P rows of N uint32. */
+static void ahead_over_b(attn_ahead *ah, const uint32_t *b, int64_t ldb, int64_t P, int64_t N)
+{
+    memset(ah, 0, sizeof *ah);
+    ah->base[0] = (const char *)b;
+    ah->ld[0] = ldb * (int64_t)sizeof *b;
+    ah->rows[0] = P;
+    ah->bytes[0] = N * (int64_t)sizeof *b;
+    ah->ns = P > 0 && N > 0;
+    ah->share = 1;
+}
+
 /* One mm case on every table: see the comment at the top. */
-static void mm_run(int idx, const mm_case *cs, acc_stat *st, tiny_stat *ts)
+static void mm_run(int idx, const mm_case *cs, acc_stat *st, tiny_stat *ts, loose_stat *ls)
 {
     const int64_t M = cs->M, N = cs->N, K = cs->K, P = (K + 1) / 2;
     const int64_t lda = K + cs->pa, ldb = N + cs->pb, ldc = N + cs->pc;
@@ -544,7 +728,7 @@ static void mm_run(int idx, const mm_case *cs, acc_stat *st, tiny_stat *ts)
              (long long)lda, (long long)ldb, (long long)ldc,
              cs->rs ? "per-row factors, not alpha" : "alpha", cs->alpha, cs->acc);
 
-    float *res[2][3];
+    float *res[2][3], *lres[2][MAX_LOOSE];
     for (int nan = 0; nan < 2; nan++) {
         /* everything of A and B outside the product: NaN or finite */
         for (size_t i = 0; i < na; i++)
@@ -556,13 +740,7 @@ static void mm_run(int idx, const mm_case *cs, acc_stat *st, tiny_stat *ts)
         for (int t = 0; t < ntabs; t++) {
             /* the NaN run also carries a look-ahead stream over B's rows */
             attn_ahead ah;
-            memset(&ah, 0, sizeof ah);
-            ah.base[0] = (const char *)b;
-            ah.ld[0] = ldb * (int64_t)sizeof *b;
-            ah.rows[0] = P;
-            ah.bytes[0] = N * (int64_t)sizeof *b;
-            ah.ns = P > 0 && N > 0;
-            ah.share = 1;
+            ahead_over_b(&ah, b, ldb, P, N);
             res[nan][t] = malloc(nc * sizeof(float));
             assert_non_null(res[nan][t]);
             memcpy(res[nan][t], c0, nc * sizeof(float));
@@ -570,6 +748,26 @@ static void mm_run(int idx, const mm_case *cs, acc_stat *st, tiny_stat *ts)
                         nan ? &ah : NULL);
             if (nan && ah.ns && M > 0 && !(ah.s || ah.r || ah.x))
                 fail_note("%s: %s did not step its look-ahead stream", what, tabs[t]->name);
+        }
+        for (int t = 0; t < nloose; t++) {
+            attn_ahead ah;
+            ahead_over_b(&ah, b, ldb, P, N);
+            lres[nan][t] = malloc(nc * sizeof(float));
+            assert_non_null(lres[nan][t]);
+            memcpy(lres[nan][t], c0, nc * sizeof(float));
+#if ATTN_HAVE_X86_KERNELS
+            /* the model's tile loads: nothing of A and B but the product */
+            amx_emu_fence(a, na * sizeof *a, lda * (int64_t)sizeof *a, M, K * (int64_t)sizeof *a,
+                          b, nb * sizeof *b, ldb * (int64_t)sizeof *b, P,
+                          N * (int64_t)sizeof *b);
+#endif
+            loose[t].mm(M, N, K, cs->alpha, rs, a, lda, b, ldb, lres[nan][t], ldc, cs->acc,
+                        nan ? &ah : NULL);
+#if ATTN_HAVE_X86_KERNELS
+            amx_emu_fence(NULL, 0, 0, 0, 0, NULL, 0, 0, 0, 0);
+#endif
+            if (nan && ah.ns && M > 0 && !(ah.s || ah.r || ah.x))
+                fail_note("%s: %s did not step its look-ahead stream", what, loose[t].name);
         }
     }
     /* the model (the canaries included: it leaves them) */
@@ -617,9 +815,31 @@ static void mm_run(int idx, const mm_case *cs, acc_stat *st, tiny_stat *ts)
     if (cs->kind == KIND_NORMAL)
         check_ref(what, M, N, K, cs->alpha, rs, a, lda, b, ldb, cs->acc, c0, res[0][0], ldc,
                   st);
-    for (int nan = 0; nan < 2; nan++)
+    for (int t = 0; t < nloose; t++) {
+        /* bitwise: outside the product untouched, nothing outside it read */
+        for (size_t i = 0; i < nc; i++)
+            if ((i >= (size_t)(M * ldc) || (int64_t)i % ldc >= N) &&
+                memcmp(lres[0][t] + i, c0 + i, sizeof *c0)) {
+                fail_note("%s: %s wrote float %zu outside the product (row %ld col %ld): %a, "
+                          "was %a", what, loose[t].name, i, (long)i / (long)ldc,
+                          (long)i % (long)ldc, lres[0][t][i], c0[i]);
+                break;
+            }
+        d = first_diff(lres[0][t], lres[1][t], nc);
+        if (d >= 0)
+            fail_note("%s: %s changes with NaN outside the product in A / B, float %ld (row "
+                      "%ld col %ld): %a vs %a",
+                      what, loose[t].name, d, d / (long)ldc, d % (long)ldc, lres[1][t][d],
+                      lres[0][t][d]);
+        check_loose(what, loose[t].name, cs->kind, M, N, K, cs->alpha, rs, a, lda, b, ldb,
+                    cs->acc, c0, lres[0][t], res[0][0], ldc, &ls[t]);
+    }
+    for (int nan = 0; nan < 2; nan++) {
         for (int t = 0; t < ntabs; t++)
             free(res[nan][t]);
+        for (int t = 0; t < nloose; t++)
+            free(lres[nan][t]);
+    }
     for (int how = 0; how < 3; how++)
         free(want[how]);
     free(rs);
@@ -681,6 +901,8 @@ static void test_mm(void **state)
     fails = 0;
     acc_stat st = { 0, 0, 0 };
     tiny_stat ts = { 0, 0, 0 };
+    loose_stat ls[MAX_LOOSE];
+    memset(ls, 0, sizeof ls);
     int run = 0, skipped = 0;
     print_tables("mm");
     for (int i = 0; i < N_MM; i++) {
@@ -689,7 +911,7 @@ static void test_mm(void **state)
             skipped++;
             continue;
         }
-        mm_run(i, cs, &st, &ts);
+        mm_run(i, cs, &st, &ts, ls);
         run++;
     }
     if (skipped)
@@ -697,6 +919,7 @@ static void test_mm(void **state)
     printf("[accuracy] bf16 mm scalar: %d cases (x %d tables bitwise), %ld elements: max|err| "
            "%.3e, max err/tol %.3f\n",
            run, ntabs, st.elems, st.max_err, st.max_ratio);
+    print_loose("mm", 1, ls);
     if (fails)
         fail_msg("%d mismatches in mm", fails);
 }
@@ -706,9 +929,12 @@ static void test_mm_tiny(void **state)
     (void)state;
     fails = 0;
     tiny_stat ts[3] = { { 0, 0, 0 }, { 0, 0, 0 }, { 0, 0, 0 } };
+    loose_stat ls[MAX_LOOSE];
+    memset(ls, 0, sizeof ls);
     print_tables("mm tiny");
     for (int i = 0; i < N_TINY; i++)
-        mm_run(i, &tiny_cases[i], NULL, &ts[tiny_cases[i].kind]);
+        mm_run(i, &tiny_cases[i], NULL, &ts[tiny_cases[i].kind], ls);
+    print_loose("mm tiny", 0, ls);
     printf("mm tiny: %d cases x %d tables; daz: %ld elements where DAZ shows, %ld denormal "
            "results; underflow: %ld elements where an underflowing product shows (flush != "
            "fused), %ld denormal results\n",
@@ -1209,7 +1435,6 @@ static void test_at(void **state)
 #if ATTN_HAVE_AVX512BF16
     assert_string_equal(attn_bf16_avx512bf16.name, "avx512bf16");
     assert_ptr_equal(attn_bf16_at(ATTN_SIMD_AVX512BF16), &attn_bf16_avx512bf16);
-    assert_ptr_equal(attn_bf16_at(ATTN_SIMD_TOP), &attn_bf16_avx512bf16);
 #else
     assert_ptr_equal(attn_bf16_at(ATTN_SIMD_AVX512BF16), &attn_bf16_avx512);
 #endif
@@ -1217,9 +1442,104 @@ static void test_at(void **state)
     assert_ptr_equal(attn_bf16_at(ATTN_SIMD_AVX512), &attn_bf16_scalar);
     assert_ptr_equal(attn_bf16_at(ATTN_SIMD_AVX512BF16), &attn_bf16_scalar);
 #endif
-    printf("attn_bf16_at: %s %s %s %s (scalar, avx2, avx512, avx512bf16 levels)\n",
+    printf("attn_bf16_at: %s %s %s %s %s (scalar, avx2, avx512, avx512bf16, amx levels)\n",
            attn_bf16_at(ATTN_SIMD_SCALAR)->name, attn_bf16_at(ATTN_SIMD_AVX2)->name,
-           attn_bf16_at(ATTN_SIMD_AVX512)->name, attn_bf16_at(ATTN_SIMD_AVX512BF16)->name);
+           attn_bf16_at(ATTN_SIMD_AVX512)->name, attn_bf16_at(ATTN_SIMD_AVX512BF16)->name,
+           attn_bf16_at(ATTN_SIMD_AMX)->name);
+}
+
+/* The level the CPU runs at most lev (the table attn_bf16_at gives there). */
+static int level_min(int lev)
+{
+    const int cpu = attn_cpu_level();
+    return lev < cpu ? lev : cpu;
+}
+
+/* attn_bf16_at(ATTN_SIMD_AMX): the amx table only where the CPU has it;
+ * ATTN_SIMD caps; attn_blas_query's info.bf16. */
+static void test_at_amx(void **state)
+{
+    (void)state;
+    const int has = !!(attn_cpu_flags() & ATTN_CPU_AMXBF16);
+    const attn_bf16_kernels *amx = attn_bf16_amx();
+    assert_int_equal(ATTN_SIMD_TOP, ATTN_SIMD_AMX);
+    assert_true(ATTN_SIMD_AMX > ATTN_SIMD_AVX512BF16);
+#if !(ATTN_HAVE_X86_KERNELS && ATTN_HAVE_AMX)
+    assert_false(has);
+#endif
+    /* the flag only with the AVX512_BF16 level, the level only with the flag */
+    if (has)
+        assert_true(attn_cpu_flags() & ATTN_CPU_AVX512BF16);
+    assert_int_equal(attn_cpu_level() == ATTN_SIMD_AMX, has);
+    if (has) {
+        assert_non_null(amx);
+        assert_string_equal(amx->name, "amx");
+        assert_ptr_equal(attn_bf16_at(ATTN_SIMD_AMX), amx);
+        assert_ptr_equal(attn_bf16_at(ATTN_SIMD_TOP), amx);
+        assert_ptr_equal(attn_bf16_amx(), amx);  /* built once */
+#if ATTN_HAVE_X86_KERNELS && ATTN_HAVE_AVX512BF16
+        /* every field but name and mm is the avx512bf16 table's */
+        attn_bf16_kernels want = attn_bf16_avx512bf16;
+        want.name = amx->name;
+        want.mm = amx->mm;
+        assert_memory_equal(amx, &want, sizeof want);
+        assert_true(amx->mm != attn_bf16_avx512bf16.mm);
+#endif
+    } else {
+        assert_null(amx);
+        /* the best table below that the CPU runs */
+        const attn_bf16_kernels *below = attn_bf16_at(level_min(ATTN_SIMD_AVX512BF16));
+        assert_ptr_equal(attn_bf16_at(ATTN_SIMD_AMX), below);
+        assert_ptr_equal(attn_bf16_at(ATTN_SIMD_TOP), below);
+        assert_string_not_equal(attn_bf16_at(ATTN_SIMD_AMX)->name, "amx");
+    }
+
+    /* ATTN_SIMD: the level and what attn_blas_query names */
+    const char *saved = getenv("ATTN_SIMD");
+    char *keep = saved ? strdup(saved) : NULL;
+    static const struct { const char *env; int cap; } caps[] = {
+        { NULL, ATTN_SIMD_TOP },
+        { "amx", ATTN_SIMD_AMX },
+        { "avx512bf16", ATTN_SIMD_AVX512BF16 },
+        { "avx512", ATTN_SIMD_AVX512 },
+        { "avx2", ATTN_SIMD_AVX2 },
+        { "scalar", ATTN_SIMD_SCALAR },
+        { "no-such-level", ATTN_SIMD_TOP },
+    };
+    for (size_t i = 0; i < sizeof caps / sizeof *caps; i++) {
+        if (caps[i].env)
+            setenv("ATTN_SIMD", caps[i].env, 1);
+        else
+            unsetenv("ATTN_SIMD");
+        const int lev = attn_settings_level();
+        assert_int_equal(lev, level_min(caps[i].cap));
+        attn_settings set;
+        attn_settings_read(&set);
+        assert_int_equal(set.simd_cap, caps[i].cap);
+        assert_int_equal(set.level, lev);
+        attn_blas_info info;
+        memset(&info, 0, sizeof info);
+        assert_int_equal(attn_blas_query(&info), ATTN_OK);
+        /* (what the AUTO engine would run: the BLAS engine widens) */
+        attn_engine eng = ATTN_ENGINE_BLAS;
+        assert_int_equal(attn_engine_resolve(ATTN_ENGINE_AUTO, &eng), ATTN_OK);
+        assert_string_equal(info.bf16,
+                            eng == ATTN_ENGINE_TILE ? attn_bf16_at(lev)->name : "widened");
+        if (caps[i].cap >= ATTN_SIMD_AMX)
+            assert_int_equal(!strcmp(info.bf16, "amx"), has);
+        else
+            assert_string_not_equal(info.bf16, "amx");
+        printf("ATTN_SIMD=%s: level %d, info.bf16 \"%s\"\n", caps[i].env ? caps[i].env : "(unset)",
+               lev, info.bf16);
+    }
+    if (keep) {
+        setenv("ATTN_SIMD", keep, 1);
+        free(keep);
+    } else {
+        unsetenv("ATTN_SIMD");
+    }
+    printf("amx: %s (%s)\n", has ? "the level and the table" : "SKIPPED, not on this CPU",
+           attn_cpu_amx_note());
 }
 
 int main(void)
@@ -1235,6 +1555,7 @@ int main(void)
         cmocka_unit_test(test_tr_round),
         cmocka_unit_test(test_ds_pack),
         cmocka_unit_test(test_at),
+        cmocka_unit_test(test_at_amx),
     };
     return cmocka_run_group_tests_name("bf16", tests, setup, NULL);
 }

@@ -404,10 +404,17 @@ static const desc_row desc_rows[] = {
     {"o_type = INT_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(o_type, INT_MIN)}},
     {"control: q_type BF16, o_type F16", ATTN_OK, FULL,
      {SI(q_type, ATTN_DTYPE_BF16), SI(o_type, ATTN_DTYPE_F16)}},
-    {"q_type BF16 with global keys", ATTN_ERR_UNSUPPORTED_TYPE, FULL,
+    /* the sparse options take 16-bit Q and O (1.1; they were
+     * ATTN_ERR_UNSUPPORTED_TYPE) */
+    {"control: q_type BF16 with global keys", ATTN_OK, FULL,
      {SI(q_type, ATTN_DTYPE_BF16), SI(use_global_k, 1)}},
-    {"o_type F16 with a layout", ATTN_ERR_UNSUPPORTED_TYPE, FULL,
+    {"control: o_type F16 with a layout", ATTN_OK, FULL,
      {SI(o_type, ATTN_DTYPE_F16), SI(block_size, 16)}},
+    {"control: q F16, o BF16, global queries and a layout", ATTN_OK, FULL,
+     {SI(q_type, ATTN_DTYPE_F16), SI(o_type, ATTN_DTYPE_BF16), SI(use_global_q, 1),
+      SI(block_size, 16)}},
+    {"q_type = 3 with global keys", ATTN_ERR_BAD_OPTION, FULL,
+     {SI(q_type, 3), SI(use_global_k, 1)}},
     {"reserved_pad = 1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved_pad, 1)}},
     {"reserved_pad = INT_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved_pad, INT_MIN)}},
     /* the engine */
@@ -455,10 +462,21 @@ static const desc_row desc_rows[] = {
     {"paged, pool k strides unset", ATTN_ERR_STRIDES_UNSET, FULL,
      {SI(kv_block_size, 4), SI(kv_num_blocks, 7), SI(kv_max_blocks, 3),
       SV(k, ATTN_STRIDE_UNSET, 4 * DK, DK), SV(v, HKV * 4 * DV, 4 * DV, DV)}},
-    {"F16 K with global keys", ATTN_ERR_BAD_OPTION, FULL,
+    /* 16-bit K/V storage with the sparse options: widened (1.1; it was
+     * ATTN_ERR_BAD_OPTION); the paged cache with them still is */
+    {"control: F16 K with global keys", ATTN_OK, FULL,
      {SI(k_type, ATTN_DTYPE_F16), SI(use_global_k, 1)}},
-    {"BF16 V with a block layout", ATTN_ERR_BAD_OPTION, FULL,
+    {"control: BF16 V with a block layout", ATTN_OK, FULL,
      {SI(v_type, ATTN_DTYPE_BF16), SI(block_size, 16)}},
+    {"control: Q, K, V, O all BF16 with global queries", ATTN_OK, FULL,
+     {SI(q_type, ATTN_DTYPE_BF16), SI(k_type, ATTN_DTYPE_BF16), SI(v_type, ATTN_DTYPE_BF16),
+      SI(o_type, ATTN_DTYPE_BF16), SI(use_global_q, 1)}},
+    {"k_type = 3 with a layout", ATTN_ERR_BAD_OPTION, FULL,
+     {SI(k_type, 3), SI(block_size, 16)}},
+    {"paged F16 K with a block layout", ATTN_ERR_BAD_OPTION, FULL,
+     {SI(kv_block_size, 4), SI(kv_num_blocks, 7), SI(kv_max_blocks, 3),
+      SV(k, HKV * 4 * DK, 4 * DK, DK), SV(v, HKV * 4 * DV, 4 * DV, DV),
+      SI(k_type, ATTN_DTYPE_F16), SI(block_size, 16)}},
     {"paged with global queries", ATTN_ERR_BAD_OPTION, FULL,
      {SI(kv_block_size, 4), SI(kv_num_blocks, 7), SI(kv_max_blocks, 3),
       SV(k, HKV * 4 * DK, 4 * DK, DK), SV(v, HKV * 4 * DV, 4 * DV, DV), SI(use_global_q, 1)}},
@@ -1042,12 +1060,16 @@ static const desc_row bwd_rows[] = {
     {"control: no bias, no dbias", ATTN_OK, BWD, {SI(use_bias, 0), SB(want_dbias, 0)}},
     {"control: bias, no dbias (dbias strides unset)", ATTN_OK, BWD,
      {SB(want_dbias, 0), SVB(dbias, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET)}},
-    /* 16-bit types plan (test_bwd_args16_errors runs them); with the
-     * sparse options as the forward refuses them, unknown ones refused */
-    {"fwd: k_type F16 with global keys", ATTN_ERR_BAD_OPTION, BWD,
+    /* 16-bit types plan (test_bwd_args16_errors runs them), but not with
+     * the sparse options, which the sparse forward takes; unknown types */
+    {"fwd: k_type F16 with global keys", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
      {SI(k_type, ATTN_DTYPE_F16), SI(use_global_k, 1)}},
+    {"fwd: q_type BF16 with global keys", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
+     {SI(q_type, ATTN_DTYPE_BF16), SI(use_global_k, 1)}},
     {"fwd: q_type BF16 with a layout", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
      {SI(q_type, ATTN_DTYPE_BF16), SI(block_size, 16)}},
+    {"fwd: v_type BF16 with a layout", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
+     {SI(v_type, ATTN_DTYPE_BF16), SI(block_size, 16)}},
     {"fwd: o_type F16 with global queries", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
      {SI(o_type, ATTN_DTYPE_F16), SI(use_global_q, 1)}},
     {"fwd: q_type 3", ATTN_ERR_BAD_OPTION, BWD, {SI(q_type, 3)}},
@@ -1671,6 +1693,8 @@ static void test_growable_structs(void **state)
     assert_int_equal(attn_mha_weights_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     assert_int_equal(attn_mha_args_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     assert_int_equal(attn_mha_grads_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_mha_weights16_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_mha_args16_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     assert_int_equal(attn_kv_append_args_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     assert_int_equal(attn_partials_merge_args_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     {
@@ -1775,11 +1799,44 @@ static void test_growable_structs(void **state)
     assert_int_equal(attn_linear_args_init(&la), ATTN_OK);
     la.q = q, la.k = k, la.v = v, la.o = o;
     grow_fill(o, N, NAN);
-    la.reserved[7] = &la;
+    /* (reserved[7] became reserved[6] when args16 took reserved[0]) */
+    la.reserved[6] = &la;
     assert_int_equal(attn_linear(&ld, &la), ATTN_ERR_BAD_OPTION);
     assert_true(grow_untouched(o, N));
-    la.reserved[7] = NULL;
+    la.reserved[6] = NULL;
     assert_int_equal(attn_linear(&ld, &la), ATTN_OK);
+    /* its 16-bit pointers (1.1): attn_linear_args16 has a tail of its own */
+    {
+        attn_linear_desc ld16 = ld;
+        ld16.q_type = ld16.k_type = ld16.v_type = ld16.o_type = ATTN_DTYPE_BF16;
+        uint16_t q16[N], k16[N], v16[N], o16[N];
+        assert_int_equal(attn_dtype_encode(ATTN_DTYPE_BF16, q, q16, N), ATTN_OK);
+        assert_int_equal(attn_dtype_encode(ATTN_DTYPE_BF16, k, k16, N), ATTN_OK);
+        assert_int_equal(attn_dtype_encode(ATTN_DTYPE_BF16, v, v16, N), ATTN_OK);
+        for (int i = 0; i < N; i++)
+            o16[i] = 0x7FA5;
+        attn_linear_args16 l16;
+        memset(&l16, 0xA5, sizeof l16);
+        assert_int_equal(attn_linear_args16_init(&l16), ATTN_OK);
+        assert_true(!l16.q && !l16.k && !l16.v && !l16.o);
+        for (int i = 0; i < 8; i++)
+            assert_null(l16.reserved[i]);
+        assert_int_equal(attn_linear_args16_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+        l16.q = q16, l16.k = k16, l16.v = v16, l16.o = o16;
+        attn_linear_args la16;
+        assert_int_equal(attn_linear_args_init(&la16), ATTN_OK);
+        la16.args16 = &l16;
+        for (int r = 0; r < 8; r += 7) {
+            l16.reserved[r] = &l16;
+            assert_int_equal(attn_linear(&ld16, &la16), ATTN_ERR_BAD_OPTION);
+            for (int i = 0; i < N; i++)
+                assert_int_equal(o16[i], 0x7FA5);
+            l16.reserved[r] = NULL;
+        }
+        assert_int_equal(attn_linear(&ld16, &la16), ATTN_OK);
+        for (int i = 0; i < N; i++)
+            assert_int_not_equal(o16[i], 0x7FA5);
+    }
     attn_linear_bwd_desc lbd;
     attn_linear_bwd_desc_init(&lbd);
     lbd.fwd = ld;
@@ -1832,15 +1889,21 @@ static void test_growable_structs(void **state)
     void *cx = NULL;
     assert_int_equal(posix_memalign(&cx, 64, cx_bytes), 0);
     grow_fill(y, L * E, NAN);
-    mw.reserved[5] = &mw;
-    assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_ERR_BAD_OPTION);
-    assert_int_equal(attn_mha_train_execute(mp, &mw, &ma, cx, cx_bytes, NULL, 0),
-                     ATTN_ERR_BAD_OPTION);
-    mw.reserved[5] = NULL;
-    ma.reserved[5] = &ma;
-    assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_ERR_BAD_OPTION);
-    assert_true(grow_untouched(y, L * E));
-    ma.reserved[5] = NULL;
+    /* (1.1: weights16 and args16 took slot 0 of 8; slots 0 and 6 of the
+     * 7 left) */
+    assert_int_equal(sizeof mw.reserved / sizeof mw.reserved[0], 7);
+    assert_int_equal(sizeof ma.reserved / sizeof ma.reserved[0], 7);
+    for (int slot = 0; slot < 7; slot += 6) {
+        mw.reserved[slot] = &mw;
+        assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_ERR_BAD_OPTION);
+        assert_int_equal(attn_mha_train_execute(mp, &mw, &ma, cx, cx_bytes, NULL, 0),
+                         ATTN_ERR_BAD_OPTION);
+        mw.reserved[slot] = NULL;
+        ma.reserved[slot] = &ma;
+        assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_ERR_BAD_OPTION);
+        assert_true(grow_untouched(y, L * E));
+        ma.reserved[slot] = NULL;
+    }
     assert_int_equal(attn_mha_train_execute(mp, &mw, &ma, cx, cx_bytes, NULL, 0), ATTN_OK);
     grow_fill(dx, L * E, NAN);
     mg.reserved[2] = &mg;
@@ -1852,6 +1915,66 @@ static void test_growable_structs(void **state)
                      ATTN_OK);
     free(cx);
     attn_mha_plan_destroy(mp);
+
+    /* The MHA layer at 16-bit types: attn_mha_args16 and
+     * attn_mha_weights16 carry tails of their own; the training calls say
+     * ATTN_ERR_UNSUPPORTED_TYPE and write nothing. */
+    {
+        uint16_t x16[L * E], y16[L * E], wq16[E * E], wk16[E * E], wv16[E * E], wo16[E * E];
+        attn_dtype_encode(ATTN_DTYPE_BF16, x, x16, L * E);
+        attn_dtype_encode(ATTN_DTYPE_BF16, wq, wq16, E * E);
+        attn_dtype_encode(ATTN_DTYPE_BF16, wk, wk16, E * E);
+        attn_dtype_encode(ATTN_DTYPE_BF16, wv, wv16, E * E);
+        attn_dtype_encode(ATTN_DTYPE_BF16, wo, wo16, E * E);
+        md.x_type = md.w_type = ATTN_DTYPE_BF16;
+        mp = NULL;
+        assert_int_equal(attn_mha_plan_create(&mp, &md), ATTN_OK);
+        attn_mha_weights16 mw16;
+        attn_mha_args16 ma16;
+        memset(&mw16, 0xA5, sizeof mw16);
+        memset(&ma16, 0xA5, sizeof ma16);
+        assert_int_equal(attn_mha_weights16_init(&mw16), ATTN_OK);
+        assert_int_equal(attn_mha_args16_init(&ma16), ATTN_OK);
+        assert_null(mw16.in_proj_weight);
+        assert_null(ma16.out);
+        for (int i = 0; i < 8; i++)
+            assert_true(mw16.reserved[i] == NULL && ma16.reserved[i] == NULL);
+        mw16.q_weight = wq16, mw16.k_weight = wk16, mw16.v_weight = wv16, mw16.out_weight = wo16;
+        ma16.x = x16, ma16.out = y16;
+        assert_int_equal(attn_mha_weights_init(&mw), ATTN_OK);
+        assert_int_equal(attn_mha_args_init(&ma), ATTN_OK);
+        mw.weights16 = &mw16;
+        ma.args16 = &ma16;
+        for (int i = 0; i < L * E; i++)
+            y16[i] = 0x7FA5;
+        for (int slot = 0; slot < 8; slot += 7) {
+            mw16.reserved[slot] = &mw16;
+            assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_ERR_BAD_OPTION);
+            mw16.reserved[slot] = NULL;
+            ma16.reserved[slot] = &ma16;
+            assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_ERR_BAD_OPTION);
+            ma16.reserved[slot] = NULL;
+        }
+        for (int i = 0; i < L * E; i++)
+            assert_int_equal(y16[i], 0x7FA5);
+        size_t bytes = 777;
+        assert_int_equal(attn_mha_context_size(mp, &bytes), ATTN_ERR_UNSUPPORTED_TYPE);
+        assert_int_equal(attn_mha_bwd_workspace_size(mp, &bytes), ATTN_ERR_UNSUPPORTED_TYPE);
+        assert_int_equal(bytes, 777);
+        void *cx16 = NULL;
+        assert_int_equal(posix_memalign(&cx16, 64, 4096), 0);
+        assert_int_equal(attn_mha_train_execute(mp, &mw, &ma, cx16, 4096, NULL, 0),
+                         ATTN_ERR_UNSUPPORTED_TYPE);
+        grow_fill(dx, L * E, NAN);
+        assert_int_equal(attn_mha_bwd_execute(mp, &mw, &ma, dy, cx16, 4096, &mg, 0, NULL, 0),
+                         ATTN_ERR_UNSUPPORTED_TYPE);
+        assert_true(grow_untouched(dx, L * E));
+        for (int i = 0; i < L * E; i++)
+            assert_int_equal(y16[i], 0x7FA5);
+        assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_OK);
+        free(cx16);
+        attn_mha_plan_destroy(mp);
+    }
 
     /* attn_kv_append and attn_partials_merge. */
     float kc[N], vc[N];
@@ -1974,8 +2097,8 @@ static void test_blas_query(void **state)
     assert_non_null(memchr(info.kernel, 0, sizeof info.kernel));
     assert_non_null(memchr(info.simd, 0, sizeof info.simd));
     assert_non_null(memchr(info.bf16, 0, sizeof info.bf16));
-    static const char *const bf16[] = {"avx512bf16", "avx512", "scalar"};
-    if (!in_set(info.bf16, bf16, 3))
+    static const char *const bf16[] = {"amx", "avx512bf16", "avx512", "scalar", "widened"};
+    if (!in_set(info.bf16, bf16, 5))
         fail_msg("bf16 \"%s\"", info.bf16);
     for (size_t r = 0; r < sizeof info.reserved / sizeof info.reserved[0]; r++)
         assert_true(info.reserved[r] == 0);

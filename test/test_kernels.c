@@ -48,7 +48,7 @@ static double urand(void)
     return (double)(rng >> 11) * (1.0 / 9007199254740992.0);
 }
 
-static const attn_kernels *tables[3];
+static const attn_kernels *tables[4];
 static int ntables;
 
 static int setup(void **state)
@@ -60,6 +60,13 @@ static int setup(void **state)
         tables[ntables++] = &attn_kernels_avx2;
     if (__builtin_cpu_supports("avx512f"))
         tables[ntables++] = &attn_kernels_avx512;
+#if ATTN_HAVE_AVX512BF16
+    /* the AVX512-BF16 level's (VCVTNEPS2BF16 in softmax_rows_p16) */
+    if (attn_cpu_flags() & ATTN_CPU_AVX512BF16)
+        tables[ntables++] = &attn_kernels_avx512bf16;
+    else
+        print_message("avx512bf16 kernel table: SKIPPED (no AVX512_BF16 on this CPU)\n");
+#endif
 #endif
     print_message("SIMD tables checked against C: %d\n", ntables);
     return 0;
@@ -270,7 +277,7 @@ static void test_nan_propagates(void **state)
     (void)state;
     float x[40];
     /* a NaN anywhere (each position, each length) makes the max NaN */
-    const attn_kernels *all[4] = { &attn_kernels_scalar };
+    const attn_kernels *all[5] = { &attn_kernels_scalar };
     for (int t = 0; t < ntables; t++)
         all[t + 1] = tables[t];
     for (int t = 0; t <= ntables; t++)
@@ -417,7 +424,7 @@ static void test_softmax_rows(void **state)
 {
     (void)state;
     enum { RMAX = 37, PAD = 5 };
-    const attn_kernels *all[4] = { &attn_kernels_scalar };
+    const attn_kernels *all[5] = { &attn_kernels_scalar };
     for (int t = 0; t < ntables; t++)
         all[t + 1] = tables[t];
     const int64_t cap = (MAXN + PAD * 2) * RMAX;

@@ -16,6 +16,13 @@
  *   LC_BWD      the backward against the analytic float64 backward
  *               (bounds of linear_ref.c), the same sentinel and zero rules,
  *               threads 1-4 and poison bitwise.
+ * 16-bit Q, K, V, O: every family again at BF16 and at F16 ("fmaps bf16",
+ * ...): the inputs rounded to the type, attn called on uint16 twins through
+ * args.args16, O checked against the float64 reference on the rounded
+ * inputs within the fp32 bound + 2 u_t |O| (u_t the type's unit roundoff;
+ * F16 also 2^-24 absolute), LC_THREADS and poison as above (no backward:
+ * fp32 only), and bitwise the fp32 call on the rounded inputs with its O
+ * rounded to the type (the state too).
  * Special tests: the recurrent form (pieces of 1, 3 and random sizes against
  * the full pass and the reference, final state included), the float64
  * backward reference against central finite differences of the float64
@@ -80,7 +87,7 @@ static void add(lrows *rs, const lcase *c)
 
 /* Accuracy of a family: max |lib - ref| / bound per output. */
 typedef struct lstats {
-    int rows, bwd_rows;
+    int rows, bwd_rows, widened;
     double r_o, r_state, r_dq, r_dk, r_dv;
 } lstats;
 
@@ -172,20 +179,23 @@ static void snap_free(snap *s)
     free(s->o); free(s->s); free(s->z); free(s->dq); free(s->dk); free(s->dv);
 }
 
-/* Forward through a plan with `threads`, caller workspace (exact) or NULL. */
+/* Forward through a plan with `threads`, caller workspace (exact) or NULL
+ * (at the row's type). */
 static attn_status run_plan(linst *t, int threads, int own_ws)
 {
-    attn_linear_desc d = t->desc;
+    attn_linear_desc d = t->desc, dt;
+    attn_linear_args at;
     d.threads = threads;
+    linst_call_types(t, &d, &dt, &at);
     attn_linear_plan *plan = NULL;
-    attn_status st = attn_linear_plan_create(&plan, &d);
+    attn_status st = attn_linear_plan_create(&plan, &dt);
     if (st != ATTN_OK)
         return st;
     size_t bytes = 0;
     attn_linear_workspace_size(plan, &bytes);
     void *ws = own_ws ? aligned_alloc(64, (bytes + 63) / 64 * 64) : NULL;
     linst_reset(t);
-    st = attn_linear_execute(plan, &t->args, ws, bytes);
+    st = linst_forward(t, plan, ws, bytes);
     free(ws);
     attn_linear_plan_destroy(plan);
     return st;
@@ -225,8 +235,20 @@ static long check_row_fwd(linst *t, lstats *ls)
     }
     assert_int_equal(lref_forward(&t->shape, t->rq, t->rk, t->rv, t->rs0, t->rz0, ro, rt, s1,
                                   z1, s1t, z1t), 0);
+    /* 16-bit O: its rounding, 2 u_t |O| with u_t the unit roundoff of
+     * the type (2^-8 BF16, 2^-11 F16; the factor 2 is slack: one rounding
+     * is at most u_t |O|), and for F16 an absolute 2^-24 (its subnormal
+     * spacing); padded rows (bound 0) stay exact zeros */
+    if (c->dtype != ATTN_DTYPE_F32) {
+        const double u2 = 2.0 * ldexp(1.0, c->dtype == ATTN_DTYPE_BF16 ? -8 : -11);
+        const double tiny = c->dtype == ATTN_DTYPE_F16 ? ldexp(1.0, -24) : 0.0;
+        for (size_t e = 0; e < no; e++)
+            if (rt[e] != 0.0)
+                rt[e] += u2 * fabs(ro[e]) + tiny;
+    }
     linst_reset(t);
-    attn_status st = attn_linear(d, &t->args);
+    attn_status st = linst_forward(t, NULL, NULL, 0);
+    (void)d;
     long bad = 0;
     if (st != ATTN_OK) {
         printf("FAIL attn_linear returned %d (%s): %s\n", (int)st, attn_status_str(st),
@@ -275,6 +297,41 @@ static long check_row_bwd(linst *t, lstats *ls)
     return bad;
 }
 
+/* 16-bit rows: the fp32 call on the same (rounded) inputs, its O rounded
+ * to the type (attn_dtype_encode), is the 16-bit call's O bit for bit, and
+ * the state is the same bits (the widened products are fp32's). */
+static long check_widened(linst *t, const snap *base)
+{
+    linst_reset(t);
+    attn_status st = attn_linear(&t->desc, &t->args);   /* the fp32 desc and args */
+    if (st != ATTN_OK) {
+        printf("FAIL widened: the fp32 call returned %s (%s)\n", attn_status_str(st),
+               lcase_str(&t->c));
+        return 1;
+    }
+    long bad = 0;
+    for (size_t i = 0; i < t->o.n; i++) {
+        uint32_t want, got;
+        memcpy(&want, &t->o.p[i], 4);
+        memcpy(&got, &base->o[i], 4);
+        if (want != LSENTINEL) {
+            uint16_t h;
+            float f;
+            attn_dtype_encode((attn_dtype)t->c.dtype, &t->o.p[i], &h, 1);
+            attn_dtype_decode((attn_dtype)t->c.dtype, &h, &f, 1);
+            memcpy(&want, &f, 4);
+        }
+        if (want != got && bad++ < 4)
+            printf("FAIL widened O element %zu: 0x%08x, the fp32 call's rounded 0x%08x (%s)\n",
+                   i, (unsigned)got, (unsigned)want, lcase_str(&t->c));
+    }
+    if (!same(base->s, &t->s) || !same(base->z, &t->z)) {
+        printf("FAIL widened: the state differs from the fp32 call's (%s)\n", lcase_str(&t->c));
+        bad++;
+    }
+    return bad;
+}
+
 static long check_row(const lrow *r, lstats *ls)
 {
     linst t;
@@ -282,6 +339,10 @@ static long check_row(const lrow *r, lstats *ls)
     long bad = check_row_fwd(&t, ls);
     ls->rows++;
     snap base = { dup(&t.o), dup(&t.s), dup(&t.z), NULL, NULL, NULL };
+    if (!bad && r->c.dtype != ATTN_DTYPE_F32) {
+        bad += check_widened(&t, &base);
+        ls->widened++;
+    }
     static const int thr_all[] = { 1, 2, 3, 4 }, thr_quick[] = { 1, 2 };
     const int *thr = tquick() ? thr_quick : thr_all;
     const int nthr = tquick() ? 2 : 4;
@@ -573,7 +634,10 @@ static const lfamily families[] = {
 
 static int g_total_rows, g_total_bwd;
 
-static void run_family(const lfamily *f)
+/* A family at an element type: dtype 0 as generated; BF16 or F16 every
+ * row at that type, the threads and poison checks and the widened one
+ * (not the backward, which is fp32 only). */
+static void run_family(const lfamily *f, int dtype)
 {
     lrows rs = { NULL, 0, 0, f->checks, 1 };
     f->gen(&rs);
@@ -583,10 +647,19 @@ static void run_family(const lfamily *f)
     for (int i = 0; i < rs.n; i++) {
         if (tquick() && !rs.v[i].quick)
             continue;
+        if (dtype) {
+            rs.v[i].c.dtype = dtype;
+            rs.v[i].checks &= LC_THREADS;
+        }
         bad += check_row(&rs.v[i], &ls);
     }
-    printf("[accuracy] linear %-8s rows %3d: max err/bound O %.3g, state %.3g", f->name, ls.rows,
+    char name[32];
+    snprintf(name, sizeof name, "%s%s", f->name,
+             dtype == ATTN_DTYPE_BF16 ? " bf16" : dtype == ATTN_DTYPE_F16 ? " f16" : "");
+    printf("[accuracy] linear %-13s rows %3d: max err/bound O %.3g, state %.3g", name, ls.rows,
            ls.r_o, ls.r_state);
+    if (ls.widened)
+        printf("; %d rows the fp32 call's bits (O rounded)", ls.widened);
     if (ls.bwd_rows)
         printf("; backward rows %3d: dQ %.3g, dK %.3g, dV %.3g", ls.bwd_rows, ls.r_dq, ls.r_dk,
                ls.r_dv);
@@ -600,7 +673,21 @@ static void run_family(const lfamily *f)
 
 static void test_family(void **state)
 {
-    run_family((const lfamily *)*state);
+    run_family((const lfamily *)*state, 0);
+}
+
+/* The families rerun at BF16 and at F16: the tests' states point at
+ * typed[k] = { family, dtype }. */
+typedef struct typed_lfamily {
+    const lfamily *f;
+    int dtype;
+    char name[32];
+} typed_lfamily;
+
+static void test_typed_family(void **state)
+{
+    const typed_lfamily *tf = *state;
+    run_family(tf->f, tf->dtype);
 }
 
 /* ------------------------------------------------------------ recurrent */
@@ -845,7 +932,8 @@ int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "all";
     const int all = !strcmp(which, "all");
-    struct CMUnitTest tests[32];
+    struct CMUnitTest tests[64];
+    static typed_lfamily typed[2 * COUNT(families)];
     int n = 0;
     if (all || !strcmp(which, "tables"))
         for (size_t i = 0; i < COUNT(families); i++) {
@@ -853,6 +941,19 @@ int main(int argc, char **argv)
                                                                       (void *)&families[i]);
             tests[n++].name = families[i].name;
         }
+    /* 16-bit Q, K, V, O: every family again at BF16 and F16 */
+    if (all || !strcmp(which, "tables"))
+        for (size_t i = 0; i < COUNT(families); i++)
+            for (int x = 0; x < 2; x++) {
+                typed_lfamily *tf = &typed[2 * i + (size_t)x];
+                tf->f = &families[i];
+                tf->dtype = x ? ATTN_DTYPE_F16 : ATTN_DTYPE_BF16;
+                snprintf(tf->name, sizeof tf->name, "%s %s", families[i].name,
+                         x ? "f16" : "bf16");
+                tests[n] = (struct CMUnitTest)cmocka_unit_test_prestate(test_typed_family,
+                                                                          (void *)tf);
+                tests[n++].name = tf->name;
+            }
     if (all || !strcmp(which, "tables"))
         tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_recurrent);
     if (all || !strcmp(which, "tables"))

@@ -43,6 +43,13 @@
  *               reference forward (L = sum dY * Y) on four tiny shapes,
  *               every element of every input, weight and bias:
  *               |fd - g| <= 1e-5 (1 + |g|), step 2^-10 (see the test)
+ *   types       CK_TYPES (every 16-bit row, x_type and / or w_type F16 or
+ *               BF16): where the types widen (all but the BF16 products;
+ *               a BF16 row runs again with engine BLAS), out and weights
+ *               bitwise the fp32 layer's on the rounded inputs and weights,
+ *               Y rounded to x_type; context and backward sizes, train
+ *               forward and backward ATTN_ERR_UNSUPPORTED_TYPE, nothing
+ *               written
  *   train errors  mutations of a valid train_forward or backward (NULL
  *               pointers, context or workspace short or misaligned,
  *               accumulate not 0/1, every gradient pointer NULL when used
@@ -61,7 +68,35 @@
  *   p_rel = expm1(2 E_s) + (nvis + 36) u,
  *   E_s = (E + kdim + dh + 10) u max_j (|scale| sum_d |q_d|~ |k_jd|~ + |bias_j|)
  * where |z|~ of a projected element is sum_k |x_k W_k| + |b| (the magnitude
- * of its terms, in double).  Empty rows (no visible key, padded queries)
+ * of its terms, in double).
+ *
+ * 16-bit rows (mcase xt, wt): X, Xk, Xv and the weights are drawn as in
+ * fp32 and rounded to their types; the reference runs on the rounded
+ * values, so the inputs' own rounding is no error.  Each rounding the
+ * layer adds costs at most u_t |z| for the value z rounded (u_t =
+ * tdtype_u: 2^-8 for BF16, its unit roundoff; 2^-10 for F16, twice its
+ * unit roundoff), first order, and the products of BF16 values are exact
+ * in fp32 (an underflowing one or a BF16 denormal read as 0 under DAZ is
+ * below 2^-126, inside the 1e-30 floor), so the fp32 terms stay as above
+ * and the bound grows by (mha_reference.c, mref_mha_typed):
+ *   with BF16 products (x_type == w_type == BF16, the engine resolving
+ *   to TILE, no sparse option; minst_round):
+ *     Q and K rounded to BF16:  E_s += 2 u_t max_j (|scale| sum_d |q_d|~
+ *                               |k_jd|~)     (|q - q~| <= (cq u + u_t) |q|~)
+ *     V rounded, P rounded for P V, O rounded:  dO_d's relative factor
+ *                               += 3 u_t     (each <= u_t sum_j p_j |v_jd|~)
+ *   Y rounded to x_type (every 16-bit x_type):
+ *     |Y_e - y_e| += 1.25 u_t (sum_c (|O_c| + dO_c) |Wo_ec| + |bo_e|)
+ *                    (>= 1.25 u_t |Y_e|),  + 2^-24 for F16 (a Y among
+ *                    F16's subnormals, spaced 2^-24, is off by up to half
+ *                    that, absolute)
+ * Widened rows (F16, mixed, BLAS engine, sparse) get only Y's term; they
+ * are also bitwise the fp32 layer (types above), which the bound of that
+ * layer covers.  The per-head and averaged weights are fp32 outputs: with
+ * BF16 products their p_rel carries Q's and K's roundings through E_s.
+ * Large logits make the BF16 bound loose (expm1(2 E_s) with E_s ~ 2 u_t
+ * |logit|), as the error itself grows: the test rows keep |logit| small
+ * but for the in_mag = 3 rows.  Empty rows (no visible key, padded queries)
  * must give exactly P = 0 and Y = b_o up to the same bound.  Every element
  * of out and weights outside the views (row gaps, a tail after each buffer)
  * must keep its sentinel bits.  test_threads checks thread counts on
@@ -262,6 +297,101 @@ static void test_forward(void **state)
     over_rows(0, NULL, 1);
 }
 
+/* 16-bit rows (CK_TYPES).  Where the types widen (anything but the BF16
+ * products; a BF16 row runs again with engine BLAS, where it widens), out
+ * and weights are bitwise those of the fp32 layer on the rounded inputs
+ * and weights (t->wf, t->af, the same engine and threads), Y rounded to
+ * x_type.  The training calls and sizes of a 16-bit plan return
+ * ATTN_ERR_UNSUPPORTED_TYPE and write nothing. */
+static int check_types(minst *t, const msnap *first, const mrow *row)
+{
+    (void)first;
+    (void)row;
+    int fails = 0;
+    const attn_engine engine0 = t->d.engine;
+    if (minst_bf16_products(t))
+        t->d.engine = ATTN_ENGINE_BLAS;
+    minst_clear(t);
+    attn_status s = minst_run(t, 0);
+    /* the fp32 layer into buffers of its own */
+    float *y = malloc(t->n_out * sizeof *y);
+    float *wts = t->wts ? malloc(t->n_wts * sizeof *wts) : NULL;
+    assert_non_null(y);
+    for (size_t i = 0; i < t->n_out; i++)
+        y[i] = NAN;
+    attn_mha_desc d = t->d;
+    d.x_type = d.w_type = ATTN_DTYPE_F32;
+    attn_mha_args a = t->af;
+    a.out = y;
+    a.weights = wts;
+    attn_mha_plan *plan = NULL;
+    attn_status s32 = attn_mha_plan_create(&plan, &d);
+    if (s32 == ATTN_OK)
+        s32 = attn_mha_execute(plan, &t->wf, &a, NULL, 0);
+    attn_mha_plan_destroy(plan);
+    long bad = 0;
+    if (s != ATTN_OK || s32 != ATTN_OK) {
+        printf("FAIL types: %s, fp32 %s: %s\n", attn_status_str(s), attn_status_str(s32),
+               mcase_str(&t->c));
+        bad++;
+    }
+    const int64_t BL = t->c.B * t->c.L, E = t->c.E;
+    for (int64_t r = 0; r < BL && !bad; r++)
+        for (int64_t e = 0; e < E; e++) {
+            const int64_t at = r * t->os + e;
+            int same;
+            if (t->c.xt) {
+                uint16_t want;
+                attn_dtype_encode((attn_dtype)t->c.xt, &y[at], &want, 1);
+                same = want == t->out16[at];
+            } else {
+                same = memcmp(&y[at], &t->out[at], sizeof y[at]) == 0;
+            }
+            if (!same && bad++ < 4)
+                printf("FAIL types: Y[%lld] not the fp32 layer's rounded (%.9g): %s\n",
+                       (long long)at, (double)y[at], mcase_str(&t->c));
+        }
+    if (!bad && wts && memcmp(wts, t->wts, t->n_wview * sizeof *wts) != 0) {
+        printf("FAIL types: weights not the fp32 layer's: %s\n", mcase_str(&t->c));
+        bad++;
+    }
+    fails += bad != 0;
+    free(y);
+    free(wts);
+    t->d.engine = engine0;
+
+    /* no training at 16-bit types yet */
+    plan = NULL;
+    assert_int_equal(attn_mha_plan_create(&plan, &t->d), ATTN_OK);
+    size_t bytes = 777;
+    void *cx = NULL;
+    assert_int_equal(posix_memalign(&cx, 64, 4096), 0);
+    float dy[4] = { 0 };
+    attn_mha_grads g;
+    attn_mha_grads_init(&g);
+    minst_clear(t);
+    if (attn_mha_context_size(plan, &bytes) != ATTN_ERR_UNSUPPORTED_TYPE ||
+        attn_mha_bwd_workspace_size(plan, &bytes) != ATTN_ERR_UNSUPPORTED_TYPE || bytes != 777 ||
+        attn_mha_train_execute(plan, &t->w, &t->a, cx, 4096, NULL, 0) !=
+            ATTN_ERR_UNSUPPORTED_TYPE ||
+        attn_mha_bwd_execute(plan, &t->w, &t->a, dy, cx, 4096, &g, 0, NULL, 0) !=
+            ATTN_ERR_UNSUPPORTED_TYPE ||
+        !minst_untouched(t)) {
+        printf("FAIL types: a training call of a 16-bit plan not UNSUPPORTED_TYPE: %s\n",
+               mcase_str(&t->c));
+        fails++;
+    }
+    free(cx);
+    attn_mha_plan_destroy(plan);
+    return fails;
+}
+
+static void test_types(void **state)
+{
+    (void)state;
+    over_rows(CK_TYPES, check_types, 0);
+}
+
 /* The desc's engine: BLAS and TILE each within the reference's
  * tolerances (the engines agree within rounding only), and bitwise the
  * result of AUTO under ATTN_ENGINE=blas or tile, so the field is what
@@ -350,6 +480,10 @@ enum {
     EB_SEPARATE,
     EB_SEPARATE_NOBIAS,
     EB_SPARSE,   /* cross, GQA, global keys and queries, a per-head layout */
+    EB_CROSS16,  /* EB_CROSS at BF16 (X and weights) */
+    EB_SELF16,   /* EB_SELF at F16 */
+    EB_X16,      /* self, packed: X at BF16, weights fp32 */
+    EB_W16,      /* self, separate: X fp32, weights at F16 */
     EB_COUNT_
 };
 
@@ -370,6 +504,19 @@ static const mcase err_bases[EB_COUNT_] = {
     [EB_SEPARATE_NOBIAS] = MCASE(SELF(2, 4, 8, 2, 0), .has_bias = 0),
     [EB_SPARSE] = MCASE(CROSS(2, 20, 37, 16, 4), .Hkv = 2, .use_gk = 1, .use_gq = 1, .bs = 16,
                         .lay_per_head = 1, .wl = 3, .wr = 3, .seed = 3002),
+    [EB_CROSS16] = MCASE(CROSS(2, 5, 7, 16, 4), .Hkv = 2, .kdim = 6, .vdim = 9, .use_kv_lens = 1,
+                         .kv_lens = { 7, 3 }, .use_q_lens = 1, .q_lens = { 5, 2 },
+                         .mask_mode = ATTN_MASK_KEEP_NONZERO, .use_bias = 1,
+                         .bias_bcast = BC_HEAD, .kpm_mode = ATTN_MASK_DROP_NONZERO,
+                         .weights = ATTN_WEIGHTS_PER_HEAD, .seed = 3000,
+                         .xt = ATTN_DTYPE_BF16, .wt = ATTN_DTYPE_BF16),
+    [EB_SELF16] = MCASE(SELF(2, 5, 16, 4, 1), .use_kv_lens = 1, .kv_lens = { 5, 3 },
+                        .use_q_lens = 1, .q_lens = { 5, 4 }, .mask_mode = ATTN_MASK_DROP_NONZERO,
+                        .mask_bcast = BC_BATCH, .use_bias = 1,
+                        .kpm_mode = ATTN_MASK_KEEP_NONZERO, .weights = ATTN_WEIGHTS_AVERAGED,
+                        .seed = 3001, .xt = ATTN_DTYPE_F16, .wt = ATTN_DTYPE_F16),
+    [EB_X16] = MCASE(SELF(2, 4, 8, 2, 1), .xt = ATTN_DTYPE_BF16),
+    [EB_W16] = MCASE(SELF(2, 4, 8, 2, 0), .wt = ATTN_DTYPE_F16),
 };
 MCASE_ROWS_END
 
@@ -388,6 +535,10 @@ enum {
     M_WS_BYTES,   /* caller workspace of v bytes */
     M_NULL,       /* v: which pointer of the call itself is NULL (N_*) */
     M_DROP,       /* desc.dropout_p = f */
+    M_WEIGHT16,   /* *(const void **)((char *)&weights16 + off) = v ? dummy : NULL */
+    M_ARG16,      /* *(const void **)((char *)&args16 + off) = v ? dummy : NULL */
+    M_W16,        /* weights.weights16 = v ? &weights16 (the base's, zero in fp32) : NULL */
+    M_A16,        /* args.args16 = v ? &args16 : NULL */
 };
 enum { N_PLAN_OUT = 1, N_DESC, N_PLAN, N_WEIGHTS, N_ARGS };
 
@@ -418,6 +569,10 @@ typedef struct erow {
 #define WEIGHT(f, v) { M_WEIGHT, offsetof(attn_mha_weights, f), (v), 0.0 }
 #define ARG(f, v) { M_ARG, offsetof(attn_mha_args, f), (v), 0.0 }
 #define MNULL(which) { M_NULL, 0, (which), 0.0 }
+#define WEIGHT16(f, v) { M_WEIGHT16, offsetof(attn_mha_weights16, f), (v), 0.0 }
+#define ARG16(f, v) { M_ARG16, offsetof(attn_mha_args16, f), (v), 0.0 }
+#define W16(v) { M_W16, 0, (v), 0.0 }
+#define A16(v) { M_A16, 0, (v), 0.0 }
 #define BIG ((int64_t)INT32_MAX + 1)
 
 _Static_assert(sizeof(attn_align) == sizeof(int) && sizeof(attn_mask_mode) == sizeof(int) &&
@@ -572,6 +727,50 @@ static const erow err_rows[] = {
     /* self-attention given key or value */
     { "self-attention given args.key", EB_SELF, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH, { ARG(key, 1) } },
     { "self-attention given args.value", EB_SELF, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH, { ARG(value, 1) } },
+    /* element types: the 16-bit structs, their tails and the order of
+     * the checks (reserved tails of weights and args, then weights16 and
+     * args16, then their tails, then the pointers) */
+    { "control: BF16 cross base", EB_CROSS16, AT_EXEC, ATTN_OK, { { 0 } } },
+    { "control: F16 self base", EB_SELF16, AT_EXEC, ATTN_OK, { { 0 } } },
+    { "control: X BF16, weights fp32", EB_X16, AT_EXEC, ATTN_OK, { { 0 } } },
+    { "control: X fp32, weights F16", EB_W16, AT_EXEC, ATTN_OK, { { 0 } } },
+    { "BF16: weights.weights16 = NULL", EB_CROSS16, AT_EXEC, ATTN_ERR_NULL_ARGUMENT, { W16(0) } },
+    { "BF16: args.args16 = NULL", EB_CROSS16, AT_EXEC, ATTN_ERR_NULL_ARGUMENT, { A16(0) } },
+    { "F16: weights.weights16 = NULL", EB_SELF16, AT_EXEC, ATTN_ERR_NULL_ARGUMENT, { W16(0) } },
+    { "F16: args.args16 = NULL", EB_SELF16, AT_EXEC, ATTN_ERR_NULL_ARGUMENT, { A16(0) } },
+    { "X BF16: args.args16 = NULL", EB_X16, AT_EXEC, ATTN_ERR_NULL_ARGUMENT, { A16(0) } },
+    { "X BF16: weights.weights16 given (w_type F32)", EB_X16, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH,
+      { W16(1) } },
+    { "weights F16: weights.weights16 = NULL", EB_W16, AT_EXEC, ATTN_ERR_NULL_ARGUMENT, { W16(0) } },
+    { "weights F16: args.args16 given (x_type F32)", EB_W16, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH,
+      { A16(1) } },
+    { "fp32: weights.weights16 given", EB_CROSS, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH, { W16(1) } },
+    { "fp32: args.args16 given", EB_SELF, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH, { A16(1) } },
+    { "self F16: args16.key given", EB_SELF16, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH, { ARG16(key, 1) } },
+    { "self F16: args16.value given", EB_SELF16, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH,
+      { ARG16(value, 1) } },
+    { "weights.reserved[0] given", EB_CROSS16, AT_EXEC, ATTN_ERR_BAD_OPTION, { WEIGHT(reserved[0], 1) } },
+    { "weights.reserved[6] given", EB_SELF16, AT_EXEC, ATTN_ERR_BAD_OPTION, { WEIGHT(reserved[6], 1) } },
+    { "args.reserved[0] given", EB_CROSS16, AT_EXEC, ATTN_ERR_BAD_OPTION, { ARG(reserved[0], 1) } },
+    { "args.reserved[6] given", EB_SELF, AT_EXEC, ATTN_ERR_BAD_OPTION, { ARG(reserved[6], 1) } },
+    { "weights16.reserved[0] given", EB_CROSS16, AT_EXEC, ATTN_ERR_BAD_OPTION,
+      { WEIGHT16(reserved[0], 1) } },
+    { "weights16.reserved[7] given", EB_W16, AT_EXEC, ATTN_ERR_BAD_OPTION,
+      { WEIGHT16(reserved[7], 1) } },
+    { "args16.reserved[0] given", EB_SELF16, AT_EXEC, ATTN_ERR_BAD_OPTION, { ARG16(reserved[0], 1) } },
+    { "args16.reserved[7] given", EB_X16, AT_EXEC, ATTN_ERR_BAD_OPTION, { ARG16(reserved[7], 1) } },
+    { "order: args.reserved[6] before args16 NULL", EB_CROSS16, AT_EXEC, ATTN_ERR_BAD_OPTION,
+      { ARG(reserved[6], 1), A16(0) } },
+    { "order: args16 NULL before weights16's tail", EB_CROSS16, AT_EXEC, ATTN_ERR_NULL_ARGUMENT,
+      { WEIGHT16(reserved[3], 1), A16(0) } },
+    { "order: weights16's tail before its pointers", EB_CROSS16, AT_EXEC, ATTN_ERR_BAD_OPTION,
+      { WEIGHT16(reserved[3], 1), WEIGHT16(q_weight, 0) } },
+    { "order: weights16 given to fp32 weights before args's pointers", EB_X16, AT_EXEC,
+      ATTN_ERR_ARGUMENT_MISMATCH, { W16(1), ARG16(x, 0) } },
+    { "order: a weight before X", EB_CROSS16, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH,
+      { WEIGHT(out_weight, 1), ARG16(x, 0) } },
+    { "order: X before the lengths", EB_SELF16, AT_EXEC, ATTN_ERR_NULL_ARGUMENT,
+      { ARG16(x, 0), ARG(kv_lens, 0) } },
     /* workspace */
     { "workspace one byte short", EB_CROSS, AT_EXEC, ATTN_ERR_WORKSPACE_TOO_SMALL, { { M_WS_SHORT, 0, 1, 0 } } },
     { "workspace one byte short", EB_SELF, AT_EXEC, ATTN_ERR_WORKSPACE_TOO_SMALL, { { M_WS_SHORT, 0, 1, 0 } } },
@@ -651,12 +850,20 @@ static void err_table(erows *rs, const minst *b)
         { "key_padding_mode", offsetof(attn_mha_desc, key_padding_mode) },
         { "weights", offsetof(attn_mha_desc, weights) },
         { "engine", offsetof(attn_mha_desc, engine) },
+        { "x_type", offsetof(attn_mha_desc, x_type) },
+        { "w_type", offsetof(attn_mha_desc, w_type) },
     };
     static const int badenum[] = { 3, -1, 1000 };
     emut_add(eadd(rs, EB_CROSS, AT_PLAN, ATTN_OK, "control: engine BLAS"), M_DINT,
              offsetof(attn_mha_desc, engine), ATTN_ENGINE_BLAS);
     emut_add(eadd(rs, EB_SELF, AT_PLAN, ATTN_OK, "control: engine TILE"), M_DINT,
              offsetof(attn_mha_desc, engine), ATTN_ENGINE_TILE);
+    for (int k = ATTN_DTYPE_F16; k <= ATTN_DTYPE_BF16; k++) {
+        emut_add(eadd(rs, EB_CROSS, AT_PLAN, ATTN_OK, "control: x_type = %d", k), M_DINT,
+                 offsetof(attn_mha_desc, x_type), k);
+        emut_add(eadd(rs, EB_SPARSE, AT_PLAN, ATTN_OK, "control: sparse, w_type = %d", k),
+                 M_DINT, offsetof(attn_mha_desc, w_type), k);
+    }
     emut_add(eadd(rs, EB_SELF, AT_PLAN, ATTN_ERR_BAD_OPTION, "reserved_pad = 1"), M_DINT,
              offsetof(attn_mha_desc, reserved_pad), 1);
     for (size_t f = 0; f < sizeof en / sizeof en[0]; f++)
@@ -665,8 +872,9 @@ static void err_table(erows *rs, const minst *b)
             emut_add(eadd(rs, EB_SELF, AT_PLAN, ATTN_ERR_BAD_OPTION, "%s = %d", en[f].name, v),
                      M_DINT, en[f].off, v);
         }
+    /* (reserved[8] since 1.1: x_type and w_type took slot 0 of 9) */
     const int nres = (int)(sizeof ((attn_mha_desc *)0)->reserved / sizeof(int64_t));
-    for (int k = 0; k < nres; k += 3)
+    for (int k = 0; k < nres; k = k + 3 < nres || k == nres - 1 ? k + 3 : nres - 1)
         emut_add(eadd(rs, EB_SELF, AT_PLAN, ATTN_ERR_BAD_OPTION, "reserved[%d] != 0", k), M_D64,
                  offsetof(attn_mha_desc, reserved) + (size_t)k * sizeof(int64_t),
                  k == nres - 1 ? INT64_MIN : 1);
@@ -803,6 +1011,59 @@ static void err_table(erows *rs, const minst *b)
                      M_WS_AT, 0, offs[i]);
     }
 
+    /* 16-bit bases: every 16-bit pointer in use NULL; its float twin, and
+     * every 16-bit pointer the layout does not use, given */
+#define W6(f) { #f, offsetof(attn_mha_weights16, f), offsetof(attn_mha_weights, f) }
+#define A6(f) { #f, offsetof(attn_mha_args16, f), offsetof(attn_mha_args, f) }
+    static const struct { const char *name; size_t off16, off; } w6[] = {
+        W6(in_proj_weight), W6(in_proj_bias), W6(q_weight), W6(k_weight), W6(v_weight),
+        W6(q_bias), W6(k_bias), W6(v_bias), W6(out_weight), W6(out_bias),
+    }, a6[] = { A6(x), A6(key), A6(value), A6(out) };
+#undef W6
+#undef A6
+    for (int base = EB_CROSS16; base <= EB_W16; base++) {
+        const minst *t = &b[base];
+        static const char *const bn16[] = { "cross BF16", "self F16", "X BF16", "weights F16" };
+        const char *bn = bn16[base - EB_CROSS16];
+        if (t->c.wt)
+            for (size_t k = 0; k < sizeof w6 / sizeof w6[0]; k++) {
+                const int used = *(const void *const *)((const char *)&t->w16 + w6[k].off16) != NULL;
+                emut_add(eadd(rs, base, AT_EXEC, used ? ATTN_ERR_NULL_ARGUMENT
+                                                      : ATTN_ERR_ARGUMENT_MISMATCH,
+                              "%s: weights16.%s %s", bn, w6[k].name, used ? "NULL" : "given"),
+                         M_WEIGHT16, w6[k].off16, !used);
+                if (used)
+                    emut_add(eadd(rs, base, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH,
+                                  "%s: weights.%s given with weights16's", bn, w6[k].name),
+                             M_WEIGHT, w6[k].off, 1);
+            }
+        if (t->c.xt)
+            for (size_t k = 0; k < sizeof a6 / sizeof a6[0]; k++) {
+                const int used = *(const void *const *)((const char *)&t->a16 + a6[k].off16) != NULL;
+                emut_add(eadd(rs, base, AT_EXEC, used ? ATTN_ERR_NULL_ARGUMENT
+                                                      : ATTN_ERR_ARGUMENT_MISMATCH,
+                              "%s: args16.%s %s", bn, a6[k].name, used ? "NULL" : "given"),
+                         M_ARG16, a6[k].off16, !used);
+                if (used)
+                    emut_add(eadd(rs, base, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH,
+                                  "%s: args.%s given with args16's", bn, a6[k].name),
+                             M_ARG, a6[k].off, 1);
+            }
+        /* the other pointers keep their rules */
+        emut_add(eadd(rs, base, AT_EXEC, ATTN_ERR_ARGUMENT_MISMATCH, "%s: args.global_k given",
+                      bn), M_ARG, offsetof(attn_mha_args, global_k), 1);
+        emut_add(eadd(rs, base, AT_EXEC, ATTN_ERR_WORKSPACE_TOO_SMALL,
+                      "%s: workspace one byte short", bn), M_WS_SHORT, 0, 1);
+        emut_add(eadd(rs, base, AT_EXEC, ATTN_OK, "control: %s: workspace of exactly the size",
+                      bn), M_WS_SHORT, 0, 0);
+    }
+    {
+        erow *r = eadd(rs, EB_CROSS16, AT_EXEC, ATTN_ERR_BAD_LENGTH, "cross BF16: kv_lens[1] = -1");
+        emut_add(r, M_KV_LEN, 1, -1);
+        r = eadd(rs, EB_SELF16, AT_EXEC, ATTN_ERR_NULL_ARGUMENT, "self F16: args.weights NULL");
+        emut_add(r, M_ARG, offsetof(attn_mha_args, weights), 0);
+    }
+
     /* weights a layout does not use */
     static const char *const ln[] = { "packed", "packed without bias", "separate",
                                       "separate without bias" };
@@ -824,6 +1085,12 @@ static int run_erow(const erow *r, minst *t)
     attn_mha_desc d = t->d;
     attn_mha_weights w = t->w;
     attn_mha_args a = t->a;
+    attn_mha_weights16 w16 = t->w16;
+    attn_mha_args16 a16 = t->a16;
+    if (w.weights16)
+        w.weights16 = &w16;
+    if (a.args16)
+        a.args16 = &a16;
     int32_t kl[MMAXB], ql[MMAXB];
     memcpy(kl, t->kv_lens, sizeof kl);
     memcpy(ql, t->q_lens, sizeof ql);
@@ -850,6 +1117,18 @@ static int run_erow(const erow *r, minst *t)
             memcpy((char *)&a + m->off, &p, sizeof p);
             break;
         }
+        case M_WEIGHT16: {
+            const void *p = m->v ? (const void *)dummy : NULL;
+            memcpy((char *)&w16 + m->off, &p, sizeof p);
+            break;
+        }
+        case M_ARG16: {
+            const void *p = m->v ? (const void *)dummy : NULL;
+            memcpy((char *)&a16 + m->off, &p, sizeof p);
+            break;
+        }
+        case M_W16: w.weights16 = m->v ? &w16 : NULL; break;
+        case M_A16: a.args16 = m->v ? &a16 : NULL; break;
         case M_KV_LEN: kl[m->off] = (int32_t)m->v; a.kv_lens = kl; break;
         case M_Q_LEN: ql[m->off] = (int32_t)m->v; a.q_lens = ql; break;
         case M_WS_AT: use_ws = 1; ws_at = m->v; break;
@@ -960,10 +1239,11 @@ static void test_api(void **state)
     assert_int_equal(d.threads, 0);
     assert_true(d.dropout_p == 0.0 && !signbit(d.dropout_p));
     assert_true(d.dropout_seed == 0 && d.dropout_offset == 0);
-    assert_int_equal(sizeof d.reserved / sizeof d.reserved[0], 9);
-    for (int i = 0; i < 9; i++)
+    assert_int_equal(sizeof d.reserved / sizeof d.reserved[0], 8);
+    for (int i = 0; i < 8; i++)
         assert_true(d.reserved[i] == 0);
     assert_true(d.engine == ATTN_ENGINE_AUTO && d.reserved_pad == 0);
+    assert_true(d.x_type == ATTN_DTYPE_F32 && d.w_type == ATTN_DTYPE_F32);
     assert_true(d.use_global_k == 0 && d.use_global_q == 0 && d.layout_per_head == 0 &&
                 d.reserved_flags == 0 && d.block_size == 0);
     assert_int_equal(attn_mha_desc_init(NULL), ATTN_ERR_NULL_ARGUMENT);
@@ -1321,10 +1601,12 @@ static void test_train_errors(void **state)
         GF(d_v_bias), GF(d_out_weight), GF(d_out_bias),
     };
 #undef GF
-    static const char *const bn[EB_COUNT_] = { "cross", "self", "packed", "packed, no bias",
-                                              "separate", "separate, no bias", "sparse" };
+    /* (the fp32 bases: the 16-bit ones have no training yet, test_types
+     * checks that) */
+    static const char *const bn[EB_SPARSE + 1] = { "cross", "self", "packed", "packed, no bias",
+                                                  "separate", "separate, no bias", "sparse" };
     int fails = 0, nrows = 0, controls = 0;
-    for (int base = 0; base < EB_COUNT_; base++) {
+    for (int base = 0; base <= EB_SPARSE; base++) {
         minst t;
         mgrads m;
         assert_int_equal(minst_build(&t, &err_bases[base]), 0);
@@ -1362,6 +1644,7 @@ static void test_train_errors(void **state)
             tadd(rows, &n, call, TM_WS_AT, 0, 32, ATTN_ERR_WORKSPACE_ALIGNMENT, "%s: %s: workspace misaligned by 32", b, cn);
             tadd(rows, &n, call, TM_ARG, offsetof(attn_mha_args, x), 0, ATTN_ERR_NULL_ARGUMENT, "%s: %s: args.x NULL", b, cn);
             tadd(rows, &n, call, TM_KV_LEN, 1, -1, ATTN_ERR_BAD_LENGTH, "%s: %s: kv_lens[1] = -1", b, cn);
+            tadd(rows, &n, call, TM_ARG, offsetof(attn_mha_args, args16), 1, ATTN_ERR_ARGUMENT_MISMATCH, "%s: %s: args.args16 given (fp32)", b, cn);
             if (base == EB_SELF)
                 tadd(rows, &n, call, TM_ARG, offsetof(attn_mha_args, key), 1, ATTN_ERR_ARGUMENT_MISMATCH, "%s: %s: args.key given", b, cn);
             else
@@ -1487,6 +1770,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward),
+        cmocka_unit_test(test_types),
         cmocka_unit_test(test_engines),
         cmocka_unit_test(test_thread_invariance),
         cmocka_unit_test(test_input_gaps),

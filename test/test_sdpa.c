@@ -178,6 +178,11 @@ static int check_dense(const trow *r, tinst *t, const tsnap *base, tstats *st)
     (void)base;
     (void)st;
     tcase c = r->c;
+    /* 16-bit rows (c.dtype, the types suite): both sides also carry the
+     * rounding of O, and the twin the BF16 products' (as tinst_check's
+     * bound: per side u_t, 2 u_t for BF16, plus F16's 2^-24). */
+    const double typ = (c.dtype == ATTN_DTYPE_BF16 ? 2.0 : 1.0) * tdtype_u(c.dtype);
+    const double typ_abs = c.dtype == ATTN_DTYPE_F16 ? ldexp(1.0, -24) : 0.0;
     c.dense_twin = 1;
     c.poison = 0;
     tinst t2;
@@ -206,8 +211,9 @@ static int check_dense(const trow *r, tinst *t, const tsnap *base, tstats *st)
                 const float *o1 = t->args.o + b * d->o.batch + h * d->o.head + i * d->o.seq;
                 const float *o2 = t2.args.o + b * d2->o.batch + h * d2->o.head + i * d2->o.seq;
                 for (int64_t x = 0; x < d->v_dim; x++) {
-                    const double tol = 2.0 * orel * ro.o_abs[row * (size_t)d->v_dim + (size_t)x] +
-                                       REF_TINY;
+                    const double tol =
+                        2.0 * (orel + typ) * ro.o_abs[row * (size_t)d->v_dim + (size_t)x] +
+                        2.0 * typ_abs + REF_TINY;
                     const double e = fabs((double)o1[x] - (double)o2[x]);
                     if (e / tol > worst)
                         worst = e / tol;
@@ -264,6 +270,52 @@ static int check_poison(const trow *r, tinst *t, const tsnap *base, tstats *st)
                        s == ATTN_OK ? "gives other bits" : attn_status_str(s));
     tinst_free(&t2);
     return fails;
+}
+
+/* 16-bit rows on the widened products: the fp32 call on t's fp32 buffers
+ * (which hold the rounded inputs) gives P and lse bitwise, and O that,
+ * rounded to the type (attn_dtype_encode), is the 16-bit call's O bit for
+ * bit. */
+static int check_widened(const trow *r, tinst *t, const tsnap *base, tstats *st)
+{
+    (void)st;
+    tinst_clear_outputs(t);
+    attn_status s = attn_sdpa(&t->desc, &t->args);   /* the fp32 desc and args */
+    if (s != ATTN_OK)
+        return failed("widened", &r->c, "the fp32 call: %s", attn_status_str(s));
+    tsnap got;
+    tsnap_take(&got, t);
+    long bad = 0;
+    for (size_t x = 0; x < got.no; x++) {
+        uint32_t want = got.o[x];
+        if (want != TSENTINEL) {
+            float f;
+            uint16_t h;
+            memcpy(&f, &want, sizeof f);
+            attn_dtype_encode((attn_dtype)r->c.dtype, &f, &h, 1);
+            attn_dtype_decode((attn_dtype)r->c.dtype, &h, &f, 1);
+            memcpy(&want, &f, sizeof f);
+        }
+        if (want != base->o[x] && bad++ < 4)
+            printf("  widened O element %zu: 0x%08x, the fp32 call's rounded 0x%08x\n", x,
+                   (unsigned)base->o[x], (unsigned)want);
+    }
+    const int same_p = got.np == base->np && !memcmp(got.p, base->p, got.np * sizeof *got.p);
+    const int same_l = got.nl == base->nl && !memcmp(got.lse, base->lse, got.nl * sizeof *got.lse);
+    tsnap_free(&got);
+    if (bad || !same_p || !same_l)
+        return failed("widened", &r->c, "not the fp32 call's bits (%ld O elements%s%s)", bad,
+                      same_p ? "" : ", P", same_l ? "" : ", lse");
+    return 0;
+}
+
+/* Rows check_widened applies to: the sparse rows, which never run the
+ * BF16 products.  (Not the dense F16 rows: there 16-bit Q or O can stack
+ * a GQA group's heads into one GEMM where the fp32 views do not allow it,
+ * BSHD Q or O, and the sums then differ within rounding.) */
+static int widened_applies(const trow *r)
+{
+    return r->c.dtype != ATTN_DTYPE_F32 && tcase_sparse(&r->c);
 }
 
 static int check_plan(const trow *r, tinst *t, const tsnap *base, tstats *st)
@@ -460,20 +512,24 @@ static const struct {
     {CHK_OPENMP, "openmp", check_openmp, NULL},
     {CHK_BWD, "bwd", check_bwd, bwd_applies},
     {CHK_DENSE, "dense", check_dense, NULL},
+    {CHK_WIDENED, "widened", check_widened, widened_applies},
 };
 #define NCHECKS ((int)(sizeof checks / sizeof checks[0]))
 
 /* ------------------------------------------------------- family runner */
 
 /* A forward family rerun at a 16-bit type (the "types" suite): every row
- * with dtype set, the checks that go through tinst_run only. */
+ * with dtype set, the checks that go through tinst_run only (CHK_DENSE
+ * does: both the sparse row and its dense twin run at the type), the
+ * backward at the type (CHK_BWD; sdpa_bwd.c, not on sparse rows, which
+ * the 16-bit backward does not take), plus CHK_WIDENED where it applies. */
 typedef struct typed_family {
     tfamily f;
     int dtype;
     char name[64];
 } typed_family;
 
-#define TYPED_CHECKS (CHK_THREADS | CHK_OPTIONAL | CHK_POISON | CHK_BWD)
+#define TYPED_CHECKS (CHK_THREADS | CHK_OPTIONAL | CHK_POISON | CHK_DENSE | CHK_BWD)
 
 static void run_rows(const tfamily *f, int dtype, const char *name)
 {
@@ -486,7 +542,7 @@ static void run_rows(const tfamily *f, int dtype, const char *name)
         trow *r = &rs.v[k];
         if (dtype) {
             r->c.dtype = dtype;
-            r->checks &= TYPED_CHECKS;
+            r->checks = (r->checks & TYPED_CHECKS) | CHK_WIDENED;
         }
         if (tquick() && !r->quick)
             continue;
@@ -665,6 +721,89 @@ void test_nan_visible(void **state)
  * A NaN in an ordinary key's K row reaches exactly the rows that see it
  * (its window rows and the global queries), a NaN in a Q row only its
  * row; a NaN in a global key's K row reaches every row. */
+/* Sparse rows with every mix of F32 and F16 for Q, K, V and O (each on its
+ * own; F16 values are exact in fp32, so one set of rounded inputs serves
+ * every mix): each mix gives the fp32 call's bits (P, lse, O; O rounded to
+ * F16 when o_type is F16), since the sparse forward widens what it reads
+ * and runs the fp32 operations. */
+void test_sparse_mixed_types(void **state)
+{
+    (void)state;
+    tcase cs[3];
+    cs[0] = tcase_default(2, 4, 2, 70, 150, 24, 20);
+    cs[0].use_gk = 1, cs[0].gk_rate = 0.1, cs[0].wl = 5, cs[0].wr = 5;
+    cs[1] = tcase_default(1, 2, 1, 64, 96, 16, 8);
+    cs[1].bs = 16, cs[1].lay_kind = TLAY_RANDOM, cs[1].lay_keep = 0.5, cs[1].lay_per_head = 1;
+    cs[1].use_gq = 1, cs[1].gq_rate = 0.1;
+    cs[2] = tcase_default(2, 2, 2, 33, 600, 12, 40);
+    cs[2].use_gq = 1, cs[2].gq_rate = 0.1, cs[2].use_gk = 1, cs[2].gk_rate = 0.03;
+    cs[2].wl = 3, cs[2].wr = 0, cs[2].align = ATTN_ALIGN_BOTTOM_RIGHT;
+    int fails = 0, runs = 0;
+    for (int k = 0; k < 3; k++) {
+        tcase c = cs[k];
+        c.dtype = ATTN_DTYPE_F16;
+        c.want_probs = c.want_lse = 1;
+        c.poison = 1;
+        c.seed = 4100 + (uint64_t)k;
+        tinst t;
+        assert_int_equal(tinst_build(&t, &c), 0);
+        tinst_clear_outputs(&t);
+        assert_int_equal(attn_sdpa(&t.desc, &t.args), ATTN_OK);   /* fp32, rounded inputs */
+        tsnap base;
+        tsnap_take(&base, &t);
+        for (int mix = 0; mix < 16; mix++) {
+            attn_sdpa_desc d;
+            attn_sdpa_args a;
+            tinst_call_types(&t, &d, &a);   /* all F16; then bit x: tensor x F32 */
+            if (mix & 1) d.q_type = ATTN_DTYPE_F32, a.q = t.args.q, a.q16 = NULL;
+            if (mix & 2) d.k_type = ATTN_DTYPE_F32, a.k = t.args.k, a.k16 = NULL;
+            if (mix & 4) d.v_type = ATTN_DTYPE_F32, a.v = t.args.v, a.v16 = NULL;
+            if (mix & 8) d.o_type = ATTN_DTYPE_F32, a.o = t.args.o, a.o16 = NULL;
+            tinst_clear_outputs(&t);
+            uint16_t *h = t.o16.base;
+            for (size_t i = 0; i < t.o16.count; i++)
+                h[i] = 0x7FA5;
+            attn_status st = attn_sdpa(&d, &a);
+            runs++;
+            if (st != ATTN_OK) {
+                fails += failed("mixed", &c, "mix %d: %s", mix, attn_status_str(st));
+                continue;
+            }
+            if (!(mix & 8))
+                tinst_widen_o(&t);
+            tsnap got;
+            tsnap_take(&got, &t);
+            long bad = 0;
+            for (size_t x = 0; x < got.no; x++) {
+                uint32_t want = base.o[x];
+                if (!(mix & 8) && want != TSENTINEL) {
+                    float f;
+                    uint16_t hh;
+                    memcpy(&f, &want, sizeof f);
+                    attn_dtype_encode(ATTN_DTYPE_F16, &f, &hh, 1);
+                    attn_dtype_decode(ATTN_DTYPE_F16, &hh, &f, 1);
+                    memcpy(&want, &f, sizeof f);
+                }
+                bad += got.o[x] != want;
+            }
+            const int same_pl = !memcmp(got.p, base.p, got.np * sizeof *got.p) &&
+                                !memcmp(got.lse, base.lse, got.nl * sizeof *got.lse);
+            if (bad || !same_pl)
+                fails += failed("mixed", &c, "q %s k %s v %s o %s: %ld O elements%s differ from "
+                                "the fp32 call", mix & 1 ? "F32" : "F16", mix & 2 ? "F32" : "F16",
+                                mix & 4 ? "F32" : "F16", mix & 8 ? "F32" : "F16", bad,
+                                same_pl ? "" : ", P or lse");
+            tsnap_free(&got);
+        }
+        tsnap_free(&base);
+        tinst_free(&t);
+    }
+    printf("[checks]   sparse mixed types: %d calls (3 cases x 16 mixes of F32/F16 Q, K, V, O), "
+           "each the fp32 call's bits\n", runs);
+    if (fails)
+        fail_msg("%d sparse mixed-type failures", fails);
+}
+
 void test_sparse_nan_visible(void **state)
 {
     (void)state;
@@ -1293,8 +1432,8 @@ void test_bwd_types(void **state)
 int main(int argc, char **argv)
 {
     const char *suite = argc > 1 ? argv[1] : NULL;
-    /* "types" also reruns the generated forward families of sdpa, paths
-     * and random at BF16 and F16. */
+    /* "types" also reruns the generated forward families of sdpa, paths,
+     * random and sparse at BF16 and F16. */
     const int types = suite && !strcmp(suite, "types");
     static const int dtypes[] = {ATTN_DTYPE_BF16, ATTN_DTYPE_F16};
     struct CMUnitTest *tests = calloc((size_t)tfamily_count * 3, sizeof *tests);
@@ -1306,7 +1445,7 @@ int main(int argc, char **argv)
         const tfamily *f = &tfamilies[k];
         if (types && f->gen &&
             (!strcmp(f->suite, "sdpa") || !strcmp(f->suite, "paths") ||
-             !strcmp(f->suite, "random")))
+             !strcmp(f->suite, "random") || !strcmp(f->suite, "sparse")))
             for (int x = 0; x < 2; x++) {
                 typed_family *tf = &typed[ntyped++];
                 tf->f = *f;

@@ -13,7 +13,9 @@ attn_status attn_blas_query(attn_blas_info *info)
         return ATTN_ERR_NULL_ARGUMENT;
     attn_blas_identify(info);
     snprintf(info->simd, sizeof info->simd, "%s", attn_kernels_select()->name);
-    snprintf(info->bf16, sizeof info->bf16, "%s", attn_bf16_at(attn_settings_level())->name);
+    /* (the BLAS engine widens BF16 instead) */
+    snprintf(info->bf16, sizeof info->bf16, "%s",
+             attn_gemm_use_tile(0) ? attn_bf16_at(attn_settings_level())->name : "widened");
     info->openmp = ATTN_HAVE_OPENMP;
     info->max_threads = attn_max_threads();
     return ATTN_OK;

@@ -5,6 +5,7 @@
 #include "kernels/convert.h"
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 static inline float ftz(float x)
@@ -113,8 +114,41 @@ static void ds_pack_c(const float *p, const float *dp, int64_t ldp, const float 
 const attn_bf16_kernels attn_bf16_scalar = { "scalar", mm_c, pack_rows_c, pack_pairs_c,
                                              round_c, tr_round_c, ds_pack_c };
 
+#if ATTN_HAVE_X86_KERNELS && ATTN_HAVE_AMX
+/* Built at run time, not listed field by field: a field added to the
+ * struct later is the avx512bf16 table's here too. */
+static attn_bf16_kernels amx_table;
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+
+static void amx_table_build(void)
+{
+    amx_table = attn_bf16_avx512bf16;
+    amx_table.name = "amx";
+    amx_table.mm = attn_bf16_mm_amx;
+}
+#endif
+
+const attn_bf16_kernels *attn_bf16_amx(void)
+{
+#if ATTN_HAVE_X86_KERNELS && ATTN_HAVE_AMX
+    if (attn_cpu_flags() & ATTN_CPU_AMXBF16) {
+        pthread_once(&amx_once, amx_table_build);
+        return &amx_table;
+    }
+#endif
+    return NULL;
+}
+
 const attn_bf16_kernels *attn_bf16_at(int level)
 {
+    if (level >= ATTN_SIMD_AMX) {
+        const attn_bf16_kernels *amx = attn_bf16_amx();
+        if (amx)
+            return amx;
+        /* the best below AMX that this CPU runs */
+        const int cpu = attn_cpu_level();
+        level = cpu < ATTN_SIMD_AVX512BF16 ? cpu : ATTN_SIMD_AVX512BF16;
+    }
 #if ATTN_HAVE_X86_KERNELS
 #if ATTN_HAVE_AVX512BF16
     if (level >= ATTN_SIMD_AVX512BF16)

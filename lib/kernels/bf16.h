@@ -1,6 +1,10 @@
 /* The tile engine's BF16 products: attn's register-blocked kernels with
  * bfloat16 inputs and fp32 accumulation, one table per unit, chosen at run
  * time (attn_bf16_at):
+ *   amx         TDPBF16PS on the AMX tile unit (AMX-BF16: Sapphire Rapids
+ *               and later Xeons), where Linux grants the tile state
+ *               (cpu/cpu.h); mm only, the rest is the avx512bf16 table's
+ *               (below: its own arithmetic, not bitwise the others');
  *   avx512bf16  VDPBF16PS (AVX512_BF16: Zen 4, Zen 5, Cooper Lake,
  *               Sapphire Rapids and later);
  *   avx512      the same arithmetic on AVX-512F: each pair as two fused
@@ -22,7 +26,27 @@
  * FTZ), so the three tables give the same bits on every input, tiny ones
  * included; the tests hold them to it.  Then c = alpha_r * acc (or
  * c + alpha_r * acc, one fused multiply-add), as the fp32 kernels (gemm.h)
- * do, without DAZ or FTZ. */
+ * do, without DAZ or FTZ.
+ *
+ * The amx table's mm is the one exception: TDPBF16PS reduces each 32
+ * elements of k inside the unit, in an order Intel does not promise (the
+ * SDM's model: the even and the odd products in two fp32 sums, added
+ * together, then to the tile; each step an fp32 FMA or addition with DAZ,
+ * FTZ and round to nearest even, whatever the MXCSR), so its bits are its
+ * own.  What holds for it, relative to the float64 result on the same
+ * inputs, c_exact = alpha_r sum_k A(r, k) B(k, j) (+ c):
+ *   |mm_amx - c_exact| <= 2^-23 ((K + 1) |alpha_r| sum_k |A(r, k)| |B(k, j)|
+ *                                + |c|) + 2^-126
+ * (at most K + 1 roundings of u = 2^-24 on any term's path, doubled for
+ * slack), wherever no partial sum falls below 2^-126 in magnitude: no
+ * input is a BF16 denormal (DAZ reads those as 0, as every table does)
+ * and no flush to zero occurs.  Where either happens, each flush moves a
+ * sum by less than 2^-126, so against the scalar table the test allows
+ * twice the bound above plus 4 (K + 1) |alpha_r| 2^-126.  Its elements do
+ * not depend on the position in the block, on M or on N (each is the same
+ * sequence of instructions over k in steps of 32 from 0, the last step
+ * zero-padded), so the tile engine's results stay the same bits whatever
+ * the split of rows among threads. */
 #ifndef ATTN_BF16_KERNELS_H
 #define ATTN_BF16_KERNELS_H
 
@@ -87,11 +111,26 @@ extern const attn_bf16_kernels attn_bf16_avx512;
 #if ATTN_HAVE_AVX512BF16
 extern const attn_bf16_kernels attn_bf16_avx512bf16;
 #endif
+#if ATTN_HAVE_AMX
+/* bf16_amx.c: the amx table's mm (run it only where attn_bf16_amx() is
+ * not NULL: the CPU has the unit and this process the permission). */
+void attn_bf16_mm_amx(int64_t M, int64_t N, int64_t K, float alpha, const float *rs,
+                      const uint16_t *a, int64_t lda, const uint32_t *b, int64_t ldb, float *c,
+                      int64_t ldc, int acc, attn_ahead *ah);
+#endif
 #endif
 
-/* The table of a level (cpu/cpu.h): avx512bf16 at ATTN_SIMD_AVX512BF16,
- * avx512 at ATTN_SIMD_AVX512, the C table below (the AVX2 level has no
- * BF16 kernels of its own). */
+/* The amx table, or NULL where it cannot run (not built, or no
+ * ATTN_CPU_AMXBF16).  Built once, at the first call, as a copy of the
+ * avx512bf16 table with its name "amx" and mm attn_bf16_mm_amx: every
+ * other field is the avx512bf16 table's. */
+const attn_bf16_kernels *attn_bf16_amx(void);
+
+/* The table of a level (cpu/cpu.h): amx at ATTN_SIMD_AMX where
+ * attn_bf16_amx() has it (else what this CPU runs best below: the level
+ * is taken as min(level, attn_cpu_level(), ATTN_SIMD_AVX512BF16)),
+ * avx512bf16 at ATTN_SIMD_AVX512BF16, avx512 at ATTN_SIMD_AVX512, the C
+ * table below (the AVX2 level has no BF16 kernels of its own). */
 const attn_bf16_kernels *attn_bf16_at(int level);
 
 #endif

@@ -77,6 +77,13 @@ extern const attn_kernels attn_kernels_scalar;
 #if ATTN_HAVE_X86_KERNELS
 extern const attn_kernels attn_kernels_avx2;
 extern const attn_kernels attn_kernels_avx512;
+#if ATTN_HAVE_AVX512BF16
+/* The AVX-512 table at the AVX512-BF16 level: softmax_rows_p16 rounds with
+ * VCVTNEPS2BF16 (the same bits). */
+extern const attn_kernels attn_kernels_avx512bf16;
+void attn_softmax_rows_p16_avx512bf16(float *s, int64_t lds, int64_t R, int64_t n, float *m,
+                                      float *l, float *corr);
+#endif
 #endif
 
 /* The table of a level (ATTN_SIMD_*, cpu/cpu.h: what the plan's settings

@@ -200,6 +200,10 @@ const attn_kernels attn_kernels_scalar = {
 const attn_kernels *attn_kernels_at(int level)
 {
 #if ATTN_HAVE_X86_KERNELS
+#if ATTN_HAVE_AVX512BF16
+    if (level >= ATTN_SIMD_AVX512BF16)
+        return &attn_kernels_avx512bf16;
+#endif
     if (level >= ATTN_SIMD_AVX512)
         return &attn_kernels_avx512;
     if (level >= ATTN_SIMD_AVX2)

@@ -58,6 +58,10 @@ static attn_status validate(const attn_linear_bwd_desc *d)
     attn_status st = attn_linear_validate(f, 0);
     if (st != ATTN_OK)
         return st;
+    /* 16-bit Q, K, V, O: the forward only, so far */
+    if (f->q_type != ATTN_DTYPE_F32 || f->k_type != ATTN_DTYPE_F32 ||
+        f->v_type != ATTN_DTYPE_F32 || f->o_type != ATTN_DTYPE_F32)
+        return ATTN_ERR_UNSUPPORTED_TYPE;
     const int64_t B = f->batch, Hq = f->q_heads, Hkv = f->kv_heads, n = f->q_len,
                   m = f->kv_len, dk = f->qk_dim, dv = f->v_dim;
     if ((st = attn_check_view(&d->d_o, B, Hq, n, dv, 0)) != ATTN_OK ||

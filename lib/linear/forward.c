@@ -21,12 +21,32 @@
  * and with use_state the keys left after the last chunk go into the state,
  * which is written back.  Non-causal: every key is in the state before the
  * first chunk (kl = kh = kvlen).  Every item runs the same operations
- * whichever thread takes it: bitwise identical for any thread count. */
+ * whichever thread takes it: bitwise identical for any thread count.
+ *
+ * 16-bit Q, K, V or O (the desc's types, pointers in args.args16): the
+ * rows a chunk (or a piece of the state sweep) reads are widened exactly
+ * to fp32 into the thread's slice first (K or Q at o_wqk, V at o_wv), the
+ * operations are then the same on the widened rows, and O is divided in
+ * the block X and rounded once into its 16-bit row.  The rows widened are
+ * exactly those the fp32 path reads. */
 #include "linear/linear.h"
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The element types took two int64 slots of reserved[] (15 -> 13), and
+ * args16 one pointer of attn_linear_args' (8 -> 7): the sizes and the
+ * other fields' offsets are unchanged (x86-64). */
+#if defined(__x86_64__) && defined(__LP64__)
+_Static_assert(sizeof(attn_linear_desc) == 312, "attn_linear_desc changed size");
+_Static_assert(sizeof(attn_linear_args) == 128, "attn_linear_args changed size");
+#endif
+
+static int lin_dtype_valid(attn_dtype t)
+{
+    return t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16;
+}
 
 attn_status attn_linear_desc_init(attn_linear_desc *desc)
 {
@@ -47,6 +67,9 @@ attn_status attn_linear_validate(const attn_linear_desc *d, int check_o)
         d->reserved_pad != 0)
         return ATTN_ERR_BAD_OPTION;
     if (!attn_engine_valid(d->engine))
+        return ATTN_ERR_BAD_OPTION;
+    if (!lin_dtype_valid(d->q_type) || !lin_dtype_valid(d->k_type) ||
+        !lin_dtype_valid(d->v_type) || !lin_dtype_valid(d->o_type))
         return ATTN_ERR_BAD_OPTION;
     if (d->feature_map != ATTN_FEATURE_ELU1 && d->feature_map != ATTN_FEATURE_RELU &&
         d->feature_map != ATTN_FEATURE_IDENTITY)
@@ -169,6 +192,11 @@ attn_status attn_linear_plan_create(attn_linear_plan **plan, const attn_linear_d
                                   sizeof(float));
     const size_t o_z = attn_carve(&c, (uint64_t)dk, sizeof(float));
     const size_t o_den = attn_carve(&c, (uint64_t)C, sizeof(double));
+    /* 16-bit tensors: C widened rows of Q or K (C x dk) and of V (C x dv) */
+    const int qk16 = desc->q_type != ATTN_DTYPE_F32 || desc->k_type != ATTN_DTYPE_F32;
+    const int v16 = desc->v_type != ATTN_DTYPE_F32;
+    const size_t o_wqk = attn_carve(&c, qk16 ? (uint64_t)C * (uint64_t)dk : 0, sizeof(float));
+    const size_t o_wv = attn_carve(&c, v16 ? (uint64_t)C * (uint64_t)dv : 0, sizeof(float));
     attn_carver all = ATTN_CARVER_INIT;
     attn_carve(&all, (uint64_t)x.nthreads, c.size);
     if (!ok || !c.ok || !all.ok)
@@ -186,6 +214,9 @@ attn_status attn_linear_plan_create(attn_linear_plan **plan, const attn_linear_d
     p->o_x = o_x;
     p->o_z = o_z;
     p->o_den = o_den;
+    p->o_wqk = o_wqk;
+    p->o_wv = o_wv;
+    p->any16 = qk16 || v16 || desc->o_type != ATTN_DTYPE_F32;
     p->ws_thread = (size_t)c.size;
     p->ws_bytes = (size_t)all.size;
     *plan = p;
@@ -223,6 +254,7 @@ attn_status attn_linear_workspace_size(const attn_linear_plan *plan, size_t *byt
  * and splits in two for a partial last chunk (rows < C). */
 typedef struct lwork {
     float *fq, *fk;   /* C x dk each */
+    float *wqk, *wv;  /* 16-bit Q or K, V: a chunk's rows widened (or NULL) */
     float *x;         /* (C + dk) x ldx */
     int64_t ldx;
     float *s;         /* S: x + C ldx, leading dimension ldx */
@@ -231,18 +263,57 @@ typedef struct lwork {
     double *den;      /* C */
 } lwork;
 
+/* A tensor's elements (args or args.args16, by its type). */
+static const void *lin_base(attn_dtype t, const void *f32, const uint16_t *h16)
+{
+    return t == ATTN_DTYPE_F32 ? f32 : (const void *)h16;
+}
+
+/* Rows [r0, r0 + rows) of (b, h) of a tensor as floats: in place (F32;
+ * *ld its seq stride) or widened into buf (16-bit; *ld = width). */
+static const float *lin_rows(const attn_linear_plan *p, attn_dtype t, const void *base,
+                             attn_view v, int64_t b, int64_t h, int64_t r0, int64_t rows,
+                             int64_t width, float *buf, int64_t *ld)
+{
+    if (t == ATTN_DTYPE_F32) {
+        *ld = v.seq;
+        return ATTN_VIEW_AT((const float *)base, v, b, h, r0);
+    }
+    const uint16_t *src = ATTN_VIEW_AT((const uint16_t *)base, v, b, h, r0);
+    for (int64_t r = 0; r < rows; r++) {
+        if (t == ATTN_DTYPE_F16)
+            p->x.cvt->f16_to_f32(src + r * v.seq, buf + r * width, width);
+        else
+            p->x.cvt->bf16_to_f32(src + r * v.seq, buf + r * width, width);
+    }
+    *ld = width;
+    return buf;
+}
+
+/* Rows [r0, r1) of (b, h) of a tensor asked for ahead of use. */
+static void lin_prefetch(attn_dtype t, const void *base, attn_view v, int64_t b, int64_t h,
+                         int64_t r0, int64_t r1, int64_t width, int write)
+{
+    const int64_t es = t == ATTN_DTYPE_F32 ? 4 : 2;
+    attn_prefetch_bytes((const char *)base + (b * v.batch + h * v.head) * es, v.seq * es, r0, r1,
+                        width * es, write);
+}
+
 /* The running state takes the keys [j0, j1) of (b, hk), in pieces of C. */
 static void state_add(const attn_linear_plan *p, const attn_linear_args *a, lwork *w,
                       int64_t b, int64_t hk, int64_t j0, int64_t j1)
 {
     const attn_linear_desc *d = &p->d;
     const int64_t dk = d->qk_dim, dv = d->v_dim;
+    const void *kbase = lin_base(d->k_type, a->k, a->args16 ? a->args16->k : NULL);
+    const void *vbase = lin_base(d->v_type, a->v, a->args16 ? a->args16->v : NULL);
     for (int64_t j = j0; j < j1; j += ATTN_LINEAR_CHUNK) {
         const int64_t kc = j1 - j < ATTN_LINEAR_CHUNK ? j1 - j : ATTN_LINEAR_CHUNK;
-        const float *k = ATTN_VIEW_AT(a->k, d->k, b, hk, j);
-        const float *v = ATTN_VIEW_AT(a->v, d->v, b, hk, j);
-        attn_linear_phi(p->x.kern, d->feature_map, k, d->k.seq, kc, dk, w->fk, dk);
-        attn_gemm_tn(p->x.gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, v, (int)d->v.seq, 1.0f,
+        int64_t ldk, ldv;
+        const float *k = lin_rows(p, d->k_type, kbase, d->k, b, hk, j, kc, dk, w->wqk, &ldk);
+        const float *v = lin_rows(p, d->v_type, vbase, d->v, b, hk, j, kc, dv, w->wv, &ldv);
+        attn_linear_phi(p->x.kern, d->feature_map, k, ldk, kc, dk, w->fk, dk);
+        attn_gemm_tn(p->x.gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, v, (int)ldv, 1.0f,
                       w->s, (int)w->ldx);
         for (int64_t r = 0; r < kc; r++)
             for (int64_t x = 0; x < dk; x++)
@@ -275,6 +346,11 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
     else
         memset(w->z, 0, (size_t)dk * sizeof(float));
     const int64_t ldx = w->ldx;
+    const attn_linear_args16 *a16 = a->args16;
+    const void *qbase = lin_base(d->q_type, a->q, a16 ? a16->q : NULL);
+    const void *kbase = lin_base(d->k_type, a->k, a16 ? a16->k : NULL);
+    const void *vbase = lin_base(d->v_type, a->v, a16 ? a16->v : NULL);
+    void *obase = d->o_type == ATTN_DTYPE_F32 ? (void *)a->o : (void *)(a16 ? a16->o : NULL);
 
     int64_t pos = 0;   /* keys [0, pos) are in the state */
     for (int64_t i0 = 0; i0 < geo.qlen; i0 += C) {
@@ -284,34 +360,38 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
         state_add(p, a, w, b, hk, pos, kl);
         pos = kl;
         const int64_t kc = kh - kl;
-        const float *kk = ATTN_VIEW_AT(a->k, d->k, b, hk, kl);
-        const float *vv = ATTN_VIEW_AT(a->v, d->v, b, hk, kl);
         /* The next chunk's rows, while this one computes (Q, K, V and O
          * walk in order, and a long sequence comes from memory). */
         if (i1 < geo.qlen) {
             const int64_t n1 = i1 + C < geo.qlen ? i1 + C : geo.qlen;
             const int64_t k1 = kh + C < geo.kvlen ? kh + C : geo.kvlen;
-            attn_prefetch_rows(kk, d->k.seq, kc, k1 - kl, dk, 0);
-            attn_prefetch_rows(vv, d->v.seq, kc, k1 - kl, dv, 0);
+            lin_prefetch(d->k_type, kbase, d->k, b, hk, kh, k1, dk, 0);
+            lin_prefetch(d->v_type, vbase, d->v, b, hk, kh, k1, dv, 0);
             for (int64_t hh = 0; hh < g; hh++) {
                 const int64_t h = hk * g + hh;
-                attn_prefetch_rows(ATTN_VIEW_HEAD(a->q, d->q, b, h), d->q.seq, i1, n1, dk,
-                                   0);
-                attn_prefetch_rows(ATTN_VIEW_HEAD(a->o, d->o, b, h), d->o.seq, i1, n1, dv,
-                                   1);
+                lin_prefetch(d->q_type, qbase, d->q, b, h, i1, n1, dk, 0);
+                lin_prefetch(d->o_type, obase, d->o, b, h, i1, n1, dv, 1);
             }
         }
+        /* The chunk's keys [kl, kh): K and V in place, or widened (V stays
+         * in w->wv for every head of the group). */
+        int64_t ldk = d->k.seq, ldv = d->v.seq;
+        const float *kk = NULL, *vv = NULL;
         if (kc > 0) {
-            attn_linear_phi(p->x.kern, d->feature_map, kk, d->k.seq, kc, dk, w->fk, dk);
+            kk = lin_rows(p, d->k_type, kbase, d->k, b, hk, kl, kc, dk, w->wqk, &ldk);
+            vv = lin_rows(p, d->v_type, vbase, d->v, b, hk, kl, kc, dv, w->wv, &ldv);
+        }
+        if (kc > 0) {
+            attn_linear_phi(p->x.kern, d->feature_map, kk, ldk, kc, dk, w->fk, dk);
             for (int64_t x = 0; x < dk; x++)
                 for (int64_t c = 0; c < kc; c++)
                     w->kt[x * ldx + c] = w->fk[c * dk + x];
         }
         for (int64_t hh = 0; hh < g; hh++) {
             const int64_t h = hk * g + hh;
-            const float *q = ATTN_VIEW_AT(a->q, d->q, b, h, i0);
-            float *o = ATTN_VIEW_AT(a->o, d->o, b, h, i0);
-            attn_linear_phi(p->x.kern, d->feature_map, q, d->q.seq, rows, dk, w->fq, dk);
+            int64_t ldq;
+            const float *q = lin_rows(p, d->q_type, qbase, d->q, b, h, i0, rows, dk, w->wqk, &ldq);
+            attn_linear_phi(p->x.kern, d->feature_map, q, ldq, rows, dk, w->fq, dk);
             /* [phi(Q) S | A] */
             attn_gemm(p->x.gk, 0, (int)rows, (int)(dv + kc), (int)dk, 1.0f, w->fq, (int)dk, w->s,
                        (int)ldx, 0.0f, w->x, (int)ldx);
@@ -326,21 +406,33 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
                 if (last && rows == C) {
                     /* [O~; S] += [A; phi(K)^T] V_c */
                     attn_gemm(p->x.gk, 0, (int)(C + dk), (int)dv, (int)kc, 1.0f, am, (int)ldx, vv,
-                               (int)d->v.seq, 1.0f, w->x, (int)ldx);
+                               (int)ldv, 1.0f, w->x, (int)ldx);
                 } else {
                     attn_gemm(p->x.gk, 0, (int)rows, (int)dv, (int)kc, 1.0f, am, (int)ldx, vv,
-                               (int)d->v.seq, 1.0f, w->x, (int)ldx);
+                               (int)ldv, 1.0f, w->x, (int)ldx);
                     if (last)
                         attn_gemm(p->x.gk, 0, (int)dk, (int)dv, (int)kc, 1.0f, w->kt, (int)ldx, vv,
-                                   (int)d->v.seq, 1.0f, w->s, (int)ldx);
+                                   (int)ldv, 1.0f, w->s, (int)ldx);
                 }
             }
             for (int64_t r = 0; r < rows; r++) {
                 const float den = (float)(w->den[r] + (double)p->eps);
-                const float *orow = w->x + r * ldx;
-                float *dst = o + r * d->o.seq;
+                float *orow = w->x + r * ldx;
+                if (d->o_type == ATTN_DTYPE_F32) {
+                    float *dst = ATTN_VIEW_AT((float *)obase, d->o, b, h, i0 + r);
+                    for (int64_t x = 0; x < dv; x++)
+                        dst[x] = orow[x] / den;
+                    continue;
+                }
+                /* 16-bit O: the same quotients in X's row (the next
+                 * head's GEMM overwrites it), rounded once */
                 for (int64_t x = 0; x < dv; x++)
-                    dst[x] = orow[x] / den;
+                    orow[x] = orow[x] / den;
+                uint16_t *dst = ATTN_VIEW_AT((uint16_t *)obase, d->o, b, h, i0 + r);
+                if (d->o_type == ATTN_DTYPE_F16)
+                    p->x.cvt->f32_to_f16(orow, dst, dv);
+                else
+                    p->x.cvt->f32_to_bf16(orow, dst, dv);
             }
         }
         if (kc > 0) {
@@ -353,9 +445,13 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
     /* Padded query rows. */
     for (int64_t hh = 0; hh < g; hh++) {
         const int64_t h = hk * g + hh;
-        for (int64_t i = geo.qlen; i < n; i++)
-            memset(ATTN_VIEW_AT(a->o, d->o, b, h, i), 0,
-                   (size_t)dv * sizeof(float));
+        for (int64_t i = geo.qlen; i < n; i++) {
+            if (d->o_type == ATTN_DTYPE_F32)
+                memset(ATTN_VIEW_AT((float *)obase, d->o, b, h, i), 0, (size_t)dv * sizeof(float));
+            else
+                memset(ATTN_VIEW_AT((uint16_t *)obase, d->o, b, h, i), 0,
+                       (size_t)dv * sizeof(uint16_t));
+        }
     }
     if (st_s) {
         state_add(p, a, w, b, hk, pos, geo.kvlen);
@@ -387,6 +483,8 @@ static void body(void *arg, int tid)
     w.kt = w.s + dv;
     w.z = (float *)(void *)(base + p->o_z);
     w.den = (double *)(void *)(base + p->o_den);
+    w.wqk = (float *)(void *)(base + p->o_wqk);
+    w.wv = (float *)(void *)(base + p->o_wv);
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
@@ -397,9 +495,20 @@ static void body(void *arg, int tid)
 static attn_status check_args(const attn_linear_plan *p, const attn_linear_args *a)
 {
     const attn_linear_desc *d = &p->d;
-    if (!a->q || !a->k || !a->v || !a->o)
+    /* args16 when some type is 16-bit; then each tensor's pointer where
+     * its type says, the other one NULL */
+    const attn_linear_args16 *h = a->args16;
+    if (p->any16 && !h)
+        return ATTN_ERR_NULL_ARGUMENT;
+    const int q16 = d->q_type != ATTN_DTYPE_F32, k16 = d->k_type != ATTN_DTYPE_F32,
+              v16 = d->v_type != ATTN_DTYPE_F32, o16 = d->o_type != ATTN_DTYPE_F32;
+    if (!(q16 ? (const void *)h->q : a->q) || !(k16 ? (const void *)h->k : a->k) ||
+        !(v16 ? (const void *)h->v : a->v) || !(o16 ? (void *)h->o : a->o))
         return ATTN_ERR_NULL_ARGUMENT;
     const attn_pointer_use opt[] = {
+        { p->any16, h }, { !q16, a->q }, { !k16, a->k }, { !v16, a->v }, { !o16, a->o },
+        { q16, h ? h->q : NULL }, { k16, h ? h->k : NULL },
+        { v16, h ? h->v : NULL }, { o16, h ? h->o : NULL },
         { d->use_kv_lens, a->kv_lens }, { d->use_q_lens, a->q_lens },
         { d->use_state, a->state_s }, { d->use_state, a->state_z },
     };
@@ -410,13 +519,14 @@ static attn_status check_args(const attn_linear_plan *p, const attn_linear_args 
 }
 
 ATTN_DEFINE_ZERO_INIT(attn_linear_args_init, attn_linear_args)
+ATTN_DEFINE_ZERO_INIT(attn_linear_args16_init, attn_linear_args16)
 
 attn_status attn_linear_execute(const attn_linear_plan *p, const attn_linear_args *a,
                                 void *workspace, size_t workspace_bytes)
 {
     if (!p || !a)
         return ATTN_ERR_NULL_ARGUMENT;
-    if (!ATTN_RESERVED_NULL(a))
+    if (!ATTN_RESERVED_NULL(a) || (a->args16 && !ATTN_RESERVED_NULL(a->args16)))
         return ATTN_ERR_BAD_OPTION;
     attn_status st = check_args(p, a);
     if (st != ATTN_OK)

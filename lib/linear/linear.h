@@ -22,6 +22,11 @@ struct attn_linear_plan {
     int64_t group;            /* Hq / Hkv */
     int64_t nitems;           /* B * Hkv */
     size_t o_fk, o_x, o_z, o_den;  /* offsets in a thread's slice (phi(Q) at 0) */
+    /* 16-bit tensors (q_type, k_type, v_type, o_type): a chunk's Q or K
+     * rows widened at o_wqk (C x dk floats, when Q or K is 16-bit), its V
+     * rows at o_wv (C x dv, when V is); O rows rounded from fp32. */
+    int any16;
+    size_t o_wqk, o_wv;
     size_t ws_thread, ws_bytes;
     attn_exec x;               /* kernels (exp of the elu + 1 map), engine, threads */
 };

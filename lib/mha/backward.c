@@ -174,6 +174,8 @@ static attn_status check_bwd_args(const attn_mha_plan *p, const attn_mha_weights
     const attn_mha_desc *d = &p->d;
     const int packed = d->packed_in_proj, bias = d->has_bias, cross = !d->self_attention;
     const attn_pointer_use need[] = {
+        /* (fp32 only: the 16-bit structs are not used) */
+        { 0, w->weights16 }, { 0, a->args16 },
         { packed, w->in_proj_weight }, { packed && bias, w->in_proj_bias },
         { !packed, w->q_weight }, { !packed, w->k_weight }, { !packed, w->v_weight },
         { !packed && bias, w->q_bias }, { !packed && bias, w->k_bias },
@@ -207,6 +209,8 @@ attn_status attn_mha_bwd_execute(const attn_mha_plan *p, const attn_mha_weights 
         return ATTN_ERR_NULL_ARGUMENT;
     if (!ATTN_RESERVED_NULL(w) || !ATTN_RESERVED_NULL(a) || !ATTN_RESERVED_NULL(g))
         return ATTN_ERR_BAD_OPTION;
+    if (p->x16 || p->w16)
+        return ATTN_ERR_UNSUPPORTED_TYPE;
     if (p->no_training)
         return ATTN_ERR_TOO_LARGE;
     attn_status st = check_bwd_args(p, w, a, g);

@@ -41,7 +41,25 @@ struct attn_mha_plan {
     attn_sdpa_bwd_plan *sdpa_bwd;
     int no_training;                 /* context or backward sizes overflow */
     attn_exec x;                     /* projections: engine, BLAS hooks, threads */
+    /* Element types (attn.h, "Multi-head attention layer: element
+     * types"): x16, w16 when x_type, w_type is F16 or BF16 (no training
+     * then); bf: the BF16 products (x_type == w_type == BF16 on the tile
+     * engine, no sparse option), with Q, K, V and O as BF16 in the
+     * workspace; otherwise 16-bit values are widened to fp32.  The
+     * workspace then also holds the weights as prepared per call (off_w:
+     * BF16 pair panels, ATTN_MHA_STRIP columns per strip, when bf; the
+     * weights widened to fp32 when w16 without bf) in the order in_proj or
+     * W_q, W_k, W_v, W_o; the biases in fp32 (off_b: b_q, b_k, b_v, b_o,
+     * when w16 and has_bias) and a scratch block per thread (off_scr,
+     * scr_thread bytes each: bf, a strip of ATTN_MHA_ROWS rows of fp32
+     * results; x16 without bf, ATTN_MHA_ROWS widened input or output
+     * rows). */
+    int x16, w16, bf;
+    size_t off_w[4], off_b, off_scr, scr_thread;
 };
+
+/* Columns of a strip of a packed BF16 weight panel. */
+#define ATTN_MHA_STRIP 32
 
 /* Shared by the forward and the backward (forward.c). */
 /* The context's checks: the statuses of a caller workspace. */

@@ -110,10 +110,17 @@ static attn_status plan_training(attn_mha_plan *p, const attn_sdpa_desc *sd)
     return ATTN_OK;
 }
 
+static int dtype_valid(attn_dtype t)
+{
+    return t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16;
+}
+
 static attn_status validate(const attn_mha_desc *d)
 {
     if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]) ||
         d->reserved_pad != 0 || !attn_engine_valid(d->engine))
+        return ATTN_ERR_BAD_OPTION;
+    if (!dtype_valid(d->x_type) || !dtype_valid(d->w_type))
         return ATTN_ERR_BAD_OPTION;
     if ((d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
         !attn_mask_mode_valid(d->mask_mode) || !attn_mask_mode_valid(d->key_padding_mode) ||
@@ -203,23 +210,33 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
     p->fused_qkv = d->self_attention && d->packed_in_proj;
     p->combine = d->mask_mode != ATTN_MASK_NONE && d->key_padding_mode != ATTN_MASK_NONE;
     p->mask_heads = p->combine && d->mask.head != 0 ? p->H : 1;
+    /* Element types: BF16 products when X and the weights are BF16 on the
+     * tile engine (the SDPA takes no 16-bit Q with the sparse options);
+     * otherwise 16-bit values are widened to fp32. */
+    p->x16 = d->x_type != ATTN_DTYPE_F32;
+    p->w16 = d->w_type != ATTN_DTYPE_F32;
+    p->bf = d->x_type == ATTN_DTYPE_BF16 && d->w_type == ATTN_DTYPE_BF16 && p->x.tile &&
+            !d->use_global_k && !d->use_global_q && d->block_size == 0;
+    const uint64_t es = p->bf ? sizeof(uint16_t) : sizeof(float);
 
-    /* Workspace: Q, K, V (one [B*L][3E] buffer when fused), O, per-head
-     * weights to average, the combined mask, then the SDPA workspace. */
+    /* Workspace: Q, K, V (one [B*L][3E] buffer when fused), O (BF16 with
+     * BF16 products, else fp32), per-head weights to average, the combined
+     * mask, the prepared weights and biases and the threads' scratch of
+     * 16-bit types, then the SDPA workspace. */
     attn_carver total = ATTN_CARVER_INIT;
     if (p->fused_qkv) {
         p->ldq = p->ldk = p->ldv = 3 * p->E;
-        p->off_q = attn_carve(&total, attn_size_mul(BL, 3 * E, &ok), sizeof(float));
-        p->off_k = p->off_q + (size_t)p->E * sizeof(float);
-        p->off_v = p->off_q + 2 * (size_t)p->E * sizeof(float);
+        p->off_q = attn_carve(&total, attn_size_mul(BL, 3 * E, &ok), es);
+        p->off_k = p->off_q + (size_t)p->E * (size_t)es;
+        p->off_v = p->off_q + 2 * (size_t)p->E * (size_t)es;
     } else {
         p->ldq = p->E;
         p->ldk = p->ldv = p->kvE;
-        p->off_q = attn_carve(&total, attn_size_mul(BL, E, &ok), sizeof(float));
-        p->off_k = attn_carve(&total, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float));
-        p->off_v = attn_carve(&total, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float));
+        p->off_q = attn_carve(&total, attn_size_mul(BL, E, &ok), es);
+        p->off_k = attn_carve(&total, attn_size_mul(BS, (uint64_t)p->kvE, &ok), es);
+        p->off_v = attn_carve(&total, attn_size_mul(BS, (uint64_t)p->kvE, &ok), es);
     }
-    p->off_o = attn_carve(&total, attn_size_mul(BL, E, &ok), sizeof(float));
+    p->off_o = attn_carve(&total, attn_size_mul(BL, E, &ok), es);
     /* Attention weights per head, [B][H][L][S]: the caller's output, or
      * the workspace block averaged from. */
     const uint64_t lsz = attn_size_mul(BL, (uint64_t)p->S, &ok);
@@ -232,6 +249,39 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
         p->off_p = attn_carve(&total, hlsz, sizeof(float));
     if (p->combine)
         p->off_mask = attn_carve(&total, attn_size_mul(lsz, (uint64_t)p->mask_heads, &ok), 1);
+    /* The weights as a call prepares them: W_q (or in_proj), W_k, W_v, W_o
+     * ([rows][K] each); BF16 products: pair panels of ATTN_MHA_STRIP
+     * columns per strip, ceil(K / 2) x STRIP pairs each (in_proj as one
+     * panel of 3E rows when fused, else as three); widened: fp32 rows
+     * (in_proj as one block whenever packed). */
+    const uint64_t kvE = (uint64_t)p->kvE;
+    const uint64_t wrows[4] = { p->fused_qkv ? 3 * E : E, p->fused_qkv ? 0 : kvE,
+                                p->fused_qkv ? 0 : kvE, E };
+    const uint64_t wk[4] = { E, (uint64_t)p->kdim, (uint64_t)p->vdim, E };
+    for (int m = 0; m < 4; m++) {
+        uint64_t count = 0, elem = sizeof(float);
+        if (p->bf) {
+            const uint64_t strips = (wrows[m] + ATTN_MHA_STRIP - 1) / ATTN_MHA_STRIP;
+            count = attn_size_mul(attn_size_mul(strips, (wk[m] + 1) / 2, &ok), ATTN_MHA_STRIP,
+                                  &ok);
+            elem = sizeof(uint32_t);
+        } else if (p->w16) {
+            if (m == 0 && d->packed_in_proj)
+                count = attn_size_mul(3 * E, E, &ok);
+            else if (!(d->packed_in_proj && (m == 1 || m == 2)))
+                count = attn_size_mul(wrows[m], wk[m], &ok);
+        }
+        p->off_w[m] = attn_carve(&total, count, elem);
+    }
+    p->off_b = attn_carve(&total, p->w16 && d->has_bias ? 2 * E + 2 * kvE : 0, sizeof(float));
+    {
+        uint64_t feat = (uint64_t)(p->kdim > p->vdim ? p->kdim : p->vdim);
+        feat = feat > E ? feat : E;
+        const uint64_t cols = p->bf ? ATTN_MHA_STRIP : p->x16 ? feat : 0;
+        p->scr_thread = (size_t)attn_size_align(
+            attn_size_mul(attn_size_mul(ATTN_MHA_ROWS, cols, &ok), sizeof(float), &ok), &ok);
+        p->off_scr = attn_carve(&total, (uint64_t)p->x.nthreads, p->scr_thread);
+    }
     if (!ok || !total.ok) {
         free(p);
         return ATTN_ERR_TOO_LARGE;
@@ -283,6 +333,9 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
     sd.use_global_q = d->use_global_q;
     sd.block_size = d->block_size;
     sd.layout_per_head = d->layout_per_head;
+    /* BF16 products: the SDPA reads Q, K, V and writes O as BF16. */
+    if (p->bf)
+        sd.q_type = sd.k_type = sd.v_type = sd.o_type = ATTN_DTYPE_BF16;
     /* The user's mask strides are checked here, by SDPA's own rules. */
     if (p->combine) {
         attn_sdpa_desc chk = sd;
@@ -310,7 +363,8 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
         return ATTN_ERR_TOO_LARGE;
     }
     p->ws_bytes = (size_t)total.size;
-    if ((st = plan_training(p, &sd)) != ATTN_OK) {
+    /* No training at 16-bit types yet (the calls say so). */
+    if (!p->x16 && !p->w16 && (st = plan_training(p, &sd)) != ATTN_OK) {
         attn_sdpa_bwd_plan_destroy(p->sdpa_bwd);
         attn_sdpa_plan_destroy(p->sdpa_train);
         p->sdpa_bwd = NULL;
@@ -352,6 +406,8 @@ attn_status attn_mha_context_size(const attn_mha_plan *plan, size_t *bytes)
 {
     if (!plan || !bytes)
         return ATTN_ERR_NULL_ARGUMENT;
+    if (plan->x16 || plan->w16)
+        return ATTN_ERR_UNSUPPORTED_TYPE;
     if (plan->no_training)
         return ATTN_ERR_TOO_LARGE;
     *bytes = plan->cx_bytes;
@@ -362,6 +418,8 @@ attn_status attn_mha_bwd_workspace_size(const attn_mha_plan *plan, size_t *bytes
 {
     if (!plan || !bytes)
         return ATTN_ERR_NULL_ARGUMENT;
+    if (plan->x16 || plan->w16)
+        return ATTN_ERR_UNSUPPORTED_TYPE;
     if (plan->no_training)
         return ATTN_ERR_TOO_LARGE;
     *bytes = plan->bw_bytes;

@@ -128,9 +128,14 @@ static attn_status validate(const attn_sdpa_bwd_desc *d)
     attn_status st = attn_sdpa_validate(f);
     if (st != ATTN_OK)
         return st;
-    /* forward-only: the paged cache (16-bit types are taken) */
+    /* forward-only: the paged cache; 16-bit types with the sparse options
+     * (the sparse forward takes them) */
     if (f->kv_block_size != 0)
         return ATTN_ERR_BAD_OPTION;
+    if ((f->q_type != ATTN_DTYPE_F32 || f->k_type != ATTN_DTYPE_F32 ||
+         f->v_type != ATTN_DTYPE_F32 || f->o_type != ATTN_DTYPE_F32) &&
+        attn_sdpa_is_sparse(f))
+        return ATTN_ERR_UNSUPPORTED_TYPE;
     const int64_t B = f->batch, Hq = f->q_heads, Hkv = f->kv_heads, n = f->q_len,
                   m = f->kv_len, dk = f->qk_dim, dv = f->v_dim;
     if ((st = attn_check_view(&d->d_o, B, Hq, n, dv, 0)) != ATTN_OK ||

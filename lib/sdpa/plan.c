@@ -74,13 +74,12 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
     if (sst != ATTN_OK)
         return sst;
 
-    if ((d->k_type != ATTN_DTYPE_F32 || d->v_type != ATTN_DTYPE_F32 || d->kv_block_size) &&
-        attn_sdpa_is_sparse(d))
+    /* (the sparse options take 16-bit Q, K, V and O, widened; not the
+     * paged cache) */
+    if (d->kv_block_size && attn_sdpa_is_sparse(d))
         return ATTN_ERR_BAD_OPTION;
     if (!attn_dtype_valid(d->q_type) || !attn_dtype_valid(d->o_type))
         return ATTN_ERR_BAD_OPTION;
-    if ((d->q_type != ATTN_DTYPE_F32 || d->o_type != ATTN_DTYPE_F32) && attn_sdpa_is_sparse(d))
-        return ATTN_ERR_UNSUPPORTED_TYPE;
 
     const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
                   m = d->kv_len, dk = d->qk_dim, dv = d->v_dim;
@@ -161,12 +160,27 @@ static attn_status plan_sparse(attn_sdpa_plan *p)
      * queries' Q and O rows; then the item order, shared. */
     const uint64_t dkv = (uint64_t)(d->qk_dim + d->v_dim);
     p->sp.gather = d->qk_dim + d->v_dim <= ATTN_GATHER_MAX_DIM;
+    /* 16-bit tensors, widened (never the BF16 products): a group's Q rows
+     * into ws.qbuf (rows x dk), its O rows accumulated in ws.obuf (rows x
+     * dv) and rounded at its end, a tile's K and V rows (every segment)
+     * into ws.kbuf / ws.vbuf (bk x dk, bk x dv), which then also take the
+     * gathered short segments. */
+    p->qw = d->q_type != ATTN_DTYPE_F32;
+    p->ow = d->o_type != ATTN_DTYPE_F32;
+    p->kv_copy = d->k_type != ATTN_DTYPE_F32 || d->v_type != ATTN_DTYPE_F32;
+    const int kb = p->sp.gather || d->k_type != ATTN_DTYPE_F32;
+    const int vb = p->sp.gather || d->v_type != ATTN_DTYPE_F32;
     attn_carver c = ATTN_CARVER_INIT;
     attn_carve(&c, (uint64_t)p->srows, (uint64_t)p->bk * sizeof(float));
     p->ws.ranges = attn_carve(&c, (uint64_t)p->bq * (d->use_global_q ? 3 : 2), sizeof(int64_t));
     p->ws.state = attn_carve(&c, (uint64_t)p->vrows, 3 * sizeof(float));
     p->ws.seg = attn_carve(&c, (uint64_t)p->bk, sizeof(attn_kseg));
-    p->ws.gather = attn_carve(&c, p->sp.gather ? (uint64_t)p->bk * dkv : 0, sizeof(float));
+    p->ws.kbuf = attn_carve(&c, kb ? (uint64_t)p->bk * (uint64_t)d->qk_dim : 0, sizeof(float));
+    p->ws.vbuf = attn_carve(&c, vb ? (uint64_t)p->bk * (uint64_t)d->v_dim : 0, sizeof(float));
+    p->ws.qbuf = attn_carve(&c, p->qw ? (uint64_t)p->sp.rows * (uint64_t)d->qk_dim : 0,
+                            sizeof(float));
+    p->ws.obuf = attn_carve(&c, p->ow ? (uint64_t)p->sp.rows * (uint64_t)d->v_dim : 0,
+                            sizeof(float));
     p->ws.qg = attn_carve(&c, d->use_global_q ? (uint64_t)p->sp.rows * dkv : 0, sizeof(float));
     p->ws.thread = (size_t)c.size;
     attn_carver all = ATTN_CARVER_INIT;

@@ -88,7 +88,8 @@ struct attn_sdpa_plan {
                                * the tile's K transposed (ws.kt, dk x ldt) */
     int decode;               /* the decode kernels run the products */
     int kv_copy;              /* the sgemm path with F16/BF16 or paged K/V widens
-                               * (gathers) each tile into ws.kbuf / ws.vbuf */
+                               * (gathers) each tile into ws.kbuf / ws.vbuf
+                               * (sparse: the segments of a tile) */
     int bf;                   /* BF16 products (Q, K, V all BF16 on the tile
                                * engine): K and V packed in pairs (ws.kt,
                                * ws.vbuf), P rounded to BF16 in place */
@@ -119,8 +120,11 @@ struct attn_sdpa_plan {
      * indices (bq int64 after the ranges), Q rows (rows x dk) and O rows
      * (rows x dv, at ws.qg) live in the thread's slice.  Short segments
      * (scattered global keys) are gathered into a copy of their K and V
-     * rows (bk x dk and bk x dv floats at ws.gather) when dk + dv <=
-     * ATTN_GATHER_MAX_DIM (gather). */
+     * rows (bk x dk and bk x dv floats at ws.kbuf and ws.vbuf) when dk +
+     * dv <= ATTN_GATHER_MAX_DIM (gather).  16-bit tensors are widened
+     * (qw, ow, kv_copy): a group's Q rows into ws.qbuf, its O rows
+     * accumulated in ws.obuf, and every segment's K (V) rows, when K (V)
+     * is 16-bit, into ws.kbuf (ws.vbuf) at their tile columns. */
     struct {
         int64_t rows, nrb, nb, mb, nreg;
         int gather;
@@ -133,11 +137,11 @@ struct attn_sdpa_plan {
         size_t thread;        /* bytes per thread's slice */
         size_t ranges;        /* the rows' visible ranges */
         size_t state;         /* the rows' running max, sum, correction */
-        size_t kbuf, vbuf;    /* kv_copy: the tile's K and V as floats */
+        size_t kbuf, vbuf;    /* kv_copy: the tile's K and V as floats (sparse:
+                               * also the gathered short segments) */
         size_t kt;            /* tile engine: K^T of the tile (BF16: pairs) */
         size_t qbuf, obuf;    /* qw, ow: the item's Q and O rows in fp32 */
         size_t seg;           /* sparse: the tile's segments */
-        size_t gather;        /* sparse: gathered K and V rows */
         size_t qg;            /* sparse: the global queries' Q and O rows */
         size_t order;         /* sparse: offset of the shared item order */
         size_t part;          /* split-K: bytes of the partial results (shared) */

@@ -43,6 +43,18 @@
  * (segments shorter than ATTN_GATHER_SHORT keys, scattered global keys,
  * have their K and V rows gathered and cost one sgemm per tile together.)
  *
+ * 16-bit tensors (q_type, k_type, v_type, o_type F16 or BF16) are widened
+ * exactly to fp32 as they are read, a bounded piece at a time into the
+ * thread's slice: a group's Q rows into w->qw (a global-query item's into
+ * its copy w->qg), a tile's K rows and V rows, segment by segment, into
+ * w->kb and w->vb at their tile columns (then the sgemms read them there,
+ * the long segments one by one and the short ones together, exactly as
+ * the fp32 path reads them in place and gathered); O rows are accumulated
+ * in fp32 in w->ow (w->og) and rounded once to o_type at the group's end.
+ * Only the keys of the segments are widened (nothing hidden is read), and
+ * the operations are those of the fp32 path on the widened values: the
+ * same bits, then O rounded.
+ *
  * Keys, mask and bias entries outside the candidate runs are never read,
  * so hidden blocks cost nothing.  Items are run heaviest first (their cost
  * is rows x candidate keys, counted per execute), each by one thread, with
@@ -67,7 +79,15 @@ typedef struct swork {
     int64_t *lo, *hi;
     float *mrow, *lrow, *corr;
     attn_kseg *seg;
-    float *kg, *vg;  /* gathered K and V rows of the short segments, or NULL */
+    /* The tile's K and V rows as floats: the gathered short segments (fp32
+     * K or V, from row 0) or every segment widened at its tile columns
+     * (16-bit K or V); NULL when neither. */
+    float *kb, *vb;
+    int gather;      /* short segments gathered (p->sp.gather) */
+    /* 16-bit Q and O (else NULL): an ordinary group's Q rows widened
+     * (sp.rows x dk) and its O rows in fp32 (sp.rows x dv, local row r at
+     * r dv). */
+    float *qw, *ow;
     /* Global-query items (plans with global queries only, else NULL): the
      * real index of each gathered row, their Q rows (sp.rows x dk) and
      * their O accumulators (sp.rows x dv). */
@@ -84,6 +104,70 @@ static const uint8_t *layout_row(const attn_sdpa_plan *p, const uint8_t *layout,
         return NULL;
     const int64_t hh = p->d.layout_per_head ? h : 0;
     return layout + (hh * p->sp.nb + I) * p->sp.mb;
+}
+
+/* Widen rows j0 + [0, count) of a 16-bit matrix (row j at src + j ld) into
+ * dst (count x width, dense). */
+static void widen_rows(const attn_sdpa_plan *p, attn_dtype type, const uint16_t *src,
+                       int64_t ld, int64_t j0, int64_t count, int64_t width, float *dst)
+{
+    for (int64_t j = 0; j < count; j++) {
+        const uint16_t *row = src + (j0 + j) * ld;
+        if (type == ATTN_DTYPE_F16)
+            p->x.cvt->f16_to_f32(row, dst + j * width, width);
+        else
+            p->x.cvt->bf16_to_f32(row, dst + j * width, width);
+    }
+}
+
+/* The K (is_v 0) or V rows of the segments of a tile widened into buf at
+ * their tile columns (column c at buf + c width). */
+static void widen_segments(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b,
+                           int64_t hk, int is_v, const attn_kseg *seg, int64_t nseg, float *buf)
+{
+    const attn_sdpa_desc *d = &p->d;
+    const attn_view v = is_v ? d->v : d->k;
+    const int64_t width = is_v ? d->v_dim : d->qk_dim;
+    const uint16_t *src = ATTN_VIEW_HEAD(is_v ? a->v16 : a->k16, v, b, hk);
+    for (int64_t x = 0; x < nseg; x++)
+        widen_rows(p, is_v ? d->v_type : d->k_type, src, v.seq, seg[x].j0, seg[x].len, width,
+                   buf + seg[x].c0 * width);
+}
+
+/* Row i of (b, h) of a 16-bit O: its fp32 values rounded (as forward.c's
+ * store_o16), or zero (row NULL). */
+static void store_o16(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
+                      int64_t i, const float *row)
+{
+    uint16_t *dst = ATTN_VIEW_AT(a->o16, p->d.o, b, h, i);
+    if (!row)
+        memset(dst, 0, (size_t)p->d.v_dim * sizeof(uint16_t));
+    else if (p->d.o_type == ATTN_DTYPE_F16)
+        p->x.cvt->f32_to_f16(row, dst, p->d.v_dim);
+    else
+        p->x.bf->round(row, dst, p->d.v_dim);
+}
+
+/* Row i of (b, h) of O (any type) set to 0. */
+static void zero_o_row(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
+                       int64_t i)
+{
+    if (p->ow)
+        store_o16(p, a, b, h, i, NULL);
+    else
+        memset(attn_sdpa_o_row(p, a, b, h, i), 0, (size_t)p->d.v_dim * sizeof(float));
+}
+
+/* Rows [r0, r1) of a tensor (b, h slice) asked for ahead of use (prefetch
+ * only: no element is read), whatever its element type. */
+static void prefetch_tensor(const void *f32, const uint16_t *h16, attn_dtype type, attn_view v,
+                            int64_t b, int64_t h, int64_t r0, int64_t r1, int64_t width,
+                            int write)
+{
+    const int64_t es = attn_dtype_size(type);
+    const char *base = type == ATTN_DTYPE_F32 ? (const char *)f32 : (const char *)h16;
+    attn_prefetch_bytes(base + (b * v.batch + h * v.head) * es, v.seq * es, r0, r1, width * es,
+                        write);
 }
 
 /* One group of an item: rows [r0, r1) (local), all global queries or all
@@ -129,10 +213,11 @@ static int next_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, const sw
     g->global = 0;
     g->idx = NULL;
     g->i0 = i0;
-    g->q = ATTN_VIEW_AT(a->q, p->d.q, b, h, i0 + r0);
-    g->o = attn_sdpa_o_row(p, a, b, h, i0 + r0);
-    g->ldq = p->d.q.seq;
-    g->ldo = p->d.o.seq;
+    /* (16-bit Q: run_sparse_item widens the group's rows into w->qw) */
+    g->q = p->qw ? w->qw : ATTN_VIEW_AT(a->q, p->d.q, b, h, i0 + r0);
+    g->o = p->ow ? w->ow + r0 * p->d.v_dim : attn_sdpa_o_row(p, a, b, h, i0 + r0);
+    g->ldq = p->qw ? p->d.qk_dim : p->d.q.seq;
+    g->ldo = p->ow ? p->d.v_dim : p->d.o.seq;
     g->kr.lay = layout_row(p, a->layout, h, p->d.block_size ? i0 / p->d.block_size : 0);
     g->kr.bs = p->d.block_size ? p->d.block_size : 1;
     g->kr.kvlen = kvlen;
@@ -234,32 +319,43 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
     const int drop = d->mask_mode == ATTN_MASK_DROP_NONZERO;
     const float *q = g->q;
     const int ldq = (int)g->ldq, ldo = (int)g->ldo;
-    const float *k = ATTN_VIEW_HEAD(a->k, d->k, b, hk);
-    const float *v = ATTN_VIEW_HEAD(a->v, d->v, b, hk);
+    const int64_t dk = d->qk_dim, dv = d->v_dim;
+    /* 16-bit K or V: every segment's rows widened into w->kb (w->vb) at
+     * their tile columns, where the sgemms then read them (ld dk or dv);
+     * fp32: in place, the short segments gathered. */
+    const int kw = d->k_type != ATTN_DTYPE_F32, vw = d->v_type != ATTN_DTYPE_F32;
+    const float *k = kw ? NULL : ATTN_VIEW_HEAD(a->k, d->k, b, hk);
+    const float *v = vw ? NULL : ATTN_VIEW_HEAD(a->v, d->v, b, hk);
+    const int64_t ldk = kw ? dk : d->k.seq, ldv = vw ? dv : d->v.seq;
     float *o = g->o;
     const uint8_t *gk = g->kr.gk;
 
     const int64_t ng = cols - cshort;   /* gathered columns */
     /* V is first needed after the scores and softmax: ask for the rows
-     * read in place now, so that they come from memory meanwhile.  A
-     * global-query item walks every key in order: its next tile's K rows
-     * too. */
+     * read in place (16-bit: every segment's) now, so that they come from
+     * memory meanwhile.  A global-query item walks every key in order:
+     * its next tile's K rows too. */
     for (int64_t x = 0; x < nseg; x++)
-        if (seg[x].c0 < cshort)
-            attn_prefetch_rows(v, d->v.seq, seg[x].j0, seg[x].j0 + seg[x].len, d->v_dim, 0);
+        if (vw || seg[x].c0 < cshort)
+            prefetch_tensor(a->v, a->v16, d->v_type, d->v, b, hk, seg[x].j0,
+                            seg[x].j0 + seg[x].len, dv, 0);
     if (w->ahead && nseg > 0) {
         const int64_t j0 = seg[nseg - 1].j0 + seg[nseg - 1].len;
         const int64_t j1 = j0 + bk < w->ahead ? j0 + bk : w->ahead;
-        attn_prefetch_rows(k, d->k.seq, j0, j1, d->qk_dim, 0);
+        prefetch_tensor(a->k, a->k16, d->k_type, d->k, b, hk, j0, j1, dk, 0);
     }
+    if (kw)
+        widen_segments(p, a, b, hk, 0, seg, nseg, w->kb);
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
-            attn_gemm(p->x.gk, 1, (int)nr, (int)seg[x].len, (int)d->qk_dim, p->scale, q, ldq,
-                       k + seg[x].j0 * d->k.seq, (int)d->k.seq, 0.0f, w->s + seg[x].c0, (int)bk);
+            attn_gemm(p->x.gk, 1, (int)nr, (int)seg[x].len, (int)dk, p->scale, q, ldq,
+                       kw ? w->kb + seg[x].c0 * dk : k + seg[x].j0 * ldk, (int)ldk, 0.0f,
+                       w->s + seg[x].c0, (int)bk);
     if (ng > 0) {
-        attn_gather_rows(w->kg, k, d->k.seq, d->qk_dim, seg, nseg, cshort);
-        attn_gemm(p->x.gk, 1, (int)nr, (int)ng, (int)d->qk_dim, p->scale, q, ldq, w->kg,
-                   (int)d->qk_dim, 0.0f, w->s + cshort, (int)bk);
+        if (!kw)
+            attn_gather_rows(w->kb, k, d->k.seq, dk, seg, nseg, cshort);
+        attn_gemm(p->x.gk, 1, (int)nr, (int)ng, (int)dk, p->scale, q, ldq,
+                   w->kb + (kw ? cshort * dk : 0), (int)dk, 0.0f, w->s + cshort, (int)bk);
     }
 
     for (int64_t r = g->r0; r < g->r1; r++) {
@@ -323,15 +419,19 @@ static void run_tile(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w,
     }
     for (int64_t r = g->r0; r < g->r1; r++)
         if (w->corr[r] != 1.0f)
-            kern->scale(o + (r - g->r0) * ldo, d->v_dim, w->corr[r]);
+            kern->scale(o + (r - g->r0) * ldo, dv, w->corr[r]);
+    if (vw)
+        widen_segments(p, a, b, hk, 1, seg, nseg, w->vb);
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
-            attn_gemm(p->x.gk, 0, (int)nr, (int)d->v_dim, (int)seg[x].len, 1.0f, w->s + seg[x].c0,
-                       (int)bk, v + seg[x].j0 * d->v.seq, (int)d->v.seq, 1.0f, o, ldo);
+            attn_gemm(p->x.gk, 0, (int)nr, (int)dv, (int)seg[x].len, 1.0f, w->s + seg[x].c0,
+                       (int)bk, vw ? w->vb + seg[x].c0 * dv : v + seg[x].j0 * ldv, (int)ldv,
+                       1.0f, o, ldo);
     if (ng > 0) {
-        attn_gather_rows(w->vg, v, d->v.seq, d->v_dim, seg, nseg, cshort);
-        attn_gemm(p->x.gk, 0, (int)nr, (int)d->v_dim, (int)ng, 1.0f, w->s + cshort, (int)bk, w->vg,
-                   (int)d->v_dim, 1.0f, o, ldo);
+        if (!vw)
+            attn_gather_rows(w->vb, v, d->v.seq, dv, seg, nseg, cshort);
+        attn_gemm(p->x.gk, 0, (int)nr, (int)dv, (int)ng, 1.0f, w->s + cshort, (int)bk,
+                   w->vb + (vw ? cshort * dv : 0), (int)dv, 1.0f, o, ldo);
     }
 }
 
@@ -353,7 +453,9 @@ static void finish_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork
             memset(orow, 0, (size_t)d->v_dim * sizeof(float));
         else
             kern->scale(orow, d->v_dim, 1.0f / l);
-        if (g->idx)
+        if (p->ow)
+            store_o16(p, a, b, h, i, orow);   /* (rounded once, here) */
+        else if (g->idx)
             memcpy(attn_sdpa_o_row(p, a, b, h, i), orow, (size_t)d->v_dim * sizeof(float));
         if (d->want_lse)
             *attn_sdpa_lse_at(p, a, b, h, i) = lse;
@@ -384,7 +486,7 @@ static void run_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork *w
     int have = attn_krun_next(&kr, &s, &e);
     for (;;) {
         const int64_t cols =
-            attn_fill_tile(&kr, &s, &e, &have, w->seg, p->bk, &nseg, w->kg != NULL, &cshort);
+            attn_fill_tile(&kr, &s, &e, &have, w->seg, p->bk, &nseg, w->gather, &cshort);
         if (cols == 0)
             break;
         run_tile(p, a, w, g, b, h, w->seg, nseg, cols, cshort);
@@ -407,8 +509,12 @@ static void run_global_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
         w->mrow[r] = -INFINITY;
         w->lrow[r] = 0.0f;
         w->lo[r] = w->hi[r] = 0;   /* unused: global rows see every candidate */
-        memcpy(w->qg + r * d->qk_dim, ATTN_VIEW_AT(a->q, d->q, b, h, i),
-               (size_t)d->qk_dim * sizeof(float));
+        if (p->qw)
+            widen_rows(p, d->q_type, ATTN_VIEW_HEAD(a->q16, d->q, b, h), d->q.seq, i, 1,
+                       d->qk_dim, w->qg + r * d->qk_dim);
+        else
+            memcpy(w->qg + r * d->qk_dim, ATTN_VIEW_AT(a->q, d->q, b, h, i),
+                   (size_t)d->qk_dim * sizeof(float));
         memset(w->og + r * d->v_dim, 0, (size_t)d->v_dim * sizeof(float));
         if (d->want_probs)
             memset(attn_sdpa_probs_row(p, a, b, h, i), 0, (size_t)d->kv_len * sizeof(float));
@@ -441,7 +547,7 @@ static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
     const int64_t qlen = attn_sdpa_q_len(p, a, b), kvlen = attn_sdpa_kv_len(p, a, b);
     const int64_t ie = i1 < qlen ? i1 : (i0 > qlen ? i0 : qlen);
     for (int64_t i = ie; i < i1; i++) {
-        memset(attn_sdpa_o_row(p, a, b, h, i), 0, (size_t)dv * sizeof(float));
+        zero_o_row(p, a, b, h, i);
         if (d->want_probs)
             memset(attn_sdpa_probs_row(p, a, b, h, i), 0, (size_t)d->kv_len * sizeof(float));
         if (d->want_lse)
@@ -457,7 +563,8 @@ static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
         w->lrow[r] = 0.0f;
         if (gq && gq[i0 + r])
             continue;   /* a global-query item's row */
-        memset(attn_sdpa_o_row(p, a, b, h, i0 + r), 0, (size_t)dv * sizeof(float));
+        memset(p->ow ? w->ow + r * dv : attn_sdpa_o_row(p, a, b, h, i0 + r), 0,
+               (size_t)dv * sizeof(float));
         if (d->want_probs)
             memset(attn_sdpa_probs_row(p, a, b, h, i0 + r), 0, (size_t)d->kv_len * sizeof(float));
     }
@@ -469,16 +576,18 @@ static void run_sparse_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, sw
         const int64_t j0 = w->hi[rows - 1] < kvlen ? w->hi[rows - 1] : kvlen;
         const int64_t j1 = j0 + nr < kvlen ? j0 + nr : kvlen;
         const int64_t n1 = ie + nr < qlen ? ie + nr : qlen;
-        attn_prefetch_rows(ATTN_VIEW_HEAD(a->k, d->k, b, hk), d->k.seq, j0, j1, d->qk_dim,
-                           0);
-        attn_prefetch_rows(ATTN_VIEW_HEAD(a->v, d->v, b, hk), d->v.seq, j0, j1, dv, 0);
-        attn_prefetch_rows(ATTN_VIEW_HEAD(a->q, d->q, b, h), d->q.seq, ie, n1, d->qk_dim,
-                           0);
-        attn_prefetch_rows(attn_sdpa_o_row(p, a, b, h, 0), d->o.seq, ie, n1, dv, 1);
+        prefetch_tensor(a->k, a->k16, d->k_type, d->k, b, hk, j0, j1, d->qk_dim, 0);
+        prefetch_tensor(a->v, a->v16, d->v_type, d->v, b, hk, j0, j1, dv, 0);
+        prefetch_tensor(a->q, a->q16, d->q_type, d->q, b, h, ie, n1, d->qk_dim, 0);
+        prefetch_tensor(a->o, a->o16, d->o_type, d->o, b, h, ie, n1, dv, 1);
     }
     sgroup g;
-    for (int64_t r0 = 0; next_group(p, a, w, b, h, i0, rows, kvlen, r0, &g); r0 = g.r1)
+    for (int64_t r0 = 0; next_group(p, a, w, b, h, i0, rows, kvlen, r0, &g); r0 = g.r1) {
+        if (p->qw)
+            widen_rows(p, d->q_type, ATTN_VIEW_HEAD(a->q16, d->q, b, h), d->q.seq,
+                       i0 + g.r0, g.r1 - g.r0, d->qk_dim, w->qw);
         run_group(p, a, w, &g, b, h);
+    }
 }
 
 typedef struct sorder {
@@ -608,8 +717,13 @@ static void sparse_body(void *arg, int tid)
     w.lrow = w.mrow + p->vrows;
     w.corr = w.lrow + p->vrows;
     w.seg = (attn_kseg *)(void *)(base + p->ws.seg);
-    w.kg = p->sp.gather ? (float *)(void *)(base + p->ws.gather) : NULL;
-    w.vg = p->sp.gather ? w.kg + p->bk * p->d.qk_dim : NULL;
+    w.gather = p->sp.gather;
+    w.kb = p->sp.gather || p->d.k_type != ATTN_DTYPE_F32 ? (float *)(void *)(base + p->ws.kbuf)
+                                                         : NULL;
+    w.vb = p->sp.gather || p->d.v_type != ATTN_DTYPE_F32 ? (float *)(void *)(base + p->ws.vbuf)
+                                                         : NULL;
+    w.qw = p->qw ? (float *)(void *)(base + p->ws.qbuf) : NULL;
+    w.ow = p->ow ? (float *)(void *)(base + p->ws.obuf) : NULL;
     w.idx = p->d.use_global_q ? w.hi + p->bq : NULL;
     w.qg = p->d.use_global_q ? (float *)(void *)(base + p->ws.qg) : NULL;
     w.og = p->d.use_global_q ? w.qg + p->sp.rows * p->d.qk_dim : NULL;

@@ -158,15 +158,30 @@ class MhaDesc(ctypes.Structure):
     ] + _OPTIONS + [
         ("key_padding_mode", c_int),
         ("weights", c_int),
-    ] + _DROPOUT_SPARSE + _engine_tail(9)
+    ] + _DROPOUT_SPARSE + _engine_tail(8, ("x_type", "w_type"))
+
+
+_MHA_WEIGHT_NAMES = (
+    "in_proj_weight", "in_proj_bias", "q_weight", "k_weight", "v_weight",
+    "q_bias", "k_bias", "v_bias", "out_weight", "out_bias")
+
+
+class MhaWeights16(ctypes.Structure):
+    """attn_mha_weights16 (every pointer as void *)."""
+    _fields_ = [(name, c_void_p) for name in _MHA_WEIGHT_NAMES] + [
+        ("reserved", c_void_p * 8)]
+
+
+class MhaArgs16(ctypes.Structure):
+    """attn_mha_args16 (every pointer as void *)."""
+    _fields_ = [(name, c_void_p) for name in ("x", "key", "value", "out")] + [
+        ("reserved", c_void_p * 8)]
 
 
 class MhaWeights(ctypes.Structure):
     """attn_mha_weights."""
-    _fields_ = [(name, c_void_p) for name in (
-        "in_proj_weight", "in_proj_bias", "q_weight", "k_weight", "v_weight",
-        "q_bias", "k_bias", "v_bias", "out_weight", "out_bias")] + [
-            ("reserved", c_void_p * 8)]
+    _fields_ = [(name, c_void_p) for name in _MHA_WEIGHT_NAMES] + [
+        ("weights16", c_void_p), ("reserved", c_void_p * 7)]
 
 
 class MhaArgs(ctypes.Structure):
@@ -174,7 +189,47 @@ class MhaArgs(ctypes.Structure):
     _fields_ = [(name, c_void_p) for name in (
         "x", "key", "value", "out", "kv_lens", "q_lens", "mask", "bias",
         "key_padding_mask", "weights", "global_k", "global_q", "layout")] + [
-            ("reserved", c_void_p * 8)]
+            ("args16", c_void_p), ("reserved", c_void_p * 7)]
+
+
+class LinearDesc(ctypes.Structure):
+    """attn_linear_desc (mirrored for the ABI test; the module has no
+    linear attention call yet).  q_type, k_type, v_type, o_type: 1.1, in
+    the room of reserved[0] and reserved[1]."""
+    _fields_ = [
+        ("batch", c_int64),
+        ("q_heads", c_int64),
+        ("kv_heads", c_int64),
+        ("q_len", c_int64),
+        ("kv_len", c_int64),
+        ("qk_dim", c_int64),
+        ("v_dim", c_int64),
+        ("q", View),
+        ("k", View),
+        ("v", View),
+        ("o", View),
+        ("feature_map", c_int),
+        ("causal", c_int),
+        ("align", c_int),
+        ("eps", c_float),
+        ("use_kv_lens", c_int),
+        ("use_q_lens", c_int),
+        ("use_state", c_int),
+        ("threads", c_int),
+    ] + _engine_tail(13, ("q_type", "k_type", "v_type", "o_type"))
+
+
+class LinearArgs16(ctypes.Structure):
+    """attn_linear_args16 (1.1)."""
+    _fields_ = [(name, c_void_p) for name in ("q", "k", "v", "o")] + [
+        ("reserved", c_void_p * 8)]
+
+
+class LinearArgs(ctypes.Structure):
+    """attn_linear_args (args16: 1.1, in the room of reserved[0])."""
+    _fields_ = [(name, c_void_p) for name in (
+        "q", "k", "v", "o", "kv_lens", "q_lens", "state_s", "state_z", "args16")] + [
+            ("reserved", c_void_p * 7)]
 
 
 # The structs the ABI test checks, by their C names.
@@ -187,6 +242,11 @@ STRUCTS = {
     "attn_mha_desc": MhaDesc,
     "attn_mha_weights": MhaWeights,
     "attn_mha_args": MhaArgs,
+    "attn_mha_weights16": MhaWeights16,
+    "attn_mha_args16": MhaArgs16,
+    "attn_linear_desc": LinearDesc,
+    "attn_linear_args": LinearArgs,
+    "attn_linear_args16": LinearArgs16,
 }
 
 

@@ -23,17 +23,21 @@ class _Linear:
             self.weight.shape, None if self.bias is None else self.bias.shape)
 
 
-def _rows(a, F):
-    """(array, row stride) for a (N, T, F) float32 array.
+def _rows(a, F, dtype=np.float32):
+    """(array, row stride) for a (N, T, F) array of dtype (float32, or the
+    16-bit storage: float16, uint16 for bf16).
 
     attn_mha reads row t of batch b at (b * T + t) * stride: a view with a
     unit inner stride and a batch stride of T row strides passes as it is,
     anything else is copied once.
     """
     N, T, _ = a.shape
-    ok = a.flags.aligned and all(s >= 0 and s % 4 == 0 for s in a.strides)
+    if a.dtype != dtype:
+        a = a.astype(dtype)
+    esz = a.itemsize
+    ok = a.flags.aligned and all(s >= 0 and s % esz == 0 for s in a.strides)
     if ok:
-        st = [s // 4 for s in a.strides]
+        st = [s // esz for s in a.strides]
         r = st[1] if T > 1 else (st[0] if N > 1 else F)
         ok = (F == 1 or st[2] == 1) and r >= F and (N == 1 or st[0] == T * r)
     if not ok:
@@ -227,7 +231,8 @@ class MultiheadAttention:
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
                 attn_mask=None, average_attn_weights=True, is_causal=False, *,
                 kv_lens=None, q_lens=None, window_left=None, window_right=None,
-                align="top_left", scale=None, dropout_seed=None, dropout_offset=None):
+                align="top_left", scale=None, dropout_seed=None, dropout_offset=None,
+                dtype="f32"):
         """Y, weights = MHA(query, key, value), as nn.MultiheadAttention.forward.
 
         Shapes (batch_first=False): query (L, N, E), key (S, N, kdim), value
@@ -247,16 +252,28 @@ class MultiheadAttention:
         attn's extras: kv_lens, q_lens (per-batch lengths, (N,) integers),
         window_left, window_right, align, scale (default 1/sqrt(head_dim)),
         dropout_seed, dropout_offset: as in scaled_dot_product_attention.
+        dtype: 'f32', 'f16' or 'bf16': the element type of the layer's
+          inputs, output and parameters for this call (attn_mha_desc's
+          x_type and w_type): 'f16' takes and returns numpy float16,
+          'bf16' bfloat16 bit patterns in uint16 (attn.to_bf16 /
+          attn.from_bf16); the float32 parameters are rounded to the type
+          for the call.  BF16 runs bfloat16 products with float32
+          accumulation; F16 is widened to float32 (docs/TYPES.md).  The
+          attention weights stay float32.
 
         query is key is value (the same array) runs self-attention: one
         projection of the input (a single GEMM with packed weights).
         Returns (output, weights or None).  Rows with no visible key give
         out_proj.bias (PyTorch gives NaN) and weights 0.
         """
+        from . import _typed, _DTYPES, to_bf16
+        if dtype not in _DTYPES:
+            raise ValueError("dtype must be 'f32', 'f16' or 'bf16', not %r" % (dtype,))
+        ty, npt = _DTYPES[dtype]
         same = query is key and key is value
-        q = _float32(query, "query")
-        k = q if same else _float32(key, "key")
-        v = q if same else _float32(value, "value")
+        q = _typed(query, dtype, "query")
+        k = q if same else _typed(key, dtype, "key")
+        v = q if same else _typed(value, dtype, "value")
         if q.ndim not in (2, 3) or k.ndim != q.ndim or v.ndim != q.ndim:
             raise ValueError("query, key and value must all be 3-D (batched) or 2-D "
                              "(unbatched); got %s, %s, %s" % (q.shape, k.shape, v.shape))
@@ -292,17 +309,24 @@ class MultiheadAttention:
 
         keep = []
         args = _lib.MhaArgs()
-        qa, d.x_stride = _rows(q, E)
-        args.x = ptr(qa)
+        # 16-bit: the buffers through attn_mha_args16 (args.args16)
+        a16 = _lib.MhaArgs16() if ty != _lib.DTYPE_F32 else None
+        io = a16 if a16 is not None else args
+        if a16 is not None:
+            d.x_type = d.w_type = ty
+            args.args16 = ctypes.addressof(a16)
+            keep.append(a16)
+        qa, d.x_stride = _rows(q, E, npt)
+        io.x = ptr(qa)
         keep.append(qa)
         if not self_attn:
-            ka, d.key_stride = _rows(k, self.kdim)
-            va, d.value_stride = _rows(v, self.vdim)
-            args.key, args.value = ptr(ka), ptr(va)
+            ka, d.key_stride = _rows(k, self.kdim, npt)
+            va, d.value_stride = _rows(v, self.vdim, npt)
+            io.key, io.value = ptr(ka), ptr(va)
             keep += [ka, va]
-        out = np.empty((N, L, E), dtype=np.float32)
+        out = np.empty((N, L, E), dtype=npt)
         d.out_stride = E
-        args.out = ptr(out)
+        io.out = ptr(out)
 
         # Masks: bool ones as uint8 masks of the right polarity, float ones
         # added into one bias (attn takes one additive bias).
@@ -382,9 +406,20 @@ class MultiheadAttention:
         d.threads = self.threads
         d.engine = _engine(self.engine)
 
-        w = _lib.MhaWeights()
+        wts = _lib.MhaWeights()
+        w = wts
         shapes = self._shapes()
         params = {n: _param(self._get(n), s, n) for n, s in shapes.items()}
+        esz = 4
+        if ty != _lib.DTYPE_F32:
+            # the parameters rounded to the type for this call, passed
+            # through attn_mha_weights16 (weights.weights16)
+            params = {n: (to_bf16(a) if dtype == "bf16" else a.astype(np.float16))
+                      for n, a in params.items()}
+            w = _lib.MhaWeights16()
+            wts.weights16 = ctypes.addressof(w)
+            keep.append(w)
+            esz = 2
         if self._qkv_same_embed_dim:
             w.in_proj_weight = ptr(params["in_proj_weight"])
             if d.has_bias:
@@ -397,8 +432,8 @@ class MultiheadAttention:
                 b = params["in_proj_bias"]
                 kv_rows = self.num_kv_heads * self.head_dim
                 w.q_bias = ptr(b)
-                w.k_bias = ptr(b) + 4 * E
-                w.v_bias = ptr(b) + 4 * (E + kv_rows)
+                w.k_bias = ptr(b) + esz * E
+                w.v_bias = ptr(b) + esz * (E + kv_rows)
         w.out_weight = ptr(params["out_proj.weight"])
         if d.has_bias:
             w.out_bias = ptr(params["out_proj.bias"])
@@ -407,7 +442,7 @@ class MultiheadAttention:
         _check(_lib.mha_plan_create(ctypes.byref(plan), ctypes.byref(d)),
                "attn_mha_plan_create")
         try:
-            _check(_lib.mha_execute(plan, ctypes.byref(w), ctypes.byref(args), None, 0),
+            _check(_lib.mha_execute(plan, ctypes.byref(wts), ctypes.byref(args), None, 0),
                    "attn_mha_execute")
         finally:
             _lib.mha_plan_destroy(plan)

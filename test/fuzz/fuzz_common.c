@@ -8,6 +8,7 @@
  *
  *   fuzz_sdpa.c       SDPA forward (dense; fuzz_sparse.c: sparse fields)
  *   fuzz_kv.c         K/V storage types and the paged cache of an SDPA problem
+ *   fuzz_qo.c         the element types of Q and O of an SDPA problem
  *   fuzz_sdpa_bwd.c   SDPA backward, after a checked forward
  *   fuzz_mha.c        the MHA layer (attn_mha_execute, attn_mha_train_execute)
  *   fuzz_mha_train.c  attn_mha_bwd_execute, after a checked train_forward
@@ -32,10 +33,11 @@
  *   masks), so reading one shows in the outputs; the test BLAS
  *   (plain_sgemm.c) and AddressSanitizer catch reads outside the buffers.
  *
- * Inputs whose first byte has bits 1 to 6 clear decode as they did before
- * those bits existed (the committed corpus and regressions have bits 3 to
- * 6 clear: they decode as before the sparse, linear, layout and KV kinds;
- * none has bits 4 and 5 both set, as the merge seeds do).
+ * Inputs whose first byte has bits 1 to 7 clear decode as they did before
+ * those bits existed (the committed corpus and regressions had bits 3 to
+ * 7 clear when each got its meaning: they decode as before the sparse,
+ * linear, layout, KV and Q/O kinds; none has bits 4 and 5 both set, as
+ * the merge seeds do).
  *
  * Decoding never fails: a short input reads as zeros, which is a small
  * valid problem (its backward included).  FUZZ_VERBOSE=1 prints each
@@ -73,18 +75,23 @@ static void print_counts(void)
             "(paged = contiguous %ld, ATTN_DECODE=0 %ld); attn_kv_append error %ld, "
             "checked %ld\n", counts[N_KV_ERROR], counts[N_KV_CHECKED], counts[N_KV_PAGED_SAME],
             counts[N_KV_NODECODE], counts[N_APPEND_ERROR], counts[N_APPEND_CHECKED]);
+    fprintf(stderr, "fuzz_attn: SDPA with Q/O element types: error %ld, checked %ld (BF16 "
+            "products %ld, ATTN_DECODE=0 %ld, bitwise the fp32 call on the widened values %ld, "
+            "backward UNSUPPORTED_TYPE %ld)\n", counts[N_QO_ERROR], counts[N_QO_CHECKED],
+            counts[N_QO_BF16], counts[N_QO_NODECODE], counts[N_QO_TWIN], counts[N_QO_BWD]);
 }
 
 /* FUZZ_TIME=1: at exit, the inputs and seconds spent per kind (tuning). */
 static int timing;
-static double kind_sec[10];
-static long kind_runs[10];
+#define N_KINDS 11
+static double kind_sec[N_KINDS];
+static long kind_runs[N_KINDS];
 static void print_times(void)
 {
-    static const char *names[10] = { "SDPA", "SDPA sparse", "MHA", "MHA sparse", "linear",
-                                     "linear backward", "layout builders", "merge",
-                                     "SDPA K/V storage", "kv_append" };
-    for (int k = 0; k < 10; k++)
+    static const char *names[N_KINDS] = { "SDPA", "SDPA sparse", "MHA", "MHA sparse", "linear",
+                                          "linear backward", "layout builders", "merge",
+                                          "SDPA K/V storage", "kv_append", "SDPA Q/O types" };
+    for (int k = 0; k < N_KINDS; k++)
         fprintf(stderr, "fuzz_attn: %-16s %8ld inputs %8.3f s %7.3f ms each\n", names[k],
                 kind_runs[k], kind_sec[k], kind_runs[k] ? 1e3 * kind_sec[k] / (double)kind_runs[k] : 0.0);
 }
@@ -433,6 +440,62 @@ void obuf_same(const obuf *b, const float *snap, const char *name, int t1, int t
         FAIL("output %s differs bitwise between %d and %d threads%s", name, t1, t2, note);
 }
 
+void obuf16_make(obuf16 *b, rd *r, const attn_view *v, const int64_t sz[3], int64_t D,
+                 int64_t ext)
+{
+    size_t off = pick(r, 3);
+    b->count = off + (size_t)ext + TAILN;
+    b->base = xmalloc(b->count * sizeof(uint16_t));
+    b->inview = calloc(b->count, 1);
+    if (!b->inview)
+        abort();
+    b->ptr = b->base + off;
+    for (int64_t x = 0; x < sz[0]; x++)
+        for (int64_t y = 0; y < sz[1]; y++)
+            for (int64_t z = 0; z < sz[2]; z++)
+                for (int64_t d = 0; d < D; d++)
+                    b->inview[off + (size_t)(x * v->batch + y * v->head + z * v->seq + d)] = 1;
+}
+void obuf16_clear(obuf16 *b)
+{
+    for (size_t i = 0; i < b->count; i++)
+        b->base[i] = SENT16;
+}
+void obuf16_free(obuf16 *b)
+{
+    free(b->base);
+    free(b->inview);
+    memset(b, 0, sizeof *b);
+}
+void obuf16_untouched(const obuf16 *b, const char *name, const char *when)
+{
+    for (size_t i = 0; i < b->count; i++)
+        if (b->base[i] != SENT16)
+            FAIL("%s: 16-bit output %s element %zu was written (bits 0x%04x)", when, name, i,
+                 (unsigned)b->base[i]);
+}
+void obuf16_outside(const obuf16 *b, const char *name)
+{
+    for (size_t i = 0; i < b->count; i++)
+        if (!b->inview[i] && b->base[i] != SENT16)
+            FAIL("16-bit output %s element %zu outside the view was written (bits 0x%04x)",
+                 name, i, (unsigned)b->base[i]);
+}
+uint16_t *obuf16_snap(const obuf16 *b)
+{
+    if (!b->base)
+        return NULL;
+    uint16_t *s = xmalloc(b->count * sizeof(uint16_t));
+    memcpy(s, b->base, b->count * sizeof(uint16_t));
+    return s;
+}
+void obuf16_same(const obuf16 *b, const uint16_t *snap, const char *name, int t1, int t2,
+                 const char *note)
+{
+    if (b->base && memcmp(b->base, snap, b->count * sizeof(uint16_t)))
+        FAIL("16-bit output %s differs bitwise between %d and %d threads%s", name, t1, t2, note);
+}
+
 void print_view(const char *name, const attn_view *v)
 {
     fprintf(stderr, " %s{%lld,%lld,%lld}", name, (long long)v->batch, (long long)v->head,
@@ -586,6 +649,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         timespec_get(&t1, TIME_UTC);
         const int k = (sel & SEL_MERGE) == SEL_MERGE ? 7 : (sel & SEL_LAYOUT) ? 6
                     : (sel & SEL_LINEAR) ? 4 + !!(sel & SEL_DROPOUT)
+                    : (sel & (SEL_KV | SEL_MHA)) == (SEL_KV | SEL_MHA) ? 9
+                    : (sel & SEL_QO) && !(sel & SEL_MHA) ? 10
                     : (sel & SEL_KV) ? 8 + (sel & SEL_MHA)
                     : 2 * (sel & SEL_MHA) + !!(sel & SEL_SPARSE);
         kind_sec[k] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);

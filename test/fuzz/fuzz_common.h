@@ -32,7 +32,7 @@
 
 /* The number of statuses (the last one + 1; attn.h keeps no count in its
  * enum, so that adding a status changes no value a program holds). */
-#define N_STATUS (ATTN_ERR_BAD_BLOCK_TABLE + 1)
+#define N_STATUS (ATTN_ERR_UNSUPPORTED_TYPE + 1)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -60,7 +60,8 @@ enum { N_PLAN_ONLY, N_ERROR, N_CHECKED, N_MHA_PLAN_ONLY, N_MHA_ERROR, N_MHA_CHEC
        N_SPARSE_MBWD_CHECKED, N_LIN_PLAN_ONLY, N_LIN_ERROR, N_LIN_CHECKED, N_LIN_BWD_ERROR, N_LIN_BWD_CHECKED,
        N_LAYOUT_ERROR, N_LAYOUT_CHECKED, N_MERGE_ERROR, N_MERGE_CHECKED, N_MERGE_SKIPPED,
        N_KV_ERROR, N_KV_CHECKED, N_KV_PAGED_SAME, N_KV_NODECODE, N_APPEND_ERROR,
-       N_APPEND_CHECKED, N_COUNT };
+       N_APPEND_CHECKED, N_QO_ERROR, N_QO_CHECKED, N_QO_BF16, N_QO_NODECODE, N_QO_TWIN,
+       N_QO_BWD, N_COUNT };
 extern long counts[N_COUNT];
 
 /* Byte 0 of an input selects the kind (LLVMFuzzerTestOneInput): bit 0 the
@@ -71,10 +72,11 @@ extern long counts[N_COUNT];
  * (fuzz_layout.c); bits 4 and 5 together attn_partials_merge
  * (fuzz_merge.c); bit 6 K/V storage types and the paged cache in the SDPA
  * problem (fuzz_kv.c), with bit 0 one attn_kv_append call
- * (fuzz_kv_append.c).  Inputs with the newer bits clear decode as they did
- * before those bits existed. */
+ * (fuzz_kv_append.c); bit 7 the element types of Q and O in the SDPA
+ * problem (fuzz_qo.c; ignored by the other kinds).  Inputs with the newer
+ * bits clear decode as they did before those bits existed. */
 enum { SEL_MHA = 1, SEL_DROPOUT = 2, SEL_TRAIN = 4, SEL_SPARSE = 8, SEL_LINEAR = 16,
-       SEL_LAYOUT = 32, SEL_KV = 64 };
+       SEL_LAYOUT = 32, SEL_KV = 64, SEL_QO = 128 };
 #define SEL_MERGE (SEL_LINEAR | SEL_LAYOUT)
 
 /* ------------------------------------------------------------- reader */
@@ -190,6 +192,27 @@ void obuf_outside(const obuf *b, const char *name);
 float *obuf_snap(const obuf *b);
 void obuf_same(const obuf *b, const float *snap, const char *name, int t1, int t2,
                const char *note);
+
+/* The same for an output of 16-bit elements (F16 or BF16: O with o_type
+ * not F32): the sentinel is SENT16, a NaN in both types that no rounding
+ * of the library's produces. */
+#define SENT16 0x7fa5u
+typedef struct obuf16 {
+    uint16_t *base;
+    uint8_t *inview;
+    size_t count;
+    uint16_t *ptr; /* view origin */
+} obuf16;
+
+void obuf16_make(obuf16 *b, rd *r, const attn_view *v, const int64_t sz[3], int64_t D,
+                 int64_t ext);
+void obuf16_clear(obuf16 *b);
+void obuf16_free(obuf16 *b);
+void obuf16_untouched(const obuf16 *b, const char *name, const char *when);
+void obuf16_outside(const obuf16 *b, const char *name);
+uint16_t *obuf16_snap(const obuf16 *b);
+void obuf16_same(const obuf16 *b, const uint16_t *snap, const char *name, int t1, int t2,
+                 const char *note);
 
 /* Caller workspace: NULL, exact, larger, NaN-filled; or deliberately bad. */
 typedef struct wsp {

@@ -23,8 +23,8 @@
 
 /* attn.h, "Decoding and the KV cache": k_type and v_type F32, F16 or
  * BF16; kv_block_size >= 0, and kv_num_blocks / kv_max_blocks zero without
- * paging (else ATTN_ERR_BAD_OPTION); storage types and paging do not
- * combine with the sparse options (ATTN_ERR_BAD_OPTION). */
+ * paging (else ATTN_ERR_BAD_OPTION); paging does not combine with the
+ * sparse options (ATTN_ERR_BAD_OPTION), the storage types do. */
 int dtype_ok(int t)
 {
     return t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16;
@@ -380,10 +380,11 @@ void kv_reference(sdpa_case *C)
     P->refa = &C->kv_refa;
 }
 
-/* After the checks and the thread-count rerun: a paged problem again on
- * the same values stored contiguously (bitwise the same), and one with
- * q_len <= 16 on the sgemm path (within the reference's bounds); then the
- * first run's outputs back (the backward reads O). */
+/* After the checks and the thread-count rerun (with bit 6 or bit 7, SEL_QO):
+ * a paged problem again on the same values stored contiguously (bitwise
+ * the same), and one with q_len <= 16 on the sgemm path (within the
+ * reference's bounds; BF16 products there when Q, K and V are BF16 on the
+ * tile engine); then the first run's outputs back (the backward reads O). */
 void kv_recheck(sdpa_case *C)
 {
     sdpa_prob *P = &C->P;
@@ -392,6 +393,7 @@ void kv_recheck(sdpa_case *C)
     const kv_store *KS = &C->KS;
     attn_status st;
     float *so = obuf_snap(&P->o), *sp = obuf_snap(&P->p), *sl = obuf_snap(&P->l);
+    uint16_t *so16 = obuf16_snap(&P->o16);
     if (C->kv.paged) {
         /* the same values stored contiguously: bitwise the same */
         attn_sdpa_desc kv_cd = *d;
@@ -408,6 +410,7 @@ void kv_recheck(sdpa_case *C)
         if (st != ATTN_OK)
             FAIL("the contiguous twin of a paged problem: %s", st_name(st));
         obuf_same(&P->o, so, "O", d->threads, d->threads, " (paged vs contiguous)");
+        obuf16_same(&P->o16, so16, "O", d->threads, d->threads, " (paged vs contiguous)");
         obuf_same(&P->p, sp, "P", d->threads, d->threads, " (paged vs contiguous)");
         obuf_same(&P->l, sl, "lse", d->threads, d->threads, " (paged vs contiguous)");
         counts[N_KV_PAGED_SAME]++;
@@ -417,18 +420,25 @@ void kv_recheck(sdpa_case *C)
         st = kv_run(P, d, a, 1);
         if (st != ATTN_OK)
             FAIL("ATTN_DECODE=0: %s", st_name(st));
-        sdpa_check_results(P);
-        counts[N_KV_NODECODE]++;
+        sdpa_check_results(P, 1);
+        counts[C->kv.on ? N_KV_NODECODE : N_QO_NODECODE]++;
+        if (C->kv.on && C->qo.on)
+            counts[N_QO_NODECODE]++;
     }
-    if (memcmp(C->inputs_copy, P->pool, P->pool_len * sizeof(float)))
+    if (memcmp(C->inputs_copy, P->pool, P->pool_len * sizeof(float)) ||
+        (C->QS.q16 && memcmp(C->QS.q16_copy, C->QS.q16, (size_t)C->QS.eq * sizeof(uint16_t))))
         FAIL("an input was modified");
     /* the first run's outputs back (the backward reads O) */
-    memcpy(P->o.base, so, P->o.count * sizeof(float));
+    if (so)
+        memcpy(P->o.base, so, P->o.count * sizeof(float));
+    if (so16)
+        memcpy(P->o16.base, so16, P->o16.count * sizeof(uint16_t));
     if (sp)
         memcpy(P->p.base, sp, P->p.count * sizeof(float));
     if (sl)
         memcpy(P->l.base, sl, P->l.count * sizeof(float));
     free(so);
+    free(so16);
     free(sp);
     free(sl);
 }

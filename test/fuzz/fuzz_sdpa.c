@@ -6,7 +6,7 @@
  * optional outputs P and logsumexp, engine, threads, workspace) with, on
  * demand, one or two invalid fields (BAD_*, byte 1); bit 3 adds the sparse
  * fields (fuzz_sparse.c), bit 6 K/V storage types and the paged cache
- * (fuzz_kv.c).
+ * (fuzz_kv.c), bit 7 the element types of Q and O (fuzz_qo.c).
  *
  * Contract: the status is one expect_sdpa_plan / expect_sdpa_exec allow
  * (ATTN_OK when valid); on error every output holds the sentinel and the
@@ -30,7 +30,8 @@
  * checked bitwise against the same desc without them by the rerun.
  *
  * After a valid problem with plain K/V passed these checks its bytes go on
- * to the backward (fuzz_sdpa_bwd.c).
+ * to the backward (fuzz_sdpa_bwd.c); with 16-bit Q or O the backward must
+ * refuse it (ATTN_ERR_UNSUPPORTED_TYPE).
  */
 #include "../reference.h"
 #include "fuzz_sdpa.h"
@@ -48,7 +49,10 @@ expect expect_sdpa_plan(const attn_sdpa_desc *d)
     if (!sparse_fields_ok(d->reserved_flags, d->layout_per_head, d->block_size))
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
     expect_kv_options(&e, d);
-    if (!kv_plain(d) && (d->use_global_k || d->use_global_q || d->block_size != 0))
+    expect_qo_options(&e, d);
+    /* the paged cache does not combine with the sparse options; the
+     * storage types do (widened, as 16-bit Q and O) */
+    if (d->kv_block_size != 0 && (d->use_global_k || d->use_global_q || d->block_size != 0))
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
     if (d->batch <= 0 || d->q_heads <= 0 || d->kv_heads <= 0 || d->q_len <= 0 ||
         d->kv_len <= 0 || d->qk_dim <= 0 || d->v_dim <= 0) {
@@ -66,9 +70,9 @@ expect expect_sdpa_plan(const attn_sdpa_desc *d)
         (d->batch > ((int64_t)1 << 32) || d->q_heads > ((int64_t)1 << 32)))
         e.must |= BIT(ATTN_ERR_TOO_LARGE);
     const int64_t B = d->batch, Hq = d->q_heads, n = d->q_len, m = d->kv_len;
-    expect_view(&e, &d->q, B, Hq, n, d->qk_dim, VK_INPUT);
+    expect_view_es(&e, &d->q, B, Hq, n, d->qk_dim, VK_INPUT, d->q_type != ATTN_DTYPE_F32);
     expect_kv_views(&e, d);
-    expect_view(&e, &d->o, B, Hq, n, d->v_dim, VK_OUTPUT);
+    expect_view_es(&e, &d->o, B, Hq, n, d->v_dim, VK_OUTPUT, d->o_type != ATTN_DTYPE_F32);
     if (mask_mode_ok(d->mask_mode) && d->mask_mode != ATTN_MASK_NONE)
         expect_view(&e, &d->mask, B, Hq, n, m, VK_BCAST);
     if (d->use_bias)
@@ -88,16 +92,17 @@ static expect expect_sdpa_exec(const attn_sdpa_desc *d, const attn_sdpa_args *a,
                                const void *ws, size_t ws_bytes, size_t need)
 {
     expect e = { 0, 0 };
-    /* K and V: args.k / args.v for F32, else args.k16 / args.v16 with the
-     * other pointer NULL */
+    /* Q, K, V and O: args.q / k / v / o for F32, else args.q16 / k16 /
+     * v16 / o16 with the other pointer NULL */
     const int k16 = d->k_type != ATTN_DTYPE_F32, v16 = d->v_type != ATTN_DTYPE_F32;
     const void *kp = k16 ? (const void *)a->k16 : (const void *)a->k;
     const void *vp = v16 ? (const void *)a->v16 : (const void *)a->v;
-    if (!a->q || !kp || !vp || !a->o)
+    if (!kp || !vp)
         e.must |= BIT(ATTN_ERR_NULL_ARGUMENT);
     if ((k16 ? (const void *)a->k : (const void *)a->k16) ||
         (v16 ? (const void *)a->v : (const void *)a->v16))
         e.must |= BIT(ATTN_ERR_ARGUMENT_MISMATCH);
+    expect_qo_pointers(&e, d, a);
     const ptr_use f[] = {
         { d->kv_block_size > 0, a->block_table },
         { d->use_kv_lens, a->kv_lens },  { d->use_q_lens, a->q_lens },
@@ -164,11 +169,13 @@ static void print_sdpa(const attn_sdpa_desc *d, const unsigned bad[2], int t2)
         fprintf(stderr, " kv=k%d/v%d/bs%lld/nb%lld/mb%lld", (int)d->k_type, (int)d->v_type,
                 (long long)d->kv_block_size, (long long)d->kv_num_blocks,
                 (long long)d->kv_max_blocks);
+    if (d->q_type != ATTN_DTYPE_F32 || d->o_type != ATTN_DTYPE_F32)
+        fprintf(stderr, " qo=q%d/o%d", (int)d->q_type, (int)d->o_type);
     fprintf(stderr, " engine=%d threads=%d/%d bad=%u,%u\n", (int)d->engine, d->threads, t2,
             bad[0], bad[1]);
 }
 
-void sdpa_check_results(const sdpa_prob *P)
+void sdpa_check_results(const sdpa_prob *P, int nodecode)
 {
     const attn_sdpa_desc *d = P->refd ? P->refd : &P->d;
     const int64_t B = d->batch, Hq = d->q_heads, n = d->q_len, m = d->kv_len, dv = d->v_dim;
@@ -177,6 +184,13 @@ void sdpa_check_results(const sdpa_prob *P)
         abort();
     /* with dropout the reference's O and P are of P' = P keep / (1 - p) */
     const double drel = ref_dropout_rel(d);
+    /* 16-bit O and BF16 products (the types are the call's, P->d's) */
+    const attn_dtype ot = P->d.o_type;
+    const int bf16 = qo_bf16_products(&P->d, nodecode);
+    double oadd, oabs;
+    qo_tolerance(&P->d, bf16, &oadd, &oabs);
+    if (bf16)
+        counts[N_QO_BF16]++;
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < Hq; h++)
             for (int64_t i = 0; i < n; i++) {
@@ -185,15 +199,21 @@ void sdpa_check_results(const sdpa_prob *P)
                 ref_row_tolerance(d->qk_dim, ro.nvis[row], ro.s_abs[row], ro.lse[row], &prel,
                                   &orel, &ltol);
                 prel += drel;
-                orel += drel;
-                const float *O = P->o.ptr + b * d->o.batch + h * d->o.head + i * d->o.seq;
+                orel += drel + oadd;
+                const int64_t at = b * d->o.batch + h * d->o.head + i * d->o.seq;
                 for (int64_t x = 0; x < dv; x++) {
+                    float Ox;
+                    if (ot == ATTN_DTYPE_F32)
+                        Ox = P->o.ptr[at + x];
+                    else if (attn_dtype_decode(ot, P->o16.ptr + at + x, &Ox, 1) != ATTN_OK)
+                        FAIL("attn_dtype_decode of O failed");
                     double ref = ro.o[row * (size_t)dv + (size_t)x];
-                    double tol = orel * ro.o_abs[row * (size_t)dv + (size_t)x] + REF_TINY;
-                    if (!(fabs((double)O[x] - ref) <= tol))
-                        FAIL("O[b=%lld h=%lld i=%lld d=%lld] = %.9g, reference %.9g, tol %.3g",
-                             (long long)b, (long long)h, (long long)i, (long long)x,
-                             (double)O[x], ref, tol);
+                    double tol = orel * ro.o_abs[row * (size_t)dv + (size_t)x] + oabs + REF_TINY;
+                    if (!(fabs((double)Ox - ref) <= tol))
+                        FAIL("O[b=%lld h=%lld i=%lld d=%lld] = %.9g (o_type %d%s), reference "
+                             "%.9g, tol %.3g", (long long)b, (long long)h, (long long)i,
+                             (long long)x, (double)Ox, (int)ot, bf16 ? ", BF16 products" : "",
+                             ref, tol);
                 }
                 if (d->want_probs) {
                     const float *Pr = P->p.ptr + b * d->probs.batch + h * d->probs.head +
@@ -216,7 +236,10 @@ void sdpa_check_results(const sdpa_prob *P)
                              (long long)b, (long long)h, (long long)i, (double)L, ref, ltol);
                 }
             }
-    obuf_outside(&P->o, "O");
+    if (ot == ATTN_DTYPE_F32)
+        obuf_outside(&P->o, "O");
+    else
+        obuf16_outside(&P->o16, "O");
     if (d->want_probs)
         obuf_outside(&P->p, "P");
     if (d->want_lse)
@@ -227,6 +250,7 @@ void sdpa_check_results(const sdpa_prob *P)
 void sdpa_clear(sdpa_prob *P)
 {
     obuf_clear(&P->o);
+    obuf16_clear(&P->o16);
     if (P->p.base)
         obuf_clear(&P->p);
     if (P->l.base)
@@ -236,6 +260,7 @@ void sdpa_clear(sdpa_prob *P)
 static void sdpa_untouched(const sdpa_prob *P, const char *when)
 {
     obuf_untouched(&P->o, "O", when);
+    obuf16_untouched(&P->o16, "O", when);
     if (P->p.base)
         obuf_untouched(&P->p, "P", when);
     if (P->l.base)
@@ -335,8 +360,14 @@ static void sdpa_decode_options(rd *r, unsigned sel, sdpa_case *C)
             C->P.kv_lens[b] = (int32_t)m - (int32_t)pick(r, 8);
         C->P.q_lens[b] = (int32_t)pick(r, (unsigned)n + 1);
     }
-    if (sel & SEL_KV) {
+    if (sel & SEL_KV)
         decode_kv(r, &C->kv, B, m);
+    if (sel & SEL_QO) {
+        decode_qo(r, &C->qo, &C->kv);
+        d->q_type = C->qo.qt;
+        d->o_type = C->qo.ot;
+    }
+    if (sel & SEL_KV) {
         d->k_type = C->kv.kt;
         d->v_type = C->kv.vt;
     }
@@ -775,8 +806,13 @@ static void sdpa_make_args(rd *r, sdpa_case *C)
         a->global_q = P->sb.gq;
     if (d->block_size)
         a->layout = P->sb.lay;
-    obuf_make(&P->o, r, &d->o, C->szq, C->dv, C->eo);
-    a->o = P->o.ptr;
+    if (d->o_type == ATTN_DTYPE_F32) {
+        obuf_make(&P->o, r, &d->o, C->szq, C->dv, C->eo);
+        a->o = P->o.ptr;
+    } else {
+        obuf16_make(&P->o16, r, &d->o, C->szq, C->dv, C->eo);
+        a->o16 = P->o16.ptr;
+    }
     if (d->want_probs) {
         obuf_make(&P->p, r, &d->probs, C->szq, C->m, C->ep);
         a->probs = P->p.ptr;
@@ -853,7 +889,13 @@ static void sdpa_plant_exec(rd *r, sdpa_case *C)
         if (verbose)
             fprintf(stderr, "  kv bad=%u\n", C->kv.bad);
     }
-    if (verbose && (C->bad[0] >= BAD_PTR_NULL || C->bad[1] >= BAD_PTR_NULL || C->kv.bad))
+    if (C->qo.on && C->qo.bad) {
+        qo_plant(r, C);
+        if (verbose)
+            fprintf(stderr, "  qo bad=%u\n", C->qo.bad);
+    }
+    if (verbose && (C->bad[0] >= BAD_PTR_NULL || C->bad[1] >= BAD_PTR_NULL || C->kv.bad ||
+                    C->qo.bad))
         print_sdpa(d, C->bad, C->t2);
     /* after BAD_LENGTH_ may have enabled lengths: the plan desc changed */
     C->pe = expect_sdpa_plan(d);
@@ -927,13 +969,16 @@ static int sdpa_check(sdpa_case *C, attn_status st)
     sdpa_prob *P = &C->P;
     const attn_sdpa_desc *d = &P->d;
     if (memcmp(C->inputs_copy, P->pool, P->pool_len * sizeof(float)) ||
-        memcmp(C->mask_copy, P->mpool, P->mpool_len))
+        memcmp(C->mask_copy, P->mpool, P->mpool_len) ||
+        (C->QS.q16 && memcmp(C->QS.q16_copy, C->QS.q16, (size_t)C->QS.eq * sizeof(uint16_t))))
         FAIL("an input was modified");
     if (st != ATTN_OK) {
         sdpa_untouched(P, st_name(st));
         counts[N_ERROR]++;
         if (C->kv.on)
             counts[N_KV_ERROR]++;
+        if (C->qo.on)
+            counts[N_QO_ERROR]++;
         return 0;
     }
     counts[N_CHECKED]++;
@@ -945,7 +990,11 @@ static int sdpa_check(sdpa_case *C, attn_status st)
         counts[N_KV_CHECKED]++;
         kv_reference(C);
     }
-    sdpa_check_results(P);
+    if (C->qo.on) {
+        counts[N_QO_CHECKED]++;
+        qo_reference(C);
+    }
+    sdpa_check_results(P, 0);
     return 1;
 }
 
@@ -957,6 +1006,7 @@ static void sdpa_rerun(sdpa_case *C)
     const int t2 = C->t2;
     attn_status st;
     float *so = obuf_snap(&P->o), *sp = obuf_snap(&P->p), *sl = obuf_snap(&P->l);
+    uint16_t *so16 = obuf16_snap(&P->o16);
     const int t1 = d->threads;
     const uint64_t seed1 = d->dropout_seed, off1 = d->dropout_offset;
     const char *note = drop_zero_reset(d->dropout_p, &d->dropout_seed, &d->dropout_offset);
@@ -976,8 +1026,10 @@ static void sdpa_rerun(sdpa_case *C)
     attn_sdpa_plan_destroy(plan);
     free(w2.raw);
     obuf_same(&P->o, so, "O", t1, t2, note);
+    obuf16_same(&P->o16, so16, "O", t1, t2, note);
     obuf_same(&P->p, sp, "P", t1, t2, note);
     obuf_same(&P->l, sl, "lse", t1, t2, note);
+    free(so16);
     free(so);
     free(sp);
     free(sl);
@@ -994,10 +1046,12 @@ static void sdpa_case_free(sdpa_case *C)
     free(P->pool);
     free(P->mpool);
     obuf_free(&P->o);
+    obuf16_free(&P->o16);
     obuf_free(&P->p);
     obuf_free(&P->l);
     sparse_free(&P->sb);
     kv_store_free(&C->KS);
+    qo_store_free(&C->QS);
 }
 
 /* ----------------------------------------------------------------- kind */
@@ -1023,6 +1077,8 @@ void fuzz_sdpa(rd *r, unsigned sel)
     sdpa_make_args(r, C);
     if (C->kv.on)
         kv_make_store(r, C);
+    if (C->qo.on)
+        qo_make_store(C);
     sdpa_plant_exec(r, C);
     /* run */
     C->wsel = u8(r);
@@ -1039,10 +1095,14 @@ void fuzz_sdpa(rd *r, unsigned sel)
         /* check */
         if (sdpa_check(C, st)) {
             sdpa_rerun(C);
-            if (C->kv.on)
+            if (C->kv.on || C->qo.on) {
+                qo_twin(C);
                 kv_recheck(C);
-            if (kv_plain(&P->d))
+            }
+            if (kv_plain(&P->d) && !qo_16(&P->d))
                 fuzz_sdpa_bwd(r, P, C->t2);
+            else if (kv_plain(&P->d))
+                sdpa_bwd_qo16(P);
         }
     }
     sdpa_case_free(C);

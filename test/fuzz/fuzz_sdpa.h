@@ -1,13 +1,14 @@
 /*
  * fuzz_sdpa.h -- the SDPA problem shared by the forward (fuzz_sdpa.c),
- * its K/V storage and paging (fuzz_kv.c) and the backward
- * (fuzz_sdpa_bwd.c).
+ * its K/V storage and paging (fuzz_kv.c), the element types of Q and O
+ * (fuzz_qo.c) and the backward (fuzz_sdpa_bwd.c).
  */
 #ifndef ATTN_FUZZ_SDPA_H
 #define ATTN_FUZZ_SDPA_H
 
 #include "fuzz_common.h"
 #include "fuzz_kv.h"
+#include "fuzz_qo.h"
 #include "fuzz_sparse.h"
 
 /* A decoded SDPA problem: desc, args and the buffers they point to. */
@@ -19,11 +20,12 @@ typedef struct sdpa_prob {
     size_t pool_len;
     uint8_t *mpool;  /* the mask */
     size_t mpool_len;
-    obuf o, p, l;
+    obuf o, p, l;    /* o: an F32 O */
+    obuf16 o16;      /* an F16 or BF16 O (o_type) */
     int sparse;      /* SEL_SPARSE: the flags and layout below */
     sparse_buf sb;
-    /* SEL_KV: what the float64 reference reads instead of d and a (F32,
-     * contiguous, the stored values widened); NULL: d and a */
+    /* SEL_KV, SEL_QO: what the float64 reference reads instead of d and a
+     * (F32, contiguous, the stored values widened); NULL: d and a */
     const attn_sdpa_desc *refd;
     const attn_sdpa_args *refa;
 } sdpa_prob;
@@ -39,6 +41,8 @@ typedef struct sdpa_case {
     sparse_cfg sc;
     kv_cfg kv;
     kv_store KS;
+    qo_cfg qo;
+    qo_store QS;
     expect pe;                         /* the plan's expected status */
     int64_t eq, ek, ev, eo, em, eb, ep, el; /* extents of the desc's views */
     int64_t ekc, evc;                  /* of K and V in the float pool */
@@ -48,12 +52,13 @@ typedef struct sdpa_case {
     unsigned wsel;                     /* workspace choices */
     float *inputs_copy;
     uint8_t *mask_copy;
-    attn_sdpa_desc kv_refd;            /* SEL_KV: what the reference reads */
+    attn_sdpa_desc kv_refd;            /* SEL_KV, SEL_QO: what the reference reads */
     attn_sdpa_args kv_refa;
 } sdpa_case;
 
 expect expect_sdpa_plan(const attn_sdpa_desc *d);
-void sdpa_check_results(const sdpa_prob *P);
+/* nodecode: the outputs are of a plan made with ATTN_DECODE=0 */
+void sdpa_check_results(const sdpa_prob *P, int nodecode);
 void sdpa_clear(sdpa_prob *P);
 
 /* fuzz_kv.c: the SEL_KV stages of the forward */
@@ -62,7 +67,15 @@ void kv_plant(rd *r, const kv_cfg *c, kv_store *S, attn_sdpa_desc *d, attn_sdpa_
 void kv_reference(sdpa_case *C);
 void kv_recheck(sdpa_case *C);
 
-/* fuzz_sdpa_bwd.c: the backward of a checked forward */
+/* fuzz_qo.c: the SEL_QO stages of the forward */
+void qo_make_store(sdpa_case *C);
+void qo_plant(rd *r, sdpa_case *C);
+void qo_reference(sdpa_case *C);
+void qo_twin(sdpa_case *C);
+
+/* fuzz_sdpa_bwd.c: the backward of a checked forward; with 16-bit Q or O,
+ * ATTN_ERR_UNSUPPORTED_TYPE and nothing written */
 void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2);
+void sdpa_bwd_qo16(const sdpa_prob *P);
 
 #endif

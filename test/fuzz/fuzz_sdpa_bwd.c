@@ -74,6 +74,9 @@ static expect expect_bwd_plan(const attn_sdpa_bwd_desc *bd)
     if (reserved_nonzero(bd->reserved, (int)(sizeof bd->reserved / sizeof bd->reserved[0])) ||
         !f->want_lse || f->want_probs || (bd->want_dbias && !f->use_bias))
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
+    /* attn.h: 16-bit Q or O are not yet taken by the backward */
+    if (qo_16(f))
+        e.must |= BIT(ATTN_ERR_UNSUPPORTED_TYPE);
     const int64_t B = f->batch, Hq = f->q_heads, Hkv = f->kv_heads, n = f->q_len,
                   m = f->kv_len;
     expect_view(&e, &bd->d_o, B, Hq, n, f->v_dim, VK_INPUT);
@@ -681,4 +684,88 @@ void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2)
     }
     bwd_case_free(C);
     free(C);
+}
+
+/* A valid forward with 16-bit Q or O (plain K/V) that fuzz_sdpa.c has
+ * just checked: its backward (the forward's desc with a logsumexp, every
+ * gradient view contiguous) must be ATTN_ERR_UNSUPPORTED_TYPE from the
+ * plan and the one-shot, with nothing written.  The args point at valid
+ * float data of the right extents (Q and O widened), should a plan go
+ * through. */
+void sdpa_bwd_qo16(const sdpa_prob *P)
+{
+    const attn_sdpa_desc *d = &P->d;
+    const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
+                  m = d->kv_len, dk = d->qk_dim, dv = d->v_dim;
+    attn_sdpa_bwd_desc bd;
+    attn_sdpa_bwd_desc_init(&bd);
+    bd.fwd = *d;
+    bd.fwd.want_probs = 0;
+    bd.fwd.probs = (attn_view){ ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET };
+    bd.fwd.want_lse = 1;
+    if (!d->want_lse)
+        bd.fwd.lse = attn_view_bhsd(Hq, n, 1);
+    bd.d_o = attn_view_bhsd(Hq, n, dv);
+    bd.dq = attn_view_bhsd(Hq, n, dk);
+    bd.dk = attn_view_bhsd(Hkv, m, dk);
+    bd.dv = attn_view_bhsd(Hkv, m, dv);
+    const expect pe = expect_bwd_plan(&bd);
+    attn_sdpa_bwd_plan *plan = NULL;
+    attn_status st = attn_sdpa_bwd_plan_create(&plan, &bd);
+    check_status("attn_sdpa_bwd_plan_create (16-bit Q or O)", st, pe);
+    attn_sdpa_bwd_plan_destroy(plan);
+
+    /* the one-shot: Q and O widened, O's own view; dO, lse and the
+     * gradients contiguous, sentinel-filled outputs */
+    const size_t nq = (size_t)(B * Hq * n), nk = (size_t)(B * Hkv * m);
+    const size_t ocount = d->o_type == ATTN_DTYPE_F32 ? P->o.count : P->o16.count;
+    float *ow = xmalloc(ocount * sizeof(float));
+    if (d->o_type == ATTN_DTYPE_F32)
+        memcpy(ow, P->o.base, ocount * sizeof(float));
+    else if (attn_dtype_decode(d->o_type, P->o16.base, ow, (int64_t)ocount) != ATTN_OK)
+        FAIL("attn_dtype_decode of O failed");
+    float *dO = xmalloc(nq * (size_t)dv * sizeof(float));
+    float *lse = xmalloc(nq * sizeof(float));
+    for (size_t i = 0; i < nq * (size_t)dv; i++)
+        dO[i] = 0.5f;
+    for (size_t i = 0; i < nq; i++)
+        lse[i] = 0.0f;
+    const size_t gn[3] = { nq * (size_t)dk, nk * (size_t)dk, nk * (size_t)dv };
+    float *g[3];
+    for (int t = 0; t < 3; t++) {
+        g[t] = xmalloc(gn[t] * sizeof(float));
+        for (size_t i = 0; i < gn[t]; i++)
+            g[t][i] = sentinel();
+    }
+    attn_sdpa_bwd_args a;
+    attn_sdpa_bwd_args_init(&a);
+    a.q = P->refa && P->refa->q ? P->refa->q : P->a.q;
+    a.k = P->a.k;
+    a.v = P->a.v;
+    a.o = ow + (d->o_type == ATTN_DTYPE_F32 ? P->o.ptr - P->o.base : P->o16.ptr - P->o16.base);
+    a.d_o = dO;
+    a.lse = d->want_lse ? P->l.ptr : lse;
+    a.kv_lens = P->a.kv_lens;
+    a.q_lens = P->a.q_lens;
+    a.mask = P->a.mask;
+    a.bias = P->a.bias;
+    a.dq = g[0];
+    a.dk = g[1];
+    a.dv = g[2];
+    attn_status st2 = attn_sdpa_backward(&bd, &a);
+    check_status("attn_sdpa_backward (16-bit Q or O)", st2, pe);
+    if (st2 != st)
+        FAIL("attn_sdpa_backward returned %s, attn_sdpa_bwd_plan_create %s", st_name(st2),
+             st_name(st));
+    for (int t = 0; t < 3; t++)
+        for (size_t i = 0; i < gn[t]; i++)
+            if (fbits(g[t][i]) != SENT)
+                FAIL("attn_sdpa_backward (16-bit Q or O, %s): %s element %zu was written",
+                     st_name(st2), bwd_names[t], i);
+    counts[N_QO_BWD]++;
+    for (int t = 0; t < 3; t++)
+        free(g[t]);
+    free(ow);
+    free(dO);
+    free(lse);
 }

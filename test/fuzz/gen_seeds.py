@@ -13,7 +13,8 @@ kind, fuzz_<api>.c decodes the rest; missing bytes read as 0):
            1 as above over the LB_* enum, 20 kinds; bit 5: one call of a
            layout builder instead; bits 4 and 5 together: one call of
            attn_partials_merge; bit 6: K/V storage types and the paged
-           cache in the SDPA problem, with bit 0 one attn_kv_append call)
+           cache in the SDPA problem, with bit 0 one attn_kv_append call;
+           bit 7: the element types of Q and O in the SDPA problem)
   then     sizes, options, layouts, values, workspace: random here.
 For each API and each invalid-field kind (and none) a few inputs with
 random tails, plus SDPA shapes past a key tile (split keys) and past a
@@ -38,7 +39,11 @@ sdpa-kv-* (byte 0 bit 6: F16/BF16/F32 K and V, contiguous and paged with
 each block size, past a key tile and with many queries, and one per KB_*
 invalid field) and kv-append-* (bits 6 and 0: attn_kv_append, valid
 contiguous and paged, junk in the unread desc fields, a table entry out of
-range, two invalid fields).
+range, two invalid fields).  And the Q/O seeds sdpa-qo-* (byte 0 bit 7:
+every pair of q_type and o_type, on the decode path, with many queries on
+either engine and past a key tile; with bit 6 all BF16 or all F16
+contiguous and paged, BF16 products on the tile engine; one per QB_*
+invalid field).
 
 usage: gen_seeds.py OUTDIR
 """
@@ -155,6 +160,51 @@ def main():
         b = bytearray(rng5.randrange(256) for _ in range(rng5.randrange(40, 80)))
         b[0], b[1], b[8], b[9] = 65, bad, x, y
         seeds["kv-append-%02d" % k] = bytes(b)
+    # bit 7: the element types of Q and O in the SDPA problem (own
+    # generator again).  The layout of the KV seeds above (opt without
+    # bits 0 and 2, the lengths at a fixed place), then with bit 6 its
+    # three KV bytes, then the two Q/O bytes: x (q_type + 3 o_type, 0 F32,
+    # 1 F16, 2 BF16; >= 192 one type for Q and O, and for K and V with bit
+    # 6: BF16 when even, F16 when odd) and z (>= 160 plants QB_* kind
+    # z - 159).  The shape byte's high nibble picks the engine (2 tile).
+    rng6 = random.Random(20261128)
+    qo_sdpa = (
+        # (sel, x, z, shape, engine, B, kv (x, y, z) or None)
+    ) + tuple((128, qt + 3 * ot, 0, 0, 0, 2, None)
+              for qt in range(3) for ot in range(3) if qt or ot) + (
+        (128, 2 + 3 * 1, 0, 2, 2, 1, None),       # BF16 Q, F16 O, many queries, tile
+        (128, 1 + 3 * 2, 0, 2, 1, 1, None),       # F16 Q, BF16 O, many queries, BLAS
+        (128, 2 + 3 * 2, 0, 1, 0, 1, None),       # BF16, past a key tile (split keys)
+        (128, 192, 0, 0, 2, 3, None),             # one type: BF16 Q and O
+        (128, 193, 0, 0, 1, 2, None),             # one type: F16 Q and O
+        (192, 192, 0, 2, 2, 1, (0, 0, 0)),        # all BF16, many queries, tile: BF16 products
+        (192, 192, 0, 0, 2, 2, (0, 0, 0)),        # all BF16, decode path (and ATTN_DECODE=0)
+        (192, 194, 0, 2, 2, 1, (9, 0x23, 0)),     # all BF16, paged bs 16, many queries
+        (192, 192, 0, 0, 0, 2, (18, 0x91, 0)),    # all BF16, paged bs 2, decode path
+        (192, 193, 0, 2, 2, 1, (27, 0x02, 0)),    # all F16, paged bs 3, many queries
+        (192, 2 + 3 * 0, 0, 2, 2, 1, (2 + 2 * 3, 0, 0)),   # BF16 Q, K, V, F32 O
+        (192, 0 + 3 * 2, 0, 0, 0, 2, (1 + 2 * 3 + 9, 0x13, 0)),  # F32 Q, BF16 O, paged
+    ) + tuple((128, 2 + 3 * 1, 159 + kind, 0, 0, 2, None)
+              for kind in range(1, 6)) + (        # every QB_* kind
+        (192, 1 + 3 * 2, 160 + 2, 0, 0, 2, (1 + 9, 0x13, 0)),  # QB_PTR_NULL, paged
+    )
+    for k, (sel, x, z, shape, engine, nb, kv) in enumerate(qo_sdpa):
+        b = bytearray(rng6.randrange(256) for _ in range(rng6.randrange(70, 110)))
+        b[0], b[1] = sel, 0
+        b[2] = nb - 1
+        b[9] = shape | engine << 4
+        opt = 10 + (0, 4, 2)[shape]
+        b[opt] &= ~5 & 0xff
+        if shape:
+            nb = 1
+        if shape == 1:
+            b[opt + 4] &= 0xfe  # past 255 keys: no fourth length byte
+        at = opt + 3 + (3 if shape == 1 else 2) * nb
+        if kv:
+            b[at], b[at + 1], b[at + 2] = kv
+            at += 3
+        b[at], b[at + 1] = x, z
+        seeds["sdpa-qo-%02d" % k] = bytes(b)
     for name, data in sorted(seeds.items()):
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)

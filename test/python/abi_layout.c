@@ -70,21 +70,57 @@ int main(void)
     F(attn_mha_desc, dropout_offset); F(attn_mha_desc, use_global_k);
     F(attn_mha_desc, use_global_q); F(attn_mha_desc, layout_per_head);
     F(attn_mha_desc, reserved_flags); F(attn_mha_desc, block_size);
-    F(attn_mha_desc, engine); F(attn_mha_desc, reserved_pad); F(attn_mha_desc, reserved);
+    F(attn_mha_desc, engine); F(attn_mha_desc, reserved_pad); F(attn_mha_desc, x_type);
+    F(attn_mha_desc, w_type); F(attn_mha_desc, reserved);
 
     S(attn_mha_weights);
     F(attn_mha_weights, in_proj_weight); F(attn_mha_weights, in_proj_bias);
     F(attn_mha_weights, q_weight); F(attn_mha_weights, k_weight);
     F(attn_mha_weights, v_weight); F(attn_mha_weights, q_bias); F(attn_mha_weights, k_bias);
     F(attn_mha_weights, v_bias); F(attn_mha_weights, out_weight);
-    F(attn_mha_weights, out_bias); F(attn_mha_weights, reserved);
+    F(attn_mha_weights, out_bias); F(attn_mha_weights, weights16);
+    F(attn_mha_weights, reserved);
+
+    S(attn_mha_weights16);
+    F(attn_mha_weights16, in_proj_weight); F(attn_mha_weights16, in_proj_bias);
+    F(attn_mha_weights16, q_weight); F(attn_mha_weights16, k_weight);
+    F(attn_mha_weights16, v_weight); F(attn_mha_weights16, q_bias);
+    F(attn_mha_weights16, k_bias); F(attn_mha_weights16, v_bias);
+    F(attn_mha_weights16, out_weight); F(attn_mha_weights16, out_bias);
+    F(attn_mha_weights16, reserved);
+
+    S(attn_mha_args16);
+    F(attn_mha_args16, x); F(attn_mha_args16, key); F(attn_mha_args16, value);
+    F(attn_mha_args16, out); F(attn_mha_args16, reserved);
 
     S(attn_mha_args);
     F(attn_mha_args, x); F(attn_mha_args, key); F(attn_mha_args, value);
     F(attn_mha_args, out); F(attn_mha_args, kv_lens); F(attn_mha_args, q_lens);
     F(attn_mha_args, mask); F(attn_mha_args, bias); F(attn_mha_args, key_padding_mask);
     F(attn_mha_args, weights); F(attn_mha_args, global_k); F(attn_mha_args, global_q);
-    F(attn_mha_args, layout); F(attn_mha_args, reserved);
+    F(attn_mha_args, layout); F(attn_mha_args, args16); F(attn_mha_args, reserved);
+
+    S(attn_linear_desc);
+    F(attn_linear_desc, batch); F(attn_linear_desc, q_heads); F(attn_linear_desc, kv_heads);
+    F(attn_linear_desc, q_len); F(attn_linear_desc, kv_len); F(attn_linear_desc, qk_dim);
+    F(attn_linear_desc, v_dim); F(attn_linear_desc, q); F(attn_linear_desc, k);
+    F(attn_linear_desc, v); F(attn_linear_desc, o); F(attn_linear_desc, feature_map);
+    F(attn_linear_desc, causal); F(attn_linear_desc, align); F(attn_linear_desc, eps);
+    F(attn_linear_desc, use_kv_lens); F(attn_linear_desc, use_q_lens);
+    F(attn_linear_desc, use_state); F(attn_linear_desc, threads); F(attn_linear_desc, engine);
+    F(attn_linear_desc, reserved_pad); F(attn_linear_desc, q_type);
+    F(attn_linear_desc, k_type); F(attn_linear_desc, v_type); F(attn_linear_desc, o_type);
+    F(attn_linear_desc, reserved);
+
+    S(attn_linear_args16);
+    F(attn_linear_args16, q); F(attn_linear_args16, k); F(attn_linear_args16, v);
+    F(attn_linear_args16, o); F(attn_linear_args16, reserved);
+
+    S(attn_linear_args);
+    F(attn_linear_args, q); F(attn_linear_args, k); F(attn_linear_args, v);
+    F(attn_linear_args, o); F(attn_linear_args, kv_lens); F(attn_linear_args, q_lens);
+    F(attn_linear_args, state_s); F(attn_linear_args, state_z); F(attn_linear_args, args16);
+    F(attn_linear_args, reserved);
 
     /* enums mirrored as c_int */
     printf("attn_status size %zu\n", sizeof(attn_status));

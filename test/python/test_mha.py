@@ -406,6 +406,65 @@ class TestState(unittest.TestCase):
         self.assertEqual(m.in_proj_weight.dtype, np.float32)
 
 
+class TestTypes(unittest.TestCase):
+    """forward(dtype='bf16' / 'f16'): against the float32 layer on the same
+    rounded inputs and parameters, within 8 u (|Y| + 1) (the roundings of
+    Q, K, V, P, O and Y, u = 2^-9 BF16, 2^-12 F16 as the C tests derive
+    them, with slack); self- and cross-attention, packed and separate
+    projections, GQA, both layouts."""
+
+    def check(self, mha, q, k, v, dt, **kw):
+        rnd = ((lambda a: attn.from_bf16(attn.to_bf16(a))) if dt == "bf16"
+               else (lambda a: np.asarray(a, np.float32).astype(np.float16).astype(np.float32)))
+        ref = attn.MultiheadAttention(mha.embed_dim, mha.num_heads,
+                                      kdim=mha.kdim, vdim=mha.vdim,
+                                      num_kv_heads=mha.num_kv_heads,
+                                      batch_first=mha.batch_first).eval()
+        ref.load_state_dict({n: rnd(a) for n, a in mha.state_dict().items()})
+        same = q is k and k is v
+        qr = rnd(q)
+        kr, vr = (qr, qr) if same else (rnd(k), rnd(v))
+        want, _ = ref(qr, kr, vr, need_weights=False, **kw)
+        if dt == "bf16":
+            q16 = attn.to_bf16(q)
+            k16, v16 = (q16, q16) if same else (attn.to_bf16(k), attn.to_bf16(v))
+            got, _ = mha(q16, k16, v16, need_weights=False, dtype="bf16", **kw)
+            self.assertEqual(got.dtype, np.uint16)
+            got = attn.from_bf16(got)
+            u = 2.0 ** -9
+        else:
+            q16 = q.astype(np.float16)
+            k16, v16 = (q16, q16) if same else (k.astype(np.float16), v.astype(np.float16))
+            got, _ = mha(q16, k16, v16, need_weights=False, dtype="f16", **kw)
+            self.assertEqual(got.dtype, np.float16)
+            got = got.astype(np.float32)
+            u = 2.0 ** -12
+        err = np.abs(got - want).max()
+        tol = 8 * u * (np.abs(want).max() + 1)
+        self.assertLessEqual(err, tol, "%s: %g > %g" % (dt, err, tol))
+        ERR.check(self, "%s output" % dt, got, want, tol)
+
+    def test_types(self):
+        rng = np.random.default_rng(11)
+        for dt in ("bf16", "f16"):
+            with self.subTest(dtype=dt, kind="self, batch_first"):
+                m = attn.MultiheadAttention(64, 4, batch_first=True).eval()
+                x = rng.standard_normal((2, 33, 64)).astype(np.float32)
+                self.check(m, x, x, x, dt, is_causal=True)
+            with self.subTest(dtype=dt, kind="cross, kdim/vdim, GQA, seq first"):
+                m = attn.MultiheadAttention(64, 8, kdim=48, vdim=40, num_kv_heads=2).eval()
+                q = rng.standard_normal((21, 3, 64)).astype(np.float32)
+                k = rng.standard_normal((37, 3, 48)).astype(np.float32)
+                v = rng.standard_normal((37, 3, 40)).astype(np.float32)
+                self.check(m, q, k, v, dt)
+
+    def test_bad_dtype(self):
+        m = attn.MultiheadAttention(16, 2).eval()
+        x = np.zeros((3, 1, 16), np.float32)
+        with self.assertRaises(ValueError):
+            m(x, x, x, dtype="f64")
+
+
 class TestErrors(unittest.TestCase):
     def test_constructor(self):
         for kw, exc in ((dict(add_bias_kv=True), NotImplementedError),

@@ -403,7 +403,8 @@ class TestTypes(unittest.TestCase):
     """16-bit inputs and outputs: every case of the table at F16 and BF16
     against float64 on the rounded inputs, within the fp32 error plus the
     output's rounding (and, for BF16, P's): |err| <= ATOL + 4 u |O|-scale
-    with u = 2^-9 (BF16) or 2^-12 (F16)."""
+    with u = 2^-9 for BF16 (4u = 2^-7: O's rounding and P's, each at
+    most 2^-8 relative) and 2^-12 for F16 (4u = 2^-10: twice O's)."""
 
     def test_table(self):
         for i, (name, make) in enumerate(CASES):
