@@ -30,8 +30,9 @@
  * checked bitwise against the same desc without them by the rerun.
  *
  * After a valid problem with plain K/V passed these checks its bytes go on
- * to the backward (fuzz_sdpa_bwd.c); with 16-bit Q or O the backward must
- * refuse it (ATTN_ERR_UNSUPPORTED_TYPE).
+ * to the backward (fuzz_sdpa_bwd.c); with 16-bit Q or O its statuses are
+ * checked (sdpa_bwd_qo16: ATTN_ERR_UNSUPPORTED_TYPE with the sparse
+ * options, else args16 required).
  */
 #include "../reference.h"
 #include "fuzz_sdpa.h"
