@@ -8,34 +8,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-/* 16 x 16 in registers: rows r[0..15] of 16 floats become columns of dst. */
-static inline void tr16_regs(const __m512 r[16], float *dst, int64_t ldd)
-{
-    __m512 t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    /* u[4 g + q]: rows 4g..4g+3, in lane l their column 4 l + q */
-    for (int g = 0; g < 4; g++) {
-        u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
-        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
-    }
-    for (int q = 0; q < 4; q++) {
-        const __m512 va = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x88);
-        const __m512 vb = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xDD);
-        const __m512 wa = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x88);
-        const __m512 wb = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xDD);
-        _mm512_storeu_ps(dst + (q + 0) * ldd, _mm512_shuffle_f32x4(va, wa, 0x88));
-        _mm512_storeu_ps(dst + (q + 8) * ldd, _mm512_shuffle_f32x4(va, wa, 0xDD));
-        _mm512_storeu_ps(dst + (q + 4) * ldd, _mm512_shuffle_f32x4(vb, wb, 0x88));
-        _mm512_storeu_ps(dst + (q + 12) * ldd, _mm512_shuffle_f32x4(vb, wb, 0xDD));
-    }
-}
-
-/* The same network kept in registers: out[c] = column c of r[0..15]. */
+/* 16 x 16 in registers: out[c] = column c of the rows r[0..15]. */
 static inline void tr16_to(const __m512 r[16], __m512 out[16])
 {
     __m512 t[16], u[16];
@@ -59,6 +32,15 @@ static inline void tr16_to(const __m512 r[16], __m512 out[16])
         out[q + 4] = _mm512_shuffle_f32x4(vb, wb, 0x88);
         out[q + 12] = _mm512_shuffle_f32x4(vb, wb, 0xDD);
     }
+}
+
+/* The same, stored: rows r[0..15] of 16 floats become columns of dst. */
+static inline void tr16_regs(const __m512 r[16], float *dst, int64_t ldd)
+{
+    __m512 out[16];
+    tr16_to(r, out);
+    for (int c = 0; c < 16; c++)
+        _mm512_storeu_ps(dst + c * ldd, out[c]);
 }
 
 static inline void tr16(const float *src, int64_t lds, float *dst, int64_t ldd)
