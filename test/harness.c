@@ -237,15 +237,12 @@ void tinst_widen_o(tinst *t)
         return;
     const uint16_t *h = t->o16.base;
     uint32_t *o = t->o.base;
-    for (size_t i = 0; i < t->o16.count; i++) {
-        if (h[i] == TSENTINEL16) {
+    /* One call for the whole buffer (attn_dtype_decode is exact), then the
+     * sentinels of elements attn must not write put back. */
+    attn_dtype_decode((attn_dtype)t->c.dtype, h, (float *)(void *)o, (int64_t)t->o16.count);
+    for (size_t i = 0; i < t->o16.count; i++)
+        if (h[i] == TSENTINEL16)
             o[i] = TSENTINEL;
-        } else {
-            float f;
-            attn_dtype_decode((attn_dtype)t->c.dtype, h + i, &f, 1);
-            memcpy(o + i, &f, sizeof f);
-        }
-    }
 }
 
 void tinst_free(tinst *t)
