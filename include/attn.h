@@ -1530,10 +1530,25 @@ ATTN_API attn_status attn_mha_desc_init(attn_mha_desc *desc);
  *   is bitwise that of the same call in fp32 on the widened inputs and
  *   weights, then Y rounded.
  *
- * Both are bitwise identical for any thread count.  The training calls
- * (attn_mha_train_execute, attn_mha_bwd_execute) and the context and
- * backward workspace sizes do not take 16-bit types yet: a plan with
- * x_type or w_type not F32 returns ATTN_ERR_UNSUPPORTED_TYPE there.
+ * Both are bitwise identical for any thread count.
+ *
+ * Training (1.1) takes the same types.  attn_mha_train_execute is
+ * attn_mha_execute (the same Y, bitwise) that also keeps Q, K, V and O in
+ * the context: BF16 with BF16 products (the context is then half the
+ * size), else fp32.  attn_mha_bwd_execute takes dY at x_type (16-bit:
+ * grads.grads16->dy, the dy argument NULL) and writes each gradient at the
+ * type of its tensor: dX, dXk, dXv at x_type, the weights' and biases'
+ * gradients at w_type (16-bit ones through grads.grads16, see
+ * attn_mha_grads16).  It widens every 16-bit input (X, Xk, Xv, dY, the
+ * weights) exactly to fp32 into its workspace and sums every gradient in
+ * fp32, rounding each once at the end (with accumulate = 1: old widened,
+ * plus g, rounded once).  The SDPA backward between runs as the forward
+ * ran: with BF16 products it is attn's BF16 SDPA backward on the
+ * context's BF16 Q, K, V, O, with dO = dY W_o rounded to BF16 and dQ, dK,
+ * dV coming out BF16 (then widened for the projections' gradients); else
+ * the fp32 one.  So where the types widen the gradients are bitwise those
+ * of the fp32 training calls on the widened inputs and weights, each then
+ * rounded to its type.
  */
 
 /* The 16-bit inputs and output (x_type F16 or BF16), through
@@ -1743,6 +1758,35 @@ ATTN_API attn_status attn_mha_execute(const attn_mha_plan *plan, const attn_mha_
  * the backward differentiates exactly the dropped forward it follows.
  */
 
+/* The 16-bit side of the backward (1.1), through attn_mha_grads.grads16,
+ * required when x_type or w_type is F16 or BF16 and NULL otherwise: dY and
+ * the input gradients when x_type is 16-bit (then the dy argument and
+ * grads.dx, dkey, dvalue are NULL), the weights' and biases' gradients
+ * when w_type is (then grads' float ones are NULL).  Shapes, strides and
+ * the rules of which are used as in attn_mha_grads, in uint16_t
+ * elements. */
+typedef struct attn_mha_grads16 {
+    const uint16_t *dy;          /* [B][L][E], row stride out_stride */
+    uint16_t *dx;
+    uint16_t *dkey;
+    uint16_t *dvalue;
+    uint16_t *d_in_proj_weight;
+    uint16_t *d_in_proj_bias;
+    uint16_t *d_q_weight;
+    uint16_t *d_k_weight;
+    uint16_t *d_v_weight;
+    uint16_t *d_q_bias;
+    uint16_t *d_k_bias;
+    uint16_t *d_v_bias;
+    uint16_t *d_out_weight;
+    uint16_t *d_out_bias;
+    /* Room to grow: must be NULL (attn_mha_grads16_init does it). */
+    void *reserved[8];
+} attn_mha_grads16;
+
+/* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT.  (1.1) */
+ATTN_API attn_status attn_mha_grads16_init(attn_mha_grads16 *grads16);
+
 /* The gradients backward writes; the pointers of the weight layout the
  * plan does not use, of biases without has_bias, and dkey/dvalue in
  * self-attention must be NULL (ATTN_ERR_ARGUMENT_MISMATCH), all others are
@@ -1762,8 +1806,11 @@ typedef struct attn_mha_grads {
     float *d_v_bias;           /* [Hkv*dh] */
     float *d_out_weight;       /* [E][E]    always */
     float *d_out_bias;         /* [E]       when has_bias */
+    /* The 16-bit dY and gradients (x_type or w_type F16 or BF16), else
+     * NULL.  (Added in 1.1 in the room of reserved[0].) */
+    const attn_mha_grads16 *grads16;
     /* Room to grow: must be NULL (attn_mha_grads_init does it). */
-    void *reserved[8];
+    void *reserved[7];
 } attn_mha_grads;
 
 /* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
@@ -1771,9 +1818,9 @@ ATTN_API attn_status attn_mha_grads_init(attn_mha_grads *grads);
 
 /* Bytes of the context train_forward fills and backward reads: Q, K, V (one
  * [B*L][3E] block in self-attention with packed weights, else [B*L][E] and
- * two [B*S][Hkv*dh]), O [B*L][E] and the logsumexp [B][H][L] (floats, each
- * block rounded up to 64 bytes).  Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT,
- * ATTN_ERR_UNSUPPORTED_TYPE (x_type or w_type not F32: no training yet) or
+ * two [B*S][Hkv*dh]), O [B*L][E] (floats, or BF16 with BF16 products) and
+ * the logsumexp [B][H][L] (floats), each block rounded up to 64 bytes.
+ * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT or
  * ATTN_ERR_TOO_LARGE (a plan whose forward fits but whose context or
  * backward workspace is not representable: every training call of it
  * returns ATTN_ERR_TOO_LARGE). */
@@ -1781,10 +1828,12 @@ ATTN_API attn_status attn_mha_context_size(const attn_mha_plan *plan, size_t *by
 
 /* Bytes of workspace attn_mha_bwd_execute needs: dO, dQ, dK, dV (the sizes of
  * O, Q, K, V), a combined mask as in the forward, the SDPA backward's
- * workspace and per-thread blocks for the gradient GEMMs.  (train_forward
- * takes the workspace of attn_mha_workspace_size.)  Returns ATTN_OK,
- * ATTN_ERR_NULL_ARGUMENT, ATTN_ERR_UNSUPPORTED_TYPE or ATTN_ERR_TOO_LARGE
- * (as attn_mha_context_size). */
+ * workspace and per-thread blocks for the gradient GEMMs; with 16-bit
+ * types also fp32 copies of what is 16-bit among X, Xk, Xv, dY, the
+ * weights and the gradients (and BF16 dO, dQ, dK, dV and an fp32 O with
+ * BF16 products).  (train_forward takes the workspace of
+ * attn_mha_workspace_size.)  Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT or
+ * ATTN_ERR_TOO_LARGE (as attn_mha_context_size). */
 ATTN_API attn_status attn_mha_bwd_workspace_size(const attn_mha_plan *plan, size_t *bytes);
 
 /*
@@ -1794,9 +1843,7 @@ ATTN_API attn_status attn_mha_bwd_workspace_size(const attn_mha_plan *plan, size
  * keeps it until the backward): 64-byte aligned and at least
  * attn_mha_context_size() bytes.  workspace as for attn_mha_execute, of
  * attn_mha_workspace_size() bytes (NULL: allocated inside the call).
- * Returns what attn_mha_execute returns, and ATTN_ERR_UNSUPPORTED_TYPE
- * (x_type or w_type not F32; checked right after the reserved tails of
- * weights and args), ATTN_ERR_TOO_LARGE (see
+ * Returns what attn_mha_execute returns, and ATTN_ERR_TOO_LARGE (see
  * attn_mha_context_size), ATTN_ERR_NULL_ARGUMENT (context NULL), ATTN_ERR_WORKSPACE_TOO_SMALL (context_bytes short) or
  * ATTN_ERR_WORKSPACE_ALIGNMENT (context misaligned).  On error nothing is
  * written to out, weights or the context.
@@ -1808,7 +1855,8 @@ ATTN_API attn_status attn_mha_train_execute(const attn_mha_plan *plan,
                                             size_t workspace_bytes);
 
 /*
- * The gradients of the layer at dY [B][L][E] (row stride out_stride), from
+ * The gradients of the layer at dY [B][L][E] (row stride out_stride; NULL
+ * when x_type is 16-bit: grads->grads16->dy), from
  * the context a train_forward with this plan filled.  weights and args are
  * those of that train_forward (x, key, value, lengths, masks, bias and key
  * padding mask must hold the same values); args->out and args->weights are
@@ -1816,13 +1864,12 @@ ATTN_API attn_status attn_mha_train_execute(const attn_mha_plan *plan,
  * overwrites the gradients, 1 adds into them (see above).  context as in
  * train_forward (read only); workspace 64-byte aligned and at least
  * attn_mha_bwd_workspace_size() bytes, or NULL (allocated inside).
- * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (plan, weights, args, dy, context,
+ * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (plan, weights, args, dy at F32, context,
  * grads, a weight, buffer or gradient the plan needs), ATTN_ERR_BAD_OPTION
- * (accumulate not 0 or 1), ATTN_ERR_UNSUPPORTED_TYPE (x_type or w_type not
- * F32, checked right after the reserved tails of weights, args and grads),
+ * (accumulate not 0 or 1, a reserved pointer of grads16 not NULL),
  * ATTN_ERR_ARGUMENT_MISMATCH (a pointer the plan
- * does not use, args->out and args->weights excepted; weights16 and
- * args16 are not used),
+ * does not use, args->out and args->weights excepted (and args16->out);
+ * of a tensor's float and 16-bit pointers, the one of the other type),
  * ATTN_ERR_BAD_LENGTH, ATTN_ERR_TOO_LARGE (see attn_mha_context_size),
  * ATTN_ERR_WORKSPACE_TOO_SMALL (workspace or context short), ATTN_ERR_WORKSPACE_ALIGNMENT (workspace or context misaligned) or
  * ATTN_ERR_OUT_OF_MEMORY.  On error no gradient is written.

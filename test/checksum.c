@@ -1075,7 +1075,7 @@ static void run_mha(const mcase *c, const minst *t, int eng, int th)
             if (use[x])
                 g[x] = acc ? frand(&r, gn[x], 0) : fsent(gn[x]);
         attn_mha_grads gr = { g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10],
-                              g[11], g[12], { 0 } };
+                              g[11], g[12], NULL, { 0 } };
         attn_status sb = s == ATTN_OK ? attn_mha_bwd_execute(p, &t->w, &a, t->dy, ctx, cb, &gr, acc,
                                                           bws, bb)
                                       : s;

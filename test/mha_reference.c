@@ -451,6 +451,8 @@ static void grad_weight(const double *g, const double *ge, int64_t T, int64_t N,
             if (o->tol[wi])
                 o->tol[wi][n * K + k] =
                     MREF_SAFE * (err + ((double)T + 2.0) * u * mag) + MREF_TINY;
+            if (o->mag[wi])
+                o->mag[wi][n * K + k] = mag;
         }
         if (bi >= 0) {
             double acc = 0.0, err = 0.0, mag = 0.0;
@@ -463,6 +465,8 @@ static void grad_weight(const double *g, const double *ge, int64_t T, int64_t N,
                 o->g[bi][n] = acc;
             if (o->tol[bi])
                 o->tol[bi][n] = MREF_SAFE * (err + ((double)T + 2.0) * u * mag) + MREF_TINY;
+            if (o->mag[bi])
+                o->mag[bi][n] = mag;
         }
     }
 }
@@ -470,6 +474,15 @@ static void grad_weight(const double *g, const double *ge, int64_t T, int64_t N,
 int mref_mha_backward(const attn_mha_desc *d, const attn_mha_weights *w,
                       const attn_mha_args *a, const float *dy, const mref_grads *out)
 {
+    return mref_mha_backward_typed(d, w, a, dy, out, NULL);
+}
+
+int mref_mha_backward_typed(const attn_mha_desc *d, const attn_mha_weights *w,
+                            const attn_mha_args *a, const float *dy, const mref_grads *out,
+                            const mref_round *rnd)
+{
+    static const mref_round none;
+    const mref_round *rd = rnd ? rnd : &none;
     const int64_t E = d->embed_dim, H = d->num_heads;
     const int64_t Hkv = d->num_kv_heads ? d->num_kv_heads : H;
     const int64_t dh = E / H, kvE = Hkv * dh, group = H / Hkv;
@@ -538,7 +551,8 @@ int mref_mha_backward(const attn_mha_desc *d, const attn_mha_weights *w,
                 mag += fabs(tv);
             }
             dO[t * E + c] = acc;
-            dOe[t * E + c] = ((double)E + 2.0) * u * mag;
+            /* (dO rounded to O's type: rd->o) */
+            dOe[t * E + c] = ((double)E + 2.0) * u * mag + rd->o * mag;
         }
 
     for (int64_t b = 0; b < B; b++) {
@@ -577,7 +591,8 @@ int mref_mha_backward(const attn_mha_desc *d, const attn_mha_weights *w,
                         sum += exp(s[j] - mx);
                 for (int64_t j = 0; j < S; j++)
                     pr[j] = vis[j] ? exp(s[j] - mx) / sum : 0.0;
-                const double es = (cq + ck + (double)dh + 6.0) * u * tmax;
+                /* (Q and K rounded: rd->q, rd->k relative to |q|~, |k|~) */
+                const double es = ((cq + ck + (double)dh + 6.0) * u + rd->q + rd->k) * tmax;
                 const double p_rel = expm1(2.0 * es) + ((double)nv + 2.0 * MREF_KEXP + 4.0) * u;
                 /* P' = Z P (the P that multiplies V) and its relative error */
                 double zs = 1.0;
@@ -585,8 +600,9 @@ int mref_mha_backward(const attn_mha_desc *d, const attn_mha_weights *w,
                     goto done;
                 for (int64_t j = 0; j < S; j++)
                     pd[j] = !drop ? pr[j] : keep[j] ? pr[j] * zs : 0.0;
-                const double pd_rel = drop ? p_rel + 2.0 * u : p_rel;
-                const double orel = pd_rel + ((double)nv + 4.0) * u + cv * u;
+                /* (P rounded for P V and for dV: rd->p; V, O rounded: rd->v, rd->o) */
+                const double pd_rel = (drop ? p_rel + 2.0 * u : p_rel) + rd->p;
+                const double orel = pd_rel + ((double)nv + 4.0) * u + cv * u + rd->v + rd->o;
                 for (int64_t x = 0; x < dh; x++) {
                     double acc = 0.0, aacc = 0.0;
                     for (int64_t j = 0; j < S; j++)
@@ -611,7 +627,7 @@ int mref_mha_backward(const attn_mha_desc *d, const attn_mha_weights *w,
                     const int64_t ko = (b * S + j) * kvE + hk * dh;
                     double acc = 0.0, err = 0.0, mag = 0.0;
                     for (int64_t x = 0; x < dh; x++) {
-                        const double eV = cv * u * Va[ko + x];
+                        const double eV = (cv * u + rd->v) * Va[ko + x];
                         acc += dO[qo + x] * V[ko + x];
                         err += dOe[qo + x] * Va[ko + x] + fabs(dO[qo + x]) * eV;
                         mag += (fabs(dO[qo + x]) + dOe[qo + x]) * (Va[ko + x] + eV);
@@ -630,11 +646,13 @@ int mref_mha_backward(const attn_mha_desc *d, const attn_mha_weights *w,
                     const int64_t ko = (b * S + j) * kvE + hk * dh;
                     const double P = pr[j];
                     const double dS = P * (dp[j] - D);
+                    /* (dS rounded where it enters dQ and dK: rd->p) */
                     const double dSe = p_rel * P * fabs(dp[j] - D) + P * (dpe[j] + De) +
-                                       3.0 * u * P * (fabs(dp[j]) + fabs(D));
+                                       (3.0 * u + rd->p) * P * (fabs(dp[j]) + fabs(D));
                     const double dSa = fabs(dS) + dSe;
                     for (int64_t x = 0; x < dh; x++) {
-                        const double eK = ck * u * Ka[ko + x], eQ = cq * u * Qa[qo + x];
+                        const double eK = (ck * u + rd->k) * Ka[ko + x];
+                        const double eQ = (cq * u + rd->q) * Qa[qo + x];
                         dQ[qo + x] += scale * dS * K[ko + x];
                         dQe[qo + x] += asc * (dSe * Ka[ko + x] + dSa * eK);
                         dQa[qo + x] += asc * dSa * (Ka[ko + x] + eK);
@@ -651,11 +669,12 @@ int mref_mha_backward(const attn_mha_desc *d, const attn_mha_weights *w,
         }
     }
     /* the summation errors of dQ (S terms), dK and dV (group L terms) */
+    /* (then dQ, dK, dV rounded to their types: rd->q, rd->k, rd->v) */
     for (size_t k = 0; k < nq; k++)
-        dQe[k] += ((double)S + 3.0) * u * dQa[k];
+        dQe[k] += (((double)S + 3.0) * u + rd->q) * dQa[k];
     for (size_t k = 0; k < nk; k++) {
-        dKe[k] += ((double)(group * L) + 3.0) * u * dKa[k];
-        dVe[k] += ((double)(group * L) + 3.0) * u * dVa[k];
+        dKe[k] += (((double)(group * L) + 3.0) * u + rd->k) * dKa[k];
+        dVe[k] += (((double)(group * L) + 3.0) * u + rd->v) * dVa[k];
     }
 
     /* dW_o = dY^T O (O within Oe), db_o */
@@ -676,6 +695,8 @@ int mref_mha_backward(const attn_mha_desc *d, const attn_mha_weights *w,
             if (out->tol[MG_DWO])
                 out->tol[MG_DWO][n * E + c] =
                     MREF_SAFE * (err + ((double)BL + 2.0) * u * mag) + MREF_TINY;
+            if (out->mag[MG_DWO])
+                out->mag[MG_DWO][n * E + c] = mag;
         }
         if (d->has_bias) {
             double acc = 0.0, mag = 0.0;
@@ -687,6 +708,8 @@ int mref_mha_backward(const attn_mha_desc *d, const attn_mha_weights *w,
                 out->g[MG_DBO][n] = acc;
             if (out->tol[MG_DBO])
                 out->tol[MG_DBO][n] = MREF_SAFE * ((double)BL + 2.0) * u * mag + MREF_TINY;
+            if (out->mag[MG_DBO])
+                out->mag[MG_DBO][n] = mag;
         }
     }
 
@@ -708,6 +731,8 @@ int mref_mha_backward(const attn_mha_desc *d, const attn_mha_weights *w,
                 out->tol[MG_DX][k] =
                     MREF_SAFE * (gxt[k] + (3.0 * (double)E + 2.0) * u * gxt[k + BL * E]) +
                     MREF_TINY;
+            if (out->mag[MG_DX])
+                out->mag[MG_DX][k] = gxt[k + BL * E];
         }
     } else {
         const struct { const double *g, *ge; int64_t rows, N; const float *W; int64_t K; int mg; } in[3] = {
@@ -725,6 +750,8 @@ int mref_mha_backward(const attn_mha_desc *d, const attn_mha_weights *w,
                     out->tol[in[k].mg][e] =
                         MREF_SAFE * (gxt[e] + ((double)in[k].N + 2.0) * u * gxt[e + n]) +
                         MREF_TINY;
+                if (out->mag[in[k].mg])
+                    out->mag[in[k].mg][e] = gxt[e + n];
             }
         }
     }

@@ -92,7 +92,19 @@ extern const char *const mref_grad_name[MG_COUNT];
 typedef struct mref_grads {
     double *g[MG_COUNT];
     double *tol[MG_COUNT];
+    /* Optional (NULL: not written): the magnitude |g|~ of each element,
+     * the sum of the absolute values of its terms (with their bounds), the
+     * scale a rounding of an intermediate to a 16-bit type acts on. */
+    double *mag[MG_COUNT];
 } mref_grads;
+
+/* mref_mha_backward with the bounds of the roundings r of a layer with
+ * BF16 products (as mref_mha_typed: Q, K, V, P, O; and dO at O's type, dS
+ * at P's, dQ, dK, dV at Q's, K's, V's), NULL: none.  The rounding of the
+ * gradients themselves to their types is the caller's to add. */
+int mref_mha_backward_typed(const attn_mha_desc *d, const attn_mha_weights *w,
+                            const attn_mha_args *a, const float *dy, const mref_grads *out,
+                            const mref_round *r);
 
 /* Rows and width of a gradient family of desc (0 rows: not present). */
 void mref_grad_shape(const attn_mha_desc *desc, int which, int64_t *rows, int64_t *width);

@@ -1695,6 +1695,7 @@ static void test_growable_structs(void **state)
     assert_int_equal(attn_mha_grads_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     assert_int_equal(attn_mha_weights16_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     assert_int_equal(attn_mha_args16_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+    assert_int_equal(attn_mha_grads16_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     assert_int_equal(attn_kv_append_args_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     assert_int_equal(attn_partials_merge_args_init(NULL), ATTN_ERR_NULL_ARGUMENT);
     {
@@ -1917,8 +1918,8 @@ static void test_growable_structs(void **state)
     attn_mha_plan_destroy(mp);
 
     /* The MHA layer at 16-bit types: attn_mha_args16 and
-     * attn_mha_weights16 carry tails of their own; the training calls say
-     * ATTN_ERR_UNSUPPORTED_TYPE and write nothing. */
+     * attn_mha_weights16 carry tails of their own, and so does
+     * attn_mha_grads16 of the training calls. */
     {
         uint16_t x16[L * E], y16[L * E], wq16[E * E], wk16[E * E], wv16[E * E], wo16[E * E];
         attn_dtype_encode(ATTN_DTYPE_BF16, x, x16, L * E);
@@ -1957,20 +1958,50 @@ static void test_growable_structs(void **state)
         }
         for (int i = 0; i < L * E; i++)
             assert_int_equal(y16[i], 0x7FA5);
-        size_t bytes = 777;
-        assert_int_equal(attn_mha_context_size(mp, &bytes), ATTN_ERR_UNSUPPORTED_TYPE);
-        assert_int_equal(attn_mha_bwd_workspace_size(mp, &bytes), ATTN_ERR_UNSUPPORTED_TYPE);
-        assert_int_equal(bytes, 777);
+        /* Training (1.1): the 16-bit dY and gradients through
+         * grads.grads16, whose tail is checked like the others. */
+        size_t cbytes = 0, bbytes = 0;
+        assert_int_equal(attn_mha_context_size(mp, &cbytes), ATTN_OK);
+        assert_int_equal(attn_mha_bwd_workspace_size(mp, &bbytes), ATTN_OK);
+        assert_true(cbytes > 0 && bbytes > 0);
         void *cx16 = NULL;
-        assert_int_equal(posix_memalign(&cx16, 64, 4096), 0);
-        assert_int_equal(attn_mha_train_execute(mp, &mw, &ma, cx16, 4096, NULL, 0),
-                         ATTN_ERR_UNSUPPORTED_TYPE);
-        grow_fill(dx, L * E, NAN);
-        assert_int_equal(attn_mha_bwd_execute(mp, &mw, &ma, dy, cx16, 4096, &mg, 0, NULL, 0),
-                         ATTN_ERR_UNSUPPORTED_TYPE);
-        assert_true(grow_untouched(dx, L * E));
+        assert_int_equal(posix_memalign(&cx16, 64, cbytes), 0);
+        assert_int_equal(attn_mha_train_execute(mp, &mw, &ma, cx16, cbytes, NULL, 0), ATTN_OK);
+        uint16_t dy16[L * E], dx16[L * E], g16w[4][E * E];
+        attn_dtype_encode(ATTN_DTYPE_BF16, dy, dy16, L * E);
+        attn_mha_grads16 mg16;
+        memset(&mg16, 0xA5, sizeof mg16);
+        assert_int_equal(attn_mha_grads16_init(&mg16), ATTN_OK);
+        assert_null(mg16.dy);
+        for (int i = 0; i < 8; i++)
+            assert_null(mg16.reserved[i]);
+        mg16.dy = dy16, mg16.dx = dx16, mg16.d_q_weight = g16w[0], mg16.d_k_weight = g16w[1];
+        mg16.d_v_weight = g16w[2], mg16.d_out_weight = g16w[3];
+        attn_mha_grads g16;
+        assert_int_equal(attn_mha_grads_init(&g16), ATTN_OK);
+        assert_null(g16.grads16);
+        g16.grads16 = &mg16;
         for (int i = 0; i < L * E; i++)
-            assert_int_equal(y16[i], 0x7FA5);
+            dx16[i] = 0x7FA5;
+        for (int slot = 0; slot < 8; slot += 7) {
+            mg16.reserved[slot] = &mg16;
+            assert_int_equal(attn_mha_bwd_execute(mp, &mw, &ma, NULL, cx16, cbytes, &g16, 0,
+                                                  NULL, 0), ATTN_ERR_BAD_OPTION);
+            mg16.reserved[slot] = NULL;
+        }
+        /* grads16 missing; the float dy given besides dY16 */
+        g16.grads16 = NULL;
+        assert_int_equal(attn_mha_bwd_execute(mp, &mw, &ma, NULL, cx16, cbytes, &g16, 0, NULL, 0),
+                         ATTN_ERR_NULL_ARGUMENT);
+        g16.grads16 = &mg16;
+        assert_int_equal(attn_mha_bwd_execute(mp, &mw, &ma, dy, cx16, cbytes, &g16, 0, NULL, 0),
+                         ATTN_ERR_ARGUMENT_MISMATCH);
+        for (int i = 0; i < L * E; i++)
+            assert_int_equal(dx16[i], 0x7FA5);
+        assert_int_equal(attn_mha_bwd_execute(mp, &mw, &ma, NULL, cx16, cbytes, &g16, 0, NULL, 0),
+                         ATTN_OK);
+        for (int i = 0; i < L * E; i++)
+            assert_int_not_equal(dx16[i], 0x7FA5);
         assert_int_equal(attn_mha_execute(mp, &mw, &ma, NULL, 0), ATTN_OK);
         free(cx16);
         attn_mha_plan_destroy(mp);

@@ -471,8 +471,6 @@ attn_status attn_mha_train_execute(const attn_mha_plan *p, const attn_mha_weight
         return ATTN_ERR_NULL_ARGUMENT;
     if (!ATTN_RESERVED_NULL(w) || !ATTN_RESERVED_NULL(a))
         return ATTN_ERR_BAD_OPTION;
-    if (p->x16 || p->w16)
-        return ATTN_ERR_UNSUPPORTED_TYPE;
     if (p->no_training)
         return ATTN_ERR_TOO_LARGE;
     attn_status st = check_args(p, w, a);

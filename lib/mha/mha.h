@@ -56,6 +56,15 @@ struct attn_mha_plan {
      * rows). */
     int x16, w16, bf;
     size_t off_w[4], off_b, off_scr, scr_thread;
+    /* The 16-bit backward's workspace (after bw_scratch): with BF16
+     * products BF16 dO, dQ, dK, dV for the SDPA backward (bw_do16, bw_q16
+     * and K, V after Q as in the context) and O widened (bw_o32); when x16
+     * X, Xk, Xv and dY widened (dense rows) and the fp32 sums of dX, dXk,
+     * dXv (bw_gx[3]); when w16 the weights widened as the forward widens
+     * them (bw_w, off_w's order) and the fp32 sums of their gradients
+     * (bw_gw) and of the biases' (bw_gb: b_q, b_k, b_v, b_o). */
+    size_t bw_do16, bw_q16, bw_k16, bw_v16, bw_o32;
+    size_t bw_x[3], bw_dy, bw_gx[3], bw_w[4], bw_gw[4], bw_gb;
 };
 
 /* Columns of a strip of a packed BF16 weight panel. */

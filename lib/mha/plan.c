@@ -40,31 +40,75 @@ static attn_status row_stride(int64_t stride, int64_t width, int64_t rows, int64
     return ATTN_OK;
 }
 
+/* Q, K, V of elements of es bytes in a carver: one [B*L][3E] block when
+ * fused (K and V E and 2E elements into its rows), else [B*L][E] and two
+ * [B*S][Hkv*dh]. */
+static void carve_qkv(const attn_mha_plan *p, attn_carver *c, size_t es, size_t *q, size_t *k,
+                      size_t *v, int *ok)
+{
+    const uint64_t BL = (uint64_t)p->B * (uint64_t)p->L, BS = (uint64_t)p->B * (uint64_t)p->S;
+    const uint64_t E = (uint64_t)p->E;
+    if (p->fused_qkv) {
+        *q = attn_carve(c, attn_size_mul(BL, 3 * E, ok), es);
+        *k = *q + (size_t)p->E * es;
+        *v = *q + 2 * (size_t)p->E * es;
+    } else {
+        *q = attn_carve(c, attn_size_mul(BL, E, ok), es);
+        *k = attn_carve(c, attn_size_mul(BS, (uint64_t)p->kvE, ok), es);
+        *v = attn_carve(c, attn_size_mul(BS, (uint64_t)p->kvE, ok), es);
+    }
+}
+
+/* The 16-bit backward's blocks (mha.h), after the fp32 backward's. */
+static void carve_bwd16(attn_mha_plan *p, attn_carver *bw, int *ok)
+{
+    const attn_mha_desc *d = &p->d;
+    const uint64_t BL = (uint64_t)p->B * (uint64_t)p->L, BS = (uint64_t)p->B * (uint64_t)p->S;
+    const uint64_t E = (uint64_t)p->E, kvE = (uint64_t)p->kvE;
+    const int cross = !d->self_attention;
+    if (p->bf) {
+        p->bw_do16 = attn_carve(bw, attn_size_mul(BL, E, ok), sizeof(uint16_t));
+        carve_qkv(p, bw, sizeof(uint16_t), &p->bw_q16, &p->bw_k16, &p->bw_v16, ok);
+        p->bw_o32 = attn_carve(bw, attn_size_mul(BL, E, ok), sizeof(float));
+    }
+    if (p->x16) {
+        const uint64_t rows[3] = { BL, cross ? BS : 0, cross ? BS : 0 };
+        const uint64_t width[3] = { E, (uint64_t)p->kdim, (uint64_t)p->vdim };
+        for (int t = 0; t < 3; t++) {
+            p->bw_x[t] = attn_carve(bw, attn_size_mul(rows[t], width[t], ok), sizeof(float));
+            p->bw_gx[t] = attn_carve(bw, attn_size_mul(rows[t], width[t], ok), sizeof(float));
+        }
+        p->bw_dy = attn_carve(bw, attn_size_mul(BL, E, ok), sizeof(float));
+    }
+    if (p->w16) {
+        /* as the forward widens them: in_proj as one block when packed */
+        const int packed = d->packed_in_proj;
+        const uint64_t count[4] = { attn_size_mul(packed ? 3 * E : E, E, ok),
+                                    packed ? 0 : attn_size_mul(kvE, (uint64_t)p->kdim, ok),
+                                    packed ? 0 : attn_size_mul(kvE, (uint64_t)p->vdim, ok),
+                                    attn_size_mul(E, E, ok) };
+        for (int m = 0; m < 4; m++) {
+            p->bw_w[m] = attn_carve(bw, count[m], sizeof(float));
+            p->bw_gw[m] = attn_carve(bw, count[m], sizeof(float));
+        }
+        p->bw_gb = attn_carve(bw, d->has_bias ? 2 * E + 2 * kvE : 0, sizeof(float));
+    }
+}
+
 /* The context and backward workspace layouts, and the SDPA plans of
  * training: the forward's with the logsumexp, and the backward's (the
  * forward's views; dO, dQ, dK, dV laid out as O, Q, K, V). */
 static attn_status plan_training(attn_mha_plan *p, const attn_sdpa_desc *sd)
 {
     int ok = 1;
-    const uint64_t BL = (uint64_t)p->B * (uint64_t)p->L, BS = (uint64_t)p->B * (uint64_t)p->S;
+    const uint64_t BL = (uint64_t)p->B * (uint64_t)p->L;
     const uint64_t E = (uint64_t)p->E;
+    /* Q, K, V, O of the context: BF16 with BF16 products, else fp32. */
+    const size_t es = p->bf ? sizeof(uint16_t) : sizeof(float);
     attn_carver cx = ATTN_CARVER_INIT, bw = ATTN_CARVER_INIT;
-    if (p->fused_qkv) {
-        p->cx_q = attn_carve(&cx, attn_size_mul(BL, 3 * E, &ok), sizeof(float));
-        p->cx_k = p->cx_q + (size_t)p->E * sizeof(float);
-        p->cx_v = p->cx_q + 2 * (size_t)p->E * sizeof(float);
-        p->bw_q = attn_carve(&bw, attn_size_mul(BL, 3 * E, &ok), sizeof(float));
-        p->bw_k = p->bw_q + (size_t)p->E * sizeof(float);
-        p->bw_v = p->bw_q + 2 * (size_t)p->E * sizeof(float);
-    } else {
-        p->cx_q = attn_carve(&cx, attn_size_mul(BL, E, &ok), sizeof(float));
-        p->cx_k = attn_carve(&cx, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float));
-        p->cx_v = attn_carve(&cx, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float));
-        p->bw_q = attn_carve(&bw, attn_size_mul(BL, E, &ok), sizeof(float));
-        p->bw_k = attn_carve(&bw, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float));
-        p->bw_v = attn_carve(&bw, attn_size_mul(BS, (uint64_t)p->kvE, &ok), sizeof(float));
-    }
-    p->cx_o = attn_carve(&cx, attn_size_mul(BL, E, &ok), sizeof(float));
+    carve_qkv(p, &cx, es, &p->cx_q, &p->cx_k, &p->cx_v, &ok);
+    carve_qkv(p, &bw, sizeof(float), &p->bw_q, &p->bw_k, &p->bw_v, &ok);
+    p->cx_o = attn_carve(&cx, attn_size_mul(BL, E, &ok), es);
     p->cx_lse = attn_carve(&cx, attn_size_mul(BL, (uint64_t)p->H, &ok), sizeof(float));
     p->bw_do = attn_carve(&bw, attn_size_mul(BL, E, &ok), sizeof(float));
     if (p->combine)
@@ -103,6 +147,7 @@ static attn_status plan_training(attn_mha_plan *p, const attn_sdpa_desc *sd)
     p->bw_thread = (size_t)attn_size_align(
         attn_size_mul(attn_size_mul(ATTN_MHA_ROWS, (uint64_t)feat, &ok), sizeof(float), &ok), &ok);
     p->bw_scratch = attn_carve(&bw, attn_size_mul(p->bw_thread, (uint64_t)p->x.nthreads, &ok), 1);
+    carve_bwd16(p, &bw, &ok);
     if (!ok || !cx.ok || !bw.ok)
         return ATTN_ERR_TOO_LARGE;
     p->cx_bytes = (size_t)cx.size;
@@ -363,8 +408,7 @@ attn_status attn_mha_plan_create(attn_mha_plan **plan, const attn_mha_desc *desc
         return ATTN_ERR_TOO_LARGE;
     }
     p->ws_bytes = (size_t)total.size;
-    /* No training at 16-bit types yet (the calls say so). */
-    if (!p->x16 && !p->w16 && (st = plan_training(p, &sd)) != ATTN_OK) {
+    if ((st = plan_training(p, &sd)) != ATTN_OK) {
         attn_sdpa_bwd_plan_destroy(p->sdpa_bwd);
         attn_sdpa_plan_destroy(p->sdpa_train);
         p->sdpa_bwd = NULL;
@@ -406,8 +450,6 @@ attn_status attn_mha_context_size(const attn_mha_plan *plan, size_t *bytes)
 {
     if (!plan || !bytes)
         return ATTN_ERR_NULL_ARGUMENT;
-    if (plan->x16 || plan->w16)
-        return ATTN_ERR_UNSUPPORTED_TYPE;
     if (plan->no_training)
         return ATTN_ERR_TOO_LARGE;
     *bytes = plan->cx_bytes;
@@ -418,8 +460,6 @@ attn_status attn_mha_bwd_workspace_size(const attn_mha_plan *plan, size_t *bytes
 {
     if (!plan || !bytes)
         return ATTN_ERR_NULL_ARGUMENT;
-    if (plan->x16 || plan->w16)
-        return ATTN_ERR_UNSUPPORTED_TYPE;
     if (plan->no_training)
         return ATTN_ERR_TOO_LARGE;
     *bytes = plan->bw_bytes;
