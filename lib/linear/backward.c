@@ -206,7 +206,6 @@ typedef struct btensors {
 typedef struct bitem {
     const attn_linear_bwd_plan *p;
     const btensors *t;
-    const attn_linear_bwd_args *a;
     bwork *w;
     int64_t b, hk;
     lin_geom geo;
@@ -216,10 +215,10 @@ typedef struct bitem {
 static void zero_rows(attn_dtype t, void *base, attn_view v, int64_t b, int64_t h, int64_t r0,
                       int64_t rows, int64_t width)
 {
-    const size_t es = t == ATTN_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
-    char *p = (char *)base + (size_t)(b * v.batch + h * v.head + r0 * v.seq) * es;
+    const int64_t es = t == ATTN_DTYPE_F32 ? (int64_t)sizeof(float) : (int64_t)sizeof(uint16_t);
+    char *p = (char *)base + (b * v.batch + h * v.head + r0 * v.seq) * es;
     for (int64_t r = 0; r < rows; r++)
-        memset(p + (size_t)(r * v.seq) * es, 0, (size_t)width * es);
+        memset(p + r * v.seq * es, 0, (size_t)(width * es));
 }
 
 /* Rows of a tensor of (b, h) as floats: in place (F32) or widened into
@@ -512,7 +511,7 @@ static void run_item(const attn_linear_bwd_plan *p, const attn_linear_bwd_args *
     const attn_linear_bwd_desc *d = &p->d;
     const attn_linear_desc *f = &d->fwd;
     const int64_t C = ATTN_LINEAR_CHUNK, n = f->q_len, m = f->kv_len;
-    bitem it = { p, t, a, w, b, hk, { 0, 0, 0, 0 } };
+    bitem it = { p, t, w, b, hk, { 0, 0, 0, 0 } };
     it.geo.causal = f->causal != 0;
     it.geo.qlen = f->use_q_lens ? a->q_lens[b] : n;
     it.geo.kvlen = f->use_kv_lens ? a->kv_lens[b] : m;
