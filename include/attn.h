@@ -719,12 +719,14 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  * widened values (then O rounded), and the workspace stays threads x tile.
  * Sparse with the paged cache stays ATTN_ERR_BAD_OPTION.  Linear attention
  * takes 16-bit Q, K, V and O in its forward (attn_linear_desc's q_type,
- * k_type, v_type, o_type; widened the same way, the state fp32).
+ * k_type, v_type, o_type; widened the same way, the state fp32).  Its
+ * backward takes them too (dQ, dK, dV of the types of Q, K, V, dO of
+ * o_type, through attn_linear_bwd_args16), widened: each gradient is
+ * bitwise the fp32 backward's on the widened values, rounded once.
  *
  * Not yet taking 16-bit types (ATTN_ERR_UNSUPPORTED_TYPE): the SDPA
  * backward with the sparse options (any 16-bit tensor; the backward with
- * the paged cache is ATTN_ERR_BAD_OPTION at every type) and the linear
- * attention backward.
+ * the paged cache is ATTN_ERR_BAD_OPTION at every type).
  *
  * The backward (attn_sdpa_bwd_*) takes the same types on dense problems
  * (not with the sparse options, above): each gradient has
@@ -1165,8 +1167,8 @@ typedef struct attn_linear_desc {
      * fp32's (bitwise the fp32 call on the widened values) and O is
      * rounded once to o_type at the end (round to nearest even, as
      * attn_dtype_encode).  The state (state_s, state_z) stays fp32.
-     * Unknown values are ATTN_ERR_BAD_OPTION; the backward takes F32 only
-     * (ATTN_ERR_UNSUPPORTED_TYPE). */
+     * Unknown values are ATTN_ERR_BAD_OPTION.  The backward takes them
+     * too (see attn_linear_bwd_desc). */
     attn_dtype q_type, k_type;
     attn_dtype v_type, o_type;
 
@@ -1296,9 +1298,14 @@ ATTN_API attn_status attn_linear(const attn_linear_desc *desc,
  */
 typedef struct attn_linear_bwd_desc {
     /* The forward's description.  use_state must be 0; its o view is not
-     * used (its strides are ignored); its element types must be F32
-     * (16-bit ones are ATTN_ERR_UNSUPPORTED_TYPE: the backward is fp32
-     * only, so far). */
+     * used (its strides are ignored).  Its element types (1.1) may each be
+     * F32, F16 or BF16: each gradient has the type of its tensor (dQ
+     * q_type, dK k_type, dV v_type) and dO that of O (o_type); 16-bit
+     * tensors go through args.args16 (attn_linear_bwd_args16), widened
+     * exactly to fp32 as a chunk's rows are read, and every gradient is
+     * computed in fp32 and rounded once to its type: bitwise the fp32
+     * backward on the widened values, then rounded (round to nearest
+     * even, as attn_dtype_encode). */
     attn_linear_desc fwd;
 
     /* dO [B][Hq][n][dv] (input), dQ [B][Hq][n][dk], dK [B][Hkv][m][dk],
@@ -1313,20 +1320,48 @@ typedef struct attn_linear_bwd_desc {
  * ATTN_STRIDE_UNSET.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
 ATTN_API attn_status attn_linear_bwd_desc_init(attn_linear_bwd_desc *desc);
 
+/* The 16-bit tensors of a backward call (1.1), as uint16_t in the views
+ * of the desc (counted in uint16_t elements): each is given here when its
+ * type (below) is F16 or BF16, and must be NULL when it is F32 (its float
+ * pointer in attn_linear_bwd_args is used then).  Each 16-bit input is
+ * widened exactly to fp32 (a chunk of 64 rows at a time, into the
+ * workspace), the backward runs as in fp32 on the widened values, and
+ * each 16-bit gradient, computed in fp32, is rounded once to its type
+ * (round to nearest even, as attn_dtype_encode): dQ, dK, dV are bitwise
+ * the fp32 backward's on the widened inputs, then rounded. */
+typedef struct attn_linear_bwd_args16 {
+    const uint16_t *q;        /* Q, when fwd.q_type is F16 or BF16 */
+    const uint16_t *k;        /* K, when fwd.k_type is F16 or BF16 */
+    const uint16_t *v;        /* V, when fwd.v_type is F16 or BF16 */
+    const uint16_t *d_o;      /* dL/dO, when fwd.o_type is F16 or BF16 */
+    uint16_t *dq;             /* dQ, when fwd.q_type is (of that type) */
+    uint16_t *dk;             /* dK, when fwd.k_type is */
+    uint16_t *dv;             /* dV, when fwd.v_type is */
+    /* Room to grow: must be NULL (attn_linear_bwd_args16_init does it). */
+    void *reserved[8];
+} attn_linear_bwd_args16;
+
+/* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT.  (1.1) */
+ATTN_API attn_status attn_linear_bwd_args16_init(attn_linear_bwd_args16 *args);
+
 /* The per-call pointers; those of features the plan does not use must be
  * NULL. */
 typedef struct attn_linear_bwd_args {
-    const float *q;
-    const float *k;
-    const float *v;
-    const float *d_o;         /* dL/dO */
-    float *dq;
-    float *dk;
-    float *dv;
+    const float *q;           /* when fwd.q_type is F32 (the default) */
+    const float *k;           /* when fwd.k_type is F32 */
+    const float *v;           /* when fwd.v_type is F32 */
+    const float *d_o;         /* dL/dO, when fwd.o_type is F32 */
+    float *dq;                /* when fwd.q_type is F32 */
+    float *dk;                /* when fwd.k_type is F32 */
+    float *dv;                /* when fwd.v_type is F32 */
     const int32_t *kv_lens;   /* [B], when fwd.use_kv_lens */
     const int32_t *q_lens;    /* [B], when fwd.use_q_lens */
+    /* The 16-bit tensors, when some type of fwd is F16 or BF16 (then q, k,
+     * v, d_o, dq, dk, dv above are given only for the F32 ones); NULL
+     * when every type is F32.  (1.1, in the room of reserved[0].) */
+    const attn_linear_bwd_args16 *args16;
     /* Room to grow: must be NULL (attn_linear_bwd_args_init does it). */
-    void *reserved[8];
+    void *reserved[7];
 } attn_linear_bwd_args;
 
 /* Every pointer NULL.  Returns ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
@@ -1338,8 +1373,8 @@ typedef struct attn_linear_bwd_plan attn_linear_bwd_plan;
  * Validate *desc and make a backward plan.  Returns ATTN_OK,
  * ATTN_ERR_NULL_ARGUMENT, ATTN_ERR_BAD_OPTION (a nonzero reserved field
  * here, fwd.use_state set), any status attn_linear_plan_create returns for
- * desc->fwd (its o view aside), ATTN_ERR_UNSUPPORTED_TYPE (a type of fwd
- * not F32), ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_STRIDE
+ * desc->fwd (its o view aside; an unknown element type is
+ * ATTN_ERR_BAD_OPTION), ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_STRIDE
  * or ATTN_ERR_TOO_LARGE for the views of dO, dQ, dK, dV (in that order),
  * or ATTN_ERR_OUT_OF_MEMORY.
  */
@@ -1349,16 +1384,22 @@ ATTN_API attn_status attn_linear_bwd_plan_create(attn_linear_bwd_plan **plan,
 /* Free a plan; NULL is accepted (returns ATTN_OK). */
 ATTN_API attn_status attn_linear_bwd_plan_destroy(attn_linear_bwd_plan *plan);
 
-/* Bytes of workspace the backward execute needs (see above).  Returns
- * ATTN_OK or ATTN_ERR_NULL_ARGUMENT. */
+/* Bytes of workspace the backward execute needs (see above; with 16-bit
+ * tensors also, per thread, 64 widened rows of each 16-bit Q, K (x qk_dim)
+ * and V, dO (x v_dim) floats).  Returns ATTN_OK or
+ * ATTN_ERR_NULL_ARGUMENT. */
 ATTN_API attn_status attn_linear_bwd_workspace_size(const attn_linear_bwd_plan *plan,
                                                     size_t *bytes);
 
 /*
  * Compute the gradients.  workspace as for attn_linear_execute.  Returns
- * ATTN_OK, ATTN_ERR_NULL_ARGUMENT (plan, args, q, k, v, d_o, dq, dk, dv,
- * or kv_lens / q_lens when used), ATTN_ERR_ARGUMENT_MISMATCH (kv_lens or
- * q_lens not used but given), ATTN_ERR_BAD_LENGTH,
+ * ATTN_OK, ATTN_ERR_BAD_OPTION (a reserved pointer of args or of
+ * *args.args16 not NULL), ATTN_ERR_NULL_ARGUMENT (plan, args, args16 when
+ * some type is 16-bit, q, k, v, d_o, dq, dk, dv (of args or args16, as the
+ * types say), or kv_lens / q_lens when used), ATTN_ERR_ARGUMENT_MISMATCH
+ * (a pointer the plan does not use: args16 when every type is F32, the
+ * float pointer of a 16-bit tensor or the 16-bit one of an F32 tensor,
+ * kv_lens or q_lens not used but given), ATTN_ERR_BAD_LENGTH,
  * ATTN_ERR_WORKSPACE_TOO_SMALL, ATTN_ERR_WORKSPACE_ALIGNMENT or
  * ATTN_ERR_OUT_OF_MEMORY.  On error no output is written.
  */

@@ -757,7 +757,8 @@ static void run_linear(const lcase *c, int eng, int th)
         bd.dk = d.k;
         bd.dv = d.v;
         float *dq = fsent(nq), *dk = fsent(nk), *dv = fsent(nv);
-        attn_linear_bwd_args ba = { q, k, v, dout, dq, dk, dv, a.kv_lens, a.q_lens, { 0 } };
+        attn_linear_bwd_args ba = { q, k, v, dout, dq, dk, dv, a.kv_lens, a.q_lens, NULL,
+                                    { 0 } };
         if (th == 1) {
             s = attn_linear_backward(&bd, &ba);
         } else {

@@ -40,12 +40,12 @@ const char *lcase_str(const lcase *c)
     }
     snprintf(buf, sizeof buf,
              "B%lld Hq%lld Hkv%lld n%lld m%lld dk%lld dv%lld %s %s%s eps=%g kv[%s] q[%s] "
-             "lay%d out%d state%d pos%d thr%d dtype%d seed%llu",
+             "lay%d out%d state%d pos%d thr%d dtype%d mask%x seed%llu",
              (long long)c->B, (long long)c->Hq, (long long)c->Hkv, (long long)c->n,
              (long long)c->m, (long long)c->dk, (long long)c->dv, fm[c->fmap % 3],
              c->causal ? "causal" : "full", c->causal ? (c->align ? "-br" : "-tl") : "",
              (double)c->eps, kl, ql, c->layout, c->out_layout, c->use_state, c->positive,
-             c->threads, c->dtype, (unsigned long long)c->seed);
+             c->threads, c->dtype, c->mask16, (unsigned long long)c->seed);
     return buf;
 }
 
@@ -144,37 +144,111 @@ static uint16_t *twin_of(const linst *t, const float *p, const lbuf *f, uint16_t
     return h + (p - f->p);
 }
 
+int lcase_type(const lcase *c, unsigned bit)
+{
+    if (c->dtype == ATTN_DTYPE_F32)
+        return ATTN_DTYPE_F32;
+    return !c->mask16 || (c->mask16 & bit) ? c->dtype : ATTN_DTYPE_F32;
+}
+
 void linst_call_types(linst *t, const attn_linear_desc *d, attn_linear_desc *dt,
                       attn_linear_args *at)
 {
     *dt = *d;
     *at = t->args;
-    const int ty = t->c.dtype;
-    if (ty == ATTN_DTYPE_F32)
+    const lcase *c = &t->c;
+    if (c->dtype == ATTN_DTYPE_F32)
         return;
-    dt->q_type = dt->k_type = dt->v_type = dt->o_type = (attn_dtype)ty;
+    dt->q_type = (attn_dtype)lcase_type(c, LT_Q);
+    dt->k_type = (attn_dtype)lcase_type(c, LT_K);
+    dt->v_type = (attn_dtype)lcase_type(c, LT_V);
+    dt->o_type = (attn_dtype)lcase_type(c, LT_O);
     attn_linear_args16_init(&t->a16);
-    t->a16.q = twin_of(t, t->args.q, &t->q, t->q16);
-    t->a16.k = twin_of(t, t->args.k, &t->k, t->k16);
-    t->a16.v = twin_of(t, t->args.v, &t->v, t->v16);
-    t->a16.o = twin_of(t, t->args.o, &t->o, t->o16);
-    at->q = at->k = at->v = NULL;
-    at->o = NULL;
+    if (dt->q_type) { t->a16.q = twin_of(t, t->args.q, &t->q, t->q16); at->q = NULL; }
+    if (dt->k_type) { t->a16.k = twin_of(t, t->args.k, &t->k, t->k16); at->k = NULL; }
+    if (dt->v_type) { t->a16.v = twin_of(t, t->args.v, &t->v, t->v16); at->v = NULL; }
+    if (dt->o_type) { t->a16.o = twin_of(t, t->args.o, &t->o, t->o16); at->o = NULL; }
     at->args16 = &t->a16;
+}
+
+/* A 16-bit twin decoded into its float buffer (the sentinels map). */
+static void widen_twin(lbuf *f, const uint16_t *h, int type)
+{
+    for (size_t i = 0; i < f->n; i++) {
+        if (h[i] == LSENTINEL16) {
+            const uint32_t s = LSENTINEL;
+            memcpy(&f->p[i], &s, sizeof s);
+        } else {
+            attn_dtype_decode((attn_dtype)type, &h[i], &f->p[i], 1);
+        }
+    }
 }
 
 void linst_widen_o(linst *t)
 {
-    if (t->c.dtype == ATTN_DTYPE_F32)
+    const int ty = lcase_type(&t->c, LT_O);
+    if (ty != ATTN_DTYPE_F32)
+        widen_twin(&t->o, t->o16, ty);
+}
+
+void linst_bwd_call_types(linst *t, const attn_linear_bwd_desc *d, attn_linear_bwd_desc *dt,
+                          attn_linear_bwd_args *at)
+{
+    *dt = *d;
+    *at = t->bargs;
+    const lcase *c = &t->c;
+    if (c->dtype == ATTN_DTYPE_F32)
         return;
-    for (size_t i = 0; i < t->o.n; i++) {
-        if (t->o16[i] == LSENTINEL16) {
-            const uint32_t s = LSENTINEL;
-            memcpy(&t->o.p[i], &s, sizeof s);
-        } else {
-            attn_dtype_decode((attn_dtype)t->c.dtype, &t->o16[i], &t->o.p[i], 1);
-        }
+    attn_linear_desc *f = &dt->fwd;
+    f->q_type = (attn_dtype)lcase_type(c, LT_Q);
+    f->k_type = (attn_dtype)lcase_type(c, LT_K);
+    f->v_type = (attn_dtype)lcase_type(c, LT_V);
+    f->o_type = (attn_dtype)lcase_type(c, LT_O);
+    attn_linear_bwd_args16 *h = &t->b16;
+    attn_linear_bwd_args16_init(h);
+    if (f->q_type) {
+        h->q = twin_of(t, t->bargs.q, &t->q, t->q16);
+        h->dq = t->dq16 + (t->bargs.dq - t->dq.p);
+        at->q = NULL;
+        at->dq = NULL;
     }
+    if (f->k_type) {
+        h->k = twin_of(t, t->bargs.k, &t->k, t->k16);
+        h->dk = t->dk16 + (t->bargs.dk - t->dk.p);
+        at->k = NULL;
+        at->dk = NULL;
+    }
+    if (f->v_type) {
+        h->v = twin_of(t, t->bargs.v, &t->v, t->v16);
+        h->dv = t->dv16 + (t->bargs.dv - t->dv.p);
+        at->v = NULL;
+        at->dv = NULL;
+    }
+    if (f->o_type) {
+        h->d_o = t->do16 + (t->bargs.d_o - t->d_o.p);
+        at->d_o = NULL;
+    }
+    at->args16 = h;
+}
+
+void linst_widen_grads(linst *t)
+{
+    const lcase *c = &t->c;
+    if (lcase_type(c, LT_Q)) widen_twin(&t->dq, t->dq16, c->dtype);
+    if (lcase_type(c, LT_K)) widen_twin(&t->dk, t->dk16, c->dtype);
+    if (lcase_type(c, LT_V)) widen_twin(&t->dv, t->dv16, c->dtype);
+}
+
+attn_status linst_backward(linst *t, const attn_linear_bwd_plan *plan, void *ws,
+                           size_t ws_bytes)
+{
+    attn_linear_bwd_desc dt;
+    attn_linear_bwd_args at;
+    linst_bwd_call_types(t, &t->bdesc, &dt, &at);
+    const attn_status st =
+        plan ? attn_linear_bwd_execute(plan, &at, ws, ws_bytes) : attn_linear_backward(&dt, &at);
+    linst_widen_grads(t);
+    return st;
 }
 
 attn_status linst_forward(linst *t, const attn_linear_plan *plan, void *ws, size_t ws_bytes)
@@ -320,6 +394,17 @@ int linst_build(linst *t, const lcase *c)
             lbuf_alloc(&t->dv, extent(bd->dv, B, Hkv, m, dv) + 1, LSENTINEL))
             return -1;
         fill_view(t->d_o.p, bd->d_o, B, Hq, n, dv, &r, 1.0, 0);
+        /* 16-bit: dO rounded to the type with its twin; the gradients'
+         * twins */
+        if (c->dtype != ATTN_DTYPE_F32) {
+            if (twin16(&t->do16, &t->d_o, c->dtype))
+                return -1;
+            t->dq16 = malloc(t->dq.n * sizeof(uint16_t));
+            t->dk16 = malloc(t->dk.n * sizeof(uint16_t));
+            t->dv16 = malloc(t->dv.n * sizeof(uint16_t));
+            if (!t->dq16 || !t->dk16 || !t->dv16)
+                return -1;
+        }
         t->rdo = malloc((size_t)(B * Hq * n * dv) * sizeof(double));
         if (!t->rdo)
             return -1;
@@ -341,6 +426,7 @@ void linst_free(linst *t)
     free(t->rq); free(t->rk); free(t->rv); free(t->rs0); free(t->rz0);
     free(t->d_o.p); free(t->dq.p); free(t->dk.p); free(t->dv.p); free(t->rdo);
     free(t->q16); free(t->k16); free(t->v16); free(t->o16);
+    free(t->do16); free(t->dq16); free(t->dk16); free(t->dv16);
     memset(t, 0, sizeof *t);
 }
 
@@ -358,6 +444,22 @@ static int all_bits(const lbuf *b, uint32_t bits)
     return 1;
 }
 
+static void fill16(uint16_t *h, size_t n)
+{
+    if (h)
+        for (size_t i = 0; i < n; i++)
+            h[i] = LSENTINEL16;
+}
+
+static int all16(const uint16_t *h, size_t n)
+{
+    if (h)
+        for (size_t i = 0; i < n; i++)
+            if (h[i] != LSENTINEL16)
+                return 0;
+    return 1;
+}
+
 void linst_reset(linst *t)
 {
     fill_bits(&t->o, LSENTINEL);
@@ -367,6 +469,9 @@ void linst_reset(linst *t)
     fill_bits(&t->dq, LSENTINEL);
     fill_bits(&t->dk, LSENTINEL);
     fill_bits(&t->dv, LSENTINEL);
+    fill16(t->dq16, t->dq.n);
+    fill16(t->dk16, t->dk.n);
+    fill16(t->dv16, t->dv.n);
     if (t->s.p) {
         memcpy(t->s.p, t->s0.p, t->s.n * sizeof(float));
         memcpy(t->z.p, t->z0.p, t->z.n * sizeof(float));
@@ -378,10 +483,9 @@ int linst_untouched(const linst *t)
     if (!all_bits(&t->o, LSENTINEL) || !all_bits(&t->dq, LSENTINEL) ||
         !all_bits(&t->dk, LSENTINEL) || !all_bits(&t->dv, LSENTINEL))
         return 0;
-    if (t->o16)
-        for (size_t i = 0; i < t->o.n; i++)
-            if (t->o16[i] != LSENTINEL16)
-                return 0;
+    if (!all16(t->o16, t->o.n) || !all16(t->dq16, t->dq.n) || !all16(t->dk16, t->dk.n) ||
+        !all16(t->dv16, t->dv.n))
+        return 0;
     if (t->s.p && (memcmp(t->s.p, t->s0.p, t->s.n * sizeof(float)) ||
                    memcmp(t->z.p, t->z0.p, t->z.n * sizeof(float))))
         return 0;
@@ -455,5 +559,7 @@ void linst_poison(linst *t, int set)
             attn_dtype_encode((attn_dtype)c->dtype, t->k.p, t->k16, (int64_t)t->k.n);
         if (t->v16)
             attn_dtype_encode((attn_dtype)c->dtype, t->v.p, t->v16, (int64_t)t->v.n);
+        if (t->do16)
+            attn_dtype_encode((attn_dtype)c->dtype, t->d_o.p, t->do16, (int64_t)t->d_o.n);
     }
 }

@@ -38,9 +38,20 @@ typedef struct lcase {
      * 16-bit cases round the fp32 inputs to the type when they are built
      * (the float64 reference sees what attn reads) and call attn on
      * uint16 twins through args.args16 (linst_call); O comes back widened
-     * into the fp32 O buffer, so the checks read it as for F32. */
+     * into the fp32 O buffer, so the checks read it as for F32.  The
+     * backward likewise: dO rounded, dQ, dK, dV (of the types of Q, K, V)
+     * written to uint16 twins through attn_linear_bwd_args16 and widened
+     * back into their fp32 buffers. */
     int dtype;
+    /* With dtype != F32: which of Q, K, V, O take it (LT_Q | LT_K | LT_V |
+     * LT_O); 0 = all four.  The others stay F32 (mixed types); every input
+     * is rounded to dtype all the same. */
+    unsigned mask16;
 } lcase;
+
+enum { LT_Q = 1u, LT_K = 2u, LT_V = 4u, LT_O = 8u };
+/* The element type of tensor bit (LT_Q, ...) of case c. */
+int lcase_type(const lcase *c, unsigned bit);
 
 lcase lcase_default(int64_t B, int64_t Hq, int64_t Hkv, int64_t n, int64_t m, int64_t dk,
                     int64_t dv);
@@ -69,6 +80,10 @@ typedef struct linst {
      * (counts as their float buffers) and the args16 of a call */
     uint16_t *q16, *k16, *v16, *o16;
     attn_linear_args16 a16;
+    /* backward at dtype != F32: the twin of dO (rounded like the inputs)
+     * and of dQ, dK, dV (counts as their float buffers), the args16 */
+    uint16_t *do16, *dq16, *dk16, *dv16;
+    attn_linear_bwd_args16 b16;
 } linst;
 
 #define LSENTINEL 0x7fc0deadu
@@ -86,6 +101,18 @@ void linst_widen_o(linst *t);
  * linst_call_types of t->desc with its threads) with workspace ws (may be
  * NULL), at t's type; O widened back.  Returns the status. */
 attn_status linst_forward(linst *t, const attn_linear_plan *plan, void *ws, size_t ws_bytes);
+/* The backward's desc and args for t: copies of t's (F32), or with the
+ * case's types set in fwd and the pointers of 16-bit tensors in t->b16. */
+void linst_bwd_call_types(linst *t, const attn_linear_bwd_desc *d, attn_linear_bwd_desc *dt,
+                          attn_linear_bwd_args *at);
+/* After a 16-bit backward call: the twins of the 16-bit gradients widened
+ * into their fp32 buffers (the 16-bit sentinel to LSENTINEL). */
+void linst_widen_grads(linst *t);
+/* The backward of t through attn_linear_backward (plan NULL) or the plan
+ * (made from linst_bwd_call_types) with workspace ws, at t's types;
+ * gradients widened back.  Returns the status. */
+attn_status linst_backward(linst *t, const attn_linear_bwd_plan *plan, void *ws,
+                           size_t ws_bytes);
 void linst_free(linst *t);
 /* Outputs (O, dQ, dK, dV) to the sentinel; state to its initial value. */
 void linst_reset(linst *t);

@@ -1846,12 +1846,50 @@ static void test_growable_structs(void **state)
     memset(&lba, 0xA5, sizeof lba);
     assert_int_equal(attn_linear_bwd_args_init(&lba), ATTN_OK);
     lba.q = q, lba.k = k, lba.v = v, lba.d_o = dO, lba.dq = dq, lba.dk = dk, lba.dv = dv;
-    grow_fill(dq, N, NAN);
-    lba.reserved[0] = &lba;
-    assert_int_equal(attn_linear_backward(&lbd, &lba), ATTN_ERR_BAD_OPTION);
-    assert_true(grow_untouched(dq, N));
-    lba.reserved[0] = NULL;
+    assert_null(lba.args16);
+    for (int slot = 0; slot < 7; slot += 6) {   /* reserved[7] (1.1: args16 took [0]) */
+        grow_fill(dq, N, NAN);
+        lba.reserved[slot] = &lba;
+        assert_int_equal(attn_linear_backward(&lbd, &lba), ATTN_ERR_BAD_OPTION);
+        assert_true(grow_untouched(dq, N));
+        lba.reserved[slot] = NULL;
+    }
     assert_int_equal(attn_linear_backward(&lbd, &lba), ATTN_OK);
+    /* its 16-bit pointers (1.1): attn_linear_bwd_args16 has a tail of its own */
+    {
+        attn_linear_bwd_desc lbd16 = lbd;
+        lbd16.fwd.q_type = lbd16.fwd.k_type = lbd16.fwd.v_type = lbd16.fwd.o_type =
+            ATTN_DTYPE_BF16;
+        uint16_t q16[N], k16[N], v16[N], do16[N], dq16[N], dk16[N], dv16[N];
+        assert_int_equal(attn_dtype_encode(ATTN_DTYPE_BF16, q, q16, N), ATTN_OK);
+        assert_int_equal(attn_dtype_encode(ATTN_DTYPE_BF16, k, k16, N), ATTN_OK);
+        assert_int_equal(attn_dtype_encode(ATTN_DTYPE_BF16, v, v16, N), ATTN_OK);
+        assert_int_equal(attn_dtype_encode(ATTN_DTYPE_BF16, dO, do16, N), ATTN_OK);
+        attn_linear_bwd_args16 l16;
+        memset(&l16, 0xA5, sizeof l16);
+        assert_int_equal(attn_linear_bwd_args16_init(&l16), ATTN_OK);
+        const unsigned char *hb = (const unsigned char *)&l16;
+        for (size_t i = 0; i < sizeof l16; i++)
+            assert_int_equal(hb[i], 0);
+        assert_int_equal(attn_linear_bwd_args16_init(NULL), ATTN_ERR_NULL_ARGUMENT);
+        l16.q = q16, l16.k = k16, l16.v = v16, l16.d_o = do16;
+        l16.dq = dq16, l16.dk = dk16, l16.dv = dv16;
+        attn_linear_bwd_args lba16;
+        assert_int_equal(attn_linear_bwd_args_init(&lba16), ATTN_OK);
+        lba16.args16 = &l16;
+        for (int r = 0; r < 8; r++) {
+            for (int i = 0; i < N; i++)
+                dq16[i] = 0x7FA5;
+            l16.reserved[r] = &l16;
+            assert_int_equal(attn_linear_backward(&lbd16, &lba16), ATTN_ERR_BAD_OPTION);
+            for (int i = 0; i < N; i++)
+                assert_int_equal(dq16[i], 0x7FA5);
+            l16.reserved[r] = NULL;
+        }
+        assert_int_equal(attn_linear_backward(&lbd16, &lba16), ATTN_OK);
+        for (int i = 0; i < N; i++)
+            assert_int_not_equal(dq16[i], 0x7FA5);
+    }
 
     /* The MHA layer: weights, args and grads each carry a tail. */
     enum { E = GROW_D, L = GROW_N };

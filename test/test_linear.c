@@ -20,9 +20,15 @@
  * ...): the inputs rounded to the type, attn called on uint16 twins through
  * args.args16, O checked against the float64 reference on the rounded
  * inputs within the fp32 bound + 2 u_t |O| (u_t the type's unit roundoff;
- * F16 also 2^-24 absolute), LC_THREADS and poison as above (no backward:
- * fp32 only), and bitwise the fp32 call on the rounded inputs with its O
- * rounded to the type (the state too).
+ * F16 also 2^-24 absolute), LC_THREADS and poison as above, and bitwise
+ * the fp32 call on the rounded inputs with its O rounded to the type (the
+ * state too).  The backward at 16-bit (dO rounded too, dQ, dK, dV through
+ * attn_linear_bwd_args16): against the float64 backward within the fp32
+ * bound + 2 u_t M (M the magnitude the fp32 bound scales, bound / c'; F16
+ * also 2^-24 absolute), and at 1 and 2 threads bitwise the fp32 backward
+ * on the rounded inputs with each gradient rounded to its type; threads
+ * 1-4 and poison bitwise as in fp32.  The "mixed" family: only some of
+ * Q, K, V, O 16-bit (the others F32), forward and backward.
  * Special tests: the recurrent form (pieces of 1, 3 and random sizes against
  * the full pass and the reference, final state included), the float64
  * backward reference against central finite differences of the float64
@@ -87,7 +93,7 @@ static void add(lrows *rs, const lcase *c)
 
 /* Accuracy of a family: max |lib - ref| / bound per output. */
 typedef struct lstats {
-    int rows, bwd_rows, widened;
+    int rows, bwd_rows, widened, bwd_widened;
     double r_o, r_state, r_dq, r_dk, r_dv;
 } lstats;
 
@@ -203,17 +209,19 @@ static attn_status run_plan(linst *t, int threads, int own_ws)
 
 static attn_status run_bwd_plan(linst *t, int threads, int own_ws)
 {
-    attn_linear_bwd_desc d = t->bdesc;
+    attn_linear_bwd_desc d = t->bdesc, dt;
+    attn_linear_bwd_args at;
     d.fwd.threads = threads;
+    linst_bwd_call_types(t, &d, &dt, &at);
     attn_linear_bwd_plan *plan = NULL;
-    attn_status st = attn_linear_bwd_plan_create(&plan, &d);
+    attn_status st = attn_linear_bwd_plan_create(&plan, &dt);
     if (st != ATTN_OK)
         return st;
     size_t bytes = 0;
     attn_linear_bwd_workspace_size(plan, &bytes);
     void *ws = own_ws ? aligned_alloc(64, (bytes + 63) / 64 * 64) : NULL;
     linst_reset(t);
-    st = attn_linear_bwd_execute(plan, &t->bargs, ws, bytes);
+    st = linst_backward(t, plan, ws, bytes);
     free(ws);
     attn_linear_bwd_plan_destroy(plan);
     return st;
@@ -239,7 +247,7 @@ static long check_row_fwd(linst *t, lstats *ls)
      * the type (2^-8 BF16, 2^-11 F16; the factor 2 is slack: one rounding
      * is at most u_t |O|), and for F16 an absolute 2^-24 (its subnormal
      * spacing); padded rows (bound 0) stay exact zeros */
-    if (c->dtype != ATTN_DTYPE_F32) {
+    if (lcase_type(c, LT_O) != ATTN_DTYPE_F32) {
         const double u2 = 2.0 * ldexp(1.0, c->dtype == ATTN_DTYPE_BF16 ? -8 : -11);
         const double tiny = c->dtype == ATTN_DTYPE_F16 ? ldexp(1.0, -24) : 0.0;
         for (size_t e = 0; e < no; e++)
@@ -278,8 +286,26 @@ static long check_row_bwd(linst *t, lstats *ls)
     assert_true(dq && dk && dv && tq && tk && tv);
     assert_int_equal(lref_backward(&t->shape, t->rq, t->rk, t->rv, t->rdo, dq, dk, dv, tq, tk,
                                    tv), 0);
+    /* A 16-bit gradient: its one rounding, 2 u_t M with M = tol / c' the
+     * magnitude the fp32 bound scales (linear_ref.c: c' = 2 (dk + dv + n +
+     * m + 16) 2^-24; M bounds |ref|), u_t the type's unit roundoff (2^-8
+     * BF16, 2^-11 F16; the factor 2 is slack), and for F16 an absolute
+     * 2^-24 (its subnormal spacing).  Exact zeros (tol 0) stay exact. */
+    if (c->dtype != ATTN_DTYPE_F32) {
+        const double u2 = 2.0 * ldexp(1.0, c->dtype == ATTN_DTYPE_BF16 ? -8 : -11);
+        const double tiny = c->dtype == ATTN_DTYPE_F16 ? ldexp(1.0, -24) : 0.0;
+        const double cc = 2.0 * (double)(c->dk + c->dv + c->n + c->m + 16) * 0x1p-24;
+        double *tols[] = { tq, tk, tv };
+        const size_t ns[] = { nq, nk, nv };
+        const unsigned bits[] = { LT_Q, LT_K, LT_V };
+        for (int x = 0; x < 3; x++)
+            if (lcase_type(c, bits[x]) != ATTN_DTYPE_F32)
+                for (size_t e = 0; e < ns[x]; e++)
+                    if (tols[x][e] != 0.0)
+                        tols[x][e] += u2 * tols[x][e] / cc + tiny;
+    }
     linst_reset(t);
-    attn_status st = attn_linear_backward(bd, &t->bargs);
+    attn_status st = linst_backward(t, NULL, NULL, 0);
     long bad = 0;
     if (st != ATTN_OK) {
         printf("FAIL attn_linear_backward returned %d (%s): %s\n", (int)st, attn_status_str(st),
@@ -314,7 +340,7 @@ static long check_widened(linst *t, const snap *base)
         uint32_t want, got;
         memcpy(&want, &t->o.p[i], 4);
         memcpy(&got, &base->o[i], 4);
-        if (want != LSENTINEL) {
+        if (want != LSENTINEL && lcase_type(&t->c, LT_O) != ATTN_DTYPE_F32) {
             uint16_t h;
             float f;
             attn_dtype_encode((attn_dtype)t->c.dtype, &t->o.p[i], &h, 1);
@@ -329,6 +355,60 @@ static long check_widened(linst *t, const snap *base)
         printf("FAIL widened: the state differs from the fp32 call's (%s)\n", lcase_str(&t->c));
         bad++;
     }
+    return bad;
+}
+
+/* 16-bit backward rows: the fp32 backward on the same (rounded) inputs,
+ * each 16-bit gradient rounded to its type (attn_dtype_encode), is the
+ * 16-bit backward's result bit for bit (the base, from the one-shot call,
+ * and plans at 1 and 2 threads). */
+static long check_bwd_widened(linst *t, const snap *base)
+{
+    linst_reset(t);
+    attn_status st = attn_linear_backward(&t->bdesc, &t->bargs);   /* fp32 */
+    if (st != ATTN_OK) {
+        printf("FAIL bwd widened: the fp32 call returned %s (%s)\n", attn_status_str(st),
+               lcase_str(&t->c));
+        return 1;
+    }
+    const lbuf *g[] = { &t->dq, &t->dk, &t->dv };
+    const unsigned bits[] = { LT_Q, LT_K, LT_V };
+    static const char *const names[] = { "dQ", "dK", "dV" };
+    float *want[3];
+    for (int x = 0; x < 3; x++) {
+        want[x] = dup(g[x]);
+        const int ty = lcase_type(&t->c, bits[x]);
+        for (size_t i = 0; ty != ATTN_DTYPE_F32 && i < g[x]->n; i++) {
+            uint32_t w;
+            memcpy(&w, &want[x][i], 4);
+            if (w == LSENTINEL)
+                continue;
+            uint16_t h;
+            attn_dtype_encode((attn_dtype)ty, &want[x][i], &h, 1);
+            attn_dtype_decode((attn_dtype)ty, &h, &want[x][i], 1);
+        }
+    }
+    long bad = 0;
+    for (int run = 0; run < 3; run++) {
+        const float *got[3] = { base->dq, base->dk, base->dv };
+        if (run > 0) {
+            assert_int_equal(run_bwd_plan(t, run, 0), ATTN_OK);
+            got[0] = t->dq.p; got[1] = t->dk.p; got[2] = t->dv.p;
+        }
+        for (int x = 0; x < 3; x++)
+            for (size_t i = 0; i < g[x]->n; i++)
+                if (memcmp(&got[x][i], &want[x][i], 4) != 0 && bad++ < 4) {
+                    uint32_t a, b;
+                    memcpy(&a, &got[x][i], 4);
+                    memcpy(&b, &want[x][i], 4);
+                    printf("FAIL bwd widened %s element %zu (%s): 0x%08x, the fp32 call's "
+                           "rounded 0x%08x (%s)\n", names[x], i,
+                           run ? (run == 1 ? "1 thread" : "2 threads") : "one-shot",
+                           (unsigned)a, (unsigned)b, lcase_str(&t->c));
+                }
+    }
+    for (int x = 0; x < 3; x++)
+        free(want[x]);
     return bad;
 }
 
@@ -372,6 +452,10 @@ static long check_row(const lrow *r, lstats *ls)
         base.dq = dup(&t.dq);
         base.dk = dup(&t.dk);
         base.dv = dup(&t.dv);
+        if (!bad && r->c.dtype != ATTN_DTYPE_F32) {
+            bad += check_bwd_widened(&t, &base);
+            ls->bwd_widened++;
+        }
         for (int i = 0; !bad && i < nthr; i++)
             for (int own = 0; own < 2; own++) {
                 assert_int_equal(run_bwd_plan(&t, thr[i], own), ATTN_OK);
@@ -614,6 +698,39 @@ static void gen_random(lrows *rs)
     }
 }
 
+/* Mixed types: some of Q, K, V, O 16-bit (the type below, or the typed
+ * rerun's), the others F32; causal both alignments and non-causal, GQA,
+ * lengths, chunk boundaries, a padded layout. */
+static void gen_mixed(lrows *rs)
+{
+    static const struct { unsigned mask; int dtype; } mx[] = {
+        { LT_K | LT_V, ATTN_DTYPE_BF16 }, { LT_K | LT_V, ATTN_DTYPE_F16 },
+        { LT_Q | LT_O, ATTN_DTYPE_BF16 }, { LT_Q, ATTN_DTYPE_F16 },
+        { LT_O, ATTN_DTYPE_BF16 }, { LT_K, ATTN_DTYPE_F16 }, { LT_V, ATTN_DTYPE_BF16 },
+        { LT_Q | LT_K | LT_V, ATTN_DTYPE_F16 },
+    };
+    uint64_t seed = 1100;
+    for (size_t k = 0; k < COUNT(mx); k++)
+        for (int mode = 0; mode < 3; mode++) {
+            lcase c = mk(2, 4, 2, 70, 75, 8, 6, seed++);
+            c.dtype = mx[k].dtype;
+            c.mask16 = mx[k].mask;
+            c.fmap = (int)(k % 3);
+            c.positive = c.fmap == ATTN_FEATURE_IDENTITY;
+            c.causal = mode > 0;
+            c.align = mode == 2;
+            c.layout = k % 2 ? LL_PADDED : LL_BSHD;
+            c.out_layout = (int)(k % LO_COUNT_);
+            if (mode == 1) {
+                c.use_kv_lens = c.use_q_lens = 1;
+                c.kv_lens[0] = 66; c.kv_lens[1] = 75;
+                c.q_lens[0] = 70; c.q_lens[1] = 3;
+            }
+            rs->quick = mode == 1;
+            add(rs, &c);
+        }
+}
+
 typedef struct lfamily {
     const char *name;
     void (*gen)(lrows *rs);
@@ -630,13 +747,14 @@ static const lfamily families[] = {
     { "state", gen_state, LC_THREADS },
     { "threads", gen_threads, LC_THREADS | LC_BWD },
     { "random", gen_random, LC_THREADS | LC_BWD },
+    { "mixed", gen_mixed, LC_THREADS | LC_BWD },
 };
 
 static int g_total_rows, g_total_bwd;
 
 /* A family at an element type: dtype 0 as generated; BF16 or F16 every
- * row at that type, the threads and poison checks and the widened one
- * (not the backward, which is fp32 only). */
+ * row at that type (for the tensors its mask names), the same checks and
+ * the widened ones (forward and backward). */
 static void run_family(const lfamily *f, int dtype)
 {
     lrows rs = { NULL, 0, 0, f->checks, 1 };
@@ -647,10 +765,8 @@ static void run_family(const lfamily *f, int dtype)
     for (int i = 0; i < rs.n; i++) {
         if (tquick() && !rs.v[i].quick)
             continue;
-        if (dtype) {
+        if (dtype)
             rs.v[i].c.dtype = dtype;
-            rs.v[i].checks &= LC_THREADS;
-        }
         bad += check_row(&rs.v[i], &ls);
     }
     char name[32];
@@ -663,6 +779,8 @@ static void run_family(const lfamily *f, int dtype)
     if (ls.bwd_rows)
         printf("; backward rows %3d: dQ %.3g, dK %.3g, dV %.3g", ls.bwd_rows, ls.r_dq, ls.r_dk,
                ls.r_dv);
+    if (ls.bwd_widened)
+        printf("; %d backward rows the fp32 call's bits (rounded)", ls.bwd_widened);
     printf("\n");
     g_total_rows += ls.rows;
     g_total_bwd += ls.bwd_rows;

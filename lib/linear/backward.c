@@ -22,11 +22,30 @@
  * and the keys before the first chunk's kl (seen by every row) get
  * dFk = V R^T + r, dV = Fk R with the final R.  Every sum runs in an order
  * fixed by the shape inside one item: bitwise identical for any thread
- * count. */
+ * count.
+ *
+ * 16-bit Q, K, V or dO (the fwd types; pointers in args.args16): the rows
+ * a chunk (or a piece of the keys) reads are widened exactly to fp32 into
+ * the thread's slice (Q at o_wq, K at o_wk, V at o_wv, dO at o_wdo; C rows
+ * each, the K and V rows kept while the group's heads run), the operations
+ * are then the same on the widened rows, and a 16-bit dQ or dK is written
+ * by the feature map's derivative into the phi(Q) or phi(K) buffer (no
+ * longer read by then), dV is read from dV_c, and each is rounded once into
+ * its 16-bit rows.  The rows widened are exactly those the fp32 path reads,
+ * and nothing grows with n x m (the per-row D and delta are fp32's). */
 #include "linear/linear.h"
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* args16 took one pointer of attn_linear_bwd_args' reserved room (8 -> 7):
+ * the size and the other fields' offsets are unchanged (x86-64). */
+#if defined(__x86_64__) && defined(__LP64__)
+_Static_assert(sizeof(attn_linear_bwd_args) == 136, "attn_linear_bwd_args changed size");
+_Static_assert(offsetof(attn_linear_bwd_args, reserved) == 80,
+               "attn_linear_bwd_args' reserved tail moved");
+#endif
 
 struct attn_linear_bwd_plan {
     attn_linear_bwd_desc d;
@@ -34,6 +53,10 @@ struct attn_linear_bwd_plan {
     int64_t group, nitems;
     /* byte offsets in a thread's slice */
     size_t o_fk, o_dfx, o_a, o_da, o_g, o_dvc, o_s, o_z, o_den, o_c, o_stats;
+    /* 16-bit tensors: which, and their widened rows (C x dk for Q and K,
+     * C x dv for V and dO; 0 bytes for an F32 tensor) */
+    int q16, k16, v16, o16, any16;
+    size_t o_wq, o_wk, o_wv, o_wdo;
     size_t ws_thread, ws_bytes;
     attn_exec x;                  /* kernels, engine (fwd.engine), threads */
 };
@@ -55,13 +78,10 @@ static attn_status validate(const attn_linear_bwd_desc *d)
     if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]) ||
         f->use_state)
         return ATTN_ERR_BAD_OPTION;
+    /* (the element types: F32, F16 or BF16 each, else BAD_OPTION) */
     attn_status st = attn_linear_validate(f, 0);
     if (st != ATTN_OK)
         return st;
-    /* 16-bit Q, K, V, O: the forward only, so far */
-    if (f->q_type != ATTN_DTYPE_F32 || f->k_type != ATTN_DTYPE_F32 ||
-        f->v_type != ATTN_DTYPE_F32 || f->o_type != ATTN_DTYPE_F32)
-        return ATTN_ERR_UNSUPPORTED_TYPE;
     const int64_t B = f->batch, Hq = f->q_heads, Hkv = f->kv_heads, n = f->q_len,
                   m = f->kv_len, dk = f->qk_dim, dv = f->v_dim;
     if ((st = attn_check_view(&d->d_o, B, Hq, n, dv, 0)) != ATTN_OK ||
@@ -87,11 +107,14 @@ attn_status attn_linear_bwd_plan_create(attn_linear_bwd_plan **plan,
     attn_exec_init(&x, f->engine, f->threads);
     /* Per thread: phi(Q), phi(K), dFq / dFk (C x dk each), A and dA
      * (C x C), N / G and dV_c (C x dv), the state S / R (dk x dv) and z / r
-     * (dk), D and c of the chunk rows (C doubles, C floats), and D and
-     * delta of every query row of the group (2 g n floats). */
+     * (dk), D and c of the chunk rows (C doubles, C floats), D and delta
+     * of every query row of the group (2 g n floats), and the widened rows
+     * of each 16-bit Q, K (C x dk), V, dO (C x dv). */
+    const int q16 = f->q_type != ATTN_DTYPE_F32, k16 = f->k_type != ATTN_DTYPE_F32,
+              v16 = f->v_type != ATTN_DTYPE_F32, o16 = f->o_type != ATTN_DTYPE_F32;
     int ok = 1;
     attn_carver c = ATTN_CARVER_INIT;
-    size_t off[12];
+    size_t off[16];
     off[0] = attn_carve(&c, C * sizeof(float), dk);       /* phi(Q) */
     off[1] = attn_carve(&c, C * sizeof(float), dk);       /* phi(K) */
     off[2] = attn_carve(&c, C * sizeof(float), dk);       /* dFq / dFk */
@@ -104,6 +127,10 @@ attn_status attn_linear_bwd_plan_create(attn_linear_bwd_plan **plan,
     off[9] = attn_carve(&c, C, sizeof(double));           /* D of the chunk rows */
     off[10] = attn_carve(&c, C, sizeof(float));           /* c */
     off[11] = attn_carve(&c, attn_size_mul(g, (uint64_t)f->q_len, &ok), 2 * sizeof(float));
+    off[12] = attn_carve(&c, q16 ? C * dk : 0, sizeof(float));   /* Q widened */
+    off[13] = attn_carve(&c, k16 ? C * dk : 0, sizeof(float));   /* K widened */
+    off[14] = attn_carve(&c, v16 ? C * dv : 0, sizeof(float));   /* V widened */
+    off[15] = attn_carve(&c, o16 ? C * dv : 0, sizeof(float));   /* dO widened */
     attn_carver all = ATTN_CARVER_INIT;
     attn_carve(&all, (uint64_t)x.nthreads, c.size);
     if (!ok || !c.ok || !all.ok)
@@ -129,6 +156,15 @@ attn_status attn_linear_bwd_plan_create(attn_linear_bwd_plan **plan,
     p->o_den = (size_t)off[9];
     p->o_c = (size_t)off[10];
     p->o_stats = (size_t)off[11];
+    p->q16 = q16;
+    p->k16 = k16;
+    p->v16 = v16;
+    p->o16 = o16;
+    p->any16 = q16 || k16 || v16 || o16;
+    p->o_wq = (size_t)off[12];
+    p->o_wk = (size_t)off[13];
+    p->o_wv = (size_t)off[14];
+    p->o_wdo = (size_t)off[15];
     p->ws_thread = (size_t)c.size;
     p->ws_bytes = (size_t)all.size;
     *plan = p;
@@ -157,20 +193,56 @@ typedef struct bwork {
     double *den;            /* C */
     float *c;               /* C */
     float *stats;           /* [g][n][2]: D, delta */
+    float *wq, *wk;         /* 16-bit Q, K: a chunk's rows widened (C x dk) */
+    float *wv, *wdo;        /* 16-bit V, dO: (C x dv) */
 } bwork;
+
+/* The tensors of a call, each in args or args.args16 as its type says. */
+typedef struct btensors {
+    const void *q, *k, *v, *d_o;
+    void *dq, *dk, *dv;
+} btensors;
 
 typedef struct bitem {
     const attn_linear_bwd_plan *p;
-    const attn_linear_bwd_args *a;
+    const btensors *t;
     bwork *w;
     int64_t b, hk;
     lin_geom geo;
 } bitem;
 
-static void zero_rows(float *base, int64_t rows, int64_t stride, int64_t width)
+/* Rows [r0, r0 + rows) of (b, h) of a tensor of type t set to 0. */
+static void zero_rows(attn_dtype t, void *base, attn_view v, int64_t b, int64_t h, int64_t r0,
+                      int64_t rows, int64_t width)
 {
+    const int64_t es = t == ATTN_DTYPE_F32 ? (int64_t)sizeof(float) : (int64_t)sizeof(uint16_t);
+    char *p = (char *)base + (b * v.batch + h * v.head + r0 * v.seq) * es;
     for (int64_t r = 0; r < rows; r++)
-        memset(base + r * stride, 0, (size_t)width * sizeof(float));
+        memset(p + r * v.seq * es, 0, (size_t)(width * es));
+}
+
+/* Rows of a tensor of (b, h) as floats: in place (F32) or widened into
+ * buf (16-bit). */
+static const float *in_rows(const bitem *it, attn_dtype t, const void *base, attn_view v,
+                            int64_t h, int64_t r0, int64_t rows, int64_t width, float *buf,
+                            int64_t *ld)
+{
+    return attn_linear_rows(it->p->x.cvt, t, base, v, it->b, h, r0, rows, width, buf, ld);
+}
+
+/* A 16-bit gradient's rows, computed in fp32 (src, leading dimension lds),
+ * rounded once into rows [r0, r0 + rows) of (b, h). */
+static void narrow_rows(const bitem *it, attn_dtype t, void *base, attn_view v, int64_t h,
+                        int64_t r0, int64_t rows, int64_t width, const float *src, int64_t lds)
+{
+    const attn_cvt_kernels *cvt = it->p->x.cvt;
+    uint16_t *dst = ATTN_VIEW_AT((uint16_t *)base, v, it->b, h, r0);
+    for (int64_t r = 0; r < rows; r++) {
+        if (t == ATTN_DTYPE_F16)
+            cvt->f32_to_f16(src + r * lds, dst + r * v.seq, width);
+        else
+            cvt->f32_to_bf16(src + r * lds, dst + r * v.seq, width);
+    }
 }
 
 static void colsum_add(float *z, const float *x, int64_t rows, int64_t cols)
@@ -190,12 +262,13 @@ static void masked_product(const bitem *it, int64_t rows, int64_t kc, int64_t sh
 }
 
 /* dA = G V_c^T + c, masked. */
-static void d_product(const bitem *it, const float *vv, int64_t rows, int64_t kc, int64_t shift)
+static void d_product(const bitem *it, const float *vv, int64_t ldv, int64_t rows, int64_t kc,
+                      int64_t shift)
 {
     const attn_linear_desc *f = &it->p->d.fwd;
     const int64_t C = ATTN_LINEAR_CHUNK, dv = f->v_dim;
     bwork *w = it->w;
-    attn_gemm(it->p->x.gk, 1, (int)rows, (int)kc, (int)dv, 1.0f, w->g, (int)dv, vv, (int)f->v.seq, 0.0f,
+    attn_gemm(it->p->x.gk, 1, (int)rows, (int)kc, (int)dv, 1.0f, w->g, (int)dv, vv, (int)ldv, 0.0f,
                w->da, (int)C);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < kc; c++)
@@ -203,15 +276,16 @@ static void d_product(const bitem *it, const float *vv, int64_t rows, int64_t kc
     lin_mask(w->da, C, rows, kc, shift);
 }
 
-/* G and c of rows [i0, i0 + rows) of query head hh of the group, from dO
- * and the kept D and delta. */
-static void load_g(const bitem *it, int64_t hh, int64_t i0, int64_t rows)
+/* G and c of rows [i0, i0 + rows) of query head hh of the group, from
+ * their dO rows (dob, leading dimension ldo) and the kept D and delta. */
+static void load_g(const bitem *it, int64_t hh, int64_t i0, int64_t rows, const float *dob,
+                   int64_t ldo)
 {
     const attn_linear_bwd_desc *d = &it->p->d;
-    const int64_t dv = d->fwd.v_dim, n = d->fwd.q_len, h = it->hk * it->p->group + hh;
+    const int64_t dv = d->fwd.v_dim, n = d->fwd.q_len;
     bwork *w = it->w;
     for (int64_t r = 0; r < rows; r++) {
-        const float *dor = ATTN_VIEW_AT(it->a->d_o, d->d_o, it->b, h, i0 + r);
+        const float *dor = dob + r * ldo;
         const float *st = w->stats + (hh * n + i0 + r) * 2;
         for (int64_t x = 0; x < dv; x++)
             w->g[r * dv + x] = dor[x] / st[0];
@@ -224,7 +298,7 @@ static void forward_sweep(const bitem *it)
     const attn_linear_bwd_plan *p = it->p;
     const attn_linear_bwd_desc *d = &p->d;
     const attn_linear_desc *f = &d->fwd;
-    const attn_linear_bwd_args *a = it->a;
+    const btensors *t = it->t;
     bwork *w = it->w;
     const int64_t C = ATTN_LINEAR_CHUNK, n = f->q_len, dk = f->qk_dim, dv = f->v_dim;
     const int64_t b = it->b, hk = it->hk, g = p->group;
@@ -237,24 +311,32 @@ static void forward_sweep(const bitem *it)
         lin_chunk_keys(&it->geo, i0, i1, &kl, &kh, &shift);
         for (int64_t j = pos; j < kl; j += C) {
             const int64_t kc = kl - j < C ? kl - j : C;
-            attn_linear_phi(it->p->x.kern, f->feature_map,
-                            ATTN_VIEW_AT(a->k, f->k, b, hk, j), f->k.seq, kc, dk, w->fk,
-                            dk);
-            attn_gemm_tn(p->x.gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk,
-                          ATTN_VIEW_AT(a->v, f->v, b, hk, j), (int)f->v.seq, 1.0f, w->s, (int)dv);
+            int64_t ldk, ldv;
+            const float *kj = in_rows(it, f->k_type, t->k, f->k, hk, j, kc, dk, w->wk, &ldk);
+            const float *vj = in_rows(it, f->v_type, t->v, f->v, hk, j, kc, dv, w->wv, &ldv);
+            attn_linear_phi(p->x.kern, f->feature_map, kj, ldk, kc, dk, w->fk, dk);
+            attn_gemm_tn(p->x.gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, vj, (int)ldv,
+                          1.0f, w->s, (int)dv);
             colsum_add(w->z, w->fk, kc, dk);
         }
         pos = kl;
         const int64_t kc = kh - kl;
-        const float *vv = ATTN_VIEW_AT(a->v, f->v, b, hk, kl);
-        if (kc > 0)
-            attn_linear_phi(it->p->x.kern, f->feature_map,
-                            ATTN_VIEW_AT(a->k, f->k, b, hk, kl), f->k.seq, kc, dk, w->fk,
-                            dk);
+        /* the chunk's keys: V stays (in place or in wv) for every head */
+        const float *vv = NULL;
+        int64_t ldv = f->v.seq;
+        if (kc > 0) {
+            int64_t ldk;
+            const float *kk = in_rows(it, f->k_type, t->k, f->k, hk, kl, kc, dk, w->wk, &ldk);
+            vv = in_rows(it, f->v_type, t->v, f->v, hk, kl, kc, dv, w->wv, &ldv);
+            attn_linear_phi(p->x.kern, f->feature_map, kk, ldk, kc, dk, w->fk, dk);
+        }
         for (int64_t hh = 0; hh < g; hh++) {
             const int64_t h = hk * g + hh;
-            const float *q = ATTN_VIEW_AT(a->q, f->q, b, h, i0);
-            attn_linear_phi(it->p->x.kern, f->feature_map, q, f->q.seq, rows, dk, w->fq, dk);
+            int64_t ldq, ldo;
+            const float *q = in_rows(it, f->q_type, t->q, f->q, h, i0, rows, dk, w->wq, &ldq);
+            const float *dob = in_rows(it, f->o_type, t->d_o, d->d_o, h, i0, rows, dv, w->wdo,
+                                       &ldo);
+            attn_linear_phi(p->x.kern, f->feature_map, q, ldq, rows, dk, w->fq, dk);
             /* N = Fq S + A V_c in the G buffer; D */
             attn_gemm(p->x.gk, 0, (int)rows, (int)dv, (int)dk, 1.0f, w->fq, (int)dk, w->s, (int)dv, 0.0f,
                        w->g, (int)dv);
@@ -264,13 +346,13 @@ static void forward_sweep(const bitem *it)
                 masked_product(it, rows, kc, shift);
                 for (int64_t r = 0; r < rows; r++)
                     w->den[r] += lin_sum(w->a + r * C, kc);
-                attn_gemm(p->x.gk, 0, (int)rows, (int)dv, (int)kc, 1.0f, w->a, (int)C, vv, (int)f->v.seq,
+                attn_gemm(p->x.gk, 0, (int)rows, (int)dv, (int)kc, 1.0f, w->a, (int)C, vv, (int)ldv,
                            1.0f, w->g, (int)dv);
             }
             /* D, delta = dO . O kept; G = dO / D, c = -delta / D */
             for (int64_t r = 0; r < rows; r++) {
                 const float D = (float)(w->den[r] + (double)p->eps);
-                const float *dor = ATTN_VIEW_AT(a->d_o, d->d_o, b, h, i0 + r);
+                const float *dor = dob + r * ldo;
                 double acc = 0.0;
                 for (int64_t x = 0; x < dv; x++)
                     acc += (double)dor[x] * (w->g[r * dv + x] / D);
@@ -278,7 +360,7 @@ static void forward_sweep(const bitem *it)
                 st[0] = D;
                 st[1] = (float)acc;
             }
-            load_g(it, hh, i0, rows);
+            load_g(it, hh, i0, rows, dob, ldo);
             /* dFq = G S^T + c z^T + dA Fk */
             attn_gemm(p->x.gk, 1, (int)rows, (int)dk, (int)dv, 1.0f, w->g, (int)dv, w->s, (int)dv, 0.0f,
                        w->dfx, (int)dk);
@@ -286,15 +368,23 @@ static void forward_sweep(const bitem *it)
                 for (int64_t x = 0; x < dk; x++)
                     w->dfx[r * dk + x] += w->c[r] * w->z[x];
             if (kc > 0) {
-                d_product(it, vv, rows, kc, shift);
+                d_product(it, vv, ldv, rows, kc, shift);
                 attn_gemm(p->x.gk, 0, (int)rows, (int)dk, (int)kc, 1.0f, w->da, (int)C, w->fk, (int)dk,
                            1.0f, w->dfx, (int)dk);
             }
-            attn_linear_dphi(it->p->x.kern, f->feature_map, q, f->q.seq, rows, dk, w->dfx, dk,
-                             ATTN_VIEW_AT(a->dq, d->dq, b, h, i0), d->dq.seq);
+            /* dQ = phi'(Q) * dFq: into dQ's rows (F32), or into phi(Q)'s
+             * buffer (read no more for this head) and rounded once */
+            if (!p->q16) {
+                attn_linear_dphi(p->x.kern, f->feature_map, q, ldq, rows, dk, w->dfx, dk,
+                                 ATTN_VIEW_AT((float *)t->dq, d->dq, b, h, i0), d->dq.seq);
+            } else {
+                attn_linear_dphi(p->x.kern, f->feature_map, q, ldq, rows, dk, w->dfx, dk, w->fq,
+                                 dk);
+                narrow_rows(it, f->q_type, t->dq, d->dq, h, i0, rows, dk, w->fq, dk);
+            }
         }
         if (kc > 0) {
-            attn_gemm_tn(p->x.gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, vv, (int)f->v.seq,
+            attn_gemm_tn(p->x.gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, vv, (int)ldv,
                           1.0f, w->s, (int)dv);
             colsum_add(w->z, w->fk, kc, dk);
             pos = kh;
@@ -302,16 +392,16 @@ static void forward_sweep(const bitem *it)
     }
 }
 
-/* dK, dV of the keys [j, j + kc) (phi(K) in fk) from the later rows'
- * state alone: dFk = V R^T + r, dV = Fk R. */
-static void keys_from_state(const bitem *it, int64_t j, int64_t kc)
+/* dK, dV of the keys [j, j + kc) (phi(K) in fk, V's rows vj with leading
+ * dimension ldv) from the later rows' state alone: dFk = V R^T + r,
+ * dV = Fk R. */
+static void keys_from_state(const bitem *it, const float *vj, int64_t ldv, int64_t kc)
 {
     const attn_linear_desc *f = &it->p->d.fwd;
-    const attn_linear_bwd_args *a = it->a;
     bwork *w = it->w;
     const int64_t dk = f->qk_dim, dv = f->v_dim;
-    attn_gemm(it->p->x.gk, 1, (int)kc, (int)dk, (int)dv, 1.0f, ATTN_VIEW_AT(a->v, f->v, it->b, it->hk, j),
-               (int)f->v.seq, w->s, (int)dv, 0.0f, w->dfx, (int)dk);
+    attn_gemm(it->p->x.gk, 1, (int)kc, (int)dk, (int)dv, 1.0f, vj, (int)ldv, w->s, (int)dv, 0.0f,
+               w->dfx, (int)dk);
     for (int64_t r = 0; r < kc; r++)
         for (int64_t x = 0; x < dk; x++)
             w->dfx[r * dk + x] += w->z[x];
@@ -319,29 +409,42 @@ static void keys_from_state(const bitem *it, int64_t j, int64_t kc)
                (int)dv);
 }
 
-static void store_keys(const bitem *it, int64_t j, int64_t kc)
+/* dK = phi'(K) * dFk and dV of the keys [j, j + kc) (K's rows kj, leading
+ * dimension ldk): F32 ones written in place; 16-bit dK through phi(K)'s
+ * buffer (read no more for these keys) and dV from dV_c, rounded once. */
+static void store_keys(const bitem *it, int64_t j, int64_t kc, const float *kj, int64_t ldk)
 {
-    const attn_linear_bwd_desc *d = &it->p->d;
+    const attn_linear_bwd_plan *p = it->p;
+    const attn_linear_bwd_desc *d = &p->d;
     const attn_linear_desc *f = &d->fwd;
-    const attn_linear_bwd_args *a = it->a;
+    const btensors *t = it->t;
     bwork *w = it->w;
     const int64_t dk = f->qk_dim, dv = f->v_dim;
-    attn_linear_dphi(it->p->x.kern, f->feature_map,
-                     ATTN_VIEW_AT(a->k, f->k, it->b, it->hk, j), f->k.seq, kc, dk,
-                     w->dfx, dk, ATTN_VIEW_AT(a->dk, d->dk, it->b, it->hk, j), d->dk.seq);
-    for (int64_t r = 0; r < kc; r++)
-        memcpy(ATTN_VIEW_AT(a->dv, d->dv, it->b, it->hk, j + r), w->dvc + r * dv,
-               (size_t)dv * sizeof(float));
+    if (!p->k16) {
+        attn_linear_dphi(p->x.kern, f->feature_map, kj, ldk, kc, dk, w->dfx, dk,
+                         ATTN_VIEW_AT((float *)t->dk, d->dk, it->b, it->hk, j), d->dk.seq);
+    } else {
+        attn_linear_dphi(p->x.kern, f->feature_map, kj, ldk, kc, dk, w->dfx, dk, w->fk, dk);
+        narrow_rows(it, f->k_type, t->dk, d->dk, it->hk, j, kc, dk, w->fk, dk);
+    }
+    if (!p->v16) {
+        for (int64_t r = 0; r < kc; r++)
+            memcpy(ATTN_VIEW_AT((float *)t->dv, d->dv, it->b, it->hk, j + r), w->dvc + r * dv,
+                   (size_t)dv * sizeof(float));
+    } else {
+        narrow_rows(it, f->v_type, t->dv, d->dv, it->hk, j, kc, dv, w->dvc, dv);
+    }
 }
 
 static void reverse_sweep(const bitem *it)
 {
     const attn_linear_bwd_plan *p = it->p;
-    const attn_linear_desc *f = &p->d.fwd;
-    const attn_linear_bwd_args *a = it->a;
+    const attn_linear_bwd_desc *d = &p->d;
+    const attn_linear_desc *f = &d->fwd;
+    const btensors *t = it->t;
     bwork *w = it->w;
     const int64_t C = ATTN_LINEAR_CHUNK, dk = f->qk_dim, dv = f->v_dim;
-    const int64_t b = it->b, hk = it->hk, g = p->group, qlen = it->geo.qlen;
+    const int64_t hk = it->hk, g = p->group, qlen = it->geo.qlen;
     /* R and r in the state buffers */
     memset(w->s, 0, (size_t)(dk * dv) * sizeof(float));
     memset(w->z, 0, (size_t)dk * sizeof(float));
@@ -353,22 +456,27 @@ static void reverse_sweep(const bitem *it)
         int64_t kl, kh, shift;
         lin_chunk_keys(&it->geo, i0, i1, &kl, &kh, &shift);
         const int64_t kc = kh - kl;
-        const float *vv = ATTN_VIEW_AT(a->v, f->v, b, hk, kl);
+        /* the chunk's K and V rows (in place or widened) stay until its
+         * keys are stored */
+        const float *kk = NULL, *vv = NULL;
+        int64_t ldk = f->k.seq, ldv = f->v.seq;
         if (kc > 0) {
-            attn_linear_phi(it->p->x.kern, f->feature_map,
-                            ATTN_VIEW_AT(a->k, f->k, b, hk, kl), f->k.seq, kc, dk, w->fk,
-                            dk);
-            keys_from_state(it, kl, kc);
+            kk = in_rows(it, f->k_type, t->k, f->k, hk, kl, kc, dk, w->wk, &ldk);
+            vv = in_rows(it, f->v_type, t->v, f->v, hk, kl, kc, dv, w->wv, &ldv);
+            attn_linear_phi(p->x.kern, f->feature_map, kk, ldk, kc, dk, w->fk, dk);
+            keys_from_state(it, vv, ldv, kc);
         }
         for (int64_t hh = 0; hh < g; hh++) {
             const int64_t h = hk * g + hh;
-            attn_linear_phi(it->p->x.kern, f->feature_map,
-                            ATTN_VIEW_AT(a->q, f->q, b, h, i0), f->q.seq, rows, dk, w->fq,
-                            dk);
-            load_g(it, hh, i0, rows);
+            int64_t ldq, ldo;
+            const float *q = in_rows(it, f->q_type, t->q, f->q, h, i0, rows, dk, w->wq, &ldq);
+            const float *dob = in_rows(it, f->o_type, t->d_o, d->d_o, h, i0, rows, dv, w->wdo,
+                                       &ldo);
+            attn_linear_phi(p->x.kern, f->feature_map, q, ldq, rows, dk, w->fq, dk);
+            load_g(it, hh, i0, rows, dob, ldo);
             if (kc > 0) {
                 masked_product(it, rows, kc, shift);
-                d_product(it, vv, rows, kc, shift);
+                d_product(it, vv, ldv, rows, kc, shift);
                 attn_gemm_tn(p->x.gk, (int)kc, (int)dk, (int)rows, 1.0f, w->da, (int)C, w->fq, (int)dk,
                               1.0f, w->dfx, (int)dk);
                 attn_gemm_tn(p->x.gk, (int)kc, (int)dv, (int)rows, 1.0f, w->a, (int)C, w->g, (int)dv,
@@ -381,27 +489,29 @@ static void reverse_sweep(const bitem *it)
                     w->z[x] += w->c[r] * w->fq[r * dk + x];
         }
         if (kc > 0)
-            store_keys(it, kl, kc);
+            store_keys(it, kl, kc, kk, ldk);
     }
     /* The keys before the first chunk's: seen by every row. */
     int64_t kl0, kh0, shift0;
     lin_chunk_keys(&it->geo, 0, qlen < C ? qlen : C, &kl0, &kh0, &shift0);
     for (int64_t j = 0; j < kl0; j += C) {
         const int64_t kc = kl0 - j < C ? kl0 - j : C;
-        attn_linear_phi(it->p->x.kern, f->feature_map,
-                        ATTN_VIEW_AT(a->k, f->k, b, hk, j), f->k.seq, kc, dk, w->fk, dk);
-        keys_from_state(it, j, kc);
-        store_keys(it, j, kc);
+        int64_t ldk, ldv;
+        const float *kj = in_rows(it, f->k_type, t->k, f->k, hk, j, kc, dk, w->wk, &ldk);
+        const float *vj = in_rows(it, f->v_type, t->v, f->v, hk, j, kc, dv, w->wv, &ldv);
+        attn_linear_phi(p->x.kern, f->feature_map, kj, ldk, kc, dk, w->fk, dk);
+        keys_from_state(it, vj, ldv, kc);
+        store_keys(it, j, kc, kj, ldk);
     }
 }
 
-static void run_item(const attn_linear_bwd_plan *p, const attn_linear_bwd_args *a, bwork *w,
-                     int64_t b, int64_t hk)
+static void run_item(const attn_linear_bwd_plan *p, const attn_linear_bwd_args *a,
+                     const btensors *t, bwork *w, int64_t b, int64_t hk)
 {
     const attn_linear_bwd_desc *d = &p->d;
     const attn_linear_desc *f = &d->fwd;
     const int64_t C = ATTN_LINEAR_CHUNK, n = f->q_len, m = f->kv_len;
-    bitem it = { p, a, w, b, hk, { 0, 0, 0, 0 } };
+    bitem it = { p, t, w, b, hk, { 0, 0, 0, 0 } };
     it.geo.causal = f->causal != 0;
     it.geo.qlen = f->use_q_lens ? a->q_lens[b] : n;
     it.geo.kvlen = f->use_kv_lens ? a->kv_lens[b] : m;
@@ -410,8 +520,8 @@ static void run_item(const attn_linear_bwd_plan *p, const attn_linear_bwd_args *
     /* Rows no sweep writes: padded queries; keys after the last chunk's
      * (or every key when there is no query). */
     for (int64_t hh = 0; hh < p->group; hh++)
-        zero_rows(ATTN_VIEW_AT(a->dq, d->dq, b, hk * p->group + hh, it.geo.qlen), n - it.geo.qlen,
-                  d->dq.seq, f->qk_dim);
+        zero_rows(f->q_type, t->dq, d->dq, b, hk * p->group + hh, it.geo.qlen, n - it.geo.qlen,
+                  f->qk_dim);
     int64_t kend = 0;
     if (it.geo.qlen > 0) {
         int64_t kl, kh, shift;
@@ -419,8 +529,8 @@ static void run_item(const attn_linear_bwd_plan *p, const attn_linear_bwd_args *
         lin_chunk_keys(&it.geo, last, it.geo.qlen, &kl, &kh, &shift);
         kend = kh;
     }
-    zero_rows(ATTN_VIEW_AT(a->dk, d->dk, b, hk, kend), m - kend, d->dk.seq, f->qk_dim);
-    zero_rows(ATTN_VIEW_AT(a->dv, d->dv, b, hk, kend), m - kend, d->dv.seq, f->v_dim);
+    zero_rows(f->k_type, t->dk, d->dk, b, hk, kend, m - kend, f->qk_dim);
+    zero_rows(f->v_type, t->dv, d->dv, b, hk, kend, m - kend, f->v_dim);
     forward_sweep(&it);
     reverse_sweep(&it);
 }
@@ -428,6 +538,7 @@ static void run_item(const attn_linear_bwd_plan *p, const attn_linear_bwd_args *
 typedef struct bctx {
     const attn_linear_bwd_plan *p;
     const attn_linear_bwd_args *a;
+    btensors t;
     void *ws;
 } bctx;
 
@@ -449,19 +560,40 @@ static void body(void *arg, int tid)
     w.den = (double *)(void *)(base + p->o_den);
     w.c = (float *)(void *)(base + p->o_c);
     w.stats = (float *)(void *)(base + p->o_stats);
+    w.wq = (float *)(void *)(base + p->o_wq);
+    w.wk = (float *)(void *)(base + p->o_wk);
+    w.wv = (float *)(void *)(base + p->o_wv);
+    w.wdo = (float *)(void *)(base + p->o_wdo);
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
     for (int64_t it = 0; it < p->nitems; it++)
-        run_item(p, c->a, &w, it / p->d.fwd.kv_heads, it % p->d.fwd.kv_heads);
+        run_item(p, c->a, &c->t, &w, it / p->d.fwd.kv_heads, it % p->d.fwd.kv_heads);
 }
 
 static attn_status check_args(const attn_linear_bwd_plan *p, const attn_linear_bwd_args *a)
 {
     const attn_linear_desc *f = &p->d.fwd;
+    /* args16: given exactly when some tensor is 16-bit, its reserved room
+     * NULL; then each tensor's pointer in the struct of its type, the
+     * other one NULL. */
+    static const attn_linear_bwd_args16 none;
+    const attn_linear_bwd_args16 *h = a->args16;
+    if (h && !ATTN_RESERVED_NULL(h))
+        return ATTN_ERR_BAD_OPTION;
+    if (p->any16 && !h)
+        return ATTN_ERR_NULL_ARGUMENT;
+    if (!p->any16 && h)
+        return ATTN_ERR_ARGUMENT_MISMATCH;
+    if (!h)
+        h = &none;
+    const int q16 = p->q16, k16 = p->k16, v16 = p->v16, o16 = p->o16;
     const attn_pointer_use use[] = {
-        { 1, a->q }, { 1, a->k }, { 1, a->v }, { 1, a->d_o }, { 1, a->dq }, { 1, a->dk },
-        { 1, a->dv }, { f->use_kv_lens, a->kv_lens }, { f->use_q_lens, a->q_lens },
+        { !q16, a->q }, { !k16, a->k }, { !v16, a->v }, { !o16, a->d_o },
+        { !q16, a->dq }, { !k16, a->dk }, { !v16, a->dv },
+        { q16, h->q }, { k16, h->k }, { v16, h->v }, { o16, h->d_o },
+        { q16, h->dq }, { k16, h->dk }, { v16, h->dv },
+        { f->use_kv_lens, a->kv_lens }, { f->use_q_lens, a->q_lens },
     };
     attn_status st = attn_check_pointers(use, sizeof use / sizeof use[0]);
     if (st != ATTN_OK)
@@ -470,6 +602,7 @@ static attn_status check_args(const attn_linear_bwd_plan *p, const attn_linear_b
 }
 
 ATTN_DEFINE_ZERO_INIT(attn_linear_bwd_args_init, attn_linear_bwd_args)
+ATTN_DEFINE_ZERO_INIT(attn_linear_bwd_args16_init, attn_linear_bwd_args16)
 
 attn_status attn_linear_bwd_execute(const attn_linear_bwd_plan *p,
                                     const attn_linear_bwd_args *a, void *workspace,
@@ -485,7 +618,15 @@ attn_status attn_linear_bwd_execute(const attn_linear_bwd_plan *p,
     void *ws;
     if ((st = attn_workspace_acquire(workspace, workspace_bytes, p->ws_bytes, &ws)) != ATTN_OK)
         return st;
-    const bctx ctx = { p, a, ws };
+    const attn_linear_bwd_args16 *h = a->args16;
+    bctx ctx = { p, a, { NULL, NULL, NULL, NULL, NULL, NULL, NULL }, ws };
+    ctx.t.q = p->q16 ? (const void *)h->q : (const void *)a->q;
+    ctx.t.k = p->k16 ? (const void *)h->k : (const void *)a->k;
+    ctx.t.v = p->v16 ? (const void *)h->v : (const void *)a->v;
+    ctx.t.d_o = p->o16 ? (const void *)h->d_o : (const void *)a->d_o;
+    ctx.t.dq = p->q16 ? (void *)h->dq : (void *)a->dq;
+    ctx.t.dk = p->k16 ? (void *)h->dk : (void *)a->dk;
+    ctx.t.dv = p->v16 ? (void *)h->dv : (void *)a->dv;
     attn_parallel(p->x.blas, p->x.nthreads, p->nitems, body, (void *)&ctx);
     if (!workspace)
         free(ws);

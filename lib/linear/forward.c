@@ -269,11 +269,10 @@ static const void *lin_base(attn_dtype t, const void *f32, const uint16_t *h16)
     return t == ATTN_DTYPE_F32 ? f32 : (const void *)h16;
 }
 
-/* Rows [r0, r0 + rows) of (b, h) of a tensor as floats: in place (F32;
- * *ld its seq stride) or widened into buf (16-bit; *ld = width). */
-static const float *lin_rows(const attn_linear_plan *p, attn_dtype t, const void *base,
-                             attn_view v, int64_t b, int64_t h, int64_t r0, int64_t rows,
-                             int64_t width, float *buf, int64_t *ld)
+/* (linear.h; the backward widens its rows with it too) */
+const float *attn_linear_rows(const attn_cvt_kernels *cvt, attn_dtype t, const void *base,
+                              attn_view v, int64_t b, int64_t h, int64_t r0, int64_t rows,
+                              int64_t width, float *buf, int64_t *ld)
 {
     if (t == ATTN_DTYPE_F32) {
         *ld = v.seq;
@@ -282,9 +281,9 @@ static const float *lin_rows(const attn_linear_plan *p, attn_dtype t, const void
     const uint16_t *src = ATTN_VIEW_AT((const uint16_t *)base, v, b, h, r0);
     for (int64_t r = 0; r < rows; r++) {
         if (t == ATTN_DTYPE_F16)
-            p->x.cvt->f16_to_f32(src + r * v.seq, buf + r * width, width);
+            cvt->f16_to_f32(src + r * v.seq, buf + r * width, width);
         else
-            p->x.cvt->bf16_to_f32(src + r * v.seq, buf + r * width, width);
+            cvt->bf16_to_f32(src + r * v.seq, buf + r * width, width);
     }
     *ld = width;
     return buf;
@@ -310,8 +309,10 @@ static void state_add(const attn_linear_plan *p, const attn_linear_args *a, lwor
     for (int64_t j = j0; j < j1; j += ATTN_LINEAR_CHUNK) {
         const int64_t kc = j1 - j < ATTN_LINEAR_CHUNK ? j1 - j : ATTN_LINEAR_CHUNK;
         int64_t ldk, ldv;
-        const float *k = lin_rows(p, d->k_type, kbase, d->k, b, hk, j, kc, dk, w->wqk, &ldk);
-        const float *v = lin_rows(p, d->v_type, vbase, d->v, b, hk, j, kc, dv, w->wv, &ldv);
+        const float *k = attn_linear_rows(p->x.cvt, d->k_type, kbase, d->k, b, hk, j, kc, dk,
+                                          w->wqk, &ldk);
+        const float *v = attn_linear_rows(p->x.cvt, d->v_type, vbase, d->v, b, hk, j, kc, dv,
+                                          w->wv, &ldv);
         attn_linear_phi(p->x.kern, d->feature_map, k, ldk, kc, dk, w->fk, dk);
         attn_gemm_tn(p->x.gk, (int)dk, (int)dv, (int)kc, 1.0f, w->fk, (int)dk, v, (int)ldv, 1.0f,
                       w->s, (int)w->ldx);
@@ -378,8 +379,10 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
         int64_t ldk = d->k.seq, ldv = d->v.seq;
         const float *kk = NULL, *vv = NULL;
         if (kc > 0) {
-            kk = lin_rows(p, d->k_type, kbase, d->k, b, hk, kl, kc, dk, w->wqk, &ldk);
-            vv = lin_rows(p, d->v_type, vbase, d->v, b, hk, kl, kc, dv, w->wv, &ldv);
+            kk = attn_linear_rows(p->x.cvt, d->k_type, kbase, d->k, b, hk, kl, kc, dk, w->wqk,
+                                  &ldk);
+            vv = attn_linear_rows(p->x.cvt, d->v_type, vbase, d->v, b, hk, kl, kc, dv, w->wv,
+                                  &ldv);
         }
         if (kc > 0) {
             attn_linear_phi(p->x.kern, d->feature_map, kk, ldk, kc, dk, w->fk, dk);
@@ -390,7 +393,8 @@ static void run_item(const attn_linear_plan *p, const attn_linear_args *a, lwork
         for (int64_t hh = 0; hh < g; hh++) {
             const int64_t h = hk * g + hh;
             int64_t ldq;
-            const float *q = lin_rows(p, d->q_type, qbase, d->q, b, h, i0, rows, dk, w->wqk, &ldq);
+            const float *q = attn_linear_rows(p->x.cvt, d->q_type, qbase, d->q, b, h, i0, rows,
+                                              dk, w->wqk, &ldq);
             attn_linear_phi(p->x.kern, d->feature_map, q, ldq, rows, dk, w->fq, dk);
             /* [phi(Q) S | A] */
             attn_gemm(p->x.gk, 0, (int)rows, (int)(dv + kc), (int)dk, 1.0f, w->fq, (int)dk, w->s,

@@ -45,6 +45,13 @@ void attn_linear_phi(const attn_kernels *kern, attn_feature_map fm, const float 
 void attn_linear_dphi(const attn_kernels *kern, attn_feature_map fm, const float *src, int64_t lds, int64_t rows,
                       int64_t cols, const float *g, int64_t ldg, float *dst, int64_t ldd);
 
+/* Rows [r0, r0 + rows) of (b, h) of a tensor of type t as floats: in
+ * place (F32; *ld = its seq stride) or widened exactly into buf (F16,
+ * BF16; rows x width floats, *ld = width).  (forward.c) */
+const float *attn_linear_rows(const attn_cvt_kernels *cvt, attn_dtype t, const void *base,
+                              attn_view v, int64_t b, int64_t h, int64_t r0, int64_t rows,
+                              int64_t width, float *buf, int64_t *ld);
+
 /* Sums in double over eight fixed lanes, combined in a fixed order: the
  * same bits for any thread count, without a serial chain of double adds
  * (which cost as much as the chunk's GEMMs). */
