@@ -287,15 +287,7 @@ static int check_widened(const trow *r, tinst *t, const tsnap *base, tstats *st)
     tsnap_take(&got, t);
     long bad = 0;
     for (size_t x = 0; x < got.no; x++) {
-        uint32_t want = got.o[x];
-        if (want != TSENTINEL) {
-            float f;
-            uint16_t h;
-            memcpy(&f, &want, sizeof f);
-            attn_dtype_encode((attn_dtype)r->c.dtype, &f, &h, 1);
-            attn_dtype_decode((attn_dtype)r->c.dtype, &h, &f, 1);
-            memcpy(&want, &f, sizeof f);
-        }
+        const uint32_t want = tround_bits(r->c.dtype, got.o[x]);
         if (want != base->o[x] && bad++ < 4)
             printf("  widened O element %zu: 0x%08x, the fp32 call's rounded 0x%08x\n", x,
                    (unsigned)base->o[x], (unsigned)want);
@@ -319,16 +311,9 @@ static int check_widened(const trow *r, tinst *t, const tsnap *base, tstats *st)
 static int widened_applies(const trow *r)
 {
     /* With MKL the sgemm path's sums depend on the operands' alignment and
-     * leading dimensions (attn.h, "Decoding and the KV cache"), and the
-     * widened copies have others than the fp32 buffers: within rounding
-     * only, which the reference check covers. */
-    static int mkl = -1;
-    if (mkl < 0) {
-        attn_blas_info info;
-        attn_blas_query(&info);
-        mkl = !strcmp(info.loaded, "mkl") || !strcmp(info.backend, "mkl");
-    }
-    return r->c.dtype != ATTN_DTYPE_F32 && tcase_sparse(&r->c) && !mkl;
+     * leading dimensions, and the widened copies have others than the fp32
+     * buffers: within rounding only, which the reference check covers. */
+    return r->c.dtype != ATTN_DTYPE_F32 && tcase_sparse(&r->c) && !tblas_mkl();
 }
 
 static int check_plan(const trow *r, tinst *t, const tsnap *base, tstats *st)
