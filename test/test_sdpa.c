@@ -519,8 +519,8 @@ static const struct {
 /* A forward family rerun at a 16-bit type (the "types" suite): every row
  * with dtype set, the checks that go through tinst_run only (CHK_DENSE
  * does: both the sparse row and its dense twin run at the type), the
- * backward at the type (CHK_BWD; sdpa_bwd.c, not on sparse rows, which
- * the 16-bit backward does not take), plus CHK_WIDENED where it applies. */
+ * backward at the type (CHK_BWD; sdpa_bwd.c; on sparse rows also bitwise
+ * the fp32 backward rounded), plus CHK_WIDENED where it applies. */
 typedef struct typed_family {
     tfamily f;
     int dtype;

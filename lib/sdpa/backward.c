@@ -180,8 +180,9 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     p->o16 = f->o_type != ATTN_DTYPE_F32;
     p->ty16 = p->q16 || p->k16 || p->v16 || p->o16;
     /* (the sparse options: always widened, as the sparse forward) */
-    p->bf = p->x.tile && !attn_sdpa_is_sparse(f) && f->q_type == ATTN_DTYPE_BF16 && f->k_type == ATTN_DTYPE_BF16 &&
-            f->v_type == ATTN_DTYPE_BF16 && f->o_type == ATTN_DTYPE_BF16;
+    p->bf = p->x.tile && !attn_sdpa_is_sparse(f) && f->q_type == ATTN_DTYPE_BF16 &&
+            f->k_type == ATTN_DTYPE_BF16 && f->v_type == ATTN_DTYPE_BF16 &&
+            f->o_type == ATTN_DTYPE_BF16;
     const int64_t bq_max = p->bf ? ATTN_BWD_BF_Q : ATTN_BWD_Q;
     p->bq = f->q_len < bq_max ? f->q_len : bq_max;
     p->bk = f->kv_len < ATTN_BWD_K ? f->kv_len : ATTN_BWD_K;
