@@ -724,12 +724,12 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  * o_type, through attn_linear_bwd_args16), widened: each gradient is
  * bitwise the fp32 backward's on the widened values, rounded once.
  *
- * Not yet taking 16-bit types (ATTN_ERR_UNSUPPORTED_TYPE): the SDPA
- * backward with the sparse options (any 16-bit tensor; the backward with
- * the paged cache is ATTN_ERR_BAD_OPTION at every type).
+ * Every path takes 16-bit types; the SDPA backward with the paged cache
+ * is ATTN_ERR_BAD_OPTION at every type.
  *
  * The backward (attn_sdpa_bwd_*) takes the same types on dense problems
- * (not with the sparse options, above): each gradient has
+ * and with the sparse options (1.1; there always widened, below): each
+ * gradient has
  * the type of its tensor (dQ q_type, dK k_type, dV v_type) and dO that of
  * O (o_type); the 16-bit ones go through args.args16
  * (attn_sdpa_bwd_args16).  The logsumexp is fp32, D_i = dO_i . O_i is
@@ -745,11 +745,14 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  *   a product (P for dV, dS for dK and dQ; as FlashAttention rounds them
  *   to the input type), while dS = P (dP - D) uses the unrounded fp32 P.
  *
- * - Otherwise (F16, mixed types, the BLAS engine): the 16-bit values are
- *   widened exactly to fp32 (a block of rows or a (batch, head)'s keys at
- *   a time, into the workspace) and the products are the fp32 ones: each
- *   gradient is bitwise that of the same call in fp32 on the widened
- *   values, rounded once to its type.
+ * - Otherwise (F16, mixed types, the BLAS engine, the sparse options):
+ *   the 16-bit values are widened exactly to fp32 (a block of rows or a
+ *   (batch, head)'s keys at a time, into the workspace) and the products
+ *   are the fp32 ones: each gradient is bitwise that of the same call in
+ *   fp32 on the widened values, rounded once to its type.  With the
+ *   sparse options this is always the path (never the BF16 products, as
+ *   the sparse forward): bitwise the fp32 sparse backward on the widened
+ *   values, each gradient then rounded once.
  *
  * The 16-bit backward keeps, per thread, fp32 sums of dK and dV for the
  * keys of one (batch, key/value head) and the widened or packed K and V
@@ -993,8 +996,7 @@ typedef struct attn_sdpa_bwd_plan attn_sdpa_bwd_plan;
 /*
  * Validate *desc and make a backward plan.  Returns ATTN_OK,
  * ATTN_ERR_NULL_ARGUMENT, any status attn_sdpa_plan_create returns for
- * desc->fwd, ATTN_ERR_UNSUPPORTED_TYPE (a 16-bit Q, K, V or O with the
- * sparse options), ATTN_ERR_BAD_OPTION (fwd.want_lse 0, fwd.want_probs 1,
+ * desc->fwd, ATTN_ERR_BAD_OPTION (fwd.want_lse 0, fwd.want_probs 1,
  * want_dbias without fwd.use_bias, a paged K/V cache: fwd.kv_block_size !=
  * 0, a nonzero reserved field), ATTN_ERR_STRIDES_UNSET, ATTN_ERR_BAD_STRIDE or
  * ATTN_ERR_TOO_LARGE for the views of dO, dQ, dK, dV and dBias (and for

@@ -204,6 +204,30 @@ double tdtype_u(int dtype)
                                                                                 : 0.0;
 }
 
+uint32_t tround_bits(int dtype, uint32_t bits)
+{
+    if (bits == TSENTINEL)
+        return bits;
+    float f;
+    uint16_t h;
+    memcpy(&f, &bits, sizeof f);
+    attn_dtype_encode((attn_dtype)dtype, &f, &h, 1);
+    attn_dtype_decode((attn_dtype)dtype, &h, &f, 1);
+    memcpy(&bits, &f, sizeof f);
+    return bits;
+}
+
+int tblas_mkl(void)
+{
+    static int mkl = -1;
+    if (mkl < 0) {
+        attn_blas_info info;
+        attn_blas_query(&info);
+        mkl = !strcmp(info.loaded, "mkl") || !strcmp(info.backend, "mkl");
+    }
+    return mkl;
+}
+
 /* The element of twin h at the offset of p in f (or in q's buffers, where
  * a packed layout keeps K and V). */
 static uint16_t *twin_at(const tinst *t, const float *p, const tbuf *f, const tbuf *h)
@@ -743,11 +767,15 @@ void tstats_print(const tstats *s)
     printf("[accuracy] %-22s cases=%-4d max|dO|=%.3e max|dP|=%.3e "
            "max|dlse|=%.3e max err/tol=%.3f\n",
            s->family, s->cases, s->err_o, s->err_p, s->err_lse, s->ratio);
-    if (s->bwd_cases)
+    if (s->bwd_cases) {
         printf("[accuracy] %-22s bwd=%-4d max|ddQ|=%.3e max|ddK|=%.3e max|ddV|=%.3e "
-               "max|ddBias|=%.3e max err/tol=%.3f\n",
+               "max|ddBias|=%.3e max err/tol=%.3f",
                s->family, s->bwd_cases, s->err_dq, s->err_dk, s->err_dv, s->err_dbias,
                s->ratio_bwd);
+        if (s->bwd_widened)
+            printf(" widened-bitwise=%d", s->bwd_widened);
+        printf("\n");
+    }
     if (s->ratio_dense > 0.0)
         printf("[accuracy] %-22s sparse vs dense twin: max |diff| / (2 tol) = %.3f\n", s->family,
                s->ratio_dense);

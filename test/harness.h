@@ -179,6 +179,8 @@ typedef struct tstats {
      * dV, dBias and max |lib - ref| / tolerance */
     int bwd_cases;
     double err_dq, err_dk, err_dv, err_dbias, ratio_bwd;
+    int bwd_widened;               /* of those, checked bitwise against the
+                                    * fp32 call (16-bit sparse rows) */
     double ratio_dense;            /* CHK_DENSE: max |sparse - twin| / tol */
 } tstats;
 
@@ -205,6 +207,14 @@ void tinst_widen_o(tinst *t);
  * 2^-8; 2^-10 F16: 11 bits, u = 2^-11; 0 for F32):
  * the relative error allowed for one rounding to it. */
 double tdtype_u(int dtype);
+/* fp32 bits rounded to a 16-bit dtype (attn_dtype_encode) and widened
+ * back; TSENTINEL stays. */
+uint32_t tround_bits(int dtype, uint32_t bits);
+/* 1 when the BLAS in use is MKL, whose sgemm sums depend on the operands'
+ * alignment and leading dimensions (attn.h, "Decoding and the KV cache"):
+ * the bitwise checks of widened 16-bit results against the fp32 call on
+ * other buffers are skipped then. */
+int tblas_mkl(void);
 /* Build, run, check, free: returns the number of bad elements, or -1 when
  * the call failed (the status is printed). */
 long tcase_run_check(const tcase *c, tstats *st);

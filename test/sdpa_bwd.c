@@ -60,7 +60,10 @@
  *     term.
  * With those, the fp32 bounds above hold as they are.  Thread counts and
  * the poisoned twin compare the widened bits (equal iff the 16-bit ones
- * are, NaN payloads aside).
+ * are, NaN payloads aside).  Sparse rows at 16-bit (the widened products
+ * always, so the BF16 bound above is loose for them) are also checked
+ * bitwise: the fp32 backward on the same fp32 values, each gradient
+ * rounded to the type, gives the same bits (bwd_widened; not with MKL).
  */
 #include <math.h>
 #include <stdio.h>
@@ -77,10 +80,6 @@
 int bwd_applies(const trow *r)
 {
     const tcase *c = &r->c;
-    /* the backward takes no 16-bit type with the sparse options
-     * (ATTN_ERR_UNSUPPORTED_TYPE, test_errors checks it) */
-    if (c->dtype != ATTN_DTYPE_F32 && tcase_sparse(c))
-        return 0;
     double work = (double)c->B * (double)c->Hq * (double)c->n * (double)c->m *
                   (double)(2 * c->dk + 2 * c->dv);
     return work <= BWD_MAX_WORK;
@@ -486,6 +485,53 @@ static long bwd_compare(const bwd *w, const tcase *c, tstats *st)
 
 /* ------------------------------------------------------------ the check */
 
+/* 16-bit sparse rows (always the widened products): the fp32 backward on
+ * the fp32 buffers (the rounded Q, K, V and dO, the 16-bit forward's O
+ * widened), each dQ, dK, dV element rounded to the type, gives the 16-bit
+ * call's bits (first, widened back); dBias (fp32 at every type) the same
+ * bits.  Skipped with MKL (tblas_mkl).  Leaves the fp32 call's results in
+ * w's buffers. */
+static int bwd_widened_applies(const tcase *c)
+{
+    return c->dtype != ATTN_DTYPE_F32 && tcase_sparse(c) && !tblas_mkl();
+}
+
+static int bwd_widened(bwd *w, const tcase *c, const snap4 *first)
+{
+    attn_sdpa_bwd_desc d = w->desc;
+    d.fwd.q_type = d.fwd.k_type = d.fwd.v_type = d.fwd.o_type = ATTN_DTYPE_F32;
+    attn_sdpa_bwd_args a = w->args;
+    a.q = w->t->args.q;
+    a.k = w->t->args.k;
+    a.v = w->t->args.v;
+    a.o = w->t->args.o;
+    a.d_o = w->d_o.ptr;
+    a.dq = w->dq.ptr;
+    a.dk = w->dk.ptr;
+    a.dv = w->dv.ptr;
+    a.args16 = NULL;
+    obuf *g[3] = {&w->dq, &w->dk, &w->dv};
+    for (int k = 0; k < 3; k++)
+        obuf_fill(g[k], TSENTINEL);
+    if (w->dbias.base)
+        obuf_fill(&w->dbias, TSENTINEL);
+    const attn_status s = attn_sdpa_backward(&d, &a);
+    if (s != ATTN_OK) {
+        printf("FAIL [bwd widened] the fp32 backward returned %s: %s\n", attn_status_str(s),
+               tcase_str(c));
+        return 1;
+    }
+    for (int k = 0; k < 3; k++)
+        for (size_t x = 0; x < g[k]->count; x++)
+            g[k]->base[x] = tround_bits(c->dtype, g[k]->base[x]);
+    if (!snap_same(first, w)) {
+        printf("FAIL [bwd widened] not the fp32 backward's bits rounded to the type: %s\n",
+               tcase_str(c));
+        return 1;
+    }
+    return 0;
+}
+
 static int hides(const tcase *c)
 {
     return c->use_kv_lens || c->use_q_lens || c->wl >= 0 || c->wr >= 0 || tcase_sparse(c);
@@ -511,6 +557,10 @@ int check_bwd(const trow *r, tinst *t, const tsnap *base, tstats *st)
     fails += bwd_compare(&w, &r->c, st) != 0;
     snap4 first;
     snap_take(&first, &w);
+    if (bwd_widened_applies(&r->c)) {
+        fails += bwd_widened(&w, &r->c, &first);
+        st->bwd_widened++;
+    }
 
     /* threads 1..4: the same bits */
     const int keep = w.desc.fwd.threads;

@@ -1060,18 +1060,9 @@ static const desc_row bwd_rows[] = {
     {"control: no bias, no dbias", ATTN_OK, BWD, {SI(use_bias, 0), SB(want_dbias, 0)}},
     {"control: bias, no dbias (dbias strides unset)", ATTN_OK, BWD,
      {SB(want_dbias, 0), SVB(dbias, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET, ATTN_STRIDE_UNSET)}},
-    /* 16-bit types plan (test_bwd_args16_errors runs them), but not with
-     * the sparse options, which the sparse forward takes; unknown types */
-    {"fwd: k_type F16 with global keys", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
-     {SI(k_type, ATTN_DTYPE_F16), SI(use_global_k, 1)}},
-    {"fwd: q_type BF16 with global keys", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
-     {SI(q_type, ATTN_DTYPE_BF16), SI(use_global_k, 1)}},
-    {"fwd: q_type BF16 with a layout", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
-     {SI(q_type, ATTN_DTYPE_BF16), SI(block_size, 16)}},
-    {"fwd: v_type BF16 with a layout", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
-     {SI(v_type, ATTN_DTYPE_BF16), SI(block_size, 16)}},
-    {"fwd: o_type F16 with global queries", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
-     {SI(o_type, ATTN_DTYPE_F16), SI(use_global_q, 1)}},
+    /* 16-bit types plan, with the sparse options too (1.1; they were
+     * ATTN_ERR_UNSUPPORTED_TYPE): test_bwd_args16_errors runs them;
+     * unknown types */
     {"fwd: q_type 3", ATTN_ERR_BAD_OPTION, BWD, {SI(q_type, 3)}},
     {"fwd: o_type -1", ATTN_ERR_BAD_OPTION, BWD, {SI(o_type, -1)}},
     {"fwd: v_type 7", ATTN_ERR_BAD_OPTION, BWD, {SI(v_type, 7)}},
@@ -1441,9 +1432,32 @@ static void test_bwd_args16_errors(void **state)
         {BF, BF, BF, BF}, {F16, F16, F16, F16}, {BF, F32, F16, F32}, {F32, BF, BF, F16},
     };
     static const char *const names[8] = {"q", "k", "v", "o", "d_o", "dq", "dk", "dv"};
+    /* each configuration dense (sp 0) and sparse (sp 1: global keys and
+     * queries, a per-head layout of 16 x 16 blocks (one; head 1 sees by
+     * the global tokens only); 1.1, they were
+     * ATTN_ERR_UNSUPPORTED_TYPE) */
+    enum { BS = 16, NLB = (NQ + BS - 1) / BS, MLB = (MK + BS - 1) / BS };
+    uint8_t gk[NB * MK], gq[NB * NQ], lay[HQ * NLB * MLB];
+    for (int x = 0; x < NB * MK; x++)
+        gk[x] = x % 4 == 1;
+    for (int x = 0; x < NB * NQ; x++)
+        gq[x] = x % 5 == 2;
+    for (int x = 0; x < HQ * NLB * MLB; x++)
+        lay[x] = x % 3 != 1;
     char what[160];
-    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+    for (size_t cs = 0; cs < 2 * sizeof cfg / sizeof cfg[0]; cs++) {
+        const size_t c = cs / 2;
+        const int sp = (int)(cs % 2);
         attn_sdpa_bwd_desc d = f.d;
+        attn_sdpa_bwd_args a = f.a;
+        if (sp) {
+            d.fwd.use_global_k = d.fwd.use_global_q = 1;
+            d.fwd.block_size = BS;
+            d.fwd.layout_per_head = 1;
+            a.global_k = gk;
+            a.global_q = gq;
+            a.layout = lay;
+        }
         d.fwd.q_type = (attn_dtype)cfg[c][0];
         d.fwd.k_type = (attn_dtype)cfg[c][1];
         d.fwd.v_type = (attn_dtype)cfg[c][2];
@@ -1456,7 +1470,6 @@ static void test_bwd_args16_errors(void **state)
                 attn_dtype_encode((attn_dtype)ty[k], src[k]->base, h.in[k], (int64_t)h.nin[k]);
         attn_sdpa_bwd_args16 a16;
         assert_int_equal(attn_sdpa_bwd_args16_init(&a16), ATTN_OK);
-        attn_sdpa_bwd_args a = f.a;
         const void **p32[8] = {(const void **)&a.q, (const void **)&a.k, (const void **)&a.v,
                                (const void **)&a.o, (const void **)&a.d_o, (const void **)&a.dq,
                                (const void **)&a.dk, (const void **)&a.dv};
@@ -1470,11 +1483,11 @@ static void test_bwd_args16_errors(void **state)
                 *p32[k] = NULL;
             }
         a.args16 = &a16;
-        snprintf(what, sizeof what, "bwd16 cfg %zu: control", c);
+        snprintf(what, sizeof what, "bwd16 cfg %zu%s: control", c, sp ? " sparse" : "");
         expect_bwd16(&f, &h, &d, &a, ATTN_OK, what);
         attn_sdpa_bwd_args b = a;
         b.args16 = NULL;
-        snprintf(what, sizeof what, "bwd16 cfg %zu: args16 NULL", c);
+        snprintf(what, sizeof what, "bwd16 cfg %zu%s: args16 NULL", c, sp ? " sparse" : "");
         expect_bwd16(&f, &h, &d, &b, ATTN_ERR_NULL_ARGUMENT, what);
         for (int k = 0; k < 8; k++) {
             /* the other struct's pointer given as well */
@@ -1487,8 +1500,9 @@ static void test_bwd_args16_errors(void **state)
                 *o32 = k < 5 ? src[k]->base : dst[k - 5]->base;
             else
                 *o16 = k < 5 ? (const void *)h.in[k] : (const void *)h.out[k - 5];
-            snprintf(what, sizeof what, "bwd16 cfg %zu: %s (%s) given its %s pointer too", c,
-                     names[k], ty[k] == F32 ? "F32" : "16-bit", ty[k] == F32 ? "16-bit" : "float");
+            snprintf(what, sizeof what, "bwd16 cfg %zu%s: %s (%s) given its %s pointer too", c,
+                     sp ? " sparse" : "", names[k], ty[k] == F32 ? "F32" : "16-bit",
+                     ty[k] == F32 ? "16-bit" : "float");
             expect_bwd16(&f, &h, &d, &b, ATTN_ERR_ARGUMENT_MISMATCH, what);
             /* its own pointer NULL */
             x16 = a16;
@@ -1498,8 +1512,8 @@ static void test_bwd_args16_errors(void **state)
                 *o16 = NULL;
             else
                 *o32 = NULL;
-            snprintf(what, sizeof what, "bwd16 cfg %zu: %s (%s) NULL", c, names[k],
-                     ty[k] == F32 ? "F32" : "16-bit");
+            snprintf(what, sizeof what, "bwd16 cfg %zu%s: %s (%s) NULL", c, sp ? " sparse" : "",
+                     names[k], ty[k] == F32 ? "F32" : "16-bit");
             expect_bwd16(&f, &h, &d, &b, ATTN_ERR_NULL_ARGUMENT, what);
         }
         for (int slot = 0; slot < 8; slot++) {
@@ -1507,7 +1521,8 @@ static void test_bwd_args16_errors(void **state)
             x16.reserved[slot] = &x16;
             b = a;
             b.args16 = &x16;
-            snprintf(what, sizeof what, "bwd16 cfg %zu: args16.reserved[%d] != NULL", c, slot);
+            snprintf(what, sizeof what, "bwd16 cfg %zu%s: args16.reserved[%d] != NULL", c,
+                     sp ? " sparse" : "", slot);
             expect_bwd16(&f, &h, &d, &b, ATTN_ERR_BAD_OPTION, what);
         }
     }
@@ -1522,7 +1537,8 @@ static void test_bwd_args16_errors(void **state)
     b.args16 = &bad;
     expect_bwd16(&f, &h, &f.d, &b, ATTN_ERR_BAD_OPTION, "fp32 plan: args16.reserved[7] != NULL");
     expect_bwd16(&f, &h, &f.d, &f.a, ATTN_OK, "fp32 plan: control");
-    printf("  16-bit backward arguments: %zu type configurations\n", sizeof cfg / sizeof cfg[0]);
+    printf("  16-bit backward arguments: %zu type configurations, dense and sparse\n",
+           sizeof cfg / sizeof cfg[0]);
     for (int k = 0; k < 5; k++)
         free(h.in[k]);
     for (int k = 0; k < 3; k++)

@@ -287,15 +287,7 @@ static int check_widened(const trow *r, tinst *t, const tsnap *base, tstats *st)
     tsnap_take(&got, t);
     long bad = 0;
     for (size_t x = 0; x < got.no; x++) {
-        uint32_t want = got.o[x];
-        if (want != TSENTINEL) {
-            float f;
-            uint16_t h;
-            memcpy(&f, &want, sizeof f);
-            attn_dtype_encode((attn_dtype)r->c.dtype, &f, &h, 1);
-            attn_dtype_decode((attn_dtype)r->c.dtype, &h, &f, 1);
-            memcpy(&want, &f, sizeof f);
-        }
+        const uint32_t want = tround_bits(r->c.dtype, got.o[x]);
         if (want != base->o[x] && bad++ < 4)
             printf("  widened O element %zu: 0x%08x, the fp32 call's rounded 0x%08x\n", x,
                    (unsigned)base->o[x], (unsigned)want);
@@ -319,16 +311,9 @@ static int check_widened(const trow *r, tinst *t, const tsnap *base, tstats *st)
 static int widened_applies(const trow *r)
 {
     /* With MKL the sgemm path's sums depend on the operands' alignment and
-     * leading dimensions (attn.h, "Decoding and the KV cache"), and the
-     * widened copies have others than the fp32 buffers: within rounding
-     * only, which the reference check covers. */
-    static int mkl = -1;
-    if (mkl < 0) {
-        attn_blas_info info;
-        attn_blas_query(&info);
-        mkl = !strcmp(info.loaded, "mkl") || !strcmp(info.backend, "mkl");
-    }
-    return r->c.dtype != ATTN_DTYPE_F32 && tcase_sparse(&r->c) && !mkl;
+     * leading dimensions, and the widened copies have others than the fp32
+     * buffers: within rounding only, which the reference check covers. */
+    return r->c.dtype != ATTN_DTYPE_F32 && tcase_sparse(&r->c) && !tblas_mkl();
 }
 
 static int check_plan(const trow *r, tinst *t, const tsnap *base, tstats *st)
@@ -534,8 +519,8 @@ static const struct {
 /* A forward family rerun at a 16-bit type (the "types" suite): every row
  * with dtype set, the checks that go through tinst_run only (CHK_DENSE
  * does: both the sparse row and its dense twin run at the type), the
- * backward at the type (CHK_BWD; sdpa_bwd.c, not on sparse rows, which
- * the 16-bit backward does not take), plus CHK_WIDENED where it applies. */
+ * backward at the type (CHK_BWD; sdpa_bwd.c; on sparse rows also bitwise
+ * the fp32 backward rounded), plus CHK_WIDENED where it applies. */
 typedef struct typed_family {
     tfamily f;
     int dtype;
@@ -1174,13 +1159,15 @@ void test_sparse_dropout(void **state)
 /* ------------------------------------------------- the typed backward */
 
 /* One configuration of test_bwd_types: shape, options, the four types
- * (Q, K, V, O with dO) and the engine. */
+ * (Q, K, V, O with dO), the engine and the sparse options (1: global keys
+ * and queries, 2: also a per-head layout of 16 x 16 blocks). */
 typedef struct bwd_tcfg {
     int64_t B, Hq, Hkv, n, m, dk, dv;
     int causal, lens, bias;
     double drop;
     int qt, kt, vt, ot;
     attn_engine engine;
+    int sparse;
 } bwd_tcfg;
 
 static void round_to(int ty, float *x, uint16_t *h, size_t n)
@@ -1206,7 +1193,8 @@ static void round_to(int ty, float *x, uint16_t *h, size_t n)
  *     O(1)), dBias (fp32, from the unrounded dS) within 2^-12 max|dBias|;
  *   - threads 1 and 3: the same bits.
  * With dropout, causal windows, lengths, GQA and dBias, odd and even head
- * dims, several key tiles.
+ * dims, several key tiles; and with the sparse options (global tokens, a
+ * layout), which are always widened (all BF16 on the tile engine too).
  */
 void test_bwd_types(void **state)
 {
@@ -1214,16 +1202,20 @@ void test_bwd_types(void **state)
     enum { F32 = ATTN_DTYPE_F32, F16 = ATTN_DTYPE_F16, BF = ATTN_DTYPE_BF16 };
     static const bwd_tcfg cfgs[] = {
         /* widened */
-        {2, 4, 2, 100, 300, 40, 24, 1, 0, 1, 0.1, F16, F16, F16, F16, ATTN_ENGINE_TILE},
-        {2, 2, 1, 70, 520, 32, 32, 0, 1, 0, 0.0, BF, F16, F32, F32, ATTN_ENGINE_AUTO},
-        {1, 3, 3, 65, 90, 33, 17, 1, 0, 0, 0.2, F32, BF, BF, F16, ATTN_ENGINE_TILE},
-        {2, 2, 2, 80, 270, 64, 64, 1, 1, 1, 0.0, BF, BF, BF, BF, ATTN_ENGINE_BLAS},
-        {1, 4, 1, 33, 47, 17, 40, 0, 0, 1, 0.0, F16, F32, F32, BF, ATTN_ENGINE_AUTO},
-        {1, 2, 2, 50, 60, 16, 16, 0, 0, 0, 0.0, F32, F32, F32, F16, ATTN_ENGINE_BLAS},
+        {2, 4, 2, 100, 300, 40, 24, 1, 0, 1, 0.1, F16, F16, F16, F16, ATTN_ENGINE_TILE, 0},
+        {2, 2, 1, 70, 520, 32, 32, 0, 1, 0, 0.0, BF, F16, F32, F32, ATTN_ENGINE_AUTO, 0},
+        {1, 3, 3, 65, 90, 33, 17, 1, 0, 0, 0.2, F32, BF, BF, F16, ATTN_ENGINE_TILE, 0},
+        {2, 2, 2, 80, 270, 64, 64, 1, 1, 1, 0.0, BF, BF, BF, BF, ATTN_ENGINE_BLAS, 0},
+        {1, 4, 1, 33, 47, 17, 40, 0, 0, 1, 0.0, F16, F32, F32, BF, ATTN_ENGINE_AUTO, 0},
+        {1, 2, 2, 50, 60, 16, 16, 0, 0, 0, 0.0, F32, F32, F32, F16, ATTN_ENGINE_BLAS, 0},
         /* BF16 products */
-        {2, 4, 2, 130, 300, 64, 64, 1, 0, 0, 0.2, BF, BF, BF, BF, ATTN_ENGINE_TILE},
-        {2, 2, 2, 77, 530, 33, 48, 0, 1, 1, 0.0, BF, BF, BF, BF, ATTN_ENGINE_TILE},
-        {1, 2, 1, 1, 5, 8, 8, 0, 0, 0, 0.0, BF, BF, BF, BF, ATTN_ENGINE_TILE},
+        {2, 4, 2, 130, 300, 64, 64, 1, 0, 0, 0.2, BF, BF, BF, BF, ATTN_ENGINE_TILE, 0},
+        {2, 2, 2, 77, 530, 33, 48, 0, 1, 1, 0.0, BF, BF, BF, BF, ATTN_ENGINE_TILE, 0},
+        {1, 2, 1, 1, 5, 8, 8, 0, 0, 0, 0.0, BF, BF, BF, BF, ATTN_ENGINE_TILE, 0},
+        /* the sparse options: widened at every type */
+        {2, 4, 2, 90, 300, 24, 20, 1, 1, 1, 0.1, BF, F16, F32, BF, ATTN_ENGINE_AUTO, 1},
+        {2, 2, 1, 70, 130, 33, 16, 0, 0, 1, 0.0, BF, BF, BF, BF, ATTN_ENGINE_TILE, 2},
+        {1, 3, 3, 40, 280, 16, 17, 0, 1, 0, 0.2, F32, F16, BF, F16, ATTN_ENGINE_BLAS, 2},
     };
     int fails = 0;
     trng r;
@@ -1267,6 +1259,20 @@ void test_bwd_types(void **state)
             bias[e] = (float)trng_uniform(&r, -2.0, 2.0);
         int32_t kvl[2] = {(int32_t)m, (int32_t)(m * 2 / 3)}, ql[2] = {(int32_t)(n / 2),
                                                                        (int32_t)n};
+        /* sparse: global keys and queries (a few, drawn), a per-head
+         * layout of 16 x 16 blocks (about half kept) */
+        const int64_t nlb = (n + 15) / 16, mlb = (m + 15) / 16;
+        uint8_t *gk = malloc((size_t)(B * m)), *gq = malloc((size_t)(B * n)),
+                *lay = malloc((size_t)(Hq * nlb * mlb));
+        assert_non_null(gk);
+        assert_non_null(gq);
+        assert_non_null(lay);
+        for (int64_t e = 0; e < B * m; e++)
+            gk[e] = trng_bool(&r, 0.05);
+        for (int64_t e = 0; e < B * n; e++)
+            gq[e] = trng_bool(&r, 0.08);
+        for (int64_t e = 0; e < Hq * nlb * mlb; e++)
+            lay[e] = trng_bool(&r, 0.5);
 
         attn_sdpa_desc d;
         attn_sdpa_desc_init(&d);
@@ -1292,10 +1298,22 @@ void test_bwd_types(void **state)
             d.dropout_p = c->drop;
             d.dropout_seed = 77 + ci;
         }
+        if (c->sparse) {
+            d.use_global_k = d.use_global_q = 1;
+            if (c->sparse == 2) {
+                d.block_size = 16;
+                d.layout_per_head = 1;
+            } else {
+                d.window_left = 8;   /* (with the causal right edge) */
+            }
+        }
         /* the fp32 forward: O rounded to O's type, lse */
         attn_sdpa_args fa = {.q = f[0], .k = f[1], .v = f[2], .o = f[3], .lse = f[5],
                              .kv_lens = c->lens ? kvl : NULL, .q_lens = c->lens ? ql : NULL,
-                             .bias = c->bias ? bias : NULL};
+                             .bias = c->bias ? bias : NULL,
+                             .global_k = c->sparse ? gk : NULL,
+                             .global_q = c->sparse ? gq : NULL,
+                             .layout = c->sparse == 2 ? lay : NULL};
         assert_int_equal(attn_sdpa(&d, &fa), ATTN_OK);
         /* (padded rows: O written 0, lse -inf; fine as inputs) */
         round_to(tys[3], f[3], h[3], cnt[3]);
@@ -1313,7 +1331,8 @@ void test_bwd_types(void **state)
         attn_sdpa_bwd_args a1 = {.q = f[0], .k = f[1], .v = f[2], .o = f[3], .d_o = f[4],
                                  .lse = f[5], .kv_lens = fa.kv_lens, .q_lens = fa.q_lens,
                                  .bias = fa.bias, .dq = f[6], .dk = f[7], .dv = f[8],
-                                 .dbias = c->bias ? db1 : NULL};
+                                 .dbias = c->bias ? db1 : NULL, .global_k = fa.global_k,
+                                 .global_q = fa.global_q, .layout = fa.layout};
         assert_int_equal(attn_sdpa_backward(&bd, &a1), ATTN_OK);
 
         /* the typed call */
@@ -1351,7 +1370,11 @@ void test_bwd_types(void **state)
         attn_engine eng = ATTN_ENGINE_AUTO;
         assert_int_equal(attn_engine_resolve(c->engine, &eng), ATTN_OK);
         const int bfp = c->qt == BF && c->kt == BF && c->vt == BF && c->ot == BF &&
-                        eng == ATTN_ENGINE_TILE;
+                        eng == ATTN_ENGINE_TILE && !c->sparse;
+        /* (with MKL the sparse configurations' widened copies, other
+         * leading dimensions than the fp32 buffers, agree within rounding
+         * only: checked as the BF16 products are, tblas_mkl) */
+        const int approx = bfp || (c->sparse && tblas_mkl());
         long bad = 0;
         double worst = 0.0;   /* BF16 products: max |g - fp32| / max |fp32| */
         uint16_t *keep16[3] = {NULL, NULL, NULL};
@@ -1379,7 +1402,7 @@ void test_bwd_types(void **state)
                             attn_dtype_decode((attn_dtype)gty[x], h[6 + x] + e, &got, 1);
                         else
                             got = g2[x][e];
-                        if (!bfp) {
+                        if (!approx) {
                             uint16_t want16 = 0;
                             if (gty[x] != F32)
                                 attn_dtype_encode((attn_dtype)gty[x], f[6 + x] + e, &want16, 1);
@@ -1404,7 +1427,7 @@ void test_bwd_types(void **state)
                     for (size_t e = 0; e < nb; e++)
                         mx = fmax(mx, fabs((double)db1[e]));
                     for (size_t e = 0; e < nb; e++) {
-                        const int ok = bfp ? fabs((double)db2[e] - (double)db1[e]) <=
+                        const int ok = approx ? fabs((double)db2[e] - (double)db1[e]) <=
                                                  ldexp(mx, -12) + 1e-30
                                            : memcmp(db2 + e, db1 + e, sizeof(float)) == 0;
                         if (!ok && bad++ < 5)
@@ -1431,10 +1454,12 @@ void test_bwd_types(void **state)
                     bad++, printf("  cfg %zu dBias: threads 3 gives other bits\n", ci);
             }
         }
-        printf("[checks]   typed backward cfg %zu: types q%d k%d v%d o%d, %s, engine %d: %s",
-               ci, c->qt, c->kt, c->vt, c->ot, bfp ? "BF16 products" : "widened (bitwise)",
-               (int)c->engine, bad ? "FAIL" : "ok");
-        if (bfp)
+        printf("[checks]   typed backward cfg %zu: types q%d k%d v%d o%d, %s, engine %d%s: %s",
+               ci, c->qt, c->kt, c->vt, c->ot,
+               bfp ? "BF16 products" : approx ? "widened (MKL: within rounding)" : "widened (bitwise)",
+               (int)c->engine, c->sparse == 2 ? ", global tokens + layout"
+                               : c->sparse ? ", global tokens" : "", bad ? "FAIL" : "ok");
+        if (approx)
             printf(" (max |g - fp32| / max |fp32| = %.2e)", worst);
         printf("\n");
         fails += bad != 0;
@@ -1450,6 +1475,9 @@ void test_bwd_types(void **state)
         free(bias);
         free(db1);
         free(db2);
+        free(gk);
+        free(gq);
+        free(lay);
     }
     if (fails)
         fail_msg("%d typed backward configurations failed", fails);

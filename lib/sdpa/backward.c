@@ -37,7 +37,11 @@
  * and K in pairs of keys (packed once), the block's Q^T and dO^T, and a
  * tile's P and dS packed by ds_pack (pair panels along the rows, dS rows);
  * dK and dV summed transposed (dV^T += dO^T P, dK^T += scale Q^T dS) and
- * transposed back by tr_round as they are rounded. */
+ * transposed back by tr_round as they are rounded.  The sparse options
+ * (run_pair_sparse) take 16-bit tensors widened only, as the sparse
+ * forward: the pair's K and V widened whole, a block's Q, dO and O rows
+ * (a chunk's, for global queries), the same fp32 steps on those copies,
+ * dQ, dK and dV summed in fp32 and rounded once. */
 #include "sdpa/sdpa.h"
 #include <math.h>
 #include <stdlib.h>
@@ -128,14 +132,9 @@ static attn_status validate(const attn_sdpa_bwd_desc *d)
     attn_status st = attn_sdpa_validate(f);
     if (st != ATTN_OK)
         return st;
-    /* forward-only: the paged cache; 16-bit types with the sparse options
-     * (the sparse forward takes them) */
+    /* forward-only: the paged cache */
     if (f->kv_block_size != 0)
         return ATTN_ERR_BAD_OPTION;
-    if ((f->q_type != ATTN_DTYPE_F32 || f->k_type != ATTN_DTYPE_F32 ||
-         f->v_type != ATTN_DTYPE_F32 || f->o_type != ATTN_DTYPE_F32) &&
-        attn_sdpa_is_sparse(f))
-        return ATTN_ERR_UNSUPPORTED_TYPE;
     const int64_t B = f->batch, Hq = f->q_heads, Hkv = f->kv_heads, n = f->q_len,
                   m = f->kv_len, dk = f->qk_dim, dv = f->v_dim;
     if ((st = attn_check_view(&d->d_o, B, Hq, n, dv, 0)) != ATTN_OK ||
@@ -180,8 +179,10 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     p->v16 = f->v_type != ATTN_DTYPE_F32;
     p->o16 = f->o_type != ATTN_DTYPE_F32;
     p->ty16 = p->q16 || p->k16 || p->v16 || p->o16;
-    p->bf = p->x.tile && f->q_type == ATTN_DTYPE_BF16 && f->k_type == ATTN_DTYPE_BF16 &&
-            f->v_type == ATTN_DTYPE_BF16 && f->o_type == ATTN_DTYPE_BF16;
+    /* (the sparse options: always widened, as the sparse forward) */
+    p->bf = p->x.tile && !attn_sdpa_is_sparse(f) && f->q_type == ATTN_DTYPE_BF16 &&
+            f->k_type == ATTN_DTYPE_BF16 && f->v_type == ATTN_DTYPE_BF16 &&
+            f->o_type == ATTN_DTYPE_BF16;
     const int64_t bq_max = p->bf ? ATTN_BWD_BF_Q : ATTN_BWD_Q;
     p->bq = f->q_len < bq_max ? f->q_len : bq_max;
     p->bk = f->kv_len < ATTN_BWD_K ? f->kv_len : ATTN_BWD_K;
@@ -217,7 +218,7 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     p->ldq = p->bk + 16;
     /* Per thread: P (also dS) and dP tiles, D, the row ranges, the tile's
      * segments, the gathered segments' K, V and dK or dV rows, the global
-     * queries' Q, dO and dQ rows. */
+     * queries' Q, dO, O and dQ rows. */
     attn_carver c = ATTN_CARVER_INIT;
     attn_carve(&c, (uint64_t)p->bq, (uint64_t)p->ldp * sizeof(float));
     p->ws_dp = attn_carve(&c, (uint64_t)p->bq, (uint64_t)p->ldp * sizeof(float));
@@ -227,9 +228,10 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     p->ws_gather = attn_carve(&c, p->gather ? (uint64_t)p->bk : 0,
                               (uint64_t)(f->qk_dim + f->v_dim + dmax) * sizeof(float));
     p->ws_qg = attn_carve(&c, gqs ? (uint64_t)p->sp_rows : 0,
-                          (uint64_t)(2 * f->qk_dim + f->v_dim) * sizeof(float));
-    /* 16-bit tensors (run_pair16): see the plan struct.  Sizes over m are
-     * the pair's keys; m x d per thread, never n x m. */
+                          (uint64_t)(2 * f->qk_dim + 2 * f->v_dim) * sizeof(float));
+    /* 16-bit tensors (run_pair16, run_pair_sparse): see the plan struct.
+     * Sizes over m are the pair's keys; m x d per thread, never n x m
+     * (sparse: blocks of sp_rows <= bq rows). */
     const uint64_t m = (uint64_t)f->kv_len, bq = (uint64_t)p->bq, dk = (uint64_t)f->qk_dim,
                    dv = (uint64_t)f->v_dim, hbq = (bq + 1) / 2;
     const int wide = p->ty16 && !p->bf;
@@ -323,9 +325,10 @@ typedef struct bwork {
      * (bk x max(dk, dv)). */
     float *kg, *vg, *gacc;
     /* Sparse with global queries (else NULL): a chunk's row indices and
-     * its Q, dO and dQ rows (sp_rows x dk, dv, dk). */
+     * its Q, dO, O and dQ rows (sp_rows x dk, dv, dv, dk; copied, or
+     * widened). */
     int64_t *idx;
-    float *qg, *dog, *dqg;
+    float *qg, *dog, *og, *dqg;
     /* run_pair16 (16-bit tensors; NULL where the plan has none): widened
      * K, V [m][d] and Q, dO, O [bq][d]; the fp32 sums of dQ [bq][dk], dK
      * [m][dk], dV [m][dv] (bf: transposed, dK^T [dk][ldk] and dV^T
@@ -410,30 +413,215 @@ static float row_d8(const float *dor, const float *o, int64_t dv)
     return D;
 }
 
-/* The fp32 operands of a block of the user's fp32 tensors. */
-static bsrc user_src(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, int64_t b,
-                     int64_t hk, int64_t h, int64_t i0, int64_t j0)
+/* n values of a 16-bit tensor of type ty widened (exact), or rounded to it
+ * (round to nearest even, as attn_dtype_encode). */
+static void widen(const attn_sdpa_bwd_plan *p, attn_dtype ty, const uint16_t *src, float *dst,
+                  int64_t n)
+{
+    if (ty == ATTN_DTYPE_F16)
+        p->x.cvt->f16_to_f32(src, dst, n);
+    else
+        p->x.cvt->bf16_to_f32(src, dst, n);
+}
+
+static void narrow(const attn_sdpa_bwd_plan *p, attn_dtype ty, const float *src, uint16_t *dst,
+                   int64_t n)
+{
+    if (ty == ATTN_DTYPE_F16)
+        p->x.cvt->f32_to_f16(src, dst, n);
+    else
+        p->x.cvt->f32_to_bf16(src, dst, n);
+}
+
+/* Row i of query head h of Q (x = 0), dO (1) or O (2) in fp32 at dst:
+ * copied, or widened from its 16-bit tensor. */
+static void qrow_in(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, int x, int64_t b,
+                    int64_t h, int64_t i, float *dst)
 {
     const attn_sdpa_bwd_desc *d = &p->d;
     const attn_sdpa_desc *f = &d->fwd;
+    const attn_sdpa_bwd_args16 *a16 = a->args16;
+    const int is16 = x == 0 ? p->q16 : p->o16;
+    const attn_dtype ty = x == 0 ? f->q_type : f->o_type;
+    const attn_view *v = x == 0 ? &f->q : x == 1 ? &d->d_o : &f->o;
+    const int64_t n = x == 0 ? f->qk_dim : f->v_dim;
+    if (is16) {
+        const uint16_t *base = x == 0 ? a16->q : x == 1 ? a16->d_o : a16->o;
+        widen(p, ty, ATTN_VIEW_AT(base, *v, b, h, i), dst, n);
+    } else {
+        const float *base = x == 0 ? a->q : x == 1 ? a->d_o : a->o;
+        memcpy(dst, ATTN_VIEW_AT(base, *v, b, h, i), (size_t)n * sizeof(float));
+    }
+}
+
+/* dQ row i of query head h from its fp32 sum src: copied, or rounded. */
+static void dqrow_out(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, int64_t b,
+                      int64_t h, int64_t i, const float *src)
+{
+    const attn_sdpa_bwd_desc *d = &p->d;
+    if (p->q16)
+        narrow(p, d->fwd.q_type, src, ATTN_VIEW_AT(a->args16->dq, d->dq, b, h, i), d->fwd.qk_dim);
+    else
+        memcpy(ATTN_VIEW_AT(a->dq, d->dq, b, h, i), src, (size_t)d->fwd.qk_dim * sizeof(float));
+}
+
+/* The K side of a pair's operands, at key 0: the user's fp32 K, V, dK,
+ * dV, or the widened copies and fp32 sums (kw, vw, dka, dva: [m][d]). */
+static void kv_src(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, const bwork *w,
+                   int64_t b, int64_t hk, bsrc *s)
+{
+    const attn_sdpa_bwd_desc *d = &p->d;
+    const attn_sdpa_desc *f = &d->fwd;
+    const int64_t dk = f->qk_dim, dv = f->v_dim;
+    if (p->k16) {
+        s->k = w->kw;
+        s->dk = w->dka;
+        s->ldk = s->lddk = dk;
+    } else {
+        s->k = ATTN_VIEW_HEAD(a->k, f->k, b, hk);
+        s->dk = ATTN_VIEW_HEAD(a->dk, d->dk, b, hk);
+        s->ldk = f->k.seq;
+        s->lddk = d->dk.seq;
+    }
+    if (p->v16) {
+        s->v = w->vw;
+        s->dv = w->dva;
+        s->ldv = s->lddv = dv;
+    } else {
+        s->v = ATTN_VIEW_HEAD(a->v, f->v, b, hk);
+        s->dv = ATTN_VIEW_HEAD(a->dv, d->dv, b, hk);
+        s->ldv = f->v.seq;
+        s->lddv = d->dv.seq;
+    }
+}
+
+/* The operands of rows [i0, i0 + rows) of query head h (K side at key 0,
+ * kv_src): the user's fp32 Q, dO, O, dQ, or the rows widened into qw,
+ * dow, ow and their dQ sum dqa zeroed. */
+static bsrc block_src(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, const bwork *w,
+                      int64_t b, int64_t hk, int64_t h, int64_t i0, int64_t rows)
+{
+    const attn_sdpa_bwd_desc *d = &p->d;
+    const attn_sdpa_desc *f = &d->fwd;
+    const int64_t dk = f->qk_dim, dv = f->v_dim;
     bsrc s;
-    s.q = ATTN_VIEW_AT(a->q, f->q, b, h, i0);
-    s.dO = ATTN_VIEW_AT(a->d_o, d->d_o, b, h, i0);
-    s.o = ATTN_VIEW_AT(a->o, f->o, b, h, i0);
-    s.k = ATTN_VIEW_AT(a->k, f->k, b, hk, j0);
-    s.v = ATTN_VIEW_AT(a->v, f->v, b, hk, j0);
-    s.dq = ATTN_VIEW_AT(a->dq, d->dq, b, h, i0);
-    s.dk = ATTN_VIEW_AT(a->dk, d->dk, b, hk, j0);
-    s.dv = ATTN_VIEW_AT(a->dv, d->dv, b, hk, j0);
-    s.ldq = f->q.seq;
-    s.lddo = d->d_o.seq;
-    s.ldo = f->o.seq;
-    s.ldk = f->k.seq;
-    s.ldv = f->v.seq;
-    s.lddq = d->dq.seq;
-    s.lddk = d->dk.seq;
-    s.lddv = d->dv.seq;
+    kv_src(p, a, w, b, hk, &s);
+    if (p->q16) {
+        for (int64_t r = 0; r < rows; r++)
+            qrow_in(p, a, 0, b, h, i0 + r, w->qw + r * dk);
+        memset(w->dqa, 0, (size_t)(rows * dk) * sizeof(float));
+        s.q = w->qw;
+        s.dq = w->dqa;
+        s.ldq = s.lddq = dk;
+    } else {
+        s.q = ATTN_VIEW_AT(a->q, f->q, b, h, i0);
+        s.dq = ATTN_VIEW_AT(a->dq, d->dq, b, h, i0);
+        s.ldq = f->q.seq;
+        s.lddq = d->dq.seq;
+    }
+    if (p->o16) {
+        for (int64_t r = 0; r < rows; r++) {
+            qrow_in(p, a, 1, b, h, i0 + r, w->dow + r * dv);
+            qrow_in(p, a, 2, b, h, i0 + r, w->ow + r * dv);
+        }
+        s.dO = w->dow;
+        s.o = w->ow;
+        s.lddo = s.ldo = dv;
+    } else {
+        s.dO = ATTN_VIEW_AT(a->d_o, d->d_o, b, h, i0);
+        s.o = ATTN_VIEW_AT(a->o, f->o, b, h, i0);
+        s.lddo = d->d_o.seq;
+        s.ldo = f->o.seq;
+    }
     return s;
+}
+
+/* s with its K side moved to key j. */
+static bsrc src_at_key(const bsrc *s, int64_t j)
+{
+    bsrc t = *s;
+    t.k += j * s->ldk;
+    t.v += j * s->ldv;
+    t.dk += j * s->lddk;
+    t.dv += j * s->lddv;
+    return t;
+}
+
+/* 16-bit tensors: the K and V rows [jlo, jhi) of the pair widened and
+ * their dK, dV sums zeroed; fp32 dK, dV (summed in place) zeroed whole. */
+static void keys_in(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, const bwork *w,
+                    int64_t b, int64_t hk, int64_t jlo, int64_t jhi)
+{
+    const attn_sdpa_bwd_desc *d = &p->d;
+    const attn_sdpa_desc *f = &d->fwd;
+    const attn_sdpa_bwd_args16 *a16 = a->args16;
+    const int64_t dk = f->qk_dim, dv = f->v_dim, nk = jhi - jlo;
+    for (int64_t j = jlo; j < jhi; j++) {
+        if (p->k16)
+            widen(p, f->k_type, ATTN_VIEW_AT(a16->k, f->k, b, hk, j), w->kw + j * dk, dk);
+        if (p->v16)
+            widen(p, f->v_type, ATTN_VIEW_AT(a16->v, f->v, b, hk, j), w->vw + j * dv, dv);
+    }
+    if (p->k16)
+        memset(w->dka + jlo * dk, 0, (size_t)(nk * dk) * sizeof(float));
+    else
+        zero_rows(ATTN_VIEW_HEAD(a->dk, d->dk, b, hk), f->kv_len, d->dk.seq, dk);
+    if (p->v16)
+        memset(w->dva + jlo * dv, 0, (size_t)(nk * dv) * sizeof(float));
+    else
+        zero_rows(ATTN_VIEW_HEAD(a->dv, d->dv, b, hk), f->kv_len, d->dv.seq, dv);
+}
+
+/* 16-bit dK, dV: the sums of the keys [jlo, jhi) rounded once, the other
+ * keys' rows +0. */
+static void keys_out(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, const bwork *w,
+                     int64_t b, int64_t hk, int64_t jlo, int64_t jhi)
+{
+    const attn_sdpa_bwd_desc *d = &p->d;
+    const attn_sdpa_desc *f = &d->fwd;
+    const attn_sdpa_bwd_args16 *a16 = a->args16;
+    const int64_t dk = f->qk_dim, dv = f->v_dim;
+    for (int64_t j = 0; j < f->kv_len; j++) {
+        const int seen = j >= jlo && j < jhi;
+        if (p->k16) {
+            uint16_t *dst = ATTN_VIEW_AT(a16->dk, d->dk, b, hk, j);
+            if (seen)
+                narrow(p, f->k_type, w->dka + j * dk, dst, dk);
+            else
+                memset(dst, 0, (size_t)dk * sizeof(uint16_t));
+        }
+        if (p->v16) {
+            uint16_t *dst = ATTN_VIEW_AT(a16->dv, d->dv, b, hk, j);
+            if (seen)
+                narrow(p, f->v_type, w->dva + j * dv, dst, dv);
+            else
+                memset(dst, 0, (size_t)dv * sizeof(uint16_t));
+        }
+    }
+}
+
+/* The dQ of query head h: fp32 zeroed whole before its blocks (first), or
+ * 16-bit rows [qlen, n) no block writes +0 (after). */
+static void dq_head(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, int64_t b,
+                    int64_t h, int64_t qlen, int first)
+{
+    const attn_sdpa_bwd_desc *d = &p->d;
+    const attn_sdpa_desc *f = &d->fwd;
+    if (!p->q16 && first)
+        zero_rows(ATTN_VIEW_HEAD(a->dq, d->dq, b, h), f->q_len, d->dq.seq, f->qk_dim);
+    if (p->q16 && !first)
+        for (int64_t i = qlen; i < f->q_len; i++)
+            memset(ATTN_VIEW_AT(a->args16->dq, d->dq, b, h, i), 0,
+                   (size_t)f->qk_dim * sizeof(uint16_t));
+}
+
+/* 16-bit dQ: the block's sums (dqa) rounded once. */
+static void block_dq_out(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
+                         const bwork *w, int64_t b, int64_t h, int64_t i0, int64_t rows)
+{
+    if (p->q16)
+        for (int64_t r = 0; r < rows; r++)
+            dqrow_out(p, a, b, h, i0 + r, w->dqa + r * p->d.fwd.qk_dim);
 }
 
 /* Rows [i0, i1) of query head h against the keys [t + cs, t + ce), the
@@ -556,7 +744,8 @@ static void run_pair(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, b
                     if (c1 > ce) ce = c1;
                 }
                 if (cs < ce) {
-                    const bsrc src = user_src(p, a, b, hk, h0 + hh, i0, t + cs);
+                    const bsrc blk = block_src(p, a, w, b, hk, h0 + hh, i0, i1 - i0);
+                    const bsrc src = src_at_key(&blk, t + cs);
                     run_block(p, a, w, b, h0 + hh, i0, i1, t, cs, ce, &src);
                 }
             }
@@ -566,26 +755,6 @@ static void run_pair(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, b
 /* ------------------------------------------------------------------------ */
 /* 16-bit tensors: query blocks outside, key tiles inside (run_pair16)      */
 /* ------------------------------------------------------------------------ */
-
-/* n values of a 16-bit tensor of type ty widened (exact), or rounded to it
- * (round to nearest even, as attn_dtype_encode). */
-static void widen(const attn_sdpa_bwd_plan *p, attn_dtype ty, const uint16_t *src, float *dst,
-                  int64_t n)
-{
-    if (ty == ATTN_DTYPE_F16)
-        p->x.cvt->f16_to_f32(src, dst, n);
-    else
-        p->x.cvt->bf16_to_f32(src, dst, n);
-}
-
-static void narrow(const attn_sdpa_bwd_plan *p, attn_dtype ty, const float *src, uint16_t *dst,
-                   int64_t n)
-{
-    if (ty == ATTN_DTYPE_F16)
-        p->x.cvt->f32_to_f16(src, dst, n);
-    else
-        p->x.cvt->f32_to_bf16(src, dst, n);
-}
 
 /* The keys [jlo, jhi) some row of batch b sees (contiguous, since both
  * bounds of a row's range grow with i); jlo = jhi = 0 when none. */
@@ -827,125 +996,40 @@ static void run_pair_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a
 static void run_pair16(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, bwork *w,
                        int64_t b, int64_t hk)
 {
-    const attn_sdpa_bwd_desc *d = &p->d;
-    const attn_sdpa_desc *f = &d->fwd;
-    const attn_sdpa_bwd_args16 *a16 = a->args16;
+    const attn_sdpa_desc *f = &p->d.fwd;
     const int64_t n = f->q_len, m = f->kv_len, g = p->group, h0 = hk * g;
-    const int64_t dk = f->qk_dim, dv = f->v_dim;
     const int64_t qlen = f->use_q_lens ? a->q_lens[b] : n;
     const int64_t kvlen = f->use_kv_lens ? a->kv_lens[b] : m;
     int64_t jlo, jhi;
     seen_keys(p, qlen, kvlen, &jlo, &jhi);
-    const int64_t nk = jhi - jlo;
 
-    /* K and V of the keys seen widened; the dK, dV sums zeroed (fp32
-     * outputs: summed in place, zeroed whole as run_pair) */
-    for (int64_t j = jlo; j < jhi; j++) {
-        if (p->k16)
-            widen(p, f->k_type, ATTN_VIEW_AT(a16->k, f->k, b, hk, j), w->kw + j * dk, dk);
-        if (p->v16)
-            widen(p, f->v_type, ATTN_VIEW_AT(a16->v, f->v, b, hk, j), w->vw + j * dv, dv);
-    }
-    if (p->k16)
-        memset(w->dka + jlo * dk, 0, (size_t)(nk * dk) * sizeof(float));
-    else
-        zero_rows(ATTN_VIEW_HEAD(a->dk, d->dk, b, hk), m, d->dk.seq, dk);
-    if (p->v16)
-        memset(w->dva + jlo * dv, 0, (size_t)(nk * dv) * sizeof(float));
-    else
-        zero_rows(ATTN_VIEW_HEAD(a->dv, d->dv, b, hk), m, d->dv.seq, dv);
-
+    /* K and V of the keys seen widened; the dK, dV sums zeroed */
+    keys_in(p, a, w, b, hk, jlo, jhi);
     for (int64_t hh = 0; hh < g; hh++) {
         const int64_t h = h0 + hh;
-        if (!p->q16)
-            zero_rows(ATTN_VIEW_HEAD(a->dq, d->dq, b, h), n, d->dq.seq, dk);
+        dq_head(p, a, b, h, qlen, 1);
         for (int64_t i0 = 0; i0 < qlen; i0 += p->bq) {
             const int64_t i1 = i0 + p->bq < qlen ? i0 + p->bq : qlen, rows = i1 - i0;
             for (int64_t r = 0; r < rows; r++)
                 attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i0 + r,
                                &w->lo[r], &w->hi[r]);
             /* The block's operands widened; its dQ sum zeroed. */
-            bsrc src = user_src(p, a, b, hk, h, i0, 0);
-            {
-                if (p->q16) {
-                    for (int64_t r = 0; r < rows; r++)
-                        widen(p, f->q_type, ATTN_VIEW_AT(a16->q, f->q, b, h, i0 + r),
-                              w->qw + r * dk, dk);
-                    src.q = w->qw;
-                    src.ldq = dk;
-                }
-                if (p->o16) {
-                    for (int64_t r = 0; r < rows; r++) {
-                        widen(p, f->o_type, ATTN_VIEW_AT(a16->d_o, d->d_o, b, h, i0 + r),
-                              w->dow + r * dv, dv);
-                        widen(p, f->o_type, ATTN_VIEW_AT(a16->o, f->o, b, h, i0 + r),
-                              w->ow + r * dv, dv);
-                    }
-                    src.dO = w->dow;
-                    src.o = w->ow;
-                    src.lddo = src.ldo = dv;
-                }
-                if (p->q16) {
-                    src.dq = w->dqa;
-                    src.lddq = dk;
-                }
-                if (p->k16) {
-                    src.k = w->kw;
-                    src.ldk = dk;
-                    src.dk = w->dka;
-                    src.lddk = dk;
-                }
-                if (p->v16) {
-                    src.v = w->vw;
-                    src.ldv = dv;
-                    src.dv = w->dva;
-                    src.lddv = dv;
-                }
-            }
-            if (p->q16)
-                memset(w->dqa, 0, (size_t)(rows * dk) * sizeof(float));
+            const bsrc src = block_src(p, a, w, b, hk, h, i0, rows);
             for (int64_t t = jlo; t < jhi; t += p->bk) {
                 const int64_t nt = jhi - t < p->bk ? jhi - t : p->bk;
                 int64_t cs, ce;
                 block_cols(w, rows, t, nt, &cs, &ce);
                 if (cs >= ce)
                     continue;
-                /* src's K-side pointers at key t + cs */
-                bsrc s2 = src;
-                const int64_t j = t + cs;
-                s2.k = p->k16 ? w->kw + j * dk : ATTN_VIEW_AT(a->k, f->k, b, hk, j);
-                s2.v = p->v16 ? w->vw + j * dv : ATTN_VIEW_AT(a->v, f->v, b, hk, j);
-                s2.dk = p->k16 ? w->dka + j * dk : ATTN_VIEW_AT(a->dk, d->dk, b, hk, j);
-                s2.dv = p->v16 ? w->dva + j * dv : ATTN_VIEW_AT(a->dv, d->dv, b, hk, j);
+                const bsrc s2 = src_at_key(&src, t + cs);
                 run_block(p, a, w, b, h, i0, i1, t, cs, ce, &s2);
             }
-            if (p->q16)
-                for (int64_t r = 0; r < rows; r++)
-                    narrow(p, f->q_type, w->dqa + r * dk,
-                           ATTN_VIEW_AT(a16->dq, d->dq, b, h, i0 + r), dk);
+            block_dq_out(p, a, w, b, h, i0, rows);
         }
-        if (p->q16)
-            for (int64_t i = qlen; i < n; i++)
-                memset(ATTN_VIEW_AT(a16->dq, d->dq, b, h, i), 0, (size_t)dk * sizeof(uint16_t));
+        dq_head(p, a, b, h, qlen, 0);
     }
     /* dK, dV rounded once; the keys no row sees +0 */
-    for (int64_t j = 0; j < m; j++) {
-        const int seen = j >= jlo && j < jhi;
-        if (p->k16) {
-            uint16_t *dst = ATTN_VIEW_AT(a16->dk, d->dk, b, hk, j);
-            if (seen)
-                narrow(p, f->k_type, w->dka + j * dk, dst, dk);
-            else
-                memset(dst, 0, (size_t)dk * sizeof(uint16_t));
-        }
-        if (p->v16) {
-            uint16_t *dst = ATTN_VIEW_AT(a16->dv, d->dv, b, hk, j);
-            if (seen)
-                narrow(p, f->v_type, w->dva + j * dv, dst, dv);
-            else
-                memset(dst, 0, (size_t)dv * sizeof(uint16_t));
-        }
-    }
+    keys_out(p, a, w, b, hk, jlo, jhi);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -953,14 +1037,15 @@ static void run_pair16(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
 /* ------------------------------------------------------------------------ */
 
 /* The rows of one group of a sparse pass: row r (of rows) is query row
- * idx[r] (gathered global queries) or ib + r; its Q, dO and dQ rows are at
- * q, dO, dq with these leading dimensions (in place, or the per-thread
- * copies of gathered rows); lo, hi its window range (ordinary rows), gk
- * the global keys (NULL for global rows or without). */
+ * idx[r] (gathered global queries) or ib + r; its Q, dO, O and dQ rows are
+ * at q, dO, o, dq with these leading dimensions (in place, the block's
+ * widened copies, or the per-thread copies of gathered rows); lo, hi its
+ * window range (ordinary rows), gk the global keys (NULL for global rows
+ * or without). */
 typedef struct bgroup {
-    const float *q, *dO;
+    const float *q, *dO, *o;
     float *dq;
-    int64_t ldq, lddo, lddq;
+    int64_t ldq, lddo, ldo, lddq;
     const int64_t *idx;
     int64_t ib, rows;
     const int64_t *lo, *hi;
@@ -969,36 +1054,35 @@ typedef struct bgroup {
 } bgroup;
 
 /* A group of rows of query head h against one tile of nseg segments (cols
- * columns, the short segments' keys gathered from column cshort on). */
+ * columns, the short segments' keys gathered from column cshort on); K,
+ * V, dK, dV of the pair at kv (kv_src). */
 static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, bwork *w,
-                             int64_t b, int64_t hk, int64_t h, const bgroup *G,
+                             int64_t b, int64_t h, const bgroup *G, const bsrc *kv,
                              const attn_kseg *seg, int64_t nseg, int64_t cols, int64_t cshort)
 {
-    const attn_sdpa_bwd_desc *d = &p->d;
-    const attn_sdpa_desc *f = &d->fwd;
+    const attn_sdpa_desc *f = &p->d.fwd;
     const attn_kernels *kern = p->x.kern;
     const int64_t rows = G->rows, bk = p->bk, dk = f->qk_dim, dv = f->v_dim;
     const int drop = f->mask_mode == ATTN_MASK_DROP_NONZERO;
     const float *q = G->q, *dO = G->dO;
     float *dq = G->dq;
     const int ldq = (int)G->ldq, lddo = (int)G->lddo, lddq = (int)G->lddq;
-    const float *k = ATTN_VIEW_HEAD(a->k, f->k, b, hk);
-    const float *v = ATTN_VIEW_HEAD(a->v, f->v, b, hk);
-    float *dkh = ATTN_VIEW_HEAD(a->dk, d->dk, b, hk);
-    float *dvh = ATTN_VIEW_HEAD(a->dv, d->dv, b, hk);
+    const float *k = kv->k, *v = kv->v;
+    float *dkh = kv->dk, *dvh = kv->dv;
+    const int64_t ldk = kv->ldk, ldv = kv->ldv, lddk = kv->lddk, lddv = kv->lddv;
     const int64_t ng = cols - cshort;   /* gathered columns */
 
     for (int64_t x = 0; x < nseg; x++) {
         if (seg[x].c0 >= cshort)
             continue;
         attn_gemm(p->x.gk, 1, (int)rows, (int)seg[x].len, (int)dk, p->scale, q, ldq,
-                   k + seg[x].j0 * f->k.seq, (int)f->k.seq, 0.0f, w->p + seg[x].c0, (int)bk);
+                   k + seg[x].j0 * ldk, (int)ldk, 0.0f, w->p + seg[x].c0, (int)bk);
         attn_gemm(p->x.gk, 1, (int)rows, (int)seg[x].len, (int)dv, 1.0f, dO, lddo,
-                   v + seg[x].j0 * f->v.seq, (int)f->v.seq, 0.0f, w->dp + seg[x].c0, (int)bk);
+                   v + seg[x].j0 * ldv, (int)ldv, 0.0f, w->dp + seg[x].c0, (int)bk);
     }
     if (ng > 0) {
-        attn_gather_rows(w->kg, k, f->k.seq, dk, seg, nseg, cshort);
-        attn_gather_rows(w->vg, v, f->v.seq, dv, seg, nseg, cshort);
+        attn_gather_rows(w->kg, k, ldk, dk, seg, nseg, cshort);
+        attn_gather_rows(w->vg, v, ldv, dv, seg, nseg, cshort);
         attn_gemm(p->x.gk, 1, (int)rows, (int)ng, (int)dk, p->scale, q, ldq, w->kg, (int)dk, 0.0f,
                    w->p + cshort, (int)bk);
         attn_gemm(p->x.gk, 1, (int)rows, (int)ng, (int)dv, 1.0f, dO, lddo, w->vg, (int)dv, 0.0f,
@@ -1033,11 +1117,7 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
                 j = stop;
             }
         }
-        const float *o = ATTN_VIEW_AT(a->o, f->o, b, h, i);
-        const float *dor = dO + r * lddo;
-        float D = 0.0f;
-        for (int64_t x = 0; x < dv; x++)
-            D += dor[x] * o[x];
+        const float D = row_d(dO + r * lddo, G->o + r * G->ldo, dv);
         w->dsum[r] = D;
         if (p->dropout)
             for (int64_t x = 0; x < nseg; x++)
@@ -1049,11 +1129,11 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
     for (int64_t x = 0; x < nseg; x++)
         if (seg[x].c0 < cshort)
             attn_gemm_tn(p->x.gk, (int)seg[x].len, (int)dv, (int)rows, 1.0f, w->p + seg[x].c0, (int)bk,
-                          dO, lddo, 1.0f, dvh + seg[x].j0 * d->dv.seq, (int)d->dv.seq);
+                          dO, lddo, 1.0f, dvh + seg[x].j0 * lddv, (int)lddv);
     if (ng > 0) {
         attn_gemm_tn(p->x.gk, (int)ng, (int)dv, (int)rows, 1.0f, w->p + cshort, (int)bk, dO, lddo, 0.0f,
                       w->gacc, (int)dv);
-        scatter_add(dvh, d->dv.seq, w->gacc, dv, seg, nseg, cshort);
+        scatter_add(dvh, lddv, w->gacc, dv, seg, nseg, cshort);
     }
     float *ds = p->dropout ? w->dp : w->p;
     for (int64_t r = 0; r < rows; r++) {
@@ -1078,23 +1158,23 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
         if (seg[x].c0 >= cshort)
             continue;
         attn_gemm(p->x.gk, 0, (int)rows, (int)dk, (int)seg[x].len, p->scale, ds + seg[x].c0, (int)bk,
-                   k + seg[x].j0 * f->k.seq, (int)f->k.seq, 1.0f, dq, lddq);
+                   k + seg[x].j0 * ldk, (int)ldk, 1.0f, dq, lddq);
         attn_gemm_tn(p->x.gk, (int)seg[x].len, (int)dk, (int)rows, p->scale, ds + seg[x].c0, (int)bk, q,
-                      ldq, 1.0f, dkh + seg[x].j0 * d->dk.seq, (int)d->dk.seq);
+                      ldq, 1.0f, dkh + seg[x].j0 * lddk, (int)lddk);
     }
     if (ng > 0) {
         attn_gemm(p->x.gk, 0, (int)rows, (int)dk, (int)ng, p->scale, ds + cshort, (int)bk, w->kg,
                    (int)dk, 1.0f, dq, lddq);
         attn_gemm_tn(p->x.gk, (int)ng, (int)dk, (int)rows, p->scale, ds + cshort, (int)bk, q, ldq, 0.0f,
                       w->gacc, (int)dk);
-        scatter_add(dkh, d->dk.seq, w->gacc, dk, seg, nseg, cshort);
+        scatter_add(dkh, lddk, w->gacc, dk, seg, nseg, cshort);
     }
 }
 
 /* A group's candidate runs in tiles of up to bk keys, as the forward
  * walks them. */
 static void run_group_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, bwork *w,
-                             int64_t b, int64_t hk, int64_t h, const bgroup *G, attn_krun kr)
+                             int64_t b, int64_t h, const bgroup *G, const bsrc *kv, attn_krun kr)
 {
     int64_t s = 0, e = 0, nseg, cshort;
     int have = attn_krun_next(&kr, &s, &e);
@@ -1103,7 +1183,7 @@ static void run_group_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
             attn_fill_tile(&kr, &s, &e, &have, w->seg, p->bk, &nseg, w->kg != NULL, &cshort);
         if (cols == 0)
             break;
-        run_block_sparse(p, a, w, b, hk, h, G, w->seg, nseg, cols, cshort);
+        run_block_sparse(p, a, w, b, h, G, kv, w->seg, nseg, cols, cshort);
     }
 }
 
@@ -1111,14 +1191,18 @@ static void run_group_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
  * of the group: each block of sp_rows rows (inside one layout block row)
  * and each group of its consecutive rows that are not global queries;
  * then the global queries, per span (a layout block row, or all rows),
- * gathered by chunks of sp_rows rows (Q and dO copied, dQ summed in a
+ * gathered by chunks of sp_rows rows (Q, dO and O copied, dQ summed in a
  * copy and written back once).  The dQ rows of one query are summed by
- * one group; dK and dV in this fixed order. */
+ * one group; dK and dV in this fixed order.  16-bit tensors: K and V of
+ * the keys [0, kvlen) widened first, a block's Q, dO and O rows widened
+ * (block_src) and its dQ sums rounded after its groups, a chunk's rows
+ * widened as they are gathered and rounded as they are written back, dK
+ * and dV rounded after the last head: the same fp32 steps on the widened
+ * values. */
 static void run_pair_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
                             bwork *w, int64_t b, int64_t hk)
 {
-    const attn_sdpa_bwd_desc *d = &p->d;
-    const attn_sdpa_desc *f = &d->fwd;
+    const attn_sdpa_desc *f = &p->d.fwd;
     const int64_t n = f->q_len, m = f->kv_len, g = p->group, h0 = hk * g, R = p->sp_rows;
     const int64_t dk = f->qk_dim, dv = f->v_dim;
     const int64_t qlen = f->use_q_lens ? a->q_lens[b] : n;
@@ -1126,10 +1210,11 @@ static void run_pair_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_arg
     const uint8_t *gq = f->use_global_q ? a->global_q + b * n : NULL;
     const uint8_t *gkb = f->use_global_k ? a->global_k + b * m : NULL;
 
+    keys_in(p, a, w, b, hk, 0, kvlen);
     for (int64_t hh = 0; hh < g; hh++)
-        zero_rows(ATTN_VIEW_HEAD(a->dq, d->dq, b, h0 + hh), n, d->dq.seq, dk);
-    zero_rows(ATTN_VIEW_HEAD(a->dk, d->dk, b, hk), m, d->dk.seq, dk);
-    zero_rows(ATTN_VIEW_HEAD(a->dv, d->dv, b, hk), m, d->dv.seq, dv);
+        dq_head(p, a, b, h0 + hh, qlen, 1);
+    bsrc kv;
+    kv_src(p, a, w, b, hk, &kv);
 
     attn_krun kr;
     kr.bs = f->block_size ? f->block_size : 1;
@@ -1137,9 +1222,6 @@ static void run_pair_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_arg
     kr.j = 0;
     for (int64_t hh = 0; hh < g; hh++) {
         const int64_t h = h0 + hh;
-        const float *qh = ATTN_VIEW_HEAD(a->q, f->q, b, h);
-        const float *doh = ATTN_VIEW_HEAD(a->d_o, d->d_o, b, h);
-        float *dqh = ATTN_VIEW_HEAD(a->dq, d->dq, b, h);
         const uint8_t *layh = f->block_size
             ? a->layout + (f->layout_per_head ? h : 0) * p->nlb * p->mlb : NULL;
         for (int64_t i0 = 0; i0 < qlen; i0 += R) {
@@ -1148,6 +1230,7 @@ static void run_pair_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_arg
                 attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i0 + r,
                                &w->lo[r], &w->hi[r]);
             kr.lay = layh ? layh + i0 / f->block_size * p->mlb : NULL;
+            const bsrc s = block_src(p, a, w, b, hk, h, i0, rows);
             for (int64_t r0 = 0; r0 < rows;) {
                 if (gq && gq[i0 + r0]) {
                     r0++;   /* the global queries' chunks below */
@@ -1165,14 +1248,16 @@ static void run_pair_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_arg
                     }
                 kr.wlo = lo == INT64_MAX ? 0 : lo;
                 kr.whi = lo == INT64_MAX ? 0 : hi;
-                const int64_t ib = i0 + r0;
-                const bgroup G = { qh + ib * f->q.seq, doh + ib * d->d_o.seq,
-                                   dqh + ib * d->dq.seq, f->q.seq, d->d_o.seq, d->dq.seq,
-                                   NULL, ib, r1 - r0, w->lo + r0, w->hi + r0, 0, gkb };
-                run_group_sparse(p, a, w, b, hk, h, &G, kr);
+                const bgroup G = { s.q + r0 * s.ldq, s.dO + r0 * s.lddo, s.o + r0 * s.ldo,
+                                   s.dq + r0 * s.lddq, s.ldq, s.lddo, s.ldo, s.lddq,
+                                   NULL, i0 + r0, r1 - r0, w->lo + r0, w->hi + r0, 0, gkb };
+                run_group_sparse(p, a, w, b, h, &G, &kv, kr);
                 r0 = r1;
             }
+            /* (the global queries' rows: +0 here, written below) */
+            block_dq_out(p, a, w, b, h, i0, rows);
         }
+        dq_head(p, a, b, h, qlen, 0);
         if (!gq)
             continue;
         /* The global queries: every key of their layout row. */
@@ -1189,20 +1274,21 @@ static void run_pair_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_arg
                 for (; i < s1 && rows < R; i = attn_next_nonzero(gq, i + 1, s1)) {
                     w->idx[rows] = i;
                     w->lo[rows] = w->hi[rows] = 0;   /* unused: global rows */
-                    memcpy(w->qg + rows * dk, qh + i * f->q.seq, (size_t)dk * sizeof(float));
-                    memcpy(w->dog + rows * dv, doh + i * d->d_o.seq, (size_t)dv * sizeof(float));
+                    qrow_in(p, a, 0, b, h, i, w->qg + rows * dk);
+                    qrow_in(p, a, 1, b, h, i, w->dog + rows * dv);
+                    qrow_in(p, a, 2, b, h, i, w->og + rows * dv);
                     memset(w->dqg + rows * dk, 0, (size_t)dk * sizeof(float));
                     rows++;
                 }
-                const bgroup G = { w->qg, w->dog, w->dqg, dk, dv, dk, w->idx, 0, rows,
+                const bgroup G = { w->qg, w->dog, w->og, w->dqg, dk, dv, dv, dk, w->idx, 0, rows,
                                    w->lo, w->hi, 1, NULL };
-                run_group_sparse(p, a, w, b, hk, h, &G, kr);
+                run_group_sparse(p, a, w, b, h, &G, &kv, kr);
                 for (int64_t r = 0; r < rows; r++)
-                    memcpy(dqh + w->idx[r] * d->dq.seq, w->dqg + r * dk,
-                           (size_t)dk * sizeof(float));
+                    dqrow_out(p, a, b, h, w->idx[r], w->dqg + r * dk);
             }
         }
     }
+    keys_out(p, a, w, b, hk, 0, kvlen);
 }
 
 typedef struct bwd_ctx {
@@ -1231,7 +1317,8 @@ static void bwd_body(void *arg, int tid)
     w.idx = p->sparse && f->use_global_q ? w.hi + p->bq : NULL;   /* (never bf) */
     w.qg = w.idx ? (float *)(void *)(base + p->ws_qg) : NULL;
     w.dog = w.idx ? w.qg + p->sp_rows * f->qk_dim : NULL;
-    w.dqg = w.idx ? w.dog + p->sp_rows * f->v_dim : NULL;
+    w.og = w.idx ? w.dog + p->sp_rows * f->v_dim : NULL;
+    w.dqg = w.idx ? w.og + p->sp_rows * f->v_dim : NULL;
 #define WS_AT(type, off, used) ((used) ? (type *)(void *)(base + (off)) : NULL)
     const int wide = p->ty16 && !p->bf;
     w.kw = WS_AT(float, p->ws_kw, wide && p->k16);

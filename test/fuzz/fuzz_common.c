@@ -77,7 +77,7 @@ static void print_counts(void)
             counts[N_KV_NODECODE], counts[N_APPEND_ERROR], counts[N_APPEND_CHECKED]);
     fprintf(stderr, "fuzz_attn: SDPA with Q/O element types: error %ld, checked %ld (BF16 "
             "products %ld, ATTN_DECODE=0 %ld, bitwise the fp32 call on the widened values %ld, "
-            "backward UNSUPPORTED_TYPE %ld)\n", counts[N_QO_ERROR], counts[N_QO_CHECKED],
+            "backward statuses %ld)\n", counts[N_QO_ERROR], counts[N_QO_CHECKED],
             counts[N_QO_BF16], counts[N_QO_NODECODE], counts[N_QO_TWIN], counts[N_QO_BWD]);
 }
 

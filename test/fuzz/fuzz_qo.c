@@ -28,9 +28,9 @@
  * values"; qo_twin).  A problem with q_len <= 16 runs again with
  * ATTN_DECODE=0 (fuzz_kv.c's kv_recheck: the sgemm path, BF16 products
  * when Q, K and V are BF16 on the tile engine), against the reference.
- * The backward of a valid problem with 16-bit Q or O must be
- * ATTN_ERR_UNSUPPORTED_TYPE with the sparse options and need args16
- * otherwise, with nothing written (fuzz_sdpa_bwd.c, statuses only).
+ * The backward of a valid problem with 16-bit Q or O must plan (with the
+ * sparse options too) and need args16, with nothing written
+ * (fuzz_sdpa_bwd.c, statuses only).
  */
 #include "fuzz_sdpa.h"
 

@@ -34,8 +34,8 @@ void decode_qo(rd *r, qo_cfg *c, kv_cfg *kv);
 void qo_store_free(qo_store *S);
 
 /* attn.h's rules: q_type and o_type F32, F16 or BF16 (else
- * ATTN_ERR_BAD_OPTION at plan time); 16-bit Q or O with a sparse option
- * ATTN_ERR_UNSUPPORTED_TYPE; execute reads args.q16 / writes args.o16 for
+ * ATTN_ERR_BAD_OPTION at plan time), with the sparse options too (1.1,
+ * forward and backward); execute reads args.q16 / writes args.o16 for
  * F16 and BF16 (args.q / args.o NULL), args.q / args.o for F32 (args.q16 /
  * args.o16 NULL): a NULL pointer of the type is ATTN_ERR_NULL_ARGUMENT,
  * the other one given ATTN_ERR_ARGUMENT_MISMATCH. */

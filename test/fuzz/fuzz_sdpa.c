@@ -31,8 +31,8 @@
  *
  * After a valid problem with plain K/V passed these checks its bytes go on
  * to the backward (fuzz_sdpa_bwd.c); with 16-bit Q or O its statuses are
- * checked (sdpa_bwd_qo16: ATTN_ERR_UNSUPPORTED_TYPE with the sparse
- * options, else args16 required).
+ * checked (sdpa_bwd_qo16: it plans, with the sparse options too, and
+ * needs args16).
  */
 #include "../reference.h"
 #include "fuzz_sdpa.h"

@@ -74,7 +74,8 @@ void qo_reference(sdpa_case *C);
 void qo_twin(sdpa_case *C);
 
 /* fuzz_sdpa_bwd.c: the backward of a checked forward; with 16-bit Q or O,
- * ATTN_ERR_UNSUPPORTED_TYPE and nothing written */
+ * its statuses (a plan; without args16 ATTN_ERR_NULL_ARGUMENT) and nothing
+ * written */
 void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2);
 void sdpa_bwd_qo16(const sdpa_prob *P);
 

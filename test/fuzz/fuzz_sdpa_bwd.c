@@ -74,11 +74,8 @@ static expect expect_bwd_plan(const attn_sdpa_bwd_desc *bd)
     if (reserved_nonzero(bd->reserved, (int)(sizeof bd->reserved / sizeof bd->reserved[0])) ||
         !f->want_lse || f->want_probs || (bd->want_dbias && !f->use_bias))
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
-    /* attn.h: the backward takes 16-bit types, but not with the sparse
-     * options */
-    if ((qo_16(f) || f->k_type != ATTN_DTYPE_F32 || f->v_type != ATTN_DTYPE_F32) &&
-        (f->use_global_k || f->use_global_q || f->block_size != 0))
-        e.must |= BIT(ATTN_ERR_UNSUPPORTED_TYPE);
+    /* (attn.h: the backward takes 16-bit types, with the sparse options
+     * too since 1.1: no ATTN_ERR_UNSUPPORTED_TYPE) */
     const int64_t B = f->batch, Hq = f->q_heads, Hkv = f->kv_heads, n = f->q_len,
                   m = f->kv_len;
     expect_view(&e, &bd->d_o, B, Hq, n, f->v_dim, VK_INPUT);
@@ -690,10 +687,9 @@ void fuzz_sdpa_bwd(rd *r, sdpa_prob *P, int t2)
 
 /* A valid forward with 16-bit Q or O (plain K/V) that fuzz_sdpa.c has
  * just checked: its backward (the forward's desc with a logsumexp, every
- * gradient view contiguous) must be ATTN_ERR_UNSUPPORTED_TYPE with the
- * sparse options, and plan otherwise (attn.h: the backward takes 16-bit
- * types on dense problems); the one-shot with float pointers only (no
- * args16) must then be ATTN_ERR_NULL_ARGUMENT.  Either way nothing is
+ * gradient view contiguous) must plan, with the sparse options too
+ * (attn.h: the backward takes 16-bit types); the one-shot with float
+ * pointers only (no args16) must then be ATTN_ERR_NULL_ARGUMENT.  Either way nothing is
  * written.  (The values of a 16-bit backward are the types suite's: this
  * target checks its statuses only.)  The args point at valid float data
  * of the right extents (Q and O widened). */
