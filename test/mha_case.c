@@ -838,8 +838,16 @@ static void *nan_buffer(size_t bytes)
 attn_status minst_train(minst *t, mgrads *m, int accumulate, void **context_out,
                         size_t *context_bytes, attn_mha_plan **plan_out)
 {
+    return minst_train_call(t, &t->d, m->dy, &m->g, accumulate, context_out, context_bytes,
+                            plan_out);
+}
+
+attn_status minst_train_call(minst *t, const attn_mha_desc *d, const float *dy,
+                             attn_mha_grads *g, int accumulate, void **context_out,
+                             size_t *context_bytes, attn_mha_plan **plan_out)
+{
     attn_mha_plan *plan = NULL;
-    attn_status s = attn_mha_plan_create(&plan, &t->d);
+    attn_status s = attn_mha_plan_create(&plan, d);
     if (s != ATTN_OK)
         return s;
     size_t cb = 0, wb = 0, bb = 0;
@@ -849,7 +857,7 @@ attn_status minst_train(minst *t, mgrads *m, int accumulate, void **context_out,
     void *cx = nan_buffer(cb), *ws = nan_buffer(wb), *bws = nan_buffer(bb);
     s = attn_mha_train_execute(plan, &t->w, &t->a, cx, cb, ws, wb);
     if (s == ATTN_OK)
-        s = attn_mha_bwd_execute(plan, &t->w, &t->a, m->dy, cx, cb, &m->g, accumulate, bws, bb);
+        s = attn_mha_bwd_execute(plan, &t->w, &t->a, dy, cx, cb, g, accumulate, bws, bb);
     free(ws);
     free(bws);
     if (context_out) {

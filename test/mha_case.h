@@ -209,6 +209,11 @@ void mgrads_snap_free(float *snap[MG_COUNT]);
  * it); otherwise both are freed.  Returns the first failing status. */
 attn_status minst_train(minst *t, mgrads *m, int accumulate, void **context_out,
                         size_t *context_bytes, attn_mha_plan **plan_out);
+/* The same with the plan of desc d, dY at dy and the gradients of g (the
+ * 16-bit calls: dy NULL, g->grads16 set). */
+attn_status minst_train_call(minst *t, const attn_mha_desc *d, const float *dy,
+                             attn_mha_grads *g, int accumulate, void **context_out,
+                             size_t *context_bytes, attn_mha_plan **plan_out);
 
 /* Per-family accuracy of the gradients. */
 typedef struct gstats {

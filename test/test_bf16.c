@@ -207,7 +207,8 @@ static uint64_t next(void)
 }
 static double urand(void) { return (double)(next() >> 11) * (1.0 / 9007199254740992.0); }
 
-static const attn_bf16_kernels *tabs[3];
+#define MAX_TABS 4
+static const attn_bf16_kernels *tabs[MAX_TABS];
 static int ntabs;
 
 /* The tables held to the amx bounds instead of bitwise (see the top): the
@@ -291,6 +292,12 @@ static int setup(void **state)
 #if ATTN_HAVE_X86_KERNELS
     const unsigned f = attn_cpu_flags();
     const int avx512 = !!(f & ATTN_CPU_AVX512);
+    if (f & ATTN_CPU_AVX2) {
+        tabs[ntabs++] = attn_bf16_avx2();
+        printf(" avx2");
+    } else {
+        printf("; SKIPPED avx2 (CPU lacks AVX2/FMA)");
+    }
     if (avx512)
         tabs[ntabs++] = &attn_bf16_avx512;
 #if ATTN_HAVE_AVX512BF16
@@ -728,7 +735,7 @@ static void mm_run(int idx, const mm_case *cs, acc_stat *st, tiny_stat *ts, loos
              (long long)lda, (long long)ldb, (long long)ldc,
              cs->rs ? "per-row factors, not alpha" : "alpha", cs->alpha, cs->acc);
 
-    float *res[2][3], *lres[2][MAX_LOOSE];
+    float *res[2][MAX_TABS], *lres[2][MAX_LOOSE];
     for (int nan = 0; nan < 2; nan++) {
         /* everything of A and B outside the product: NaN or finite */
         for (size_t i = 0; i < na; i++)
@@ -1428,8 +1435,9 @@ static void test_at(void **state)
     (void)state;
     assert_string_equal(attn_bf16_scalar.name, "scalar");
     assert_ptr_equal(attn_bf16_at(ATTN_SIMD_SCALAR), &attn_bf16_scalar);
-    assert_ptr_equal(attn_bf16_at(ATTN_SIMD_AVX2), &attn_bf16_scalar);
 #if ATTN_HAVE_X86_KERNELS
+    assert_string_equal(attn_bf16_avx2()->name, "avx2");
+    assert_ptr_equal(attn_bf16_at(ATTN_SIMD_AVX2), attn_bf16_avx2());
     assert_string_equal(attn_bf16_avx512.name, "avx512");
     assert_ptr_equal(attn_bf16_at(ATTN_SIMD_AVX512), &attn_bf16_avx512);
 #if ATTN_HAVE_AVX512BF16
@@ -1439,6 +1447,8 @@ static void test_at(void **state)
     assert_ptr_equal(attn_bf16_at(ATTN_SIMD_AVX512BF16), &attn_bf16_avx512);
 #endif
 #else
+    assert_null(attn_bf16_avx2());
+    assert_ptr_equal(attn_bf16_at(ATTN_SIMD_AVX2), &attn_bf16_scalar);
     assert_ptr_equal(attn_bf16_at(ATTN_SIMD_AVX512), &attn_bf16_scalar);
     assert_ptr_equal(attn_bf16_at(ATTN_SIMD_AVX512BF16), &attn_bf16_scalar);
 #endif

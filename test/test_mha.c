@@ -362,6 +362,19 @@ static void mg16_build(mgrads16 *h, const mgrads *m, const minst *t)
     }
 }
 
+/* Copies of h's buffers (NULL where it has none); free each. */
+static void mg16_snap(const mgrads16 *h, const mgrads *m, uint16_t *snap[MG_COUNT])
+{
+    for (int k = 0; k < MG_COUNT; k++) {
+        snap[k] = NULL;
+        if (!h->buf[k])
+            continue;
+        snap[k] = malloc(m->n[k] * sizeof(uint16_t));
+        assert_non_null(snap[k]);
+        memcpy(snap[k], h->buf[k], m->n[k] * sizeof(uint16_t));
+    }
+}
+
 static void mg16_free(mgrads16 *h)
 {
     for (int k = 0; k < MG_COUNT; k++)
@@ -391,31 +404,11 @@ static attn_mha_grads mixed_grads(const mgrads *m, const mgrads16 *h, const mins
 static attn_status train16(minst *t, const attn_mha_desc *d, mgrads *m, mgrads16 *h, int acc,
                            const msnap *want_y, int *y_differs)
 {
-    attn_mha_plan *plan = NULL;
-    attn_status s = attn_mha_plan_create(&plan, d);
-    if (s != ATTN_OK)
-        return s;
-    size_t cb = 0, wb = 0, bb = 0;
-    assert_int_equal(attn_mha_context_size(plan, &cb), ATTN_OK);
-    assert_int_equal(attn_mha_workspace_size(plan, &wb), ATTN_OK);
-    assert_int_equal(attn_mha_bwd_workspace_size(plan, &bb), ATTN_OK);
-    void *cx = aligned_alloc(64, (cb + 63) / 64 * 64 + 64);
-    void *bws = aligned_alloc(64, (bb + 63) / 64 * 64 + 64);
-    assert_non_null(cx);
-    assert_non_null(bws);
-    memset(cx, 0xFF, (cb + 63) / 64 * 64 + 64);
-    memset(bws, 0xFF, (bb + 63) / 64 * 64 + 64);
+    attn_mha_grads g = mixed_grads(m, h, t);
     minst_clear(t);
-    s = attn_mha_train_execute(plan, &t->w, &t->a, cx, cb, NULL, 0);
+    attn_status s = minst_train_call(t, d, t->c.xt ? NULL : m->dy, &g, acc, NULL, NULL, NULL);
     if (s == ATTN_OK && want_y)
         *y_differs = !msnap_equal_out(want_y, t);
-    attn_mha_grads g = mixed_grads(m, h, t);
-    if (s == ATTN_OK)
-        s = attn_mha_bwd_execute(plan, &t->w, &t->a, t->c.xt ? NULL : m->dy, cx, cb, &g, acc,
-                                 bws, bb);
-    free(cx);
-    free(bws);
-    attn_mha_plan_destroy(plan);
     return s;
 }
 
@@ -576,13 +569,8 @@ static int check_train16(minst *t)
                        mcase_str(&t->c));
 
         /* threads 1 and 2: the same bits */
-        uint16_t *snap16[MG_COUNT] = { 0 };
-        for (int k = 0; k < MG_COUNT; k++)
-            if (h.buf[k]) {
-                snap16[k] = malloc(m.n[k] * sizeof(uint16_t));
-                assert_non_null(snap16[k]);
-                memcpy(snap16[k], h.buf[k], m.n[k] * sizeof(uint16_t));
-            }
+        uint16_t *snap16[MG_COUNT];
+        mg16_snap(&h, &m, snap16);
         float *snap[MG_COUNT];
         mgrads_snap(&m, snap);
         for (int th = 1; th <= 2; th++) {
@@ -614,13 +602,8 @@ static int check_train16(minst *t)
                             if (ty)
                                 attn_dtype_encode(ty, &v, &h.view[k][i * m.ld[k] + e], 1);
                         }
-            uint16_t *old16[MG_COUNT] = { 0 };
-            for (int k = 0; k < MG_COUNT; k++)
-                if (h.buf[k]) {
-                    old16[k] = malloc(m.n[k] * sizeof(uint16_t));
-                    assert_non_null(old16[k]);
-                    memcpy(old16[k], h.buf[k], m.n[k] * sizeof(uint16_t));
-                }
+            uint16_t *old16[MG_COUNT];
+            mg16_snap(&h, &m, old16);
             float *old[MG_COUNT];
             mgrads_snap(&m, old);
             s = train16(t, &t->d, &m, &h, 1, NULL, NULL);

@@ -128,6 +128,21 @@ static void amx_table_build(void)
 }
 #endif
 
+#if ATTN_HAVE_X86_KERNELS
+/* mm on AVX2 (bf16_avx2.c), the rest the C table's. */
+static const attn_bf16_kernels avx2_table = { "avx2", attn_bf16_mm_avx2, pack_rows_c,
+                                              pack_pairs_c, round_c, tr_round_c, ds_pack_c };
+#endif
+
+const attn_bf16_kernels *attn_bf16_avx2(void)
+{
+#if ATTN_HAVE_X86_KERNELS
+    return &avx2_table;
+#else
+    return NULL;
+#endif
+}
+
 const attn_bf16_kernels *attn_bf16_amx(void)
 {
 #if ATTN_HAVE_X86_KERNELS && ATTN_HAVE_AMX
@@ -156,6 +171,8 @@ const attn_bf16_kernels *attn_bf16_at(int level)
 #endif
     if (level >= ATTN_SIMD_AVX512)
         return &attn_bf16_avx512;
+    if (level >= ATTN_SIMD_AVX2)
+        return attn_bf16_avx2();
 #endif
     (void)level;
     return &attn_bf16_scalar;

@@ -9,6 +9,8 @@
  *               Sapphire Rapids and later);
  *   avx512      the same arithmetic on AVX-512F: each pair as two fused
  *               multiply-adds with the MXCSR's DAZ and FTZ set;
+ *   avx2        the same on AVX2 + FMA (mm only; the rest is the scalar
+ *               table's);
  *   scalar      the portable C reference.
  *
  * The arithmetic of one element, the same in every table (VDPBF16PS's
@@ -111,6 +113,10 @@ extern const attn_bf16_kernels attn_bf16_avx512;
 #if ATTN_HAVE_AVX512BF16
 extern const attn_bf16_kernels attn_bf16_avx512bf16;
 #endif
+/* bf16_avx2.c: the avx2 table's mm (AVX2 + FMA; attn_bf16_avx2()). */
+void attn_bf16_mm_avx2(int64_t M, int64_t N, int64_t K, float alpha, const float *rs,
+                       const uint16_t *a, int64_t lda, const uint32_t *b, int64_t ldb, float *c,
+                       int64_t ldc, int acc, attn_ahead *ah);
 #if ATTN_HAVE_AMX
 /* bf16_amx.c: the amx table's mm (run it only where attn_bf16_amx() is
  * not NULL: the CPU has the unit and this process the permission). */
@@ -119,6 +125,11 @@ void attn_bf16_mm_amx(int64_t M, int64_t N, int64_t K, float alpha, const float 
                       int64_t ldc, int acc, attn_ahead *ah);
 #endif
 #endif
+
+/* The avx2 table (AVX2 + FMA, the same bits as the scalar one), or NULL
+ * where it is not built: mm attn_bf16_mm_avx2, the rest the scalar
+ * table's. */
+const attn_bf16_kernels *attn_bf16_avx2(void);
 
 /* The amx table, or NULL where it cannot run (not built, or no
  * ATTN_CPU_AMXBF16).  Built once, at the first call, as a copy of the
@@ -129,8 +140,8 @@ const attn_bf16_kernels *attn_bf16_amx(void);
 /* The table of a level (cpu/cpu.h): amx at ATTN_SIMD_AMX where
  * attn_bf16_amx() has it (else what this CPU runs best below: the level
  * is taken as min(level, attn_cpu_level(), ATTN_SIMD_AVX512BF16)),
- * avx512bf16 at ATTN_SIMD_AVX512BF16, avx512 at ATTN_SIMD_AVX512, the C
- * table below (the AVX2 level has no BF16 kernels of its own). */
+ * avx512bf16 at ATTN_SIMD_AVX512BF16, avx512 at ATTN_SIMD_AVX512, avx2
+ * at ATTN_SIMD_AVX2 (where built), the C table below. */
 const attn_bf16_kernels *attn_bf16_at(int level);
 
 #endif

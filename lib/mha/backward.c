@@ -174,43 +174,19 @@ static attn_status check_bwd_args(const attn_mha_plan *p, const attn_mha_weights
 {
     const attn_mha_desc *d = &p->d;
     const int packed = d->packed_in_proj, bias = d->has_bias, cross = !d->self_attention;
-    /* The 16-bit structs: present exactly when their types are 16-bit. */
-    const attn_pointer_use structs[] = { { p->w16, w->weights16 }, { p->x16, a->args16 },
-                                         { p->x16 || p->w16, g->grads16 } };
-    attn_status st = attn_check_pointers(structs, 3);
+    /* grads16: present exactly when a type is 16-bit */
+    const attn_pointer_use gs = { p->x16 || p->w16, g->grads16 };
+    attn_status st = attn_check_pointers(&gs, 1);
     if (st != ATTN_OK)
         return st;
-    if ((w->weights16 && !ATTN_RESERVED_NULL(w->weights16)) ||
-        (a->args16 && !ATTN_RESERVED_NULL(a->args16)) ||
-        (g->grads16 && !ATTN_RESERVED_NULL(g->grads16)))
+    if (g->grads16 && !ATTN_RESERVED_NULL(g->grads16))
         return ATTN_ERR_BAD_OPTION;
-    static const attn_mha_weights16 no_w16;
-    static const attn_mha_args16 no_a16;
     static const attn_mha_grads16 no_g16;
-    const attn_mha_weights16 *h = w->weights16 ? w->weights16 : &no_w16;
-    const attn_mha_args16 *x = a->args16 ? a->args16 : &no_a16;
     const attn_mha_grads16 *q = g->grads16 ? g->grads16 : &no_g16;
-    /* A tensor in use takes the pointer of its type; the other is NULL
-     * (the weights' biases are not read: their gradients are). */
+    /* dY and each gradient: the pointer of its tensor's type, the other
+     * NULL (after the weights' and the inputs'). */
     const int wf = !p->w16, ws = p->w16, xf = !p->x16, xs = p->x16;
-    const attn_pointer_use need[] = {
-        { packed && wf, w->in_proj_weight }, { packed && ws, h->in_proj_weight },
-        { packed && bias && wf, w->in_proj_bias }, { packed && bias && ws, h->in_proj_bias },
-        { !packed && wf, w->q_weight }, { !packed && ws, h->q_weight },
-        { !packed && wf, w->k_weight }, { !packed && ws, h->k_weight },
-        { !packed && wf, w->v_weight }, { !packed && ws, h->v_weight },
-        { !packed && bias && wf, w->q_bias }, { !packed && bias && ws, h->q_bias },
-        { !packed && bias && wf, w->k_bias }, { !packed && bias && ws, h->k_bias },
-        { !packed && bias && wf, w->v_bias }, { !packed && bias && ws, h->v_bias },
-        { wf, w->out_weight }, { ws, h->out_weight },
-        { bias && wf, w->out_bias }, { bias && ws, h->out_bias },
-        { xf, a->x }, { xs, x->x }, { cross && xf, a->key }, { cross && xs, x->key },
-        { cross && xf, a->value }, { cross && xs, x->value },
-        { d->use_kv_lens, a->kv_lens }, { d->use_q_lens, a->q_lens },
-        { d->mask_mode != ATTN_MASK_NONE, a->mask }, { d->use_bias, a->bias },
-        { d->key_padding_mode != ATTN_MASK_NONE, a->key_padding_mask },
-        { d->use_global_k, a->global_k }, { d->use_global_q, a->global_q },
-        { d->block_size != 0, a->layout },
+    const attn_pointer_use grads[] = {
         { xf, dy }, { xs, q->dy },
         { xf, g->dx }, { xs, q->dx }, { cross && xf, g->dkey }, { cross && xs, q->dkey },
         { cross && xf, g->dvalue }, { cross && xs, q->dvalue },
@@ -225,10 +201,7 @@ static attn_status check_bwd_args(const attn_mha_plan *p, const attn_mha_weights
         { wf, g->d_out_weight }, { ws, q->d_out_weight },
         { bias && wf, g->d_out_bias }, { bias && ws, q->d_out_bias },
     };
-    st = attn_check_pointers(need, sizeof need / sizeof need[0]);
-    if (st != ATTN_OK)
-        return st;
-    return attn_check_lengths(p->B, a->kv_lens, p->S, a->q_lens, p->L);
+    return attn_mha_check_args(p, w, a, 0, grads, sizeof grads / sizeof grads[0]);
 }
 
 ATTN_DEFINE_ZERO_INIT(attn_mha_grads_init, attn_mha_grads)

@@ -266,8 +266,13 @@ static void prepare_weights(const attn_mha_plan *p, const attn_mha_weights *w, c
     lw->wo = (const float *)(const void *)(ws + p->off_w[3]);
 }
 
-static attn_status check_args(const attn_mha_plan *p, const attn_mha_weights *w,
-                              const attn_mha_args *a)
+/* The checks of weights and args shared by the forward (fwd 1: out and the
+ * attention weights checked too) and the backward (fwd 0: they are
+ * ignored), then the pointers in `more` (the backward's dY and
+ * gradients), then the lengths. */
+attn_status attn_mha_check_args(const attn_mha_plan *p, const attn_mha_weights *w,
+                                const attn_mha_args *a, int fwd, const attn_pointer_use *more,
+                                size_t nmore)
 {
     const attn_mha_desc *d = &p->d;
     const int packed = d->packed_in_proj, bias = d->has_bias, cross = !d->self_attention;
@@ -298,15 +303,17 @@ static attn_status check_args(const attn_mha_plan *p, const attn_mha_weights *w,
         { bias && wf, w->out_bias }, { bias && ws, h->out_bias },
         { xf, a->x }, { xs, g->x }, { cross && xf, a->key }, { cross && xs, g->key },
         { cross && xf, a->value }, { cross && xs, g->value },
-        { xf, a->out }, { xs, g->out }, { d->use_kv_lens, a->kv_lens }, { d->use_q_lens, a->q_lens },
+        /* (the backward ignores out and the attention weights) */
+        { fwd && xf, fwd ? a->out : NULL }, { fwd && xs, fwd ? g->out : NULL },
+        { d->use_kv_lens, a->kv_lens }, { d->use_q_lens, a->q_lens },
         { d->mask_mode != ATTN_MASK_NONE, a->mask }, { d->use_bias, a->bias },
         { d->key_padding_mode != ATTN_MASK_NONE, a->key_padding_mask },
-        { d->weights != ATTN_WEIGHTS_NONE, a->weights },
+        { fwd && d->weights != ATTN_WEIGHTS_NONE, fwd ? a->weights : NULL },
         { d->use_global_k, a->global_k }, { d->use_global_q, a->global_q },
         { d->block_size != 0, a->layout },
     };
-    st = attn_check_pointers(need, sizeof need / sizeof need[0]);
-    if (st != ATTN_OK)
+    if ((st = attn_check_pointers(need, sizeof need / sizeof need[0])) != ATTN_OK ||
+        (st = attn_check_pointers(more, nmore)) != ATTN_OK)
         return st;
     /* Checked here too (SDPA would), before any projection runs. */
     return attn_check_lengths(p->B, a->kv_lens, p->S, a->q_lens, p->L);
@@ -437,7 +444,7 @@ attn_status attn_mha_execute(const attn_mha_plan *p, const attn_mha_weights *w,
         return ATTN_ERR_NULL_ARGUMENT;
     if (!ATTN_RESERVED_NULL(w) || !ATTN_RESERVED_NULL(a))
         return ATTN_ERR_BAD_OPTION;
-    attn_status st = check_args(p, w, a);
+    attn_status st = attn_mha_check_args(p, w, a, 1, NULL, 0);
     if (st != ATTN_OK)
         return st;
     void *wsv;
@@ -473,7 +480,7 @@ attn_status attn_mha_train_execute(const attn_mha_plan *p, const attn_mha_weight
         return ATTN_ERR_BAD_OPTION;
     if (p->no_training)
         return ATTN_ERR_TOO_LARGE;
-    attn_status st = check_args(p, w, a);
+    attn_status st = attn_mha_check_args(p, w, a, 1, NULL, 0);
     if (st != ATTN_OK || (st = attn_mha_check_context(p, context, context_bytes)) != ATTN_OK)
         return st;
     void *wsv;

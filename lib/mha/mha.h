@@ -73,6 +73,11 @@ struct attn_mha_plan {
 /* Shared by the forward and the backward (forward.c). */
 /* The context's checks: the statuses of a caller workspace. */
 attn_status attn_mha_check_context(const attn_mha_plan *p, const void *context, size_t bytes);
+/* The pointers of weights and args (fwd: with out and the attention
+ * weights), then those in more[], then the lengths (forward.c). */
+attn_status attn_mha_check_args(const attn_mha_plan *p, const attn_mha_weights *w,
+                                const attn_mha_args *a, int fwd, const attn_pointer_use *more,
+                                size_t nmore);
 /* keep[b][h][i][j] = attn mask visible AND key padding visible. */
 void attn_mha_build_mask(const attn_mha_plan *p, const attn_mha_args *a, uint8_t *keep);
 
