@@ -466,12 +466,35 @@ static void run_mha_train_case(const bench_case *c, int impl, int nthreads, int 
     void *ws = aligned_alloc(64, (wf > wb ? wf : wb) + 64), *ctx = aligned_alloc(64, cx + 64);
     if (!ws || !ctx)
         return result_fail(res, "out of memory");
-    const attn_mha_weights w = { .in_proj_weight = ml.inw, .in_proj_bias = ml.inb,
-                                 .out_weight = ml.ow, .out_bias = ml.ob };
-    const attn_mha_args a = { .x = ml.x, .out = y };
+    attn_mha_weights w = { .in_proj_weight = ml.inw, .in_proj_bias = ml.inb,
+                           .out_weight = ml.ow, .out_bias = ml.ob };
+    attn_mha_args a = { .x = ml.x, .out = y };
     attn_mha_grads g = { .dx = dx, .d_in_proj_weight = dinw, .d_in_proj_bias = dinb,
-                               .d_out_weight = dow, .d_out_bias = dob };
-    mha_train_call call = { ml.plan, &w, &a, &g, dy, ws, ctx, wf, wb, cx };
+                         .d_out_weight = dow, .d_out_bias = dob };
+    /* bf16 and f16 rows: X, Y, dY, the weights and every gradient at
+     * g_dtype (the float buffers' sizes, as 16-bit copies) */
+    attn_mha_weights16 w16 = { .in_proj_weight = ml.inw16, .in_proj_bias = ml.inb16,
+                               .out_weight = ml.ow16, .out_bias = ml.ob16 };
+    attn_mha_args16 a16 = { .x = ml.x16 };
+    attn_mha_grads16 g16 = { 0 };
+    const float *dyp = dy;
+    if (g_dtype != ATTN_DTYPE_F32) {
+        a16.out = typed_copy(y, (size_t)(BL * E));
+        g16.dy = typed_copy(dy, (size_t)(BL * E));
+        g16.dx = typed_copy(dx, (size_t)(BL * E));
+        g16.d_in_proj_weight = typed_copy(dinw, (size_t)(3 * E * E));
+        g16.d_in_proj_bias = typed_copy(dinb, (size_t)(3 * E));
+        g16.d_out_weight = typed_copy(dow, (size_t)(E * E));
+        g16.d_out_bias = typed_copy(dob, (size_t)E);
+        if (!a16.out || !g16.dy || !g16.dx || !g16.d_in_proj_weight || !g16.d_in_proj_bias ||
+            !g16.d_out_weight || !g16.d_out_bias)
+            return result_fail(res, "out of memory");
+        w = (attn_mha_weights){ .weights16 = &w16 };
+        a = (attn_mha_args){ .args16 = &a16 };
+        g = (attn_mha_grads){ .grads16 = &g16 };
+        dyp = NULL;
+    }
+    mha_train_call call = { ml.plan, &w, &a, &g, dyp, ws, ctx, wf, wb, cx };
     const bench_timing timing = { .runs = runs, .warmup = 2, .sample_peak = 1 };
     bench_stats stats;
     if (bench_time(mha_train_call_run, &call, &timing, &stats))
@@ -630,10 +653,9 @@ static void run_train_case(const bench_case *c, int impl, int nthreads, int runs
 /* Runs in the child: impl 0 = attn, 1 = naive (the long kinds: long.c). */
 static void run_case(const bench_case *c, int impl, int nthreads, int runs, result *res)
 {
-    if (g_dtype != ATTN_DTYPE_F32 && (c->kind != K_DENSE || (c->train && c->mha))) {
+    if (g_dtype != ATTN_DTYPE_F32 && c->kind != K_DENSE) {
         res->skipped = 1;
-        return result_fail(res, c->kind != K_DENSE ? "F32 only (this kind)"
-                                : "16-bit types: not the MHA layer's training, so far");
+        return result_fail(res, "F32 only (this kind)");
     }
     if (c->kind != K_DENSE)
         return long_run_case(c, impl, nthreads, runs, res);
