@@ -233,15 +233,17 @@ static void io_f32(const attn_mha_plan *p, const attn_mha_weights *w, const attn
     io->dy = dy;
     io->ldy = p->os;
     io->wq = packed ? w->in_proj_weight : w->q_weight;
-    io->wk = packed ? w->in_proj_weight + E * E : w->k_weight;
-    io->wv = packed ? w->in_proj_weight + 2 * E * E : w->v_weight;
+    /* (16-bit weights or gradients: the float pointers are NULL, io_16
+     * replaces them; no offset is applied to NULL) */
+    io->wk = packed && w->in_proj_weight ? w->in_proj_weight + E * E : w->k_weight;
+    io->wv = packed && w->in_proj_weight ? w->in_proj_weight + 2 * E * E : w->v_weight;
     io->wo = w->out_weight;
     io->dx = g->dx;
     io->dxk = g->dkey;
     io->dxv = g->dvalue;
     io->dwq = packed ? g->d_in_proj_weight : g->d_q_weight;
-    io->dwk = packed ? g->d_in_proj_weight + E * E : g->d_k_weight;
-    io->dwv = packed ? g->d_in_proj_weight + 2 * E * E : g->d_v_weight;
+    io->dwk = packed && g->d_in_proj_weight ? g->d_in_proj_weight + E * E : g->d_k_weight;
+    io->dwv = packed && g->d_in_proj_weight ? g->d_in_proj_weight + 2 * E * E : g->d_v_weight;
     io->dbq = packed ? g->d_in_proj_bias : g->d_q_bias;
     io->dbk = packed && g->d_in_proj_bias ? g->d_in_proj_bias + E : g->d_k_bias;
     io->dbv = packed && g->d_in_proj_bias ? g->d_in_proj_bias + 2 * E : g->d_v_bias;

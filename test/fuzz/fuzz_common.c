@@ -12,6 +12,7 @@
  *   fuzz_sdpa_bwd.c   SDPA backward, after a checked forward
  *   fuzz_mha.c        the MHA layer (attn_mha_execute, attn_mha_train_execute)
  *   fuzz_mha_train.c  attn_mha_bwd_execute, after a checked train_forward
+ *   fuzz_mha16.c      the element types of the MHA layer (x_type, w_type)
  *   fuzz_linear.c     linear attention, forward or backward
  *   fuzz_layout.c     the layout builders
  *   fuzz_merge.c      attn_partials_merge
@@ -79,6 +80,11 @@ static void print_counts(void)
             "products %ld, ATTN_DECODE=0 %ld, bitwise the fp32 call on the widened values %ld, "
             "backward statuses %ld)\n", counts[N_QO_ERROR], counts[N_QO_CHECKED],
             counts[N_QO_BF16], counts[N_QO_NODECODE], counts[N_QO_TWIN], counts[N_QO_BWD]);
+    fprintf(stderr, "fuzz_attn: MHA with x/w element types: error %ld, checked %ld (BF16 "
+            "products %ld, bitwise the fp32 layer %ld); backward error %ld, checked %ld "
+            "(bitwise the fp32 training %ld)\n", counts[N_MHA16_ERROR], counts[N_MHA16_CHECKED],
+            counts[N_MHA16_BF16], counts[N_MHA16_TWIN], counts[N_MBWD16_ERROR],
+            counts[N_MBWD16_CHECKED], counts[N_MBWD16_TWIN]);
 }
 
 /* FUZZ_TIME=1: at exit, the inputs and seconds spent per kind (tuning). */
@@ -455,6 +461,15 @@ void obuf16_make(obuf16 *b, rd *r, const attn_view *v, const int64_t sz[3], int6
             for (int64_t z = 0; z < sz[2]; z++)
                 for (int64_t d = 0; d < D; d++)
                     b->inview[off + (size_t)(x * v->batch + y * v->head + z * v->seq + d)] = 1;
+}
+void obuf16_like(obuf16 *b, const obuf *f)
+{
+    b->count = f->count;
+    b->base = xmalloc(b->count * sizeof(uint16_t));
+    b->inview = xmalloc(b->count);
+    memcpy(b->inview, f->inview, b->count);
+    b->ptr = b->base + (f->ptr - f->base);
+    obuf16_clear(b);
 }
 void obuf16_clear(obuf16 *b)
 {

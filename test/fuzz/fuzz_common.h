@@ -61,7 +61,8 @@ enum { N_PLAN_ONLY, N_ERROR, N_CHECKED, N_MHA_PLAN_ONLY, N_MHA_ERROR, N_MHA_CHEC
        N_LAYOUT_ERROR, N_LAYOUT_CHECKED, N_MERGE_ERROR, N_MERGE_CHECKED, N_MERGE_SKIPPED,
        N_KV_ERROR, N_KV_CHECKED, N_KV_PAGED_SAME, N_KV_NODECODE, N_APPEND_ERROR,
        N_APPEND_CHECKED, N_QO_ERROR, N_QO_CHECKED, N_QO_BF16, N_QO_NODECODE, N_QO_TWIN,
-       N_QO_BWD, N_COUNT };
+       N_QO_BWD, N_MHA16_ERROR, N_MHA16_CHECKED, N_MHA16_BF16, N_MHA16_TWIN, N_MBWD16_ERROR,
+       N_MBWD16_CHECKED, N_MBWD16_TWIN, N_COUNT };
 extern long counts[N_COUNT];
 
 /* Byte 0 of an input selects the kind (LLVMFuzzerTestOneInput): bit 0 the
@@ -73,7 +74,8 @@ extern long counts[N_COUNT];
  * (fuzz_merge.c); bit 6 K/V storage types and the paged cache in the SDPA
  * problem (fuzz_kv.c), with bit 0 one attn_kv_append call
  * (fuzz_kv_append.c); bit 7 the element types of Q and O in the SDPA
- * problem (fuzz_qo.c; ignored by the other kinds).  Inputs with the newer
+ * problem (fuzz_qo.c), with bit 0 the element types of the MHA layer
+ * (fuzz_mha16.c; ignored by the other kinds).  Inputs with the newer
  * bits clear decode as they did before those bits existed. */
 enum { SEL_MHA = 1, SEL_DROPOUT = 2, SEL_TRAIN = 4, SEL_SPARSE = 8, SEL_LINEAR = 16,
        SEL_LAYOUT = 32, SEL_KV = 64, SEL_QO = 128 };
@@ -206,6 +208,8 @@ typedef struct obuf16 {
 
 void obuf16_make(obuf16 *b, rd *r, const attn_view *v, const int64_t sz[3], int64_t D,
                  int64_t ext);
+/* The 16-bit twin of a float output buffer: its count, view and offset. */
+void obuf16_like(obuf16 *b, const obuf *f);
 void obuf16_clear(obuf16 *b);
 void obuf16_free(obuf16 *b);
 void obuf16_untouched(const obuf16 *b, const char *name, const char *when);

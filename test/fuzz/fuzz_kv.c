@@ -29,6 +29,10 @@ int dtype_ok(int t)
 {
     return t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16;
 }
+double dtype_u2(attn_dtype t)
+{
+    return t == ATTN_DTYPE_BF16 ? 0x1p-8 : t == ATTN_DTYPE_F16 ? 0x1p-10 : 0.0;
+}
 int kv_plain(const attn_sdpa_desc *d)
 {
     return d->k_type == ATTN_DTYPE_F32 && d->v_type == ATTN_DTYPE_F32 && d->kv_block_size == 0;

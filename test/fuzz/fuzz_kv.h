@@ -12,6 +12,9 @@
 /* attn.h, "Decoding and the KV cache": the storage types, the paging
  * fields and the K and V views. */
 int dtype_ok(int t);
+/* Twice the unit roundoff of a 16-bit type (2^-8 BF16, 2^-10 F16; 0 F32):
+ * the error bound of one rounding to it, with slack. */
+double dtype_u2(attn_dtype t);
 int kv_plain(const attn_sdpa_desc *d);
 void expect_kv_options(expect *e, const attn_sdpa_desc *d);
 void expect_kv_views(expect *e, const attn_sdpa_desc *d);

@@ -6,7 +6,8 @@
  * lengths, row strides, scale, alignment, window, lengths, attention mask,
  * bias, key padding mask, averaged or per-head weights, engine, threads,
  * dropout (byte 0 bit 1, as fuzz_sdpa.c's), sparse fields (bit 3,
- * fuzz_sparse.c), one or two invalid fields (BAD_*, byte 1).
+ * fuzz_sparse.c), the element types x_type and w_type (bit 7,
+ * fuzz_mha16.c), one or two invalid fields (BAD_*, byte 1).
  *
  * Contract: the status (expect_mha_plan, expect_mha_call; for training
  * expect_context too); on error out and weights hold the sentinel, the
@@ -23,9 +24,8 @@
  * context untouched on error), whose rerun is attn_mha_execute (bitwise
  * the same out and weights), then attn_mha_bwd_execute (fuzz_mha_train.c).
  */
-#include "../mha_reference.h"
+#include "fuzz_kv.h"
 #include "fuzz_mha.h"
-#include "fuzz_sparse.h"
 
 /* --------------------------------------------------- expected statuses */
 
@@ -39,7 +39,8 @@ static expect expect_mha_plan(const attn_mha_desc *d)
         (d->weights != ATTN_WEIGHTS_NONE && d->weights != ATTN_WEIGHTS_PER_HEAD &&
          d->weights != ATTN_WEIGHTS_AVERAGED))
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
-    if (!sparse_fields_ok(d->reserved_flags, d->layout_per_head, d->block_size))
+    if (!sparse_fields_ok(d->reserved_flags, d->layout_per_head, d->block_size) ||
+        !dtype_ok(d->x_type) || !dtype_ok(d->w_type))
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
     if (d->embed_dim <= 0 || d->num_heads <= 0 || d->num_kv_heads < 0 || d->kdim < 0 ||
         d->vdim < 0 || d->batch <= 0 || d->q_len <= 0 || d->kv_len <= 0) {
@@ -99,7 +100,8 @@ expect expect_mha_call(const attn_mha_desc *d, const attn_mha_weights *w, const 
 {
     expect e = { 0, 0 };
     const int pk = d->packed_in_proj, hb = d->has_bias;
-    const ptr_use f[] = {
+    /* the weights, then x, key, value and out (expect_mha16's 14) */
+    ptr_use f[64] = {
         { pk, w->in_proj_weight },     { pk && hb, w->in_proj_bias },
         { !pk, w->q_weight },          { !pk, w->k_weight },
         { !pk, w->v_weight },          { !pk && hb, w->q_bias },
@@ -114,7 +116,8 @@ expect expect_mha_call(const attn_mha_desc *d, const attn_mha_weights *w, const 
         { d->use_global_k != 0, a->global_k }, { d->use_global_q != 0, a->global_q },
         { d->block_size != 0, a->layout },
     };
-    expect_call(&e, f, sizeof f / sizeof f[0], d->batch, d->use_kv_lens ? a->kv_lens : NULL,
+    const size_t nf = expect_mha16(&e, d, w, a, outputs, f, 23);
+    expect_call(&e, f, nf, d->batch, d->use_kv_lens ? a->kv_lens : NULL,
                 d->kv_len, d->use_q_lens ? a->q_lens : NULL, d->q_len, ws, ws_bytes, need);
     return e;
 }
@@ -161,47 +164,10 @@ static void print_mha(const attn_mha_desc *d, const unsigned bad[2], int t2, int
                 (unsigned long long)d->dropout_seed, (unsigned long long)d->dropout_offset);
     print_sparse(d->use_global_k, d->use_global_q, d->layout_per_head, d->reserved_flags,
                  d->block_size);
-    fprintf(stderr, " kpm=%d weights=%d engine=%d threads=%d/%d bad=%u,%u%s\n",
-            (int)d->key_padding_mode, (int)d->weights, (int)d->engine, d->threads, t2, bad[0],
-            bad[1], train ? " train" : "");
+    fprintf(stderr, " kpm=%d weights=%d engine=%d threads=%d/%d types=%d/%d bad=%u,%u%s\n",
+            (int)d->key_padding_mode, (int)d->weights, (int)d->engine, d->threads, t2,
+            (int)d->x_type, (int)d->w_type, bad[0], bad[1], train ? " train" : "");
 }
-
-/* One input region of the pool: rows of width at stride. */
-typedef struct mha_reg {
-    size_t off;
-    int64_t rows, width, stride;
-} mha_reg;
-
-/* The MHA problem's state from stage to stage. */
-typedef struct mha_case {
-    attn_mha_desc d;
-    unsigned bad[2];                      /* BAD_* */
-    int train, sparse, huge, t2;
-    int64_t H, dh, E, Hkv, kdim, vdim, B, L, S; /* as decoded (the desc's may be planted) */
-    int64_t szm[3];                       /* [B][H][L] of the mask and bias */
-    sparse_cfg sc;
-    int32_t kv_lens[8], q_lens[8];
-    expect pe;
-    mha_reg rg[12];                       /* the inputs' regions of the pool */
-    int nr, ix, ik, iv, iw0, iw1, iw2, ib0, ib1, ib2, iwo, ibo;
-    size_t bias_off;
-    float *pool;
-    size_t pool_len;
-    uint8_t *mpool, *kpm;                 /* the mask, the key padding mask */
-    size_t mlen;
-    sparse_buf sb;
-    attn_mha_weights w;
-    attn_mha_args a;
-    obuf ob, ow;                          /* out and weights */
-    int ws_small, ws_mis, null_top, cx_small, cx_mis, cx_null;
-    unsigned wsel;
-    float *inputs_copy;
-    uint8_t *mcopy;
-    attn_mha_plan *plan;
-    size_t need_ws, need_cx;
-    wsp cx;                               /* train_forward's context */
-    unsigned char *cx_copy;
-} mha_case;
 
 /* -------------------------------------------------------------- decode */
 
@@ -214,6 +180,8 @@ static void mha_decode_sizes(rd *r, unsigned sel, mha_case *C)
     C->train = !!(sel & SEL_TRAIN);
     C->bad[0] = C->bad[1] = BAD_NONE;
     decode_bad(r, u8(r), BAD_COUNT_, C->bad);
+    if (sel & SEL_QO)
+        decode_mha16(r, C);
     const int64_t H = 1 + pick(r, 4), dh = 1 + pick(r, 4), E = H * dh;
     int64_t Hkv = H;
     {
@@ -393,6 +361,8 @@ static int mha_plant_plan(rd *r, mha_case *C)
     const int64_t E = C->E, H = C->H;
     for (int k = 0; k < 2; k++)
         mha_plant_plan1(r, C, C->bad[k]);
+    if (C->ty.bad == XB_TYPE)
+        mha16_plant_type(r, C);
     C->pe = expect_mha_plan(d);
     if (C->huge)
         C->pe.maybe |= BIT(ATTN_ERR_TOO_LARGE) | BIT(ATTN_ERR_OUT_OF_MEMORY);
@@ -801,11 +771,16 @@ static void mha_check_results(const mha_case *C)
         mo.avg = xmalloc((size_t)(B * L * S) * sizeof(double));
         mo.avg_tol = xmalloc((size_t)(B * L * S) * sizeof(double));
     }
-    if (mref_mha(d, &C->w, a, &mo))
+    mref_round rnd;
+    mha16_round(d, &rnd);
+    if (mref_mha_typed(d, &C->wf, &C->af, &mo, &rnd))
         abort();
+    const uint16_t *o16 = C->ob16.ptr;
     for (int64_t row = 0; row < B * L; row++)
         for (int64_t e = 0; e < E; e++) {
-            const double y = a->out[row * os + e], ref = mo.y[row * E + e];
+            const int64_t at = row * os + e;
+            const double y = o16 ? widen16(d->x_type, o16[at]) : a->out[at];
+            const double ref = mo.y[row * E + e];
             if (!(fabs(y - ref) <= mo.y_tol[row * E + e]))
                 FAIL("MHA out[row %lld][%lld] = %.9g, reference %.9g, tol %.3g", (long long)row,
                      (long long)e, y, ref, mo.y_tol[row * E + e]);
@@ -817,6 +792,8 @@ static void mha_check_results(const mha_case *C)
             FAIL("MHA weights[%zu] = %.9g, reference %.9g, tol %.3g", i, (double)a->weights[i],
                  ref[i], tol[i]);
     obuf_outside(&C->ob, "out");
+    if (o16)
+        obuf16_outside(&C->ob16, "out");
     if (C->ow.base)
         obuf_outside(&C->ow, "weights");
     free(mo.y);
@@ -833,11 +810,16 @@ static int mha_check(mha_case *C, attn_status st)
 {
     const attn_mha_desc *d = &C->d;
     if (memcmp(C->inputs_copy, C->pool, C->pool_len * sizeof(float)) ||
-        memcmp(C->mcopy, C->mpool, C->mlen))
+        memcmp(C->mcopy, C->mpool, C->mlen) || !mha16_pools_same(C))
         FAIL("an MHA input was modified");
+    mha16_junk_untouched("attn_mha_execute");
+    const int typed = d->x_type || d->w_type;
     if (st != ATTN_OK) {
         counts[C->train ? N_TRAIN_ERROR : N_MHA_ERROR]++;
+        counts[N_MHA16_ERROR] += typed;
         obuf_untouched(&C->ob, "out", st_name(st));
+        if (C->ob16.base)
+            obuf16_untouched(&C->ob16, "out", st_name(st));
         if (C->ow.base)
             obuf_untouched(&C->ow, "weights", st_name(st));
         if (C->train && memcmp(C->cx_copy, C->cx.raw, C->cx.alloc))
@@ -849,6 +831,8 @@ static int mha_check(mha_case *C, attn_status st)
         counts[N_DROP_MHA_CHECKED]++;
     if (C->sparse)
         counts[N_SPARSE_MHA_CHECKED]++;
+    counts[N_MHA16_CHECKED] += typed;
+    counts[N_MHA16_BF16] += mha16_bf(d);
     mha_check_results(C);
     return 1;
 }
@@ -861,6 +845,7 @@ static void mha_rerun(mha_case *C)
     const int t2 = C->t2;
     attn_status st;
     float *so = obuf_snap(&C->ob), *sw = obuf_snap(&C->ow);
+    uint16_t *so16 = obuf16_snap(&C->ob16);
     attn_mha_desc d2 = *d;
     d2.threads = t2;
     char note[256];
@@ -870,6 +855,8 @@ static void mha_rerun(mha_case *C)
     obuf_clear(&C->ob);
     if (C->ow.base)
         obuf_clear(&C->ow);
+    if (so16)
+        obuf16_clear(&C->ob16);
     attn_mha_plan *plan2 = NULL;
     if ((st = attn_mha_plan_create(&plan2, &d2)) != ATTN_OK)
         FAIL("MHA plan with %d threads: %s", t2, st_name(st));
@@ -884,8 +871,10 @@ static void mha_rerun(mha_case *C)
     obuf_same(&C->ob, so, "out", d->threads, t2, note);
     if (C->ow.base)
         obuf_same(&C->ow, sw, "weights", d->threads, t2, note);
+    obuf16_same(&C->ob16, so16, "out", d->threads, t2, note);
     free(so);
     free(sw);
+    free(so16);
 }
 
 static void mha_case_free(mha_case *C)
@@ -901,6 +890,9 @@ static void mha_case_free(mha_case *C)
     sparse_free(&C->sb);
     obuf_free(&C->ob);
     obuf_free(&C->ow);
+    obuf16_free(&C->ob16);
+    free(C->px);
+    free(C->pw);
 }
 
 /* ----------------------------------------------------------------- kind */
@@ -921,19 +913,26 @@ void fuzz_mha(rd *r, unsigned sel)
     /* plant (NaN where never read), the buffers, exec-time fields */
     mha_place_inputs(r, C);
     mha_fill_inputs(r, C);
+    mha16_pools(C);
     mha_make_args(r, C);
+    mha16_args(C);
     for (int k = 0; k < 2; k++)
         mha_plant_exec1(r, C, C->bad[k]);
+    if (!C->train) { /* (training: in the backward) */
+        const mha16_site s = { &C->w, &C->a, &C->w16, &C->a16, NULL, NULL, NULL };
+        mha16_plant(r, &C->d, C->ty.bad, &s);
+    }
     /* run */
     mha_prepare(r, C);
     const attn_status st = mha_run(C);
     /* check */
     if (mha_check(C, st)) {
         mha_rerun(C);
+        mha16_twin(C);
         if (C->train) {
-            const mha_prob M = { &C->d, &C->w, &C->a, C->pool, C->pool_len, C->mpool, C->mlen,
-                                 &C->ob, &C->ow, C->cx.ptr, C->cx.bytes, C->need_cx, C->t2,
-                                 C->sparse };
+            const mha_prob M = { &C->d, &C->w, &C->a, &C->wf, &C->af, C, C->pool, C->pool_len,
+                                 C->mpool, C->mlen, &C->ob, &C->ow, &C->ob16, C->cx.ptr,
+                                 C->cx.bytes, C->need_cx, C->t2, C->sparse };
             fuzz_mha_train(r, &M, C->plan);
         }
     }

@@ -20,10 +20,18 @@
  * backward with accumulate 0 (bitwise the same gradients) or 1 onto
  * decoded values (each element exactly old + g in fp32).  Inputs, dY and
  * the context never change.
+ *
+ * Element types (byte 0 bit 7, fuzz_mha16.c): dY rounded to x_type and
+ * passed through grads16 (the dy argument NULL), each gradient at its
+ * tensor's type (16-bit ones in buffers of sentinels laid out as the
+ * float ones), the XB_* field planted here (grads16 included); checked
+ * against the reference with each gradient's own rounding added, and where
+ * the types widen bitwise against the fp32 training calls on the widened
+ * values (mtrain_twin; accumulate = 1 then as round(old + g) with g that
+ * twin's fp32 gradient; with BF16 products the rerun overwrites).
  */
-#include "../mha_reference.h"
 #include "fuzz_mha.h"
-#include "fuzz_sparse.h"
+#include "fuzz_kv.h"
 
 /* Invalid fields of attn_mha_bwd_execute (one or two per input). */
 enum {
@@ -60,11 +68,21 @@ static void grad_used(const attn_mha_desc *d, int u[MHA_NGRAD])
                                !pk && hb, 1, hb };
     memcpy(u, t, sizeof t);
 }
-static void grads_clear(obuf gb[MG_COUNT])
+static void grad_slots16(attn_mha_grads16 *g, uint16_t **s[MHA_NGRAD])
 {
-    for (int k = 0; k < MG_COUNT; k++)
-        if (gb[k].base)
-            obuf_clear(&gb[k]);
+    uint16_t **t[MHA_NGRAD] = { &g->dx, &g->dkey, &g->dvalue, &g->d_in_proj_weight,
+                                &g->d_in_proj_bias, &g->d_q_weight, &g->d_k_weight,
+                                &g->d_v_weight, &g->d_q_bias, &g->d_k_bias, &g->d_v_bias,
+                                &g->d_out_weight, &g->d_out_bias };
+    memcpy(s, t, sizeof t);
+}
+/* The family (MG_*) of each slot, and its element type. */
+static const int slot_fam[MHA_NGRAD] = { MG_DX, MG_DKEY, MG_DVALUE, MG_DWQ, MG_DBQ, MG_DWQ,
+                                         MG_DWK, MG_DWV, MG_DBQ, MG_DBK, MG_DBV, MG_DWO,
+                                         MG_DBO };
+static attn_dtype fam_type(const attn_mha_desc *d, int k)
+{
+    return k <= MG_DVALUE ? d->x_type : d->w_type;
 }
 
 /* The backward's state from stage to stage. */
@@ -78,8 +96,15 @@ typedef struct mtrain_case {
     float *gview[MG_COUNT];               /* each gradient's origin */
     int64_t grows[MG_COUNT], gwid[MG_COUNT], gld[MG_COUNT];
     attn_mha_grads g0, g;                 /* g0: valid, g: planted */
+    attn_mha_grads16 g160, g16;           /* their 16-bit sides */
     attn_mha_weights w;
     attn_mha_args a;
+    attn_mha_weights16 w16;               /* the planted copies of the forward's */
+    attn_mha_args16 a16;
+    const float *dyp;                     /* the dy argument (NULL at a 16-bit x_type) */
+    uint16_t *dy16, *dy16_copy;
+    obuf16 gb16[MG_COUNT];                /* the 16-bit gradients (laid out as gb) */
+    float *tw[MG_COUNT];                  /* the fp32 twin's gradients (laid out as gb) */
     int32_t kvl[8], ql[8];                /* planted lengths */
     const void *cxp;                      /* the context passed, cxb bytes */
     size_t cxb;
@@ -94,6 +119,48 @@ typedef struct mtrain_case {
 /* Pointers the backward must ignore (args->weights) or refuse: never
  * written. */
 static float junk_f[64];
+
+static void grads_clear(mtrain_case *C)
+{
+    for (int k = 0; k < MG_COUNT; k++) {
+        if (C->gb[k].base)
+            obuf_clear(&C->gb[k]);
+        if (C->gb16[k].base)
+            obuf16_clear(&C->gb16[k]);
+    }
+}
+
+/* The buffer a family's view is in (packed: dW_q's, db_q's). */
+static int gowner(const mtrain_case *C, int k)
+{
+    return C->gb[k].base ? k : (k == MG_DWK || k == MG_DWV) ? MG_DWQ : MG_DBQ;
+}
+
+/* A grads struct (and its 16-bit side) of the plan's slots: slot x at
+ * view[fam] + its offset, in f or in h by its type. */
+static void grads_point(const mtrain_case *C, float *const *fb, uint16_t *const *hb,
+                        attn_mha_grads *g, attn_mha_grads16 *h)
+{
+    const attn_mha_desc *d = C->M->d;
+    float **slot[MHA_NGRAD];
+    uint16_t **slot16[MHA_NGRAD];
+    int used[MHA_NGRAD];
+    memset(g, 0, sizeof *g);
+    attn_mha_grads16_init(h);
+    grad_slots(g, slot);
+    grad_slots16(h, slot16);
+    grad_used(d, used);
+    for (int x = 0; x < MHA_NGRAD; x++) {
+        const int k = slot_fam[x], o = gowner(C, k);
+        if (!used[x] || !C->grows[k])
+            continue;
+        const ptrdiff_t off = C->gview[k] - C->gb[o].base;
+        if (hb && fam_type(d, k))
+            *slot16[x] = hb[o] + off;
+        else
+            *slot[x] = fb[o] + off;
+    }
+}
 
 /* -------------------------------------------------------------- decode */
 
@@ -111,6 +178,16 @@ static void mtrain_make_dy(rd *r, mtrain_case *C)
     for (int64_t t = 0; t < B * L; t++)
         for (int64_t e = 0; e < E; e++)
             C->dy[t * os + e] = pr_val(&g, 1.0);
+    C->dyp = C->dy;
+    if (d->x_type != ATTN_DTYPE_F32) { /* rounded: the reference sees the same values */
+        C->dy16 = xmalloc(C->ndy * sizeof(uint16_t));
+        C->dy16_copy = xmalloc(C->ndy * sizeof(uint16_t));
+        if (attn_dtype_encode(d->x_type, C->dy, C->dy16, (int64_t)C->ndy) != ATTN_OK ||
+            attn_dtype_decode(d->x_type, C->dy16, C->dy, (int64_t)C->ndy) != ATTN_OK)
+            FAIL("attn_dtype_encode/decode of dY failed");
+        memcpy(C->dy16_copy, C->dy16, C->ndy * sizeof(uint16_t));
+        C->dyp = NULL;
+    }
 }
 
 /* The gradient buffers: dX, dXk, dXv with the inputs' row strides, the
@@ -140,25 +217,19 @@ static void mtrain_make_grads(rd *r, mtrain_case *C)
         obuf_make(&C->gb[k], r, &v, sz, C->gwid[k], (rows - 1) * C->gld[k] + C->gwid[k]);
         C->gview[k] = C->gb[k].ptr;
     }
-    grads_clear(C->gb);
-    attn_mha_grads *g0 = &C->g0;
-    memset(g0, 0, sizeof *g0);
-    g0->dx = C->gview[MG_DX];
-    g0->dkey = C->gview[MG_DKEY];
-    g0->dvalue = C->gview[MG_DVALUE];
-    if (packed) {
-        g0->d_in_proj_weight = C->gview[MG_DWQ];
-        g0->d_in_proj_bias = C->gview[MG_DBQ];
-    } else {
-        g0->d_q_weight = C->gview[MG_DWQ];
-        g0->d_k_weight = C->gview[MG_DWK];
-        g0->d_v_weight = C->gview[MG_DWV];
-        g0->d_q_bias = C->gview[MG_DBQ];
-        g0->d_k_bias = C->gview[MG_DBK];
-        g0->d_v_bias = C->gview[MG_DBV];
+    float *fb[MG_COUNT];
+    uint16_t *hb[MG_COUNT];
+    for (int k = 0; k < MG_COUNT; k++) {
+        if (C->gb[k].base && fam_type(d, k))
+            obuf16_like(&C->gb16[k], &C->gb[k]);
+        fb[k] = C->gb[k].base;
+        hb[k] = C->gb16[k].base;
     }
-    g0->d_out_weight = C->gview[MG_DWO];
-    g0->d_out_bias = C->gview[MG_DBO];
+    grads_clear(C);
+    grads_point(C, fb, hb, &C->g0, &C->g160);
+    C->g160.dy = C->dy16;
+    if (d->x_type || d->w_type)
+        C->g0.grads16 = &C->g160;
 }
 
 /* --------------------------------------------------------------- plant */
@@ -276,7 +347,20 @@ static void mtrain_plant(rd *r, mtrain_case *C)
     const int64_t B = M->d->batch;
     C->w = *M->w;
     C->a = *M->a;
+    attn_mha_weights16_init(&C->w16);
+    attn_mha_args16_init(&C->a16);
+    if (C->w.weights16) {
+        C->w16 = *C->w.weights16;
+        C->w.weights16 = &C->w16;
+    }
+    if (C->a.args16) {
+        C->a16 = *C->a.args16;
+        C->a.args16 = &C->a16;
+    }
     C->g = C->g0;
+    C->g16 = C->g160;
+    if (C->g.grads16)
+        C->g.grads16 = &C->g16;
     switch (C->ctl & 3) { /* ignored by the backward */
     case 1: C->a.out = NULL; break;
     case 2: C->a.weights = junk_f; break;
@@ -291,6 +375,10 @@ static void mtrain_plant(rd *r, mtrain_case *C)
     C->cxb = M->cx_bytes;
     for (int k = 0; k < 2; k++)
         mtrain_plant1(r, C, C->bad[k]);
+    if (C->null_top == 4) /* dY NULL: of its type */
+        C->dyp = NULL, C->g16.dy = NULL;
+    const mha16_site s = { &C->w, &C->a, &C->w16, &C->a16, &C->g, &C->g16, &C->dyp };
+    mha16_plant(r, M->d, M->C->ty.bad, &s);
 }
 
 /* ------------------------------------------------------------------ run */
@@ -306,15 +394,29 @@ static expect mtrain_expect(const mtrain_case *C, const wsp *ws, size_t need_bws
     expect_context(&e, C->cxp, C->cxb, C->M->cx_need);
     if (C->acc != 0 && C->acc != 1)
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
+    static const attn_mha_grads16 no_g16;
     float **slot[MHA_NGRAD];
+    uint16_t **slot16[MHA_NGRAD];
     int used[MHA_NGRAD];
-    ptr_use u[MHA_NGRAD];
+    ptr_use u[2 * MHA_NGRAD + 3];
     attn_mha_grads g = C->g;
+    attn_mha_grads16 h = g.grads16 ? *g.grads16 : no_g16;
     grad_slots(&g, slot);
+    grad_slots16(&h, slot16);
     grad_used(d, used);
-    for (int x = 0; x < MHA_NGRAD; x++)
-        u[x] = (ptr_use){ used[x], *slot[x] };
-    expect_call(&e, u, MHA_NGRAD, 0, NULL, 0, NULL, 0, NULL, 0, 0);
+    for (int x = 0; x < MHA_NGRAD; x++) {
+        const int is16 = fam_type(d, slot_fam[x]) != ATTN_DTYPE_F32;
+        u[x] = (ptr_use){ used[x] && !is16, *slot[x] };
+        u[MHA_NGRAD + x] = (ptr_use){ used[x] && is16, *slot16[x] };
+    }
+    const int x16 = d->x_type != ATTN_DTYPE_F32;
+    u[2 * MHA_NGRAD] = (ptr_use){ !x16, C->dyp };
+    u[2 * MHA_NGRAD + 1] = (ptr_use){ x16, h.dy };
+    u[2 * MHA_NGRAD + 2] = (ptr_use){ x16 || d->w_type != ATTN_DTYPE_F32, g.grads16 };
+    expect_call(&e, u, 2 * MHA_NGRAD + 3, 0, NULL, 0, NULL, 0, NULL, 0, 0);
+    for (int x = 0; g.grads16 && x < 8; x++)
+        if (g.grads16->reserved[x])
+            e.must |= BIT(ATTN_ERR_BAD_OPTION);
     if (C->null_top) /* the rest may be checked first or not at all */
         e.must |= BIT(ATTN_ERR_NULL_ARGUMENT);
     return e;
@@ -334,12 +436,22 @@ static void mtrain_copy_inputs(mtrain_case *C)
     memcpy(C->cx_copy, M->cx, M->cx_bytes);
 }
 
+/* The inputs, dY and the context unchanged. */
+static void mtrain_same_inputs(const mtrain_case *C, const char *what)
+{
+    const mha_prob *M = C->M;
+    if (memcmp(C->pool_copy, M->pool, M->pool_len * sizeof(float)) ||
+        memcmp(C->m_copy, M->mpool, M->mlen) || memcmp(C->dy_copy, C->dy, C->ndy * sizeof(float)) ||
+        memcmp(C->cx_copy, M->cx, M->cx_bytes) || !mha16_pools_same(M->C) ||
+        (C->dy16 && memcmp(C->dy16_copy, C->dy16, C->ndy * sizeof(uint16_t))))
+        FAIL("%s: an input, dY or the context was modified", what);
+}
+
 /* The workspace (decoded choice or planted) and the call, its status
  * checked; nothing written through the ignored or refused pointers, the
  * inputs, dY and the context unchanged. */
 static attn_status mtrain_run(rd *r, mtrain_case *C)
 {
-    const mha_prob *M = C->M;
     C->wsel = u8(r);
     size_t need_bws = 0;
     if (attn_mha_bwd_workspace_size(C->plan, &need_bws) != ATTN_OK)
@@ -353,7 +465,7 @@ static attn_status mtrain_run(rd *r, mtrain_case *C)
     mtrain_copy_inputs(C);
     const int null_top = C->null_top;
     attn_status st = attn_mha_bwd_execute(null_top == 1 ? NULL : C->plan, null_top == 2 ? NULL : &C->w,
-                                       null_top == 3 ? NULL : &C->a, null_top == 4 ? NULL : C->dy,
+                                       null_top == 3 ? NULL : &C->a, C->dyp,
                                        C->cxp, C->cxb, null_top == 5 ? NULL : &C->g, C->acc,
                                        ws.ptr, ws.bytes);
     check_status("attn_mha_bwd_execute", st, e);
@@ -361,10 +473,8 @@ static attn_status mtrain_run(rd *r, mtrain_case *C)
     for (int x = 0; x < 64; x++) /* args->weights (ignored), unused pointers */
         if (fbits(junk_f[x]) != 0)
             FAIL("attn_mha_bwd_execute wrote through a pointer it must ignore or refuse");
-    if (memcmp(C->pool_copy, M->pool, M->pool_len * sizeof(float)) ||
-        memcmp(C->m_copy, M->mpool, M->mlen) || memcmp(C->dy_copy, C->dy, C->ndy * sizeof(float)) ||
-        memcmp(C->cx_copy, M->cx, M->cx_bytes))
-        FAIL("attn_mha_bwd_execute: an input, dY or the context was modified");
+    mha16_junk_untouched("attn_mha_bwd_execute");
+    mtrain_same_inputs(C, "attn_mha_bwd_execute");
     return st;
 }
 
@@ -377,14 +487,20 @@ static int mtrain_check(const mtrain_case *C, attn_status st)
 {
     const mha_prob *M = C->M;
     const attn_mha_desc *d = M->d;
+    const int typed = d->x_type || d->w_type;
     if (st != ATTN_OK) {
         counts[N_MBWD_ERROR]++;
-        for (int k = 0; k < MG_COUNT; k++)
+        counts[N_MBWD16_ERROR] += typed;
+        for (int k = 0; k < MG_COUNT; k++) {
             if (C->gb[k].base)
                 obuf_untouched(&C->gb[k], mref_grad_name[k], st_name(st));
+            if (C->gb16[k].base)
+                obuf16_untouched(&C->gb16[k], mref_grad_name[k], st_name(st));
+        }
         return 0;
     }
     counts[N_MBWD_CHECKED]++;
+    counts[N_MBWD16_CHECKED] += typed;
     if (M->sparse)
         counts[N_SPARSE_MBWD_CHECKED]++;
     if (d->dropout_p > 0.0)
@@ -396,25 +512,97 @@ static int mtrain_check(const mtrain_case *C, attn_status st)
             continue;
         rg.g[k] = xmalloc((size_t)(C->grows[k] * C->gwid[k]) * sizeof(double));
         rg.tol[k] = xmalloc((size_t)(C->grows[k] * C->gwid[k]) * sizeof(double));
+        rg.mag[k] = xmalloc((size_t)(C->grows[k] * C->gwid[k]) * sizeof(double));
     }
-    if (mref_mha_backward(d, M->w, M->a, C->dy, &rg))
+    /* on the widened values, with the BF16 products' roundings (the
+     * gradient's own rounding added below) */
+    mref_round rnd;
+    mha16_round(d, &rnd);
+    if (mref_mha_backward_typed(d, M->wf, M->af, C->dy, &rg, &rnd))
         abort();
     for (int k = 0; k < MG_COUNT; k++) {
+        const attn_dtype t = fam_type(d, k);
+        const uint16_t *v16 = t && C->grows[k] ? C->gb16[gowner(C, k)].base +
+                                                     (C->gview[k] - C->gb[gowner(C, k)].base)
+                                               : NULL;
         for (int64_t i = 0; i < C->grows[k]; i++)
             for (int64_t x = 0; x < C->gwid[k]; x++) {
-                const double v = C->gview[k][i * C->gld[k] + x], ref = rg.g[k][i * C->gwid[k] + x],
-                             tol = rg.tol[k][i * C->gwid[k] + x];
+                const int64_t at = i * C->gld[k] + x, j = i * C->gwid[k] + x;
+                const double v = v16 ? widen16(t, v16[at]) : C->gview[k][at], ref = rg.g[k][j];
+                const double tol = rg.tol[k][j] + 1.25 * dtype_u2(t) * rg.mag[k][j] +
+                                   (t == ATTN_DTYPE_F16 ? 0x1p-24 : 0.0);
                 if (!(fabs(v - ref) <= tol))
                     FAIL("MHA backward %s[%lld][%lld] = %.9g, reference %.9g, tol %.3g",
                          mref_grad_name[k], (long long)i, (long long)x, v, ref, tol);
             }
         free(rg.g[k]);
         free(rg.tol[k]);
+        free(rg.mag[k]);
     }
-    for (int k = 0; k < MG_COUNT; k++)
+    for (int k = 0; k < MG_COUNT; k++) {
         if (C->gb[k].base)
             obuf_outside(&C->gb[k], mref_grad_name[k]);
+        if (C->gb16[k].base)
+            obuf16_outside(&C->gb16[k], mref_grad_name[k]);
+    }
     return 1;
+}
+
+/* Where the types widen: the fp32 training calls (the same plan but F32,
+ * the same threads) on the widened values into buffers laid out as the
+ * gradients' (C->tw, kept for the accumulate check): every gradient is
+ * their bits rounded to its type. */
+static void mtrain_twin(mtrain_case *C)
+{
+    const mha_prob *M = C->M;
+    const attn_mha_desc *d = M->d;
+    if (mha16_bf(d) || !(d->x_type || d->w_type))
+        return;
+    attn_mha_desc d32 = *d;
+    d32.x_type = d32.w_type = ATTN_DTYPE_F32;
+    const float s = sentinel();
+    for (int k = 0; k < MG_COUNT; k++) {
+        if (!C->gb[k].base)
+            continue;
+        C->tw[k] = xmalloc(C->gb[k].count * sizeof(float));
+        for (size_t i = 0; i < C->gb[k].count; i++)
+            C->tw[k][i] = s;
+    }
+    attn_mha_grads g;
+    attn_mha_grads16 unused;
+    grads_point(C, C->tw, NULL, &g, &unused);
+    attn_mha_args a = *M->af;
+    float *yo = xmalloc(M->ob->count * sizeof(float));
+    float *wo = M->ow->base ? xmalloc(M->ow->count * sizeof(float)) : NULL;
+    a.out = yo + (M->ob->ptr - M->ob->base);
+    a.weights = wo ? wo + (M->ow->ptr - M->ow->base) : NULL;
+    attn_mha_plan *plan = NULL;
+    size_t need = 0;
+    wsp cx = { 0 };
+    attn_status st = attn_mha_plan_create(&plan, &d32);
+    if (st == ATTN_OK && (st = attn_mha_context_size(plan, &need)) == ATTN_OK) {
+        wsp_make(&cx, 1, need, 0, 0);
+        st = attn_mha_train_execute(plan, M->wf, &a, cx.ptr, cx.bytes, NULL, 0);
+    }
+    if (st == ATTN_OK)
+        st = attn_mha_bwd_execute(plan, M->wf, &a, C->dy, cx.ptr, cx.bytes, &g, 0, NULL, 0);
+    if (st != ATTN_OK)
+        FAIL("the fp32 training on the widened values: %s", st_name(st));
+    for (int k = 0; k < MG_COUNT; k++) {
+        if (!C->tw[k])
+            continue;
+        if (fam_type(d, k))
+            mha16_rounded(C->gb16[k].base, C->tw[k], C->gb[k].inview, C->gb[k].count,
+                          fam_type(d, k), mref_grad_name[k]);
+        else if (memcmp(C->tw[k], C->gb[k].base, C->gb[k].count * sizeof(float)))
+            FAIL("MHA backward %s (F32) not bitwise the fp32 training on the widened values",
+                 mref_grad_name[k]);
+    }
+    counts[N_MBWD16_TWIN]++;
+    attn_mha_plan_destroy(plan);
+    free(cx.raw);
+    free(yo);
+    free(wo);
 }
 
 /* The rerun's train_forward with the other thread count: out (and
@@ -425,49 +613,79 @@ static void mtrain_rerun_forward(const mtrain_case *C, const attn_mha_plan *plan
     const mha_prob *M = C->M;
     attn_status st;
     float *so = obuf_snap(M->ob), *sw = obuf_snap(M->ow);
+    uint16_t *so16 = obuf16_snap(M->ob16);
     obuf_clear(M->ob);
     if (M->ow->base)
         obuf_clear(M->ow);
+    if (so16)
+        obuf16_clear(M->ob16);
     if ((st = attn_mha_train_execute(plan2, M->w, M->a, cx2->ptr, cx2->bytes, fws->ptr,
                                      fws->bytes)) != ATTN_OK)
         FAIL("attn_mha_train_execute with %d threads: %s", M->t2, st_name(st));
     obuf_same(M->ob, so, "out", M->d->threads, M->t2, note);
     if (M->ow->base)
         obuf_same(M->ow, sw, "weights", M->d->threads, M->t2, note);
+    obuf16_same(M->ob16, so16, "out", M->d->threads, M->t2, note);
     free(so);
     free(sw);
+    free(so16);
 }
 
-/* The rerun's backward: overwriting (bitwise the first gradients g1) or
- * accumulating onto decoded values (exactly old + g in fp32). */
+/* The rerun's backward: overwriting (bitwise the first gradients g1,
+ * g16) or accumulating onto decoded values (exactly old + g in fp32; a
+ * 16-bit gradient round(old + g) with g the fp32 twin's, so not with BF16
+ * products). */
 static void mtrain_rerun_backward(rd *r, mtrain_case *C, const attn_mha_plan *plan2,
                                   const wsp *cx2, const wsp *bws, float *const g1[MG_COUNT],
-                                  const char *note)
+                                  uint16_t *const g16[MG_COUNT], const char *note)
 {
     const mha_prob *M = C->M;
-    const int t1 = M->d->threads, t2 = M->t2;
+    const attn_mha_desc *d = M->d;
+    const int t1 = d->threads, t2 = M->t2;
     obuf *gb = C->gb;
     float *old[MG_COUNT];
+    uint16_t *old16[MG_COUNT];
     attn_status st;
-    const int accumulate = (C->ctl >> 2) & 1;
-    grads_clear(gb);
+    const int accumulate = ((C->ctl >> 2) & 1) && !mha16_bf(d);
+    grads_clear(C);
     if (accumulate) {
         prng gv = { u32(r) ^ 0x9fb21c651e98df25ull };
         for (int k = 0; k < MG_COUNT; k++)
             for (size_t i = 0; i < gb[k].count; i++)
-                if (gb[k].inview[i])
+                if (gb[k].inview[i]) {
                     gb[k].base[i] = pr_val(&gv, 2.0);
+                    if (C->gb16[k].base)
+                        C->gb16[k].base[i] = narrow16(fam_type(d, k), gb[k].base[i]);
+                }
     }
-    for (int k = 0; k < MG_COUNT; k++)
+    for (int k = 0; k < MG_COUNT; k++) {
         old[k] = obuf_snap(&gb[k]);
-    if ((st = attn_mha_bwd_execute(plan2, M->w, M->a, C->dy, cx2->ptr, cx2->bytes, &C->g0,
-                                accumulate, bws->ptr, bws->bytes)) != ATTN_OK)
+        old16[k] = obuf16_snap(&C->gb16[k]);
+    }
+    if ((st = attn_mha_bwd_execute(plan2, M->w, M->a, C->dy16 ? NULL : C->dy, cx2->ptr,
+                                   cx2->bytes, &C->g0, accumulate, bws->ptr, bws->bytes)) != ATTN_OK)
         FAIL("attn_mha_bwd_execute with %d threads: %s", t2, st_name(st));
     for (int k = 0; k < MG_COUNT; k++) {
         if (!gb[k].base)
             continue;
+        const attn_dtype t = fam_type(d, k);
         if (!accumulate) {
             obuf_same(&gb[k], g1[k], mref_grad_name[k], t1, t2, note);
+            obuf16_same(&C->gb16[k], g16[k], mref_grad_name[k], t1, t2, note);
+            continue;
+        }
+        for (size_t i = 0; t && i < gb[k].count; i++) {
+            const uint16_t want = gb[k].inview[i]
+                                      ? narrow16(t, widen16(t, old16[k][i]) + C->tw[k][i])
+                                      : old16[k][i];
+            if (want != C->gb16[k].base[i])
+                FAIL("MHA backward, accumulate = 1 with %d threads%s: %s element %zu = 0x%04x, "
+                     "want round(%.9g + %.9g) = 0x%04x", t2, note, mref_grad_name[k], i,
+                     (unsigned)C->gb16[k].base[i], (double)widen16(t, old16[k][i]),
+                     (double)C->tw[k][i], (unsigned)want);
+        }
+        if (t) {
+            obuf_same(&gb[k], old[k], mref_grad_name[k], t1, t2, " (the unused float buffer)");
             continue;
         }
         for (size_t i = 0; i < gb[k].count; i++) {
@@ -480,8 +698,10 @@ static void mtrain_rerun_backward(rd *r, mtrain_case *C, const attn_mha_plan *pl
                      (double)want);
         }
     }
-    for (int k = 0; k < MG_COUNT; k++)
+    for (int k = 0; k < MG_COUNT; k++) {
         free(old[k]);
+        free(old16[k]);
+    }
 }
 
 /* Another thread count: a plan, train_forward, then the backward. */
@@ -490,8 +710,11 @@ static void mtrain_rerun(rd *r, mtrain_case *C)
     const mha_prob *M = C->M;
     attn_status st;
     float *g1[MG_COUNT];
-    for (int k = 0; k < MG_COUNT; k++)
+    uint16_t *g16[MG_COUNT];
+    for (int k = 0; k < MG_COUNT; k++) {
         g1[k] = obuf_snap(&C->gb[k]);
+        g16[k] = obuf16_snap(&C->gb16[k]);
+    }
     attn_mha_desc d2 = *M->d;
     d2.threads = M->t2;
     const char *note = drop_zero_reset(d2.dropout_p, &d2.dropout_seed, &d2.dropout_offset);
@@ -508,9 +731,11 @@ static void mtrain_rerun(rd *r, mtrain_case *C)
     wsp_make(&fws, (C->wsel >> 2) % 3, need_fws, 0, 0);
     wsp_make(&bws, (C->wsel >> 4) % 3, need2, 0, 0);
     mtrain_rerun_forward(C, plan2, &cx2, &fws, note);
-    mtrain_rerun_backward(r, C, plan2, &cx2, &bws, g1, note);
-    for (int k = 0; k < MG_COUNT; k++)
+    mtrain_rerun_backward(r, C, plan2, &cx2, &bws, g1, g16, note);
+    for (int k = 0; k < MG_COUNT; k++) {
         free(g1[k]);
+        free(g16[k]);
+    }
     free(cx2.raw);
     free(fws.raw);
     free(bws.raw);
@@ -525,8 +750,13 @@ static void mtrain_case_free(mtrain_case *C)
     free(C->cx_copy);
     free(C->cx_mis);
     free(C->dy);
-    for (int k = 0; k < MG_COUNT; k++)
+    free(C->dy16);
+    free(C->dy16_copy);
+    for (int k = 0; k < MG_COUNT; k++) {
         obuf_free(&C->gb[k]);
+        obuf16_free(&C->gb16[k]);
+        free(C->tw[k]);
+    }
 }
 
 /* ----------------------------------------------------------------- kind */
@@ -549,8 +779,10 @@ void fuzz_mha_train(rd *r, const mha_prob *M, const attn_mha_plan *plan)
     /* run */
     const attn_status st = mtrain_run(r, C);
     /* check */
-    if (mtrain_check(C, st))
+    if (mtrain_check(C, st)) {
+        mtrain_twin(C);
         mtrain_rerun(r, C);
+    }
     mtrain_case_free(C);
     free(C);
 }

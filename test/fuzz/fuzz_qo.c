@@ -97,14 +97,9 @@ int qo_bf16_products(const attn_sdpa_desc *d, int nodecode)
     return !(decode && d->q_len <= 16);
 }
 
-static double two_u(attn_dtype t)
-{
-    return t == ATTN_DTYPE_BF16 ? 0x1p-8 : t == ATTN_DTYPE_F16 ? 0x1p-10 : 0.0;
-}
-
 void qo_tolerance(const attn_sdpa_desc *d, int bf16, double *orel_add, double *oabs)
 {
-    *orel_add = two_u(d->o_type) + (bf16 ? two_u(ATTN_DTYPE_BF16) : 0.0);
+    *orel_add = dtype_u2(d->o_type) + (bf16 ? dtype_u2(ATTN_DTYPE_BF16) : 0.0);
     *oabs = d->o_type == ATTN_DTYPE_F16 ? 0x1p-24 : 0.0;
 }
 

@@ -14,7 +14,8 @@ kind, fuzz_<api>.c decodes the rest; missing bytes read as 0):
            layout builder instead; bits 4 and 5 together: one call of
            attn_partials_merge; bit 6: K/V storage types and the paged
            cache in the SDPA problem, with bit 0 one attn_kv_append call;
-           bit 7: the element types of Q and O in the SDPA problem)
+           bit 7: the element types of Q and O in the SDPA problem, with
+           bit 0 x_type and w_type of the MHA layer)
   then     sizes, options, layouts, values, workspace: random here.
 For each API and each invalid-field kind (and none) a few inputs with
 random tails, plus SDPA shapes past a key tile (split keys) and past a
@@ -43,7 +44,13 @@ range, two invalid fields).  And the Q/O seeds sdpa-qo-* (byte 0 bit 7:
 every pair of q_type and o_type, on the decode path, with many queries on
 either engine and past a key tile; with bit 6 all BF16 or all F16
 contiguous and paged, BF16 products on the tile engine; one per QB_*
-invalid field).
+invalid field).  And the MHA type seeds mha16-* (byte 0 bits 7 and 0,
+with bit 2 training, bit 3 sparse): bytes 2 and 3 the types x (x_type + 3
+w_type, 0 F32, 1 F16, 2 BF16; >= 192 one type, BF16 when even) and z (>=
+160 plants XB_* kind z - 159, fuzz_mha.h): every pair of types, forward
+and training, BF16 on the tile engine (BF16 products) and on the BLAS,
+sparse (widened), and one per XB_* kind forward and in the backward (the
+training seeds short, so that the backward's bytes read as zeros).
 
 usage: gen_seeds.py OUTDIR
 """
@@ -205,6 +212,33 @@ def main():
             at += 3
         b[at], b[at + 1] = x, z
         seeds["sdpa-qo-%02d" % k] = bytes(b)
+    # byte 0 bits 7 and 0: the MHA layer's element types (own generator
+    # again).  With an engine given: no kdim / vdim bytes (f bits 4 and 6
+    # clear) and opt without bits 0 and 2 (no scale or window bytes), so
+    # that wb (weights + 3 engine, engine 2 tile) is at a fixed place:
+    # after sel, bad, x, z, H, dh, Hkv, f, B, L, (S if cross), sg, opt,
+    # mask, key padding.
+    rng7 = random.Random(20261129)
+    mha16 = tuple((129, x, 0, None) for x in range(1, 9)) + (
+        (129, 192, 0, 2), (129, 192, 0, 1), (129, 193, 0, 2), (129, 194, 0, 0),
+        (129, 2 + 3 * 2, 0, 2),
+    ) + tuple((133, x, 0, None) for x in (1, 2, 3, 5, 6, 7)) + (
+        (133, 192, 0, 2), (133, 192, 0, 1), (133, 193, 0, 2), (135, 192, 0, 2),
+        (137, 192, 0, 2), (141, 2 + 3 * 1, 0, 2),
+    ) + tuple((129, (2 + 3 * 1, 192, 0)[k % 3], 159 + k, None) for k in range(1, 7)) + tuple(
+        (133, (192, 193, 2 + 3 * 1)[k % 3], 159 + k, 2) for k in range(1, 7))
+    for k, (sel, x, z, engine) in enumerate(mha16):
+        # training: short, so that the backward's bytes (after the
+        # forward's) read as zeros: valid, overwriting
+        n = rng7.randrange(20, 24) if sel & 4 else rng7.randrange(60, 110)
+        b = bytearray(rng7.randrange(256) for _ in range(n))
+        b[0], b[1], b[2], b[3] = sel, 0, x, z
+        if engine is not None and not sel & 8:
+            b[7] &= ~(16 | 64) & 0xff
+            at = 10 if b[7] & 2 else 11
+            b[at + 1] &= ~5 & 0xff
+            b[at + 4] = engine * 3 + b[at + 4] % 3
+        seeds["mha16-%02d" % k] = bytes(b)
     for name, data in sorted(seeds.items()):
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
