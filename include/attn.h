@@ -1955,7 +1955,8 @@ typedef struct attn_blas_info {
                              types of the computation"): "amx" (AMX-BF16's
                              TDPBF16PS), "avx512bf16" (VDPBF16PS),
                              "avx512" (the same arithmetic on AVX-512F),
-                             "scalar", or "widened" when that engine is
+                             "avx2" (on AVX2 + FMA), "scalar", or
+                             "widened" when that engine is
                              the BLAS (BF16 read as fp32).  (1.1, in
                              reserved room.) */
     /* Room to grow: attn_blas_query zeroes it (fields added later are

@@ -2182,8 +2182,9 @@ static void test_blas_query(void **state)
     assert_non_null(memchr(info.kernel, 0, sizeof info.kernel));
     assert_non_null(memchr(info.simd, 0, sizeof info.simd));
     assert_non_null(memchr(info.bf16, 0, sizeof info.bf16));
-    static const char *const bf16[] = {"amx", "avx512bf16", "avx512", "scalar", "widened"};
-    if (!in_set(info.bf16, bf16, 5))
+    static const char *const bf16[] = {"amx", "avx512bf16", "avx512", "avx2", "scalar",
+                                       "widened"};
+    if (!in_set(info.bf16, bf16, 6))
         fail_msg("bf16 \"%s\"", info.bf16);
     for (size_t r = 0; r < sizeof info.reserved / sizeof info.reserved[0]; r++)
         assert_true(info.reserved[r] == 0);
