@@ -278,6 +278,21 @@ static void print_tables(const char *what)
     printf("\n");
 }
 
+#if ATTN_HAVE_X86_KERNELS
+#include <immintrin.h>
+/* Whether setting the MXCSR's DAZ makes the SSE unit read a denormal as
+ * zero (a real CPU does; valgrind's emulation ignores the bit). */
+static int mxcsr_daz_honored(void)
+{
+    volatile float den = 0x1p-140f, one = 1.0f;
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040u);
+    const float r = den * one;
+    _mm_setcsr(csr);
+    return r == 0.0f;
+}
+#endif
+
 static int setup(void **state)
 {
     (void)state;
@@ -292,11 +307,16 @@ static int setup(void **state)
 #if ATTN_HAVE_X86_KERNELS
     const unsigned f = attn_cpu_flags();
     const int avx512 = !!(f & ATTN_CPU_AVX512);
-    if (f & ATTN_CPU_AVX2) {
+    /* The avx2 table gets VDPBF16PS's DAZ and FTZ from the MXCSR, which
+     * valgrind does not emulate: there it is left out (the library's
+     * other tests still run it). */
+    const int daz = mxcsr_daz_honored();
+    if ((f & ATTN_CPU_AVX2) && daz) {
         tabs[ntabs++] = attn_bf16_avx2();
         printf(" avx2");
     } else {
-        printf("; SKIPPED avx2 (CPU lacks AVX2/FMA)");
+        printf("; SKIPPED avx2 (%s)", daz ? "CPU lacks AVX2/FMA"
+                                         : "the MXCSR's DAZ is not honored here: valgrind?");
     }
     if (avx512)
         tabs[ntabs++] = &attn_bf16_avx512;
