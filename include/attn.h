@@ -73,7 +73,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 1
+#define ATTN_VERSION_MINOR 2
 #define ATTN_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define ATTN_VERSION (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + \
@@ -225,8 +225,12 @@ typedef enum attn_align {
 typedef enum attn_dtype {
     ATTN_DTYPE_F32 = 0,          /* float */
     ATTN_DTYPE_F16 = 1,          /* IEEE 754 binary16, as uint16_t */
-    ATTN_DTYPE_BF16 = 2          /* bfloat16 (the upper half of a binary32),
+    ATTN_DTYPE_BF16 = 2,         /* bfloat16 (the upper half of a binary32),
                                     as uint16_t */
+    /* Blocks of 32 values with one scale, ggml's layouts (K and V storage
+     * only; see "Quantized KV caches", 1.2): */
+    ATTN_DTYPE_Q8_0 = 3,         /* 34 bytes per 32 values */
+    ATTN_DTYPE_Q4_0 = 4          /* 18 bytes per 32 values */
 } attn_dtype;
 
 /* Which engine runs the products of the attention core (see "Engines"
@@ -434,8 +438,11 @@ typedef struct attn_sdpa_args {
     const int32_t *block_table; /* [B][kv_max_blocks], when kv_block_size */
     const uint16_t *q16;      /* Q, when q_type is F16 or BF16 (q NULL) */
     uint16_t *o16;            /* O, when o_type is F16 or BF16 (o NULL) */
+    const void *kq;           /* K, when k_type is Q8_0 or Q4_0 (k, k16
+                                 NULL; 1.2) */
+    const void *vq;           /* V, when v_type is Q8_0 or Q4_0 (1.2) */
     /* Room to grow: must be NULL (attn_sdpa_args_init does it). */
-    void *reserved[6];
+    void *reserved[4];
 } attn_sdpa_args;
 
 /* Every pointer NULL (then set those in use; `attn_sdpa_args a = {0}` or
@@ -667,6 +674,92 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  * kv_block_size, kv_num_blocks or kv_max_blocks past INT32_MAX
  * ATTN_ERR_TOO_LARGE.
  */
+
+/* ------------------------------------------------------------------------ */
+/* Quantized KV caches (1.2)                                                */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * k_type and v_type may also be ATTN_DTYPE_Q8_0 or ATTN_DTYPE_Q4_0: K or V
+ * stored as ggml stores a KV cache of those types (llama.cpp's
+ * --cache-type-k q8_0), so a cache an engine already holds is passed in
+ * place, contiguous or paged, with any GQA ratio.  Each row of a head (its
+ * qk_dim or v_dim values) is a run of blocks of 32 consecutive values:
+ *
+ *   Q8_0, 34 bytes:  bytes 0-1   the scale d, IEEE binary16, little-endian
+ *                    bytes 2-33  q[0] ... q[31], int8 (two's complement)
+ *                    value i = q[i] x d
+ *   Q4_0, 18 bytes:  bytes 0-1   the scale d, IEEE binary16, little-endian
+ *                    bytes 2-17  byte 2 + j holds value j in its low 4 bits
+ *                                and value j + 16 in its high 4 bits
+ *                                (j < 16), each an unsigned q in [0, 15]
+ *                    value i = (q_i - 8) x d
+ *
+ * (ggml's block_q8_0 and block_q4_0; blocks are packed with no padding and
+ * need no alignment.)  Rules:
+ * - qk_dim (for K) or v_dim (for V) must be a multiple of 32
+ *   (ATTN_ERR_BAD_SIZE); the data are passed as args.kq / args.vq (the
+ *   other K or V pointers NULL).
+ * - The views still count values: every stride of a quantized tensor's
+ *   view must be a multiple of 32 (ATTN_ERR_BAD_STRIDE), and value offset
+ *   e lives in block e / 32, at byte (e / 32) x 34 (Q8_0) or x 18 (Q4_0).
+ *   ggml's cache of one layer, [kv_size][Hkv x dk] values, is the view
+ *   { kv_size x Hkv x dk, dk, Hkv x dk } (batch, head, seq) with batch 1;
+ *   a paged pool [num_blocks][Hkv][bs][dk] is attn_view_bhsd(Hkv, bs, dk)
+ *   as for every type.
+ * - The value of a stored element is exact in fp32 (q x d needs at most
+ *   19 significant bits), and every path uses it as that float: the decode
+ *   path de-quantizes in registers, the sgemm path (more than 16 query
+ *   rows, or ATTN_DECODE=0) a tile at a time into the workspace, and the
+ *   result is bitwise that of the same call with F32 K and V holding the
+ *   de-quantized values (attn_dequantize's output).
+ * - Q8_0 and Q4_0 are K/V storage of the SDPA forward (dense, every mask,
+ *   window, length, bias and GQA option; contiguous or paged) and of
+ *   attn_kv_append.  As q_type or o_type, with the sparse options, in the
+ *   SDPA backward, the MHA layer or linear attention they are
+ *   ATTN_ERR_UNSUPPORTED_TYPE.
+ *
+ * Quantizing (attn_kv_append, attn_quantize) follows ggml's reference
+ * quantizers, quantize_row_q8_0_ref and quantize_row_q4_0_ref, operation
+ * for operation in fp32 (so an engine mixing its own quantized rows with
+ * attn's gets the same bytes for the same floats).  Per block x[0..31]:
+ *
+ *   Q8_0: amax = max |x_i|;  d = amax / 127;  id = d != 0 ? 1 / d : 0;
+ *         q_i = roundf(x_i x id)   (to nearest, ties away from zero);
+ *         stored scale = d rounded to binary16 (nearest even).
+ *   Q4_0: M = the x_i of largest |x_i| (the first of equals);
+ *         d = M / -8;  id = d != 0 ? 1 / d : 0;
+ *         q_i = min(15, trunc(x_i x id + 8.5f));
+ *         stored scale = d rounded to binary16 (nearest even).
+ *
+ * Every operation above is one fp32 operation, rounded to nearest even.
+ * Where ggml's rule is undefined, attn defines it: a block holding a NaN
+ * or an infinity is stored with the scale 0x7E00 (a binary16 NaN) and
+ * every q 0 (Q8_0) or 8 (Q4_0), so all 32 of its values read back as NaN
+ * (they would poison a softmax as the input would have).  Finite blocks
+ * whose scale passes binary16's range (|x| beyond about 8.3e6 for Q8_0,
+ * 5.2e5 for Q4_0) store an infinite scale, as ggml does, and read back as
+ * +-Inf or NaN (0 x Inf).  A block of zeros stores d = 0 and all q 0 (Q8_0)
+ * or 8 (Q4_0), and reads back as zeros.  The quantization error of a
+ * finite block is at most d / 2 per value for Q8_0 and d for Q4_0, plus
+ * the scale's rounding (docs/TYPES.md measures the attention error it
+ * causes).
+ */
+
+/*
+ * Whole tensors to and from any storage type: attn_quantize rounds n fp32
+ * values into dst (F16 and BF16 as attn_dtype_encode, Q8_0 and Q4_0 by the
+ * rules above; F32 is a copy), attn_dequantize widens n stored values
+ * into fp32 (exactly).  n must be a multiple of 32 for Q8_0 and Q4_0.
+ * attn_dtype_bytes sets *bytes to the storage of n values of type.
+ * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (src or dst NULL with n > 0, or
+ * bytes NULL), ATTN_ERR_BAD_SIZE (n < 0, or not a multiple of 32 for a
+ * block type), ATTN_ERR_BAD_OPTION (an unknown type) or ATTN_ERR_TOO_LARGE
+ * (bytes past SIZE_MAX).  (1.2)
+ */
+ATTN_API attn_status attn_quantize(attn_dtype type, const float *src, void *dst, int64_t n);
+ATTN_API attn_status attn_dequantize(attn_dtype type, const void *src, float *dst, int64_t n);
+ATTN_API attn_status attn_dtype_bytes(attn_dtype type, int64_t n, size_t *bytes);
 
 /* ------------------------------------------------------------------------ */
 /* Element types of the computation                                         */

@@ -3,6 +3,8 @@
  * (kernels/convert.h).  No plan: each call looks the table up. */
 #include "core/core.h"
 #include "kernels/convert.h"
+#include "kernels/quant.h"
+#include <string.h>
 
 static attn_status convert_check(attn_dtype type, const void *src, const void *dst, int64_t n)
 {
@@ -32,5 +34,69 @@ attn_status attn_dtype_decode(attn_dtype type, const uint16_t *src, float *dst, 
         return st;
     const attn_cvt_kernels *cvt = attn_cvt_select();
     (type == ATTN_DTYPE_F16 ? cvt->f16_to_f32 : cvt->bf16_to_f32)(src, dst, n);
+    return ATTN_OK;
+}
+
+/* attn_quantize / attn_dequantize / attn_dtype_bytes: every storage type. */
+static attn_status block_check(attn_dtype type, int64_t n)
+{
+    if (n < 0)
+        return ATTN_ERR_BAD_SIZE;
+    if (type != ATTN_DTYPE_F32 && type != ATTN_DTYPE_F16 && type != ATTN_DTYPE_BF16 &&
+        type != ATTN_DTYPE_Q8_0 && type != ATTN_DTYPE_Q4_0)
+        return ATTN_ERR_BAD_OPTION;
+    if ((type == ATTN_DTYPE_Q8_0 || type == ATTN_DTYPE_Q4_0) && n % ATTN_QBLOCK != 0)
+        return ATTN_ERR_BAD_SIZE;
+    /* n x 4 bytes, the largest per value, must be a size_t. */
+    if ((uint64_t)n > SIZE_MAX / 4 || (uint64_t)n > (uint64_t)INT64_MAX / 4)
+        return ATTN_ERR_TOO_LARGE;
+    return ATTN_OK;
+}
+
+attn_status attn_dtype_bytes(attn_dtype type, int64_t n, size_t *bytes)
+{
+    if (!bytes)
+        return ATTN_ERR_NULL_ARGUMENT;
+    attn_status st = block_check(type, n);
+    if (st == ATTN_OK)
+        *bytes = (size_t)attn_st_bytes((int)type, n);
+    return st;
+}
+
+attn_status attn_quantize(attn_dtype type, const float *src, void *dst, int64_t n)
+{
+    attn_status st = block_check(type, n);
+    if (st != ATTN_OK)
+        return st;
+    if (n > 0 && (!src || !dst))
+        return ATTN_ERR_NULL_ARGUMENT;
+    if (n == 0)
+        return ATTN_OK;
+    switch (type) {
+    case ATTN_DTYPE_F32: memmove(dst, src, (size_t)n * sizeof(float)); break;
+    case ATTN_DTYPE_F16: attn_cvt_select()->f32_to_f16(src, dst, n); break;
+    case ATTN_DTYPE_BF16: attn_cvt_select()->f32_to_bf16(src, dst, n); break;
+    case ATTN_DTYPE_Q8_0: attn_quantize_q8_0(src, dst, n); break;
+    default: attn_quantize_q4_0(src, dst, n); break;
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_dequantize(attn_dtype type, const void *src, float *dst, int64_t n)
+{
+    attn_status st = block_check(type, n);
+    if (st != ATTN_OK)
+        return st;
+    if (n > 0 && (!src || !dst))
+        return ATTN_ERR_NULL_ARGUMENT;
+    if (n == 0)
+        return ATTN_OK;
+    switch (type) {
+    case ATTN_DTYPE_F32: memmove(dst, src, (size_t)n * sizeof(float)); break;
+    case ATTN_DTYPE_F16: attn_cvt_select()->f16_to_f32(src, dst, n); break;
+    case ATTN_DTYPE_BF16: attn_cvt_select()->bf16_to_f32(src, dst, n); break;
+    case ATTN_DTYPE_Q8_0: attn_dequantize_q8_0(src, dst, n); break;
+    default: attn_dequantize_q4_0(src, dst, n); break;
+    }
     return ATTN_OK;
 }

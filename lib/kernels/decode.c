@@ -3,12 +3,24 @@
 #include "kernels/decode.h"
 #include "kernels/kernels.h"
 #include "kernels/convert.h"
+#include "kernels/quant.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 static inline float load_st(int st, const void *base, int64_t i)
 {
+    if (st == ATTN_ST_Q8_0 || st == ATTN_ST_Q4_0) {
+        const uint8_t *blk = (const uint8_t *)base +
+                             (i / ATTN_QBLOCK) * (st == ATTN_ST_Q8_0 ? ATTN_Q8_0_BYTES
+                                                                     : ATTN_Q4_0_BYTES);
+        const float d = attn_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+        const int64_t e = i % ATTN_QBLOCK;
+        if (st == ATTN_ST_Q8_0)
+            return (float)(int8_t)blk[2 + e] * d;
+        const int q = e < 16 ? blk[2 + e] & 0xF : blk[2 + e - 16] >> 4;
+        return (float)(q - 8) * d;
+    }
     if (st == ATTN_ST_F16)
         return attn_f16_to_f32(((const uint16_t *)base)[i]);
     if (st == ATTN_ST_BF16)

@@ -8,14 +8,19 @@
  * neighbours (which keys and rows share a register block), and every output
  * element one chain of fused multiply-adds in key order, so results do not
  * depend on how the keys are cut into runs (pages of a paged cache, tiles,
- * split-K chunks): paged and contiguous caches give the same bits. */
+ * split-K chunks): paged and contiguous caches give the same bits.
+ *
+ * The block types (Q8_0, Q4_0; d a multiple of 32) are de-quantized in
+ * registers to their exact fp32 values (q x scale) and then go through the
+ * same chains as F32: every score and output is bitwise the F32 kernel's
+ * on the de-quantized rows. */
 #ifndef ATTN_DECODE_KERNELS_H
 #define ATTN_DECODE_KERNELS_H
 
 #include <stdint.h>
 
 /* Storage types, as attn_dtype. */
-enum { ATTN_ST_F32 = 0, ATTN_ST_F16 = 1, ATTN_ST_BF16 = 2 };
+enum { ATTN_ST_F32 = 0, ATTN_ST_F16 = 1, ATTN_ST_BF16 = 2, ATTN_ST_Q8_0 = 3, ATTN_ST_Q4_0 = 4 };
 
 typedef struct attn_dec_kernels {
     const char *name;

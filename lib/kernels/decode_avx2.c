@@ -18,8 +18,32 @@ INLINE void prefetch_row(const void *row, int64_t bytes)
         _mm_prefetch((const char *)row + o, _MM_HINT_T0);
 }
 
+/* Bytes of n stored values (n a multiple of 32 for the block types). */
+INLINE int64_t st_bytes(const int st, int64_t n)
+{
+    return st == ATTN_ST_F32 ? 4 * n : st == ATTN_ST_Q8_0 ? n / 32 * 34
+                                     : st == ATTN_ST_Q4_0 ? n / 32 * 18 : 2 * n;
+}
+
+/* 8 values from element x (a multiple of 8) of a row, as floats; the block
+ * types de-quantized exactly (q x scale, Q4_0 (q - 8) x scale). */
 INLINE __m256 load8(const int st, const void *base, int64_t x)
 {
+    if (st == ATTN_ST_Q8_0 || st == ATTN_ST_Q4_0) {
+        const uint8_t *blk = (const uint8_t *)base + (x >> 5) * (st == ATTN_ST_Q8_0 ? 34 : 18);
+        uint16_t h;
+        memcpy(&h, blk, 2);
+        const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+        __m256i q;
+        if (st == ATTN_ST_Q8_0) {
+            q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + (x & 31))));
+        } else {
+            q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + (x & 15))));
+            q = (x & 16) ? _mm256_srli_epi32(q, 4) : _mm256_and_si256(q, _mm256_set1_epi32(15));
+            q = _mm256_sub_epi32(q, _mm256_set1_epi32(8));
+        }
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
+    }
     if (st == ATTN_ST_F32)
         return _mm256_loadu_ps((const float *)base + x);
     __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)base + x));
@@ -55,7 +79,7 @@ INLINE void qk_impl(const int st, const float *q, int64_t ldq, int64_t R, const 
             kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
         for (int c = 0; c < 4; c++)
             if (c0 + PF_KEYS + c < nk)
-                prefetch_row(k[c0 + PF_KEYS + c], d * (st == ATTN_ST_F32 ? 4 : 2));
+                prefetch_row(k[c0 + PF_KEYS + c], st_bytes(st, d));
         for (int64_t r0 = 0; r0 < R; r0 += 2) {
             const float *qr[2];
             for (int r = 0; r < 2; r++)
@@ -101,9 +125,8 @@ INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const 
             for (int64_t c = 0; c < nk; c++) {
                 const void *vc = v[c];
                 if (c + PF_KEYS < nk)
-                    prefetch_row((const char *)v[c + PF_KEYS] +
-                                     x0 * (st == ATTN_ST_F32 ? 4 : 2),
-                                 nv * 8 * (st == ATTN_ST_F32 ? 4 : 2));
+                    prefetch_row((const char *)v[c + PF_KEYS] + st_bytes(st, x0),
+                                 st_bytes(st, nv * 8));
                 __m256 vv[4];
                 for (int j = 0; j < nv; j++)
                     vv[j] = load8(st, vc, x0 + 8 * j);
@@ -134,7 +157,11 @@ INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const 
 static void qk_avx2(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
                     int64_t nk, int64_t d, float scale, float *s, int64_t lds)
 {
-    if (st == ATTN_ST_F16)
+    if (st == ATTN_ST_Q8_0)
+        qk_impl(ATTN_ST_Q8_0, q, ldq, R, k, nk, d, scale, s, lds);
+    else if (st == ATTN_ST_Q4_0)
+        qk_impl(ATTN_ST_Q4_0, q, ldq, R, k, nk, d, scale, s, lds);
+    else if (st == ATTN_ST_F16)
         qk_impl(ATTN_ST_F16, q, ldq, R, k, nk, d, scale, s, lds);
     else if (st == ATTN_ST_BF16)
         qk_impl(ATTN_ST_BF16, q, ldq, R, k, nk, d, scale, s, lds);
@@ -145,7 +172,11 @@ static void qk_avx2(int st, const float *q, int64_t ldq, int64_t R, const void *
 static void pv_avx2(int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
                     int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
 {
-    if (st == ATTN_ST_F16)
+    if (st == ATTN_ST_Q8_0)
+        pv_impl(ATTN_ST_Q8_0, p, ldp, R, v, nk, d, o, ldo, acc);
+    else if (st == ATTN_ST_Q4_0)
+        pv_impl(ATTN_ST_Q4_0, p, ldp, R, v, nk, d, o, ldo, acc);
+    else if (st == ATTN_ST_F16)
         pv_impl(ATTN_ST_F16, p, ldp, R, v, nk, d, o, ldo, acc);
     else if (st == ATTN_ST_BF16)
         pv_impl(ATTN_ST_BF16, p, ldp, R, v, nk, d, o, ldo, acc);

@@ -28,6 +28,39 @@ INLINE __m512 widen16(const int ST, __m256i h)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+/* The 32 values of the block holding element x (x a multiple of 32) of a
+ * Q8_0 or Q4_0 row, de-quantized exactly: q x scale (Q4_0: (q - 8) x
+ * scale), the scale widened from binary16 by VCVTPH2PS. */
+INLINE void ld32q(const int ST, const void *base, int64_t x, __m512 *lo, __m512 *hi)
+{
+    const int64_t bb = ST == ATTN_ST_Q8_0 ? 34 : 18;
+    const uint8_t *blk = (const uint8_t *)base + (x >> 5) * bb;
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    const __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
+    __m512i a, b;
+    if (ST == ATTN_ST_Q8_0) {
+        a = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2)));
+        b = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 18)));
+    } else {
+        const __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2)));
+        const __m512i eight = _mm512_set1_epi32(8);
+        a = _mm512_sub_epi32(_mm512_and_si512(u, _mm512_set1_epi32(15)), eight);
+        b = _mm512_sub_epi32(_mm512_srli_epi32(u, 4), eight);
+    }
+    *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(a), d);
+    *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(b), d);
+}
+
+#define IS_BLOCK(ST) ((ST) == ATTN_ST_Q8_0 || (ST) == ATTN_ST_Q4_0)
+
+/* Bytes of n stored values (n a multiple of 32 for the block types). */
+INLINE int64_t st_bytes(const int ST, int64_t n)
+{
+    return ST == ATTN_ST_F32 ? 4 * n : ST == ATTN_ST_Q8_0 ? n / 32 * 34
+                                     : ST == ATTN_ST_Q4_0 ? n / 32 * 18 : 2 * n;
+}
+
 /* 16 stored values from element x of a row, as floats. */
 INLINE __m512 ld16(const int ST, const void *base, int64_t x)
 {
@@ -76,7 +109,7 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
                     int64_t nk, int64_t d, float scale, float *s, int64_t lds)
 {
     const __m512 vs = _mm512_set1_ps(scale);
-    const int64_t dfull = d & ~(int64_t)15, rowb = d * (ST == ATTN_ST_F32 ? 4 : 2);
+    const int64_t dfull = d & ~(int64_t)15, rowb = st_bytes(ST, d);
     const __mmask16 mt = lanes(d - dfull);
     for (int64_t c0 = 0; c0 < nk; c0 += 4) {
         const void *kr[4];
@@ -93,7 +126,22 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
             __m512 a[16];
             for (int i = 0; i < 16; i++)
                 a[i] = _mm512_setzero_ps();
-            for (int64_t x = 0; x < dfull; x += 16) {
+            /* Block types: a block (two chunks) per step, the same FMA
+             * chains as F32 chunk by chunk (d is a multiple of 32). */
+            for (int64_t x = 0; IS_BLOCK(ST) && x < d; x += 32) {
+                __m512 k0[4], k1[4];
+                for (int c = 0; c < 4; c++)
+                    ld32q(ST, kr[c], x, &k0[c], &k1[c]);
+                for (int r = 0; r < 4; r++) {
+                    const __m512 q0 = _mm512_loadu_ps(qr[r] + x);
+                    const __m512 q1 = _mm512_loadu_ps(qr[r] + x + 16);
+                    for (int c = 0; c < 4; c++) {
+                        a[4 * r + c] = _mm512_fmadd_ps(q0, k0[c], a[4 * r + c]);
+                        a[4 * r + c] = _mm512_fmadd_ps(q1, k1[c], a[4 * r + c]);
+                    }
+                }
+            }
+            for (int64_t x = 0; !IS_BLOCK(ST) && x < dfull; x += 16) {
                 __m512 kv[4];
                 for (int c = 0; c < 4; c++)
                     kv[c] = ld16(ST, kr[c], x);
@@ -103,7 +151,7 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
                         a[4 * r + c] = _mm512_fmadd_ps(qv, kv[c], a[4 * r + c]);
                 }
             }
-            if (dfull < d) {
+            if (!IS_BLOCK(ST) && dfull < d) {
                 __m512 kv[4];
                 for (int c = 0; c < 4; c++)
                     kv[c] = ld16m(ST, kr[c], dfull, mt);
@@ -130,8 +178,7 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
                      float *o, int64_t ldo, int acc, int pf)
 {
     const __mmask16 mt = tail ? lanes(d - x0 - 16 * (NV - 1)) : (__mmask16)0xffff;
-    const int64_t esz = ST == ATTN_ST_F32 ? 4 : 2;
-    const int64_t span = (d - x0 < 16 * NV ? d - x0 : 16 * NV) * esz;
+    const int64_t off = st_bytes(ST, x0), span = st_bytes(ST, d - x0 < 16 * NV ? d - x0 : 16 * NV);
     __m512 a[4][8];
     for (int r = 0; r < RB; r++)
         for (int j = 0; j < NV; j++) {
@@ -142,9 +189,13 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
     for (int64_t c = 0; c < nk; c++) {
         const void *vc = v[c];
         if (pf && c + PF_KEYS < nk)
-            prefetch_row((const char *)v[c + PF_KEYS] + x0 * esz, span);
+            prefetch_row((const char *)v[c + PF_KEYS] + off, span);
         __m512 vv[8];
-        for (int j = 0; j < NV; j++)
+        /* (block types: NV is even and no chunk is partial, as d and x0
+         * are multiples of 32) */
+        for (int j = 0; IS_BLOCK(ST) && j + 1 < NV; j += 2)
+            ld32q(ST, vc, x0 + 16 * j, &vv[j], &vv[j + 1]);
+        for (int j = 0; !IS_BLOCK(ST) && j < NV; j++)
             vv[j] = tail && j == NV - 1 ? ld16m(ST, vc, x0 + 16 * j, mt)
                                         : ld16(ST, vc, x0 + 16 * j);
         for (int r = 0; r < RB; r++) {
@@ -190,7 +241,8 @@ INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const 
         PV_ROWS(4, 4, 0);
     if (x0 < d) {
         const int64_t left = d - x0;
-        if (left > 48) PV_ROWS(4, 4, 1);
+        if (IS_BLOCK(ST)) PV_ROWS(4, 2, 0);   /* left is 32 */
+        else if (left > 48) PV_ROWS(4, 4, 1);
         else if (left > 32) PV_ROWS(4, 3, 1);
         else if (left > 16) PV_ROWS(4, 2, 1);
         else PV_ROWS(4, 1, 1);
@@ -200,7 +252,11 @@ INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const 
 static void qk_avx512(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
                       int64_t nk, int64_t d, float scale, float *s, int64_t lds)
 {
-    if (st == ATTN_ST_F16)
+    if (st == ATTN_ST_Q8_0)
+        qk_impl(ATTN_ST_Q8_0, q, ldq, R, k, nk, d, scale, s, lds);
+    else if (st == ATTN_ST_Q4_0)
+        qk_impl(ATTN_ST_Q4_0, q, ldq, R, k, nk, d, scale, s, lds);
+    else if (st == ATTN_ST_F16)
         qk_impl(ATTN_ST_F16, q, ldq, R, k, nk, d, scale, s, lds);
     else if (st == ATTN_ST_BF16)
         qk_impl(ATTN_ST_BF16, q, ldq, R, k, nk, d, scale, s, lds);
@@ -211,7 +267,11 @@ static void qk_avx512(int st, const float *q, int64_t ldq, int64_t R, const void
 static void pv_avx512(int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
                       int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
 {
-    if (st == ATTN_ST_F16)
+    if (st == ATTN_ST_Q8_0)
+        pv_impl(ATTN_ST_Q8_0, p, ldp, R, v, nk, d, o, ldo, acc);
+    else if (st == ATTN_ST_Q4_0)
+        pv_impl(ATTN_ST_Q4_0, p, ldp, R, v, nk, d, o, ldo, acc);
+    else if (st == ATTN_ST_F16)
         pv_impl(ATTN_ST_F16, p, ldp, R, v, nk, d, o, ldo, acc);
     else if (st == ATTN_ST_BF16)
         pv_impl(ATTN_ST_BF16, p, ldp, R, v, nk, d, o, ldo, acc);

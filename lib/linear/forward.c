@@ -69,8 +69,14 @@ attn_status attn_linear_validate(const attn_linear_desc *d, int check_o)
     if (!attn_engine_valid(d->engine))
         return ATTN_ERR_BAD_OPTION;
     if (!lin_dtype_valid(d->q_type) || !lin_dtype_valid(d->k_type) ||
-        !lin_dtype_valid(d->v_type) || !lin_dtype_valid(d->o_type))
-        return ATTN_ERR_BAD_OPTION;
+        !lin_dtype_valid(d->v_type) || !lin_dtype_valid(d->o_type)) {
+        /* the quantized K/V types are the SDPA forward's only */
+        const attn_dtype t[4] = { d->q_type, d->k_type, d->v_type, d->o_type };
+        for (int i = 0; i < 4; i++)
+            if (!lin_dtype_valid(t[i]) && t[i] != ATTN_DTYPE_Q8_0 && t[i] != ATTN_DTYPE_Q4_0)
+                return ATTN_ERR_BAD_OPTION;
+        return ATTN_ERR_UNSUPPORTED_TYPE;
+    }
     if (d->feature_map != ATTN_FEATURE_ELU1 && d->feature_map != ATTN_FEATURE_RELU &&
         d->feature_map != ATTN_FEATURE_IDENTITY)
         return ATTN_ERR_BAD_OPTION;

@@ -165,8 +165,14 @@ static attn_status validate(const attn_mha_desc *d)
     if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]) ||
         d->reserved_pad != 0 || !attn_engine_valid(d->engine))
         return ATTN_ERR_BAD_OPTION;
-    if (!dtype_valid(d->x_type) || !dtype_valid(d->w_type))
-        return ATTN_ERR_BAD_OPTION;
+    if (!dtype_valid(d->x_type) || !dtype_valid(d->w_type)) {
+        /* the quantized K/V types are the SDPA forward's only */
+        const int q = (d->x_type == ATTN_DTYPE_Q8_0 || d->x_type == ATTN_DTYPE_Q4_0 ||
+                       dtype_valid(d->x_type)) &&
+                      (d->w_type == ATTN_DTYPE_Q8_0 || d->w_type == ATTN_DTYPE_Q4_0 ||
+                       dtype_valid(d->w_type));
+        return q ? ATTN_ERR_UNSUPPORTED_TYPE : ATTN_ERR_BAD_OPTION;
+    }
     if ((d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
         !attn_mask_mode_valid(d->mask_mode) || !attn_mask_mode_valid(d->key_padding_mode) ||
         (d->weights != ATTN_WEIGHTS_NONE && d->weights != ATTN_WEIGHTS_PER_HEAD &&

@@ -132,7 +132,9 @@ static attn_status validate(const attn_sdpa_bwd_desc *d)
     attn_status st = attn_sdpa_validate(f);
     if (st != ATTN_OK)
         return st;
-    /* forward-only: the paged cache */
+    /* forward-only: the quantized K/V types and the paged cache */
+    if (attn_dtype_is_block(f->k_type) || attn_dtype_is_block(f->v_type))
+        return ATTN_ERR_UNSUPPORTED_TYPE;
     if (f->kv_block_size != 0)
         return ATTN_ERR_BAD_OPTION;
     const int64_t B = f->batch, Hq = f->q_heads, Hkv = f->kv_heads, n = f->q_len,

@@ -64,27 +64,29 @@ typedef struct partials {
 } partials;
 
 /* Where the K (or V) rows of one (batch, kv head) are: row j at base +
- * j * ld elements, or with a paged cache at base + (table[j / bs] * bstride
- * + (j % bs) * ld) elements; elements of st (esz bytes). */
+ * j * step bytes, or with a paged cache at base + table[j / bs] * bstep +
+ * (j % bs) * step bytes; elements of st (attn_dtype), ld the row stride in
+ * elements (what an in-place F32 operand's leading dimension is).  Every
+ * offset of a block type is a whole number of blocks (attn_kv_validate). */
 typedef struct kvsrc {
     const char *base;
     int st;
-    int64_t esz, ld;
+    int64_t ld, step;
     const int32_t *table;
-    int64_t bs, bstride;
+    int64_t bs, bstep;
 } kvsrc;
 
 static inline const void *kv_row(const kvsrc *s, int64_t j)
 {
     if (s->table)
-        return s->base + ((int64_t)s->table[j / s->bs] * s->bstride + (j % s->bs) * s->ld) * s->esz;
-    return s->base + j * s->ld * s->esz;
+        return s->base + (int64_t)s->table[j / s->bs] * s->bstep + (j % s->bs) * s->step;
+    return s->base + j * s->step;
 }
 
 /* The addresses of rows [j0, j0 + nk), for the decode kernels. */
 static void kv_rows(const kvsrc *s, int64_t j0, int64_t nk, const void **rows)
 {
-    const int64_t step = s->ld * s->esz;
+    const int64_t step = s->step;
     if (!s->table) {
         const char *r = s->base + j0 * step;
         for (int64_t c = 0; c < nk; c++, r += step)
@@ -94,10 +96,20 @@ static void kv_rows(const kvsrc *s, int64_t j0, int64_t nk, const void **rows)
     for (int64_t c = 0; c < nk;) {
         const int64_t j = j0 + c, in = j % s->bs;
         const int64_t run = s->bs - in < nk - c ? s->bs - in : nk - c;
-        const char *r = s->base + ((int64_t)s->table[j / s->bs] * s->bstride + in * s->ld) * s->esz;
+        const char *r = s->base + (int64_t)s->table[j / s->bs] * s->bstep + in * step;
         for (int64_t e = c + run; c < e; c++, r += step)
             rows[c] = r;
     }
+}
+
+/* The K (is_v 0) or V pointer of the call, of its storage type. */
+static const char *kv_pointer(const attn_sdpa_args *a, attn_dtype st, int is_v)
+{
+    if (st == ATTN_DTYPE_F32)
+        return (const char *)(is_v ? a->v : a->k);
+    if (attn_dtype_is_block(st))
+        return (const char *)(is_v ? a->vq : a->kq);
+    return (const char *)(is_v ? a->v16 : a->k16);
 }
 
 static void kv_source(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t hk,
@@ -106,19 +118,18 @@ static void kv_source(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t 
     const attn_sdpa_desc *d = &p->d;
     const attn_view *vw = is_v ? &d->v : &d->k;
     s->st = (int)(is_v ? d->v_type : d->k_type);
-    s->esz = attn_dtype_size((attn_dtype)s->st);
-    const char *ptr = s->st == ATTN_DTYPE_F32 ? (const char *)(is_v ? a->v : a->k)
-                                              : (const char *)(is_v ? a->v16 : a->k16);
+    const char *ptr = kv_pointer(a, (attn_dtype)s->st, is_v);
     s->ld = vw->seq;
+    s->step = attn_st_bytes(s->st, vw->seq);
     if (d->kv_block_size) {
-        s->base = ptr + hk * vw->head * s->esz;
+        s->base = ptr + attn_st_bytes(s->st, hk * vw->head);
         s->table = a->block_table + b * d->kv_max_blocks;
         s->bs = d->kv_block_size;
-        s->bstride = vw->batch;
+        s->bstep = attn_st_bytes(s->st, vw->batch);
     } else {
-        s->base = ptr + (b * vw->batch + hk * vw->head) * s->esz;
+        s->base = ptr + attn_st_bytes(s->st, b * vw->batch + hk * vw->head);
         s->table = NULL;
-        s->bs = s->bstride = 0;
+        s->bs = s->bstep = 0;
     }
 }
 
@@ -136,12 +147,14 @@ static void kv_fill(const attn_sdpa_plan *p, const kvsrc *s, float *buf, int64_t
 {
     for (int64_t j = t; j < t + nt; j++) {
         const void *row = kv_row(s, j);
-        if (s->st == ATTN_DTYPE_F32)
-            memcpy(buf + (j - t) * width, row, (size_t)width * sizeof(float));
-        else if (s->st == ATTN_DTYPE_F16)
-            p->x.cvt->f16_to_f32(row, buf + (j - t) * width, width);
-        else
-            p->x.cvt->bf16_to_f32(row, buf + (j - t) * width, width);
+        float *dst = buf + (j - t) * width;
+        switch (s->st) {
+        case ATTN_DTYPE_F32: memcpy(dst, row, (size_t)width * sizeof(float)); break;
+        case ATTN_DTYPE_F16: p->x.cvt->f16_to_f32(row, dst, width); break;
+        case ATTN_DTYPE_BF16: p->x.cvt->bf16_to_f32(row, dst, width); break;
+        case ATTN_DTYPE_Q8_0: attn_dequantize_q8_0(row, dst, width); break;
+        default: attn_dequantize_q4_0(row, dst, width); break;
+        }
     }
 }
 
@@ -535,11 +548,11 @@ static void ahead_kv(const attn_sdpa_plan *p, const attn_sdpa_args *a, attn_ahea
     kv_source(p, a, b, hk, 1, &v);
     ah->base[0] = (const char *)kv_row(&k, t0);
     ah->base[1] = (const char *)kv_row(&v, t0);
-    ah->ld[0] = k.ld * k.esz;
-    ah->ld[1] = v.ld * v.esz;
+    ah->ld[0] = k.step;
+    ah->ld[1] = v.step;
     ah->rows[0] = ah->rows[1] = t1 - t0;
-    ah->bytes[0] = d->qk_dim * k.esz;
-    ah->bytes[1] = d->v_dim * v.esz;
+    ah->bytes[0] = attn_st_bytes(k.st, d->qk_dim);
+    ah->bytes[1] = attn_st_bytes(v.st, d->v_dim);
     ah->ns = 2;
 }
 
@@ -958,7 +971,9 @@ static attn_status check_args(const attn_sdpa_plan *p, const attn_sdpa_args *a)
         { d->q_type != ATTN_DTYPE_F32, a->q16 }, { d->o_type != ATTN_DTYPE_F32, a->o16 },
         { d->q_type == ATTN_DTYPE_F32, a->q }, { d->o_type == ATTN_DTYPE_F32, a->o },
         { d->k_type == ATTN_DTYPE_F32, a->k }, { d->v_type == ATTN_DTYPE_F32, a->v },
-        { d->k_type != ATTN_DTYPE_F32, a->k16 }, { d->v_type != ATTN_DTYPE_F32, a->v16 },
+        { attn_dtype_valid(d->k_type) && d->k_type != ATTN_DTYPE_F32, a->k16 },
+        { attn_dtype_valid(d->v_type) && d->v_type != ATTN_DTYPE_F32, a->v16 },
+        { attn_dtype_is_block(d->k_type), a->kq }, { attn_dtype_is_block(d->v_type), a->vq },
         { d->kv_block_size != 0, a->block_table },
         { d->use_kv_lens, a->kv_lens }, { d->use_q_lens, a->q_lens },
         { d->mask_mode != ATTN_MASK_NONE, a->mask }, { d->use_bias, a->bias },

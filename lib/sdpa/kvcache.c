@@ -57,7 +57,8 @@ static attn_status append_check(const attn_sdpa_desc *d, const attn_kv_append_ar
 }
 
 /* count rows of dim values: src rows src_ld floats apart, dst rows dst_ld
- * elements of type apart; one call when both are dense. */
+ * elements of type apart (a whole number of blocks for the block types);
+ * one call when both are dense. */
 static void put_rows(const attn_cvt_kernels *cvt, attn_dtype type, void *dst, int64_t dst_ld,
                      const float *src, int64_t src_ld, int64_t dim, int64_t count)
 {
@@ -67,20 +68,21 @@ static void put_rows(const attn_cvt_kernels *cvt, attn_dtype type, void *dst, in
     }
     for (int64_t r = 0; r < count; r++) {
         const float *s = src + r * src_ld;
-        if (type == ATTN_DTYPE_F32)
-            memcpy((float *)dst + r * dst_ld, s, (size_t)dim * sizeof(float));
-        else if (type == ATTN_DTYPE_F16)
-            cvt->f32_to_f16(s, (uint16_t *)dst + r * dst_ld, dim);
-        else
-            cvt->f32_to_bf16(s, (uint16_t *)dst + r * dst_ld, dim);
+        void *t = (char *)dst + attn_st_bytes(type, r * dst_ld);
+        switch (type) {
+        case ATTN_DTYPE_F32: memcpy(t, s, (size_t)dim * sizeof(float)); break;
+        case ATTN_DTYPE_F16: cvt->f32_to_f16(s, t, dim); break;
+        case ATTN_DTYPE_BF16: cvt->f32_to_bf16(s, t, dim); break;
+        case ATTN_DTYPE_Q8_0: attn_quantize_q8_0(s, t, dim); break;
+        default: attn_quantize_q4_0(s, t, dim); break;
+        }
     }
 }
 
 /* Element pointer into a cache of the given storage type. */
 static void *elem(void *base, attn_dtype type, int64_t off)
 {
-    return type == ATTN_DTYPE_F32 ? (void *)((float *)base + off)
-                                  : (void *)((uint16_t *)base + off);
+    return (char *)base + attn_st_bytes(type, off);
 }
 
 /* Sequence b's new rows of one tensor (K or V) for every head: runs of rows

@@ -22,9 +22,28 @@ attn_status attn_sdpa_desc_init(attn_sdpa_desc *desc)
     return ATTN_OK;
 }
 
+/* A quantized K or V: whole blocks per row and block-aligned strides
+ * (attn.h, "Quantized KV caches"); checked after the views. */
+static attn_status check_block_tensor(attn_dtype t, const attn_view *v, int64_t dim)
+{
+    if (!attn_dtype_is_block(t))
+        return ATTN_OK;
+    if (dim % ATTN_QBLOCK != 0)
+        return ATTN_ERR_BAD_SIZE;
+    if (v->batch % ATTN_QBLOCK != 0 || v->head % ATTN_QBLOCK != 0 || v->seq % ATTN_QBLOCK != 0)
+        return ATTN_ERR_BAD_STRIDE;
+    return ATTN_OK;
+}
+
+static attn_status check_blocks(const attn_sdpa_desc *d)
+{
+    attn_status st = check_block_tensor(d->k_type, &d->k, d->qk_dim);
+    return st != ATTN_OK ? st : check_block_tensor(d->v_type, &d->v, d->v_dim);
+}
+
 attn_status attn_kv_validate(const attn_sdpa_desc *d)
 {
-    if (!attn_dtype_valid(d->k_type) || !attn_dtype_valid(d->v_type))
+    if (!attn_dtype_known(d->k_type) || !attn_dtype_known(d->v_type))
         return ATTN_ERR_BAD_OPTION;
     const int64_t bs = d->kv_block_size;
     if (bs < 0 || (bs == 0 && (d->kv_num_blocks != 0 || d->kv_max_blocks != 0)))
@@ -38,7 +57,8 @@ attn_status attn_kv_validate(const attn_sdpa_desc *d)
     attn_status st;
     if (!bs) {
         if ((st = attn_check_view(&d->k, B, Hkv, m, dk, 0)) != ATTN_OK) return st;
-        return attn_check_view(&d->v, B, Hkv, m, dv, 0);
+        if ((st = attn_check_view(&d->v, B, Hkv, m, dv, 0)) != ATTN_OK) return st;
+        return check_blocks(d);
     }
     if (d->kv_num_blocks <= 0 || d->kv_max_blocks <= 0)
         return ATTN_ERR_BAD_SIZE;
@@ -53,7 +73,8 @@ attn_status attn_kv_validate(const attn_sdpa_desc *d)
     if (!ok)
         return ATTN_ERR_TOO_LARGE;
     if ((st = attn_check_view(&d->k, d->kv_num_blocks, Hkv, bs, dk, 0)) != ATTN_OK) return st;
-    return attn_check_view(&d->v, d->kv_num_blocks, Hkv, bs, dv, 0);
+    if ((st = attn_check_view(&d->v, d->kv_num_blocks, Hkv, bs, dv, 0)) != ATTN_OK) return st;
+    return check_blocks(d);
 }
 
 attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
@@ -78,8 +99,15 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
      * paged cache) */
     if (d->kv_block_size && attn_sdpa_is_sparse(d))
         return ATTN_ERR_BAD_OPTION;
-    if (!attn_dtype_valid(d->q_type) || !attn_dtype_valid(d->o_type))
+    if (!attn_dtype_known(d->q_type) || !attn_dtype_known(d->o_type))
         return ATTN_ERR_BAD_OPTION;
+    if (attn_dtype_is_block(d->q_type) || attn_dtype_is_block(d->o_type))
+        return ATTN_ERR_UNSUPPORTED_TYPE;
+    /* Quantized K/V: the dense forward's (sparse and backward plans say
+     * so themselves). */
+    if ((attn_dtype_is_block(d->k_type) || attn_dtype_is_block(d->v_type)) &&
+        attn_sdpa_is_sparse(d))
+        return ATTN_ERR_UNSUPPORTED_TYPE;
 
     const int64_t B = d->batch, Hq = d->q_heads, Hkv = d->kv_heads, n = d->q_len,
                   m = d->kv_len, dk = d->qk_dim, dv = d->v_dim;

@@ -1,0 +1,37 @@
+/* The block types of a quantized KV cache, Q8_0 and Q4_0 (ggml's layouts;
+ * attn.h, "Quantized KV caches"): the scalar rules of quantizing and
+ * de-quantizing, which every kernel reproduces bit for bit. */
+#ifndef ATTN_QUANT_H
+#define ATTN_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    ATTN_QBLOCK = 32,          /* values per block */
+    ATTN_Q8_0_BYTES = 34,      /* binary16 scale + 32 int8 */
+    ATTN_Q4_0_BYTES = 18       /* binary16 scale + 16 bytes of nibbles */
+};
+
+/* Bytes of n values (n a multiple of 32 for the block types) of storage
+ * type st (attn_dtype's values). */
+static inline int64_t attn_st_bytes(int st, int64_t n)
+{
+    switch (st) {
+    case 0: return n * 4;
+    case 1: case 2: return n * 2;
+    case 3: return n / ATTN_QBLOCK * ATTN_Q8_0_BYTES;
+    default: return n / ATTN_QBLOCK * ATTN_Q4_0_BYTES;
+    }
+}
+
+/* n values (a multiple of 32) into n / 32 blocks, by ggml's reference
+ * rules (quantize_row_q8_0_ref, quantize_row_q4_0_ref), with a block
+ * holding a NaN or an infinity stored as a NaN scale (attn.h). */
+void attn_quantize_q8_0(const float *src, void *dst, int64_t n);
+void attn_quantize_q4_0(const float *src, void *dst, int64_t n);
+/* n / 32 blocks into n floats (exact). */
+void attn_dequantize_q8_0(const void *src, float *dst, int64_t n);
+void attn_dequantize_q4_0(const void *src, float *dst, int64_t n);
+
+#endif
