@@ -31,7 +31,7 @@ typedef struct decode_row {
     int paged;              /* 1: the block table a random permutation; 2: in
                                order (a diagnostic row: attn only, no target) */
 } decode_row;
-enum { MAX_DECODE_ROWS = 3 };
+enum { MAX_DECODE_ROWS = 11 };
 
 typedef struct bench_case {
     const char *id, *name;

@@ -2,15 +2,17 @@
  * attn-bench's decode cases (only when named; --case D names them all):
  *
  *   S5  B 1, Hq 32, Hkv 8, n 1, m 4096, d 128, F32 K/V
- *   D1  S5's shape with K/V stored F16, and BF16 (and an F32 row, so the
- *       ratios need no other case)
- *   D2  B 8, Hq 32, Hkv 8, n 1, kv lengths 512, 1024, ..., 4096, F16: a
- *       paged cache (block 16, the block table a random permutation of the
- *       pool's blocks) and the same values in a contiguous cache; a third,
+ *   D1  S5's shape with K/V stored F16, BF16, Q8_0 and Q4_0 (and an F32
+ *       row, so the ratios need no other case)
+ *   D2  B 8, Hq 32, Hkv 8, n 1, kv lengths 512, 1024, ..., 4096, every
+ *       storage type: a paged cache (block 16, the block table a random
+ *       permutation of the pool's blocks) and the same values in a
+ *       contiguous cache (the sgemm comparison on F16 only); a third F16,
  *       diagnostic row (attn only) has the pool's blocks in order, which
  *       tells the cost of the random placement (TLB misses, prefetchers
  *       stopping at 4 KiB pages) from that of paging itself
- *   D3  4 queries, bottom-right causal (window_right 0), m 4096, F32 and F16
+ *   D3  4 queries, bottom-right causal (window_right 0), m 4096, F32, F16,
+ *       Q8_0 and Q4_0
  *   DL  S5 at cache lengths 512 ... 32k, F32 and F16 (--case DL only: the
  *       plot of GB/s against cache length, benchmarks/plot-decode.py)
  *
@@ -49,9 +51,17 @@ static const char *const impl_name[NIMPL] = { "attn", "sgemm", "scalar" };
 
 /* ---- sizes ------------------------------------------------------------- */
 
-static size_t elsize(attn_dtype t)
+/* Bytes of n stored values (n a multiple of 32 for the block types). */
+static size_t stored(attn_dtype t, size_t n)
 {
-    return t == ATTN_DTYPE_F32 ? 4 : 2;
+    size_t b = 0;
+    attn_dtype_bytes(t, (int64_t)n, &b);
+    return b;
+}
+
+static int is_block(attn_dtype t)
+{
+    return t == ATTN_DTYPE_Q8_0 || t == ATTN_DTYPE_Q4_0;
 }
 
 /* K/V bytes one call must read. */
@@ -60,7 +70,7 @@ static double kv_bytes_read(const bench_case *c, const drow *r)
     double rows = 0;
     for (int64_t b = 0; b < c->B; b++)
         rows += (double)case_kv_len(c, b);
-    return rows * (double)c->Hkv * 2.0 * (double)c->d * (double)elsize(r->type);
+    return rows * (double)c->Hkv * 2.0 * (double)stored(r->type, (size_t)c->d);
 }
 
 /* Floating-point operations one call must do: per query row and visible
@@ -239,28 +249,29 @@ static void copies_fill(const bench_case *c, const drow *row, char *kc, char *vc
                         size_t copy_bytes, int r0, int r1)
 {
     const int64_t B = c->B, Hkv = c->Hkv, m = c->m, d = c->d, maxb = m / BLOCK;
-    const size_t es = elsize(row->type);
+    const attn_dtype t = row->type;
     for (int r = r0; r < r1; r++) {
         if (row->paged) {
             prefault(kc + (size_t)r * copy_bytes, copy_bytes);
             prefault(vc + (size_t)r * copy_bytes, copy_bytes);
         } else {
             for (int64_t bh = 0; bh < B * Hkv; bh++) {
-                const size_t off = (size_t)r * copy_bytes + (size_t)(bh * m * d) * es;
-                prefault(kc + off, (size_t)(kvl[bh / Hkv] * d) * es);
-                prefault(vc + off, (size_t)(kvl[bh / Hkv] * d) * es);
+                const size_t off = (size_t)r * copy_bytes + stored(t, (size_t)(bh * m * d));
+                prefault(kc + off, stored(t, (size_t)(kvl[bh / Hkv] * d)));
+                prefault(vc + off, stored(t, (size_t)(kvl[bh / Hkv] * d)));
             }
         }
         for (int64_t b = 0; b < B; b++)
             for (int64_t h = 0; h < Hkv; h++)
                 for (int64_t j0 = 0; j0 < kvl[b]; j0 += row->paged ? BLOCK : kvl[b]) {
                     const int64_t rows = row->paged && kvl[b] - j0 > BLOCK ? BLOCK : kvl[b] - j0;
-                    const size_t src = (size_t)(((b * Hkv + h) * m + j0) * d) * es;
+                    const size_t src = stored(t, (size_t)(((b * Hkv + h) * m + j0) * d));
                     const size_t dst = (size_t)r * copy_bytes +
-                        (row->paged ? (size_t)((table[b * maxb + j0 / BLOCK] * Hkv + h) * BLOCK * d)
-                                    : (size_t)(((b * Hkv + h) * m + j0) * d)) * es;
-                    memcpy(kc + dst, ksrc + src, (size_t)(rows * d) * es);
-                    memcpy(vc + dst, vsrc + src, (size_t)(rows * d) * es);
+                        stored(t, row->paged
+                                      ? (size_t)((table[b * maxb + j0 / BLOCK] * Hkv + h) * BLOCK * d)
+                                      : (size_t)(((b * Hkv + h) * m + j0) * d));
+                    memcpy(kc + dst, ksrc + src, stored(t, (size_t)(rows * d)));
+                    memcpy(vc + dst, vsrc + src, stored(t, (size_t)(rows * d)));
                 }
     }
 }
@@ -296,6 +307,9 @@ static int decode_call_run(void *arg, double *split)
     if (x->type == ATTN_DTYPE_F32) {
         x->args->k = (const float *)kp;
         x->args->v = (const float *)vp;
+    } else if (is_block(x->type)) {
+        x->args->kq = kp;
+        x->args->vq = vp;
     } else {
         x->args->k16 = (const uint16_t *)kp;
         x->args->v16 = (const uint16_t *)vp;
@@ -309,7 +323,6 @@ static void run_decode_row(const djob *j, result *res)
     const drow *row = j->row;
     const int64_t B = c->B, Hq = c->Hq, Hkv = c->Hkv, n = c->n, m = c->m, d = c->d;
     const attn_dtype type = row->type;
-    const size_t es = elsize(type);
     const int R = copies_of(c, row, j->target);
 
     /* ATTN_DECODE is read by attn_sdpa_plan_create (lib/sdpa/plan.c: the
@@ -332,7 +345,7 @@ static void run_decode_row(const djob *j, result *res)
     const size_t nq = (size_t)(B * Hq * n * d), nkv = (size_t)(B * Hkv * m * d);
     float *q = alloc_fill(nq, 1), *o = alloc_fill(nq, 0);
     float *kr = big_alloc(nkv * sizeof(float)), *vr = big_alloc(nkv * sizeof(float));
-    uint16_t *k16 = NULL, *v16 = NULL;
+    char *k16 = NULL, *v16 = NULL;   /* the stored bytes (F16, BF16, Q8_0, Q4_0) */
     int32_t *kvl = malloc(sizeof(int32_t) * (size_t)B);
     if (!q || !o || !kr || !vr || !kvl)
         return fail(res, "out of memory", ATTN_OK);
@@ -349,8 +362,8 @@ static void run_decode_row(const djob *j, result *res)
             }
     }
     if (type != ATTN_DTYPE_F32) {
-        k16 = big_alloc(nkv * 2);
-        v16 = big_alloc(nkv * 2);
+        k16 = big_alloc(stored(type, nkv));
+        v16 = big_alloc(stored(type, nkv));
         if (!k16 || !v16)
             return fail(res, "out of memory", ATTN_OK);
         /* the stored values, and those values widened back: what the
@@ -360,15 +373,16 @@ static void run_decode_row(const djob *j, result *res)
         for (int64_t bh = 0; bh < B * Hkv && st == ATTN_OK; bh++) {
             const size_t off = (size_t)(bh * m * d);
             const int64_t cnt = kvl[bh / Hkv] * d;
-            prefault(k16 + off, (size_t)cnt * 2);
-            prefault(v16 + off, (size_t)cnt * 2);
-            st = attn_dtype_encode(type, kr + off, k16 + off, cnt);
+            const size_t so = stored(type, off);
+            prefault(k16 + so, stored(type, (size_t)cnt));
+            prefault(v16 + so, stored(type, (size_t)cnt));
+            st = attn_quantize(type, kr + off, k16 + so, cnt);
             if (st == ATTN_OK)
-                st = attn_dtype_encode(type, vr + off, v16 + off, cnt);
+                st = attn_quantize(type, vr + off, v16 + so, cnt);
             if (st == ATTN_OK)
-                st = attn_dtype_decode(type, k16 + off, kr + off, cnt);
+                st = attn_dequantize(type, k16 + so, kr + off, cnt);
             if (st == ATTN_OK)
-                st = attn_dtype_decode(type, v16 + off, vr + off, cnt);
+                st = attn_dequantize(type, v16 + so, vr + off, cnt);
         }
         if (st != ATTN_OK)
             return fail(res, "convert", st);
@@ -408,7 +422,7 @@ static void run_decode_row(const djob *j, result *res)
     /* R copies of the cache (only the rows a call reads are written: the
      * rest of a contiguous copy is never touched, so never resident) */
     const size_t copy_elems = row->paged ? (size_t)(nblocks * Hkv * BLOCK * d) : nkv;
-    const size_t copy_bytes = (copy_elems * es + 4095) / 4096 * 4096;
+    const size_t copy_bytes = (stored(type, copy_elems) + 4095) / 4096 * 4096;
     char *kc = big_alloc(copy_bytes * (size_t)R), *vc = big_alloc(copy_bytes * (size_t)R);
     if (!kc || !vc)
         return fail(res, "out of memory (K/V copies)", ATTN_OK);
@@ -523,6 +537,10 @@ void decode_run_case(const bench_case *c, int nthreads, const bench_env *env)
                 continue;
             if (impl != IMPL_ATTN && row->paged == 2)
                 continue;
+            /* D2's sgemm comparison on its F16 rows only (each row costs a
+             * process and its cache copies) */
+            if (impl == IMPL_SGEMM && !strcmp(c->id, "D2") && row->type != ATTN_DTYPE_F16)
+                continue;
             djob j = { c, row, impl, nthreads, env->runs, env->kv_target_bytes };
             result r;
             in_child(djob_fn, &j, &r);
@@ -606,11 +624,23 @@ void decode_print_ratios(int nthreads, const bench_env *env)
         printf("decode ratios, %d thread%s (attn rows; speed = the other row's ms / this row's ms):\n",
                nthreads, nthreads > 1 ? "s" : "");
     int any = 0;
+    /* The speed each storage type should gain from its bytes alone (the
+     * bandwidth targets restated as ratios; Q8_0 reads 34/64 of F16's bytes,
+     * Q4_0 18/64), and paging's cost. */
     static const struct { const char *c, *num, *den, *what; double target; } speed[] = {
-        { "D1", "f16", "f32", "D1 F16/F32 speed", 1.7 },
-        { "D1", "bf16", "f32", "D1 BF16/F32 speed", 1.7 },
-        { "D3", "f16", "f32", "D3 F16/F32 speed", 1.7 },
-        { "D2", "f16-paged", "f16-contig", "D2 paged/contiguous speed", 0.9 },
+        { "D1", "f16", "f32", "D1 F16/F32 speed", 1.8 },
+        { "D1", "bf16", "f32", "D1 BF16/F32 speed", 1.8 },
+        { "D1", "q8_0", "f16", "D1 Q8_0/F16 speed", 1.7 },
+        { "D1", "q4_0", "f16", "D1 Q4_0/F16 speed", 2.8 },
+        { "D2", "f16-paged", "f32-paged", "D2 paged F16/F32 speed", 1.8 },
+        { "D2", "bf16-paged", "f32-paged", "D2 paged BF16/F32 speed", 1.8 },
+        { "D2", "q8_0-paged", "f16-paged", "D2 paged Q8_0/F16 speed", 1.7 },
+        { "D2", "q4_0-paged", "f16-paged", "D2 paged Q4_0/F16 speed", 2.8 },
+        { "D2", "f32-paged", "f32-contig", "D2 F32 paged/contiguous speed", 0.9 },
+        { "D2", "f16-paged", "f16-contig", "D2 F16 paged/contiguous speed", 0.9 },
+        { "D2", "bf16-paged", "bf16-contig", "D2 BF16 paged/contiguous speed", 0.9 },
+        { "D2", "q8_0-paged", "q8_0-contig", "D2 Q8_0 paged/contiguous speed", 0.9 },
+        { "D2", "q4_0-paged", "q4_0-contig", "D2 Q4_0 paged/contiguous speed", 0.9 },
     };
     for (size_t i = 0; i < sizeof speed / sizeof speed[0]; i++) {
         const kept *a = find(speed[i].c, speed[i].num, IMPL_ATTN);
@@ -633,17 +663,26 @@ void decode_print_ratios(int nthreads, const bench_env *env)
             printf("  %-42s %6.2f   (diagnostic: blocks in order)\n",
                    "D2 paged in order/contiguous speed", pc->ms / po->ms);
     }
+    /* S5, D1 and D2 are bound by the bytes: >= 80% of the read bandwidth.
+     * D3's 4 query rows make compute matter: within 1.3x of its roofline
+     * (the longer of the read and the FMAs). */
     for (int i = 0; i < ndone; i++) {
         if (!with_targets(&done[i]))
             continue;
         char what[64];
-        snprintf(what, sizeof what, "%s %s fraction of read bandwidth", done[i].case_id,
-                 done[i].label);
-        ratio(env, nthreads, what, done[i].frac, 0.8, 1);
+        if (!strcmp(done[i].case_id, "D3")) {
+            snprintf(what, sizeof what, "%s %s fraction of the roofline", done[i].case_id,
+                     done[i].label);
+            ratio(env, nthreads, what, done[i].roof, 1.0 / 1.3, 1);
+        } else {
+            snprintf(what, sizeof what, "%s %s fraction of read bandwidth", done[i].case_id,
+                     done[i].label);
+            ratio(env, nthreads, what, done[i].frac, 0.8, 1);
+        }
         any = 1;
     }
     for (int i = 0; i < ndone; i++) {
-        if (!with_targets(&done[i]))
+        if (!with_targets(&done[i]) || !strcmp(done[i].case_id, "D3"))
             continue;
         if (env->json)
             printf("{\"kind\":\"decode\",\"ratio\":\"%s %s fraction of the roofline\","

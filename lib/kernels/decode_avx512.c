@@ -249,13 +249,58 @@ INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const 
     }
 }
 
+/* The block types with many rows per key (a GQA group times several
+ * queries): de-quantizing in registers would redo each key's blocks once
+ * per block of rows, so runs of keys are de-quantized once into a buffer
+ * on the stack (L1-sized) and the F32 kernel runs on it.  The F32 kernel's
+ * arithmetic on the de-quantized values is the register path's, so both
+ * give the same bits; the output of P V is carried from run to run in O
+ * (exact), so its chains stay one per element in key order. */
+enum { QBUF_FLOATS = 4096, QROWS_IN_REGS_QK = 4, QROWS_IN_REGS_PV = 2 };
+
+INLINE void dequant_rows(const int ST, const void *const *rows, int64_t nk, int64_t d,
+                         float *buf, const void **out, int64_t c_all, const void *const *all,
+                         int64_t n_all)
+{
+    const int64_t rowb = st_bytes(ST, d);
+    for (int64_t c = 0; c < nk; c++) {
+        if (c_all + c + PF_KEYS < n_all)
+            prefetch_row((const char *)all[c_all + c + PF_KEYS], rowb);
+        float *dst = buf + c * d;
+        for (int64_t x = 0; x < d; x += 32) {
+            __m512 lo, hi;
+            ld32q(ST, rows[c], x, &lo, &hi);
+            _mm512_storeu_ps(dst + x, lo);
+            _mm512_storeu_ps(dst + x + 16, hi);
+        }
+        out[c] = dst;
+    }
+}
+
+static void qk_blocks(const int ST, const float *q, int64_t ldq, int64_t R, const void *const *k,
+                      int64_t nk, int64_t d, float scale, float *s, int64_t lds)
+{
+    if (R <= QROWS_IN_REGS_QK || d > QBUF_FLOATS / 4) {
+        qk_impl(ST, q, ldq, R, k, nk, d, scale, s, lds);
+        return;
+    }
+    float buf[QBUF_FLOATS] __attribute__((aligned(64)));
+    const void *rows[QBUF_FLOATS / 32];
+    const int64_t run = QBUF_FLOATS / d;
+    for (int64_t c0 = 0; c0 < nk; c0 += run) {
+        const int64_t n = nk - c0 < run ? nk - c0 : run;
+        dequant_rows(ST, k + c0, n, d, buf, rows, c0, k, nk);
+        qk_impl(ATTN_ST_F32, q, ldq, R, rows, n, d, scale, s + c0, lds);
+    }
+}
+
 static void qk_avx512(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
                       int64_t nk, int64_t d, float scale, float *s, int64_t lds)
 {
     if (st == ATTN_ST_Q8_0)
-        qk_impl(ATTN_ST_Q8_0, q, ldq, R, k, nk, d, scale, s, lds);
+        qk_blocks(ATTN_ST_Q8_0, q, ldq, R, k, nk, d, scale, s, lds);
     else if (st == ATTN_ST_Q4_0)
-        qk_impl(ATTN_ST_Q4_0, q, ldq, R, k, nk, d, scale, s, lds);
+        qk_blocks(ATTN_ST_Q4_0, q, ldq, R, k, nk, d, scale, s, lds);
     else if (st == ATTN_ST_F16)
         qk_impl(ATTN_ST_F16, q, ldq, R, k, nk, d, scale, s, lds);
     else if (st == ATTN_ST_BF16)
@@ -264,13 +309,30 @@ static void qk_avx512(int st, const float *q, int64_t ldq, int64_t R, const void
         qk_impl(ATTN_ST_F32, q, ldq, R, k, nk, d, scale, s, lds);
 }
 
+static void pv_blocks(const int ST, const float *p, int64_t ldp, int64_t R,
+                      const void *const *v, int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
+{
+    if (R <= QROWS_IN_REGS_PV || d > QBUF_FLOATS / 4) {
+        pv_impl(ST, p, ldp, R, v, nk, d, o, ldo, acc);
+        return;
+    }
+    float buf[QBUF_FLOATS] __attribute__((aligned(64)));
+    const void *rows[QBUF_FLOATS / 32];
+    const int64_t run = QBUF_FLOATS / d;
+    for (int64_t c0 = 0; c0 < nk; c0 += run) {
+        const int64_t n = nk - c0 < run ? nk - c0 : run;
+        dequant_rows(ST, v + c0, n, d, buf, rows, c0, v, nk);
+        pv_impl(ATTN_ST_F32, p + c0, ldp, R, rows, n, d, o, ldo, acc || c0 > 0);
+    }
+}
+
 static void pv_avx512(int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
                       int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
 {
     if (st == ATTN_ST_Q8_0)
-        pv_impl(ATTN_ST_Q8_0, p, ldp, R, v, nk, d, o, ldo, acc);
+        pv_blocks(ATTN_ST_Q8_0, p, ldp, R, v, nk, d, o, ldo, acc);
     else if (st == ATTN_ST_Q4_0)
-        pv_impl(ATTN_ST_Q4_0, p, ldp, R, v, nk, d, o, ldo, acc);
+        pv_blocks(ATTN_ST_Q4_0, p, ldp, R, v, nk, d, o, ldo, acc);
     else if (st == ATTN_ST_F16)
         pv_impl(ATTN_ST_F16, p, ldp, R, v, nk, d, o, ldo, acc);
     else if (st == ATTN_ST_BF16)
