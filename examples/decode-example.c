@@ -1,14 +1,17 @@
 /* decode-example: a small GQA decoder generating tokens with attn's decode
- * path and a paged F16 KV cache.
+ * path and a paged Q8_0 KV cache (ggml's 8-bit blocks: 34 bytes per 32
+ * values; `decode-example f16` (or bf16, q4_0, f32) stores it otherwise).
  *
  * Two layers of random weights (d_model 256, 8 query heads, 2 key/value
  * heads of dim 32), a vocabulary of 64 random embeddings.  The prompt (16
  * tokens) is prefilled in one causal call per layer; then each step
- * appends the new token's K and V to every layer's paged cache (block 16,
+ * appends the new token's K and V to every layer's paged cache (quantized
+ * or rounded to the storage type by attn_kv_append; block 16,
  * blocks handed out in a scrambled order, as a cache manager would), runs
  * attention for one query against the cache and picks the next token
  * greedily.  Each step's attention output is checked against a full
- * recompute in double precision from the values the cache holds; the
+ * recompute in double precision from the values the cache holds (read
+ * back with attn_dequantize); the
  * program prints the tokens, tokens per second and the largest error, and
  * exits 1 if an error exceeds 1e-4.
  */
@@ -67,8 +70,19 @@ static double now_s(void)
 
 typedef struct layer {
     float *wq, *wk, *wv, *wo;
-    uint16_t *kpool, *vpool;  /* [NBLK][HKV][BS][D] F16 */
+    void *kpool, *vpool;  /* [NBLK][HKV][BS][D] values of the storage type */
 } layer;
+
+static attn_dtype cache_type = ATTN_DTYPE_Q8_0;
+
+/* The address of value offset `values` of a pool (a whole number of blocks
+ * for the block types). */
+static const void *at(const void *pool, size_t values)
+{
+    size_t bytes;
+    CHECK(attn_dtype_bytes(cache_type, (int64_t)values, &bytes));
+    return (const char *)pool + bytes;
+}
 
 /* The cache and attention of every layer share one description. */
 static attn_sdpa_desc cache_desc(int n)
@@ -82,7 +96,7 @@ static attn_sdpa_desc cache_desc(int n)
     d.kv_len = MAXLEN;
     d.qk_dim = d.v_dim = D;
     d.q = d.o = attn_view_bshd(HQ, n, D);       /* the projections' layout */
-    d.k_type = d.v_type = ATTN_DTYPE_F16;
+    d.k_type = d.v_type = cache_type;
     d.kv_block_size = BS;
     d.kv_num_blocks = NBLK;
     d.kv_max_blocks = MAXB;
@@ -103,7 +117,7 @@ static double check_row(const layer *L, const int32_t *table, int len, const flo
     double s[MAXLEN];
     for (int j = 0; j <= last; j++) {
         const size_t row = ((size_t)table[j / BS] * HKV + hk) * BS + j % BS;
-        CHECK(attn_dtype_decode(ATTN_DTYPE_F16, L->kpool + row * D, kr, D));
+        CHECK(attn_dequantize(cache_type, at(L->kpool, row * D), kr, D));
         double dot = 0.0;
         for (int x = 0; x < D; x++)
             dot += (double)q[(i * HQ + h) * D + x] * kr[x];
@@ -113,7 +127,7 @@ static double check_row(const layer *L, const int32_t *table, int len, const flo
     }
     for (int j = 0; j <= last; j++) {
         const size_t row = ((size_t)table[j / BS] * HKV + hk) * BS + j % BS;
-        CHECK(attn_dtype_decode(ATTN_DTYPE_F16, L->vpool + row * D, vr, D));
+        CHECK(attn_dequantize(cache_type, at(L->vpool, row * D), vr, D));
         const double p = exp(s[j] - mx);
         l += p;
         for (int x = 0; x < D; x++)
@@ -125,8 +139,25 @@ static double check_row(const layer *L, const int32_t *table, int len, const flo
     return err;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    static const struct { const char *name; attn_dtype type; } types[] = {
+        { "q8_0", ATTN_DTYPE_Q8_0 }, { "q4_0", ATTN_DTYPE_Q4_0 }, { "f16", ATTN_DTYPE_F16 },
+        { "bf16", ATTN_DTYPE_BF16 }, { "f32", ATTN_DTYPE_F32 },
+    };
+    const char *type_name = argc > 1 ? argv[1] : "q8_0";
+    int known = 0;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (!strcmp(type_name, types[i].name)) {
+            cache_type = types[i].type;
+            known = 1;
+        }
+    if (!known || argc > 2) {
+        fprintf(stderr, "usage: decode-example [q8_0|q4_0|f16|bf16|f32]  (the KV cache's storage)\n");
+        return 2;
+    }
+    size_t pool_bytes;
+    CHECK(attn_dtype_bytes(cache_type, (int64_t)NBLK * HKV * BS * D, &pool_bytes));
     float *emb = randv((size_t)VOCAB * E, 1.0f);
     layer L[LAYERS];
     for (int l = 0; l < LAYERS; l++) {
@@ -134,8 +165,8 @@ int main(void)
         L[l].wk = randv((size_t)HKV * D * E, 0.0625f);
         L[l].wv = randv((size_t)HKV * D * E, 0.0625f);
         L[l].wo = randv((size_t)E * HQ * D, 0.0625f);
-        L[l].kpool = calloc((size_t)NBLK * HKV * BS * D, sizeof(uint16_t));
-        L[l].vpool = calloc((size_t)NBLK * HKV * BS * D, sizeof(uint16_t));
+        L[l].kpool = calloc(pool_bytes, 1);
+        L[l].vpool = calloc(pool_bytes, 1);
     }
     /* the block table: the sequence's blocks, scrambled over the pool */
     int32_t table[MAXB];
@@ -169,7 +200,8 @@ int main(void)
             linear(x, n, L[l].wk, E, HKV * D, k);
             linear(x, n, L[l].wv, E, HKV * D, v);
             attn_sdpa_desc d = cache_desc(n);
-            /* append K and V ([n][HKV][D] rows: a BSHD view) as F16 */
+            /* append K and V ([n][HKV][D] rows: a BSHD view), quantized
+             * (or rounded) to the cache's type */
             attn_kv_append_args ap = { 0 };
             ap.k_cache = L[l].kpool;
             ap.v_cache = L[l].vpool;
@@ -183,8 +215,16 @@ int main(void)
             attn_sdpa_args a = { 0 };
             a.q = q;
             a.o = o;
-            a.k16 = L[l].kpool;
-            a.v16 = L[l].vpool;
+            if (cache_type == ATTN_DTYPE_Q8_0 || cache_type == ATTN_DTYPE_Q4_0) {
+                a.kq = L[l].kpool;
+                a.vq = L[l].vpool;
+            } else if (cache_type == ATTN_DTYPE_F32) {
+                a.k = L[l].kpool;
+                a.v = L[l].vpool;
+            } else {
+                a.k16 = L[l].kpool;
+                a.v16 = L[l].vpool;
+            }
             a.block_table = table;
             a.kv_lens = &len[l];
             CHECK(attn_sdpa(&d, &a));
@@ -220,9 +260,10 @@ int main(void)
             t_gen += now_s() - t0 - t_check;
         printf(" %d", best);
     }
-    printf("\n%d tokens generated at %.0f tokens/s (%d layers, paged F16 cache of %d tokens), "
-           "max |attn - float64 recompute| = %.2e\n",
-           MAXLEN - PROMPT, (MAXLEN - PROMPT - 1) / t_gen, LAYERS, MAXLEN, max_err);
+    printf("\n%d tokens generated at %.0f tokens/s (%d layers, paged %s cache of %d tokens, "
+           "%zu bytes per layer and tensor), max |attn - float64 recompute| = %.2e\n",
+           MAXLEN - PROMPT, (MAXLEN - PROMPT - 1) / t_gen, LAYERS, type_name, MAXLEN, pool_bytes,
+           max_err);
     for (int l = 0; l < LAYERS; l++) {
         free(L[l].wq); free(L[l].wk); free(L[l].wv); free(L[l].wo);
         free(L[l].kpool); free(L[l].vpool);
