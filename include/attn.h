@@ -736,7 +736,12 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  * Where ggml's rule is undefined, attn defines it: a block holding a NaN
  * or an infinity is stored with the scale 0x7E00 (a binary16 NaN) and
  * every q 0 (Q8_0) or 8 (Q4_0), so all 32 of its values read back as NaN
- * (they would poison a softmax as the input would have).  Finite blocks
+ * (they would poison a softmax as the input would have).  Where 1 / d
+ * overflows (0 < |d| <= 2^-128: the largest |x| below about 3.7e-37 for
+ * Q8_0, 2.4e-38 for Q4_0), x_i x id is infinite or NaN, whose conversion
+ * C leaves undefined: q_i is 0 there for both types (the bytes attn's
+ * x86-64 builds stored before this was defined; the scale rounds to a
+ * binary16 zero, so the block reads back as zeros).  Finite blocks
  * whose scale passes binary16's range (|x| beyond about 8.3e6 for Q8_0,
  * 5.2e5 for Q4_0) store an infinite scale, as ggml does, and read back as
  * +-Inf or NaN (0 x Inf).  A block of zeros stores d = 0 and all q 0 (Q8_0)

@@ -29,6 +29,11 @@
  * attn_sdpa_bwd_args16 (test_bwd_args16_errors).  Every failing call
  * leaves the dQ, dK, dV and dBias buffers (fp32 or 16-bit) bitwise
  * untouched.
+ *
+ * The quantized K/V types (1.2, Q8_0 and Q4_0): desc_rows hold their plan
+ * rules (the dense forward's K/V storage only; head dims and view strides
+ * multiples of 32), bwd_rows the backward's refusal, and
+ * test_quant_execute_errors the pointer rules of args.kq / args.vq.
  */
 #include <float.h>
 #include <limits.h>
@@ -252,6 +257,8 @@ typedef struct desc_row {
 
 #define PLAIN(B, Hq, Hkv, n, m, dk, dv) BASE_PLAIN, { B, Hq, Hkv, n, m, dk, dv }
 #define FULL BASE_FULL, { 0 }
+/* A plain desc whose head dims suit the quantized K/V types (1.2). */
+#define QPLAIN PLAIN(2, 4, 2, 6, 9, 64, 32)
 
 static const desc_row desc_rows[] = {
     /* sizes and the head ratio (every size field <= 0: see test_desc_table) */
@@ -397,11 +404,23 @@ static const desc_row desc_rows[] = {
      * the last one is reserved[3] */
     {"reserved[3] = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[3], INT64_MIN)}},
     {"reserved[3] = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[3], -1)}},
-    /* the element types of Q and O */
-    {"q_type = 3", ATTN_ERR_BAD_OPTION, FULL, {SI(q_type, 3)}},
+    /* the element types of Q and O: 3 and 4 are the quantized K/V types
+     * (1.2), which Q and O do not take; 5 and up are unknown */
+    {"q_type = 5", ATTN_ERR_BAD_OPTION, FULL, {SI(q_type, 5)}},
+    {"q_type = 99", ATTN_ERR_BAD_OPTION, FULL, {SI(q_type, 99)}},
     {"q_type = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(q_type, -1)}},
-    {"o_type = 3", ATTN_ERR_BAD_OPTION, FULL, {SI(o_type, 3)}},
+    {"o_type = 5", ATTN_ERR_BAD_OPTION, FULL, {SI(o_type, 5)}},
+    {"o_type = 99", ATTN_ERR_BAD_OPTION, FULL, {SI(o_type, 99)}},
     {"o_type = INT_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(o_type, INT_MIN)}},
+    {"q_type Q8_0", ATTN_ERR_UNSUPPORTED_TYPE, FULL, {SI(q_type, ATTN_DTYPE_Q8_0)}},
+    {"q_type Q4_0", ATTN_ERR_UNSUPPORTED_TYPE, FULL, {SI(q_type, ATTN_DTYPE_Q4_0)}},
+    {"o_type Q8_0", ATTN_ERR_UNSUPPORTED_TYPE, FULL, {SI(o_type, ATTN_DTYPE_Q8_0)}},
+    {"o_type Q4_0", ATTN_ERR_UNSUPPORTED_TYPE, FULL, {SI(o_type, ATTN_DTYPE_Q4_0)}},
+    {"q_type Q4_0, every dim a multiple of 32", ATTN_ERR_UNSUPPORTED_TYPE, QPLAIN,
+     {SI(q_type, ATTN_DTYPE_Q4_0)}},
+    {"o_type Q8_0 with K and V Q8_0, every dim a multiple of 32", ATTN_ERR_UNSUPPORTED_TYPE,
+     QPLAIN, {SI(o_type, ATTN_DTYPE_Q8_0), SI(k_type, ATTN_DTYPE_Q8_0),
+              SI(v_type, ATTN_DTYPE_Q8_0)}},
     {"control: q_type BF16, o_type F16", ATTN_OK, FULL,
      {SI(q_type, ATTN_DTYPE_BF16), SI(o_type, ATTN_DTYPE_F16)}},
     /* the sparse options take 16-bit Q and O (1.1; they were
@@ -413,8 +432,12 @@ static const desc_row desc_rows[] = {
     {"control: q F16, o BF16, global queries and a layout", ATTN_OK, FULL,
      {SI(q_type, ATTN_DTYPE_F16), SI(o_type, ATTN_DTYPE_BF16), SI(use_global_q, 1),
       SI(block_size, 16)}},
-    {"q_type = 3 with global keys", ATTN_ERR_BAD_OPTION, FULL,
-     {SI(q_type, 3), SI(use_global_k, 1)}},
+    {"q_type = 5 with global keys", ATTN_ERR_BAD_OPTION, FULL,
+     {SI(q_type, 5), SI(use_global_k, 1)}},
+    {"q_type Q8_0 with global keys", ATTN_ERR_UNSUPPORTED_TYPE, FULL,
+     {SI(q_type, ATTN_DTYPE_Q8_0), SI(use_global_k, 1)}},
+    {"o_type Q4_0 with a layout", ATTN_ERR_UNSUPPORTED_TYPE, FULL,
+     {SI(o_type, ATTN_DTYPE_Q4_0), SI(block_size, 16)}},
     {"reserved_pad = 1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved_pad, 1)}},
     {"reserved_pad = INT_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved_pad, INT_MIN)}},
     /* the engine */
@@ -427,8 +450,73 @@ static const desc_row desc_rows[] = {
     /* storage types and the paged cache */
     {"control: k F16, v BF16", ATTN_OK, FULL,
      {SI(k_type, ATTN_DTYPE_F16), SI(v_type, ATTN_DTYPE_BF16)}},
-    {"k_type = 3", ATTN_ERR_BAD_OPTION, FULL, {SI(k_type, 3)}},
+    {"k_type = 5", ATTN_ERR_BAD_OPTION, FULL, {SI(k_type, 5)}},
+    {"k_type = 99", ATTN_ERR_BAD_OPTION, FULL, {SI(k_type, 99)}},
+    {"v_type = 5", ATTN_ERR_BAD_OPTION, FULL, {SI(v_type, 5)}},
     {"v_type = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(v_type, -1)}},
+    /* the quantized K/V types (1.2, "Quantized KV caches"): qk_dim (K) or
+     * v_dim (V) a multiple of 32, else ATTN_ERR_BAD_SIZE; every stride of
+     * the quantized tensor's view (counted in values) a multiple of 32,
+     * else ATTN_ERR_BAD_STRIDE.  QPLAIN: dk 64, dv 32, dense BHSD views,
+     * k {1152, 576, 64}, v {576, 288, 32}. */
+    {"control: K Q8_0, V Q4_0", ATTN_OK, QPLAIN,
+     {SI(k_type, ATTN_DTYPE_Q8_0), SI(v_type, ATTN_DTYPE_Q4_0)}},
+    {"control: K Q4_0, V F16", ATTN_OK, QPLAIN,
+     {SI(k_type, ATTN_DTYPE_Q4_0), SI(v_type, ATTN_DTYPE_F16)}},
+    {"control: K BF16, V Q8_0, Q and O F16", ATTN_OK, QPLAIN,
+     {SI(k_type, ATTN_DTYPE_BF16), SI(v_type, ATTN_DTYPE_Q8_0), SI(q_type, ATTN_DTYPE_F16),
+      SI(o_type, ATTN_DTYPE_F16)}},
+    {"control: V Q8_0 (dv 32) with dk 8", ATTN_OK, PLAIN(2, 4, 2, 6, 9, 8, 32),
+     {SI(v_type, ATTN_DTYPE_Q8_0)}},
+    {"K Q8_0, qk_dim 48", ATTN_ERR_BAD_SIZE, PLAIN(2, 4, 2, 6, 9, 48, 32),
+     {SI(k_type, ATTN_DTYPE_Q8_0)}},
+    {"control: K F32, qk_dim 48", ATTN_OK, PLAIN(2, 4, 2, 6, 9, 48, 32), {{0}}},
+    {"K Q4_0, qk_dim 16", ATTN_ERR_BAD_SIZE, PLAIN(2, 4, 2, 6, 9, 16, 32),
+     {SI(k_type, ATTN_DTYPE_Q4_0)}},
+    {"V Q4_0, v_dim 40", ATTN_ERR_BAD_SIZE, PLAIN(2, 4, 2, 6, 9, 64, 40),
+     {SI(v_type, ATTN_DTYPE_Q4_0)}},
+    {"V Q8_0, v_dim 1", ATTN_ERR_BAD_SIZE, PLAIN(2, 4, 2, 6, 9, 64, 1),
+     {SI(v_type, ATTN_DTYPE_Q8_0)}},
+    {"K Q8_0 on the base (qk_dim 8)", ATTN_ERR_BAD_SIZE, FULL, {SI(k_type, ATTN_DTYPE_Q8_0)}},
+    {"V Q4_0 on the base (v_dim 5)", ATTN_ERR_BAD_SIZE, FULL, {SI(v_type, ATTN_DTYPE_Q4_0)}},
+    {"K Q8_0, k.seq = 80", ATTN_ERR_BAD_STRIDE, QPLAIN,
+     {SI(k_type, ATTN_DTYPE_Q8_0), SV(k, 1472, 736, 80)}},
+    {"control: K F32, k.seq = 80", ATTN_OK, QPLAIN, {SV(k, 1472, 736, 80)}},
+    {"K Q4_0, k.head = 592", ATTN_ERR_BAD_STRIDE, QPLAIN,
+     {SI(k_type, ATTN_DTYPE_Q4_0), SV(k, 1184, 592, 64)}},
+    {"K Q8_0, k.batch = 1168", ATTN_ERR_BAD_STRIDE, QPLAIN,
+     {SI(k_type, ATTN_DTYPE_Q8_0), SV(k, 1168, 576, 64)}},
+    {"V Q4_0, v.seq = 48", ATTN_ERR_BAD_STRIDE, QPLAIN,
+     {SI(v_type, ATTN_DTYPE_Q4_0), SV(v, 896, 448, 48)}},
+    {"V Q8_0, v.head = 304", ATTN_ERR_BAD_STRIDE, QPLAIN,
+     {SI(v_type, ATTN_DTYPE_Q8_0), SV(v, 608, 304, 32)}},
+    {"V Q4_0, v.batch = 592", ATTN_ERR_BAD_STRIDE, QPLAIN,
+     {SI(v_type, ATTN_DTYPE_Q4_0), SV(v, 592, 288, 32)}},
+    {"control: F16 V, v.batch = 592", ATTN_OK, QPLAIN,
+     {SI(v_type, ATTN_DTYPE_F16), SV(v, 592, 288, 32)}},
+    {"control: K Q8_0, gapped strides 96 / 9 x 96 + 32 / 2 x that", ATTN_OK, QPLAIN,
+     {SI(k_type, ATTN_DTYPE_Q8_0), SV(k, 2 * (9 * 96 + 32), 9 * 96 + 32, 96)}},
+    {"control: K Q8_0 as ggml's layer cache {m x Hkv x dk, dk, Hkv x dk}", ATTN_OK,
+     PLAIN(1, 4, 2, 6, 9, 64, 32),
+     {SI(k_type, ATTN_DTYPE_Q8_0), SV(k, 9 * 2 * 64, 64, 2 * 64)}},
+    {"control: paged Q8_0 K, Q4_0 V [blocks][H][bs][d]", ATTN_OK, QPLAIN,
+     {SI(kv_block_size, 4), SI(kv_num_blocks, 7), SI(kv_max_blocks, 3),
+      SV(k, HKV * 4 * 64, 4 * 64, 64), SV(v, HKV * 4 * 32, 4 * 32, 32),
+      SI(k_type, ATTN_DTYPE_Q8_0), SI(v_type, ATTN_DTYPE_Q4_0)}},
+    {"control: paged Q4_0 K [blocks][bs][H][d], block size 3", ATTN_OK, QPLAIN,
+     {SI(kv_block_size, 3), SI(kv_num_blocks, 7), SI(kv_max_blocks, 3),
+      SV(k, HKV * 3 * 64, 64, HKV * 64), SV(v, HKV * 3 * 32, 3 * 32, 32),
+      SI(k_type, ATTN_DTYPE_Q4_0)}},
+    {"paged Q8_0 K, pool k.seq = 80", ATTN_ERR_BAD_STRIDE, QPLAIN,
+     {SI(kv_block_size, 4), SI(kv_num_blocks, 7), SI(kv_max_blocks, 3),
+      SV(k, 640, 320, 80), SV(v, HKV * 4 * 32, 4 * 32, 32), SI(k_type, ATTN_DTYPE_Q8_0)}},
+    {"paged Q4_0 V, pool v.batch = 272", ATTN_ERR_BAD_STRIDE, QPLAIN,
+     {SI(kv_block_size, 4), SI(kv_num_blocks, 7), SI(kv_max_blocks, 3),
+      SV(k, HKV * 4 * 64, 4 * 64, 64), SV(v, 272, 4 * 32, 32), SI(v_type, ATTN_DTYPE_Q4_0)}},
+    {"paged Q8_0 K, qk_dim 8", ATTN_ERR_BAD_SIZE, FULL,
+     {SI(kv_block_size, 4), SI(kv_num_blocks, 7), SI(kv_max_blocks, 3),
+      SV(k, HKV * 4 * DK, 4 * DK, DK), SV(v, HKV * 4 * DV, 4 * DV, DV),
+      SI(k_type, ATTN_DTYPE_Q8_0)}},
     {"kv_block_size = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(kv_block_size, -1)}},
     {"kv_num_blocks without paging", ATTN_ERR_BAD_OPTION, FULL, {SI(kv_num_blocks, 4)}},
     {"kv_max_blocks without paging", ATTN_ERR_BAD_OPTION, FULL, {SI(kv_max_blocks, 4)}},
@@ -471,8 +559,21 @@ static const desc_row desc_rows[] = {
     {"control: Q, K, V, O all BF16 with global queries", ATTN_OK, FULL,
      {SI(q_type, ATTN_DTYPE_BF16), SI(k_type, ATTN_DTYPE_BF16), SI(v_type, ATTN_DTYPE_BF16),
       SI(o_type, ATTN_DTYPE_BF16), SI(use_global_q, 1)}},
-    {"k_type = 3 with a layout", ATTN_ERR_BAD_OPTION, FULL,
-     {SI(k_type, 3), SI(block_size, 16)}},
+    {"k_type = 5 with a layout", ATTN_ERR_BAD_OPTION, FULL,
+     {SI(k_type, 5), SI(block_size, 16)}},
+    /* the quantized K/V types are the dense forward's only (1.2) */
+    {"control: QPLAIN with global keys", ATTN_OK, QPLAIN, {SI(use_global_k, 1)}},
+    {"K Q8_0 with global keys", ATTN_ERR_UNSUPPORTED_TYPE, QPLAIN,
+     {SI(k_type, ATTN_DTYPE_Q8_0), SI(use_global_k, 1)}},
+    {"V Q4_0 with global queries", ATTN_ERR_UNSUPPORTED_TYPE, QPLAIN,
+     {SI(v_type, ATTN_DTYPE_Q4_0), SI(use_global_q, 1)}},
+    {"K Q4_0 with a block layout", ATTN_ERR_UNSUPPORTED_TYPE, QPLAIN,
+     {SI(k_type, ATTN_DTYPE_Q4_0), SI(block_size, 16)}},
+    {"V Q8_0 with a per-head layout", ATTN_ERR_UNSUPPORTED_TYPE, QPLAIN,
+     {SI(v_type, ATTN_DTYPE_Q8_0), SI(block_size, 32), SI(layout_per_head, 1)}},
+    {"K Q8_0 with global keys on the base", ATTN_ERR_UNSUPPORTED_TYPE, FULL,
+     {SI(k_type, ATTN_DTYPE_Q8_0), SI(use_global_k, 1), SI(qk_dim, 32),
+      SV(q, HQ * NQ * 32, NQ * 32, 32), SV(k, HKV * MK * 32, MK * 32, 32)}},
     {"paged F16 K with a block layout", ATTN_ERR_BAD_OPTION, FULL,
      {SI(kv_block_size, 4), SI(kv_num_blocks, 7), SI(kv_max_blocks, 3),
       SV(k, HKV * 4 * DK, 4 * DK, DK), SV(v, HKV * 4 * DV, 4 * DV, DV),
@@ -1063,7 +1164,26 @@ static const desc_row bwd_rows[] = {
     /* 16-bit types plan, with the sparse options too (1.1; they were
      * ATTN_ERR_UNSUPPORTED_TYPE): test_bwd_args16_errors runs them;
      * unknown types */
-    {"fwd: q_type 3", ATTN_ERR_BAD_OPTION, BWD, {SI(q_type, 3)}},
+    {"fwd: q_type 5", ATTN_ERR_BAD_OPTION, BWD, {SI(q_type, 5)}},
+    {"fwd: k_type 99", ATTN_ERR_BAD_OPTION, BWD, {SI(k_type, 99)}},
+    /* the quantized K/V types are forward-only (1.2): as K or V with
+     * dims and views they would take in the forward, as Q or O */
+    {"fwd: K Q8_0 (qk_dim 32)", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
+     {SI(qk_dim, 32), SV(q, HQ * NQ * 32, NQ * 32, 32), SV(k, HKV * MK * 32, MK * 32, 32),
+      SI(k_type, ATTN_DTYPE_Q8_0)}},
+    {"fwd: K Q4_0 (qk_dim 32)", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
+     {SI(qk_dim, 32), SV(q, HQ * NQ * 32, NQ * 32, 32), SV(k, HKV * MK * 32, MK * 32, 32),
+      SI(k_type, ATTN_DTYPE_Q4_0)}},
+    {"fwd: V Q4_0 (v_dim 32)", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
+     {SI(v_dim, 32), SV(v, HKV * MK * 32, MK * 32, 32), SV(o, HQ * NQ * 32, NQ * 32, 32),
+      SI(v_type, ATTN_DTYPE_Q4_0)}},
+    {"fwd: V Q8_0 (v_dim 32)", ATTN_ERR_UNSUPPORTED_TYPE, BWD,
+     {SI(v_dim, 32), SV(v, HKV * MK * 32, MK * 32, 32), SV(o, HQ * NQ * 32, NQ * 32, 32),
+      SI(v_type, ATTN_DTYPE_Q8_0)}},
+    {"fwd: q_type Q8_0", ATTN_ERR_UNSUPPORTED_TYPE, BWD, {SI(q_type, ATTN_DTYPE_Q8_0)}},
+    {"fwd: o_type Q4_0", ATTN_ERR_UNSUPPORTED_TYPE, BWD, {SI(o_type, ATTN_DTYPE_Q4_0)}},
+    {"fwd: K Q8_0 on the bwd base (qk_dim 8: the forward's size rule)", ATTN_ERR_BAD_SIZE, BWD,
+     {SI(k_type, ATTN_DTYPE_Q8_0)}},
     {"fwd: o_type -1", ATTN_ERR_BAD_OPTION, BWD, {SI(o_type, -1)}},
     {"fwd: v_type 7", ATTN_ERR_BAD_OPTION, BWD, {SI(v_type, 7)}},
     {"fwd: paged", ATTN_ERR_BAD_OPTION, BWD,
@@ -2101,6 +2221,161 @@ static void test_growable_structs(void **state)
         assert_int_equal(info.reserved[i], 0);
 }
 
+/* The pointers of quantized K and V at execute time (1.2): args.kq / vq
+ * for Q8_0 / Q4_0 storage, the other K or V pointers NULL.  One table of
+ * rows over a dense problem (B 2, Hq 4, Hkv 2, n 3, m 9, dk 32, dv 64) and
+ * its paged twin; each row a plan's storage types and the pointers given,
+ * and the status; O (sentinel-filled) untouched on error, the one-shot
+ * agreeing with the plan. */
+enum { QB = 2, QHQ = 4, QHKV = 2, QN = 3, QM = 9, QDK = 32, QDV = 64, QBS = 4, QMAXB = 3,
+       QNBLK = 7 };
+
+enum {
+    QP_K = 1, QP_V = 2, QP_K16 = 4, QP_V16 = 8, QP_KQ = 16, QP_VQ = 32, QP_TABLE = 64
+};
+
+typedef struct qexec_row {
+    const char *what;
+    attn_dtype kt, vt;
+    int paged;
+    unsigned give;     /* QP_*: the pointers set (the rest NULL) */
+    attn_status want;
+    int want2;         /* also accepted (-1: none): two rules broken at once */
+} qexec_row;
+
+#define QG8 ATTN_DTYPE_Q8_0
+#define QG4 ATTN_DTYPE_Q4_0
+static const qexec_row qexec_rows[] = {
+    {"control: K Q8_0, V Q4_0 through kq, vq", QG8, QG4, 0, QP_KQ | QP_VQ, ATTN_OK, -1},
+    {"control: K Q4_0, V Q8_0", QG4, QG8, 0, QP_KQ | QP_VQ, ATTN_OK, -1},
+    {"control: K Q8_0, V F32 (v)", QG8, ATTN_DTYPE_F32, 0, QP_KQ | QP_V, ATTN_OK, -1},
+    {"control: K F16 (k16), V Q4_0", ATTN_DTYPE_F16, QG4, 0, QP_K16 | QP_VQ, ATTN_OK, -1},
+    {"control: paged K Q8_0, V Q4_0", QG8, QG4, 1, QP_KQ | QP_VQ | QP_TABLE, ATTN_OK, -1},
+    {"Q8_0 K: kq NULL", QG8, QG4, 0, QP_VQ, ATTN_ERR_NULL_ARGUMENT, -1},
+    {"Q4_0 V: vq NULL", QG8, QG4, 0, QP_KQ, ATTN_ERR_NULL_ARGUMENT, -1},
+    {"paged Q8_0 K: kq NULL", QG8, QG4, 1, QP_VQ | QP_TABLE, ATTN_ERR_NULL_ARGUMENT, -1},
+    {"paged: block_table NULL", QG8, QG4, 1, QP_KQ | QP_VQ, ATTN_ERR_NULL_ARGUMENT, -1},
+    {"Q8_0 K: k given as well", QG8, QG4, 0, QP_KQ | QP_VQ | QP_K, ATTN_ERR_ARGUMENT_MISMATCH,
+     -1},
+    {"Q8_0 K: k16 given as well", QG8, QG4, 0, QP_KQ | QP_VQ | QP_K16,
+     ATTN_ERR_ARGUMENT_MISMATCH, -1},
+    {"Q4_0 V: v given as well", QG8, QG4, 0, QP_KQ | QP_VQ | QP_V, ATTN_ERR_ARGUMENT_MISMATCH,
+     -1},
+    {"Q4_0 V: v16 given as well", QG8, QG4, 0, QP_KQ | QP_VQ | QP_V16,
+     ATTN_ERR_ARGUMENT_MISMATCH, -1},
+    {"paged Q4_0 V: v16 given as well", QG8, QG4, 1, QP_KQ | QP_VQ | QP_V16 | QP_TABLE,
+     ATTN_ERR_ARGUMENT_MISMATCH, -1},
+    {"Q8_0 K: k given instead of kq", QG8, QG4, 0, QP_K | QP_VQ, ATTN_ERR_ARGUMENT_MISMATCH,
+     ATTN_ERR_NULL_ARGUMENT},
+    {"Q4_0 V: v16 given instead of vq", QG8, QG4, 0, QP_KQ | QP_V16,
+     ATTN_ERR_ARGUMENT_MISMATCH, ATTN_ERR_NULL_ARGUMENT},
+    {"F32 K: kq given as well", ATTN_DTYPE_F32, ATTN_DTYPE_F32, 0, QP_K | QP_V | QP_KQ,
+     ATTN_ERR_ARGUMENT_MISMATCH, -1},
+    {"F32 V: vq given as well", ATTN_DTYPE_F32, ATTN_DTYPE_F32, 0, QP_K | QP_V | QP_VQ,
+     ATTN_ERR_ARGUMENT_MISMATCH, -1},
+    {"F16 K: kq given as well", ATTN_DTYPE_F16, ATTN_DTYPE_BF16, 0, QP_K16 | QP_V16 | QP_KQ,
+     ATTN_ERR_ARGUMENT_MISMATCH, -1},
+    {"BF16 V: vq given as well", ATTN_DTYPE_F16, ATTN_DTYPE_BF16, 0, QP_K16 | QP_V16 | QP_VQ,
+     ATTN_ERR_ARGUMENT_MISMATCH, -1},
+    {"paged F16 K: kq given as well", ATTN_DTYPE_F16, ATTN_DTYPE_F32, 1,
+     QP_K16 | QP_V | QP_KQ | QP_TABLE, ATTN_ERR_ARGUMENT_MISMATCH, -1},
+    {"F16 K: kq given instead of k16", ATTN_DTYPE_F16, ATTN_DTYPE_F32, 0, QP_KQ | QP_V,
+     ATTN_ERR_ARGUMENT_MISMATCH, ATTN_ERR_NULL_ARGUMENT},
+    {"F32 V: vq given instead of v", ATTN_DTYPE_F32, ATTN_DTYPE_F32, 0, QP_K | QP_VQ,
+     ATTN_ERR_ARGUMENT_MISMATCH, ATTN_ERR_NULL_ARGUMENT},
+};
+
+static void test_quant_execute_errors(void **state)
+{
+    (void)state;
+    g_fail = 0;
+    /* K and V of every type at once, each buffer large enough for the
+     * dense and the paged views (the pool: QNBLK blocks of QBS rows) */
+    const int64_t nk = QNBLK * QHKV * QBS * QDK, nv = QNBLK * QHKV * QBS * QDV;
+    assert_true(nk >= QB * QHKV * QM * QDK && nv >= QB * QHKV * QM * QDV);
+    const int64_t nq = QB * QHQ * QN * QDK, no = QB * QHQ * QN * QDV;
+    float *q = malloc((size_t)nq * sizeof(float)), *o = malloc((size_t)no * sizeof(float));
+    float *k = malloc((size_t)nk * sizeof(float)), *v = malloc((size_t)nv * sizeof(float));
+    uint16_t *k16 = malloc((size_t)nk * 2), *v16 = malloc((size_t)nv * 2);
+    size_t kqb = 0, vqb = 0;
+    assert_int_equal(attn_dtype_bytes(ATTN_DTYPE_Q8_0, nk, &kqb), ATTN_OK);  /* the larger */
+    assert_int_equal(attn_dtype_bytes(ATTN_DTYPE_Q8_0, nv, &vqb), ATTN_OK);
+    unsigned char *kq = malloc(kqb), *vq = malloc(vqb);
+    assert_true(q && o && k && v && k16 && v16 && kq && vq);
+    for (int64_t i = 0; i < nq; i++)
+        q[i] = (float)((i * 37) % 17 - 8) * 0.0625f;
+    for (int64_t i = 0; i < nk; i++)
+        k[i] = (float)((i * 29) % 13 - 6) * 0.125f;
+    for (int64_t i = 0; i < nv; i++)
+        v[i] = (float)((i * 23) % 11 - 5) * 0.25f;
+    assert_int_equal(attn_dtype_encode(ATTN_DTYPE_F16, k, k16, nk), ATTN_OK);
+    assert_int_equal(attn_dtype_encode(ATTN_DTYPE_F16, v, v16, nv), ATTN_OK);
+    /* Q8_0 bytes serve the Q4_0 plans as well (any bytes are values) */
+    assert_int_equal(attn_quantize(ATTN_DTYPE_Q8_0, k, kq, nk), ATTN_OK);
+    assert_int_equal(attn_quantize(ATTN_DTYPE_Q8_0, v, vq, nv), ATTN_OK);
+    int32_t table[QB * QMAXB] = {4, 0, 6, 2, 5, 1};
+    char what[128];
+    for (size_t r = 0; r < sizeof qexec_rows / sizeof qexec_rows[0]; r++) {
+        const qexec_row *row = &qexec_rows[r];
+        attn_sdpa_desc d;
+        attn_sdpa_desc_init(&d);
+        d.batch = QB, d.q_heads = QHQ, d.kv_heads = QHKV, d.q_len = QN, d.kv_len = QM;
+        d.qk_dim = QDK, d.v_dim = QDV, d.threads = 1;
+        d.k_type = row->kt, d.v_type = row->vt;
+        d.q = attn_view_bhsd(QHQ, QN, QDK);
+        d.o = attn_view_bhsd(QHQ, QN, QDV);
+        if (row->paged) {
+            d.kv_block_size = QBS, d.kv_num_blocks = QNBLK, d.kv_max_blocks = QMAXB;
+            d.k = attn_view_bhsd(QHKV, QBS, QDK);
+            d.v = attn_view_bhsd(QHKV, QBS, QDV);
+        } else {
+            d.k = attn_view_bhsd(QHKV, QM, QDK);
+            d.v = attn_view_bhsd(QHKV, QM, QDV);
+        }
+        attn_sdpa_args a;
+        attn_sdpa_args_init(&a);
+        a.q = q, a.o = o;
+        if (row->give & QP_K) a.k = k;
+        if (row->give & QP_V) a.v = v;
+        if (row->give & QP_K16) a.k16 = k16;
+        if (row->give & QP_V16) a.v16 = v16;
+        if (row->give & QP_KQ) a.kq = kq;
+        if (row->give & QP_VQ) a.vq = vq;
+        if (row->give & QP_TABLE) a.block_table = table;
+        attn_sdpa_plan *plan = NULL;
+        attn_status s = attn_sdpa_plan_create(&plan, &d);
+        if (s != ATTN_OK) {
+            printf("FAIL %s: plan_create returned %s\n", row->what, sname(s));
+            g_fail++;
+            continue;
+        }
+        for (int shot = 0; shot < 2; shot++) {
+            grow_fill(o, (size_t)no, NAN);
+            s = shot ? attn_sdpa(&d, &a) : attn_sdpa_execute(plan, &a, NULL, 0);
+            snprintf(what, sizeof what, "%s (%s)", row->what, shot ? "attn_sdpa" : "execute");
+            const int ok = s == row->want || (row->want2 >= 0 && s == (attn_status)row->want2);
+            if (!ok) {
+                printf("FAIL %s: returned %s, want %s%s%s\n", what, sname(s), sname(row->want),
+                       row->want2 >= 0 ? " or " : "",
+                       row->want2 >= 0 ? sname((attn_status)row->want2) : "");
+                g_fail++;
+            }
+            if (row->want != ATTN_OK && !grow_untouched(o, (size_t)no)) {
+                printf("FAIL %s: O written by a failing call\n", what);
+                g_fail++;
+            }
+            if (row->want == ATTN_OK && s == ATTN_OK && grow_untouched(o, (size_t)no)) {
+                printf("FAIL %s: O not written\n", what);
+                g_fail++;
+            }
+        }
+        attn_sdpa_plan_destroy(plan);
+    }
+    printf("  %zu quantized K/V pointer rows\n", sizeof qexec_rows / sizeof qexec_rows[0]);
+    free(q), free(o), free(k), free(v), free(k16), free(v16), free(kq), free(vq);
+    assert_int_equal(g_fail, 0);
+}
+
 static void test_status_strings(void **state)
 {
     (void)state;
@@ -2220,6 +2495,7 @@ int main(void)
         cmocka_unit_test(test_bwd_execute_errors),
         cmocka_unit_test(test_bwd_args16_errors),
         cmocka_unit_test(test_sparse_execute_errors),
+        cmocka_unit_test(test_quant_execute_errors),
         cmocka_unit_test(test_growable_structs),
         cmocka_unit_test(test_status_strings),
         cmocka_unit_test(test_version),

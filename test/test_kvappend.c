@@ -537,8 +537,16 @@ static const erow erows[] = {
     { "v_new seq unset", 1, { { E_ARGS_I64, AVIEW(v_new_view, seq), ATTN_STRIDE_UNSET } },
       ATTN_ERR_STRIDES_UNSET },
     /* options */
-    { "k_type 3", 0, { { E_DESC_INT, DOFF(k_type), 3 } }, ATTN_ERR_BAD_OPTION },
+    { "k_type 5", 0, { { E_DESC_INT, DOFF(k_type), 5 } }, ATTN_ERR_BAD_OPTION },
+    { "v_type 99", 1, { { E_DESC_INT, DOFF(v_type), 99 } }, ATTN_ERR_BAD_OPTION },
     { "v_type -1", 1, { { E_DESC_INT, DOFF(v_type), -1 } }, ATTN_ERR_BAD_OPTION },
+    /* the quantized types (1.2) with this base's head dims (4 and 3, not
+     * multiples of 32): the size rule (test_quant.c has the appends and
+     * the stride rule) */
+    { "k_type Q8_0, qk_dim 4", 0, { { E_DESC_INT, DOFF(k_type), ATTN_DTYPE_Q8_0 } },
+      ATTN_ERR_BAD_SIZE },
+    { "v_type Q4_0, v_dim 3", 1, { { E_DESC_INT, DOFF(v_type), ATTN_DTYPE_Q4_0 } },
+      ATTN_ERR_BAD_SIZE },
     { "kv_block_size -1", 0, { { E_DESC_I64, DOFF(kv_block_size), -1 } }, ATTN_ERR_BAD_OPTION },
     { "kv_num_blocks without paging", 1, { { E_DESC_I64, DOFF(kv_num_blocks), 5 } },
       ATTN_ERR_BAD_OPTION },

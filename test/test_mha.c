@@ -1227,10 +1227,38 @@ static void err_table(erows *rs, const minst *b)
              offsetof(attn_mha_desc, reserved_pad), 1);
     for (size_t f = 0; f < sizeof en / sizeof en[0]; f++)
         for (int k = 0; k < 3; k++) {
-            const int v = f == 0 && badenum[k] == 3 ? 2 : badenum[k];
+            /* align's first unknown value is 2; the element types' 5 (3 and
+             * 4 are the quantized K/V types since 1.2: below) */
+            const int is_type = en[f].off == offsetof(attn_mha_desc, x_type) ||
+                                en[f].off == offsetof(attn_mha_desc, w_type);
+            const int v = badenum[k] != 3 ? badenum[k] : f == 0 ? 2 : is_type ? 5 : 3;
             emut_add(eadd(rs, EB_SELF, AT_PLAN, ATTN_ERR_BAD_OPTION, "%s = %d", en[f].name, v),
                      M_DINT, en[f].off, v);
         }
+    /* The quantized K/V types (1.2) are the SDPA forward's only: as x_type
+     * or w_type ATTN_ERR_UNSUPPORTED_TYPE (with the other type any known
+     * one), an unknown value beside them still ATTN_ERR_BAD_OPTION. */
+    for (int k = ATTN_DTYPE_Q8_0; k <= ATTN_DTYPE_Q4_0; k++) {
+        const char *tn = k == ATTN_DTYPE_Q8_0 ? "Q8_0" : "Q4_0";
+        emut_add(eadd(rs, EB_SELF, AT_PLAN, ATTN_ERR_UNSUPPORTED_TYPE, "x_type %s", tn), M_DINT,
+                 offsetof(attn_mha_desc, x_type), k);
+        emut_add(eadd(rs, EB_CROSS, AT_PLAN, ATTN_ERR_UNSUPPORTED_TYPE, "w_type %s", tn), M_DINT,
+                 offsetof(attn_mha_desc, w_type), k);
+        emut_add(eadd(rs, EB_SPARSE, AT_PLAN, ATTN_ERR_UNSUPPORTED_TYPE, "sparse: x_type %s", tn),
+                 M_DINT, offsetof(attn_mha_desc, x_type), k);
+        erow *r = eadd(rs, EB_CROSS16, AT_PLAN, ATTN_ERR_UNSUPPORTED_TYPE,
+                       "BF16 X, w_type %s", tn);
+        emut_add(r, M_DINT, offsetof(attn_mha_desc, w_type), k);
+        r = eadd(rs, EB_SELF, AT_PLAN, ATTN_ERR_UNSUPPORTED_TYPE, "x_type and w_type %s", tn);
+        emut_add(r, M_DINT, offsetof(attn_mha_desc, x_type), k);
+        emut_add(r, M_DINT, offsetof(attn_mha_desc, w_type), k);
+        r = eadd(rs, EB_SELF, AT_PLAN, ATTN_ERR_BAD_OPTION, "x_type %s, w_type 99 (the unknown value wins)", tn);
+        emut_add(r, M_DINT, offsetof(attn_mha_desc, x_type), k);
+        emut_add(r, M_DINT, offsetof(attn_mha_desc, w_type), 99);
+        r = eadd(rs, EB_CROSS, AT_PLAN, ATTN_ERR_BAD_OPTION, "x_type -1, w_type %s (the unknown value wins)", tn);
+        emut_add(r, M_DINT, offsetof(attn_mha_desc, x_type), -1);
+        emut_add(r, M_DINT, offsetof(attn_mha_desc, w_type), k);
+    }
     /* (reserved[8] since 1.1: x_type and w_type took slot 0 of 9) */
     const int nres = (int)(sizeof ((attn_mha_desc *)0)->reserved / sizeof(int64_t));
     for (int k = 0; k < nres; k = k + 3 < nres || k == nres - 1 ? k + 3 : nres - 1)

@@ -51,8 +51,15 @@ void attn_quantize_q8_0(const float *src, void *dst, int64_t n)
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         put_scale(blk, attn_f32_to_f16(d));
-        for (int i = 0; i < ATTN_QBLOCK; i++)
-            q[i] = (int8_t)roundf(x[i] * id);
+        /* |x id| <= 127 after rounding, except where 1 / d overflowed
+         * (0 < d <= 2^-128): then x id is +-Inf or NaN (0 x Inf), whose
+         * conversion to an integer C leaves undefined; q 0 there (attn.h;
+         * what cvttss2si's indefinite value gave on x86-64).  The scale
+         * is a binary16 zero then, so the block reads back as zeros. */
+        for (int i = 0; i < ATTN_QBLOCK; i++) {
+            const float r = roundf(x[i] * id);
+            q[i] = isfinite(r) ? (int8_t)r : 0;
+        }
     }
 }
 
@@ -78,8 +85,12 @@ void attn_quantize_q4_0(const float *src, void *dst, int64_t n)
         put_scale(blk, attn_f32_to_f16(d));
         for (int j = 0; j < ATTN_QBLOCK / 2; j++) {
             /* x id is in [-8, 8], so x id + 8.5 in [0.5, 16.5]: the
-             * truncation is a floor and fits. */
-            const int lo = (int)(x[j] * id + 8.5f), hi = (int)(x[j + 16] * id + 8.5f);
+             * truncation is a floor and fits.  Except where 1 / d
+             * overflowed (0 < |d| <= 2^-128): +-Inf or NaN, whose conversion
+             * C leaves undefined; the nibble 0 there (attn.h; what x86-64
+             * gave before; the scale is a binary16 zero). */
+            const float f0 = x[j] * id + 8.5f, f1 = x[j + 16] * id + 8.5f;
+            const int lo = isfinite(f0) ? (int)f0 : 0, hi = isfinite(f1) ? (int)f1 : 0;
             q[j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
         }
     }

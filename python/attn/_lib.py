@@ -116,11 +116,12 @@ class SdpaDesc(ctypes.Structure):
 
 
 class SdpaArgs(ctypes.Structure):
-    """attn_sdpa_args (every pointer as void *)."""
+    """attn_sdpa_args (every pointer as void *; kq, vq: 1.2, in the room of
+    reserved[0] and reserved[1])."""
     _fields_ = [(name, c_void_p) for name in (
         "q", "k", "v", "o", "kv_lens", "q_lens", "mask", "bias", "probs",
         "lse", "global_k", "global_q", "layout", "k16", "v16",
-        "block_table", "q16", "o16")] + [("reserved", c_void_p * 6)]
+        "block_table", "q16", "o16", "kq", "vq")] + [("reserved", c_void_p * 4)]
 
 
 class SdpaBwdArgs16(ctypes.Structure):
@@ -306,5 +307,6 @@ mha_execute = _fn("attn_mha_execute", c_int, c_void_p, _P(MhaWeights), _P(MhaArg
 dtype_encode = _fn("attn_dtype_encode", c_int, c_int, c_void_p, c_void_p, c_int64)
 dtype_decode = _fn("attn_dtype_decode", c_int, c_int, c_void_p, c_void_p, c_int64)
 DTYPE_F32, DTYPE_F16, DTYPE_BF16 = 0, 1, 2   # attn_dtype
+DTYPE_Q8_0, DTYPE_Q4_0 = 3, 4                # attn_dtype: quantized K/V storage (1.2)
 dropout_keep_mask = _fn("attn_dropout_mask_fill", c_int, c_double, c_uint64, c_uint64,
                         c_int64, c_int64, c_int64, c_int64, c_int64, c_void_p, c_int64)

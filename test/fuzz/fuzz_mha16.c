@@ -46,6 +46,10 @@ void decode_mha16(rd *r, mha_case *C)
     C->d.w_type = c->wt;
 }
 
+/* An invalid element type: 3 and 4 (ATTN_ERR_BAD_OPTION before 1.2, the
+ * quantized K/V types Q8_0 and Q4_0 since: ATTN_ERR_UNSUPPORTED_TYPE, see
+ * expect_mha_plan) or unknown values; the table is unchanged so that the
+ * committed inputs decode as before. */
 void mha16_plant_type(rd *r, mha_case *C)
 {
     static const int bad_t[6] = { 3, 4, -1, 255, INT_MAX, INT_MIN };

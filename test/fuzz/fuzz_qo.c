@@ -64,10 +64,18 @@ int qo_16(const attn_sdpa_desc *d)
     return d->q_type != ATTN_DTYPE_F32 || d->o_type != ATTN_DTYPE_F32;
 }
 
+/* q_type and o_type F32, F16 or BF16; the quantized K/V types Q8_0 and
+ * Q4_0 (1.2) are ATTN_ERR_UNSUPPORTED_TYPE as Q or O (QB_TYPE plants 3 and
+ * 4 among its values: the committed inputs that did now test that); any
+ * other value ATTN_ERR_BAD_OPTION.  Not fuzz_kv.c's dtype_ok: K and V
+ * take more. */
 void expect_qo_options(expect *e, const attn_sdpa_desc *d)
 {
-    if (!dtype_ok(d->q_type) || !dtype_ok(d->o_type))
+    const int q = d->q_type, o = d->o_type;
+    if (q < ATTN_DTYPE_F32 || q > ATTN_DTYPE_Q4_0 || o < ATTN_DTYPE_F32 || o > ATTN_DTYPE_Q4_0)
         e->must |= BIT(ATTN_ERR_BAD_OPTION);
+    else if (q >= ATTN_DTYPE_Q8_0 || o >= ATTN_DTYPE_Q8_0)
+        e->must |= BIT(ATTN_ERR_UNSUPPORTED_TYPE);
 }
 
 void expect_qo_pointers(expect *e, const attn_sdpa_desc *d, const attn_sdpa_args *a)

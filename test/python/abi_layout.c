@@ -39,7 +39,8 @@ int main(void)
     F(attn_sdpa_args, bias); F(attn_sdpa_args, probs); F(attn_sdpa_args, lse);
     F(attn_sdpa_args, global_k); F(attn_sdpa_args, global_q); F(attn_sdpa_args, layout);
     F(attn_sdpa_args, k16); F(attn_sdpa_args, v16); F(attn_sdpa_args, block_table);
-    F(attn_sdpa_args, q16); F(attn_sdpa_args, o16); F(attn_sdpa_args, reserved);
+    F(attn_sdpa_args, q16); F(attn_sdpa_args, o16); F(attn_sdpa_args, kq);
+    F(attn_sdpa_args, vq); F(attn_sdpa_args, reserved);
 
     S(attn_sdpa_bwd_args);
     F(attn_sdpa_bwd_args, q); F(attn_sdpa_bwd_args, k); F(attn_sdpa_bwd_args, v);
