@@ -746,9 +746,11 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  * 5.2e5 for Q4_0) store an infinite scale, as ggml does, and read back as
  * +-Inf or NaN (0 x Inf).  A block of zeros stores d = 0 and all q 0 (Q8_0)
  * or 8 (Q4_0), and reads back as zeros.  The quantization error of a
- * finite block is at most d / 2 per value for Q8_0 and d for Q4_0, plus
- * the scale's rounding (docs/TYPES.md measures the attention error it
- * causes).
+ * finite block is at most d / 2 per value for Q8_0 and d for Q4_0, d the
+ * exact scale (max |x| / 127, or |M| / 8), plus what the scale's rounding
+ * to binary16 adds (relative 2^-11 of the value for normal scales; more
+ * where the scale falls in binary16's subnormal range, below 6.1e-5).
+ * docs/TYPES.md measures the attention error it causes.
  */
 
 /*
@@ -760,7 +762,8 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  * Returns ATTN_OK, ATTN_ERR_NULL_ARGUMENT (src or dst NULL with n > 0, or
  * bytes NULL), ATTN_ERR_BAD_SIZE (n < 0, or not a multiple of 32 for a
  * block type), ATTN_ERR_BAD_OPTION (an unknown type) or ATTN_ERR_TOO_LARGE
- * (bytes past SIZE_MAX).  (1.2)
+ * (the storage's bytes past SIZE_MAX or INT64_MAX; for the conversions,
+ * also n x 4, the fp32 side's bytes).  (1.2)
  */
 ATTN_API attn_status attn_quantize(attn_dtype type, const float *src, void *dst, int64_t n);
 ATTN_API attn_status attn_dequantize(attn_dtype type, const void *src, float *dst, int64_t n);
@@ -883,7 +886,8 @@ ATTN_API attn_status attn_dtype_decode(attn_dtype type, const uint16_t *src, flo
 
 /* The new tokens of one attn_kv_append call. */
 typedef struct attn_kv_append_args {
-    void *k_cache;              /* K: float * (k_type F32) or uint16_t *;
+    void *k_cache;              /* K: float * (k_type F32), uint16_t *
+                                   (F16, BF16) or the blocks (Q8_0, Q4_0);
                                    the pool when the desc is paged */
     void *v_cache;              /* V, likewise */
     const int32_t *block_table; /* [B][kv_max_blocks] when paged, else NULL */
@@ -908,7 +912,9 @@ ATTN_API attn_status attn_kv_append_args_init(attn_kv_append_args *args);
  * Append tokens to the KV cache described by desc: for every sequence b
  * and kv head h, rows r < new_lens[b] of k_new and v_new become tokens
  * kv_lens[b] + r of K and V (converted to k_type / v_type as
- * attn_dtype_encode does), then kv_lens[b] grows by new_lens[b].  Only
+ * attn_quantize does: F16/BF16 rounded as attn_dtype_encode, Q8_0/Q4_0
+ * quantized a row's blocks at a time by the rules of "Quantized KV
+ * caches"), then kv_lens[b] grows by new_lens[b].  Only
  * the fields of desc that describe K and V are read: batch, kv_heads,
  * kv_len (each sequence's capacity), qk_dim, v_dim, the k and v views,
  * k_type, v_type and the paging fields (checked as attn_sdpa_plan_create

@@ -47,10 +47,23 @@ static attn_status block_check(attn_dtype type, int64_t n)
         return ATTN_ERR_BAD_OPTION;
     if ((type == ATTN_DTYPE_Q8_0 || type == ATTN_DTYPE_Q4_0) && n % ATTN_QBLOCK != 0)
         return ATTN_ERR_BAD_SIZE;
-    /* n x 4 bytes, the largest per value, must be a size_t. */
-    if ((uint64_t)n > SIZE_MAX / 4 || (uint64_t)n > (uint64_t)INT64_MAX / 4)
+    /* The storage's bytes must be a size_t and an int64_t. */
+    const uint64_t per = type == ATTN_DTYPE_F32 ? 4 : type == ATTN_DTYPE_Q8_0 ? 34
+                       : type == ATTN_DTYPE_Q4_0 ? 18 : 2;
+    const uint64_t units = type == ATTN_DTYPE_Q8_0 || type == ATTN_DTYPE_Q4_0
+                               ? (uint64_t)n / ATTN_QBLOCK : (uint64_t)n;
+    if (units > SIZE_MAX / per || units > (uint64_t)INT64_MAX / per)
         return ATTN_ERR_TOO_LARGE;
     return ATTN_OK;
+}
+
+/* The conversions also address n floats. */
+static attn_status convert_size_check(attn_dtype type, int64_t n)
+{
+    attn_status st = block_check(type, n);
+    if (st == ATTN_OK && ((uint64_t)n > SIZE_MAX / 4 || (uint64_t)n > (uint64_t)INT64_MAX / 4))
+        return ATTN_ERR_TOO_LARGE;
+    return st;
 }
 
 attn_status attn_dtype_bytes(attn_dtype type, int64_t n, size_t *bytes)
@@ -65,7 +78,7 @@ attn_status attn_dtype_bytes(attn_dtype type, int64_t n, size_t *bytes)
 
 attn_status attn_quantize(attn_dtype type, const float *src, void *dst, int64_t n)
 {
-    attn_status st = block_check(type, n);
+    attn_status st = convert_size_check(type, n);
     if (st != ATTN_OK)
         return st;
     if (n > 0 && (!src || !dst))
@@ -84,7 +97,7 @@ attn_status attn_quantize(attn_dtype type, const float *src, void *dst, int64_t 
 
 attn_status attn_dequantize(attn_dtype type, const void *src, float *dst, int64_t n)
 {
-    attn_status st = block_check(type, n);
+    attn_status st = convert_size_check(type, n);
     if (st != ATTN_OK)
         return st;
     if (n > 0 && (!src || !dst))

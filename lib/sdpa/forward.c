@@ -133,6 +133,21 @@ static void kv_source(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t 
     }
 }
 
+/* Prefetch (into L1) the first rows of [j0, j1), at most the decode
+ * kernels' distance, of a row stream of `width` values each. */
+#define ATTN_DECODE_PF 16
+static void decode_prefetch(const kvsrc *s, int64_t j0, int64_t j1, int64_t width)
+{
+    const int64_t bytes = attn_st_bytes(s->st, width);
+    if (j1 > j0 + ATTN_DECODE_PF)
+        j1 = j0 + ATTN_DECODE_PF;
+    for (int64_t j = j0; j < j1; j++) {
+        const char *row = kv_row(s, j);
+        for (int64_t x = 0; x < bytes; x += 64)
+            __builtin_prefetch(row + x, 0, 3);
+    }
+}
+
 /* The K and V of a work item's current tile [t, t + nt): read in place
  * (kb, vb NULL) or widened into the thread's buffers (kv_copy). */
 typedef struct kvtile {
@@ -412,6 +427,12 @@ static void run_rows_part(const item *it, const segment *sg, int64_t r0, int64_t
     const int drop = d->mask_mode == ATTN_MASK_DROP_NONZERO;
     float *s = w->s;
 
+    /* Decode path: the kernels prefetch ATTN_DECODE_PF rows ahead within
+     * their own stream; the first rows of the other stream are asked for
+     * here, so neither pass starts cold: V's first rows of this tile
+     * before Q K^T, the next tile's first K rows before P V. */
+    if (p->decode)
+        decode_prefetch(&kt->v, t + cs, t + ce, d->v_dim);
     p->prod->qk(p, kt, (const char *)sg->q + r0 * sg->ldq * sg->qsz, sg->ldq, r1 - r0, t, t + cs,
                 ce - cs, s + r0 * bk + cs, bk, w->ah);
 
@@ -472,6 +493,8 @@ static void run_rows_part(const item *it, const segment *sg, int64_t r0, int64_t
             w->corr[v] = w->lrow[v] == 0.0f ? 0.0f : 1.0f / w->lrow[v];
         rs = w->corr + v0;
     }
+    if (p->decode)
+        decode_prefetch(&kt->k, t + bk, it->jhi, d->qk_dim);
     p->prod->pv(p, kt, s + r0 * bk + cs, bk, r1 - r0, t, t + cs, ce - cs, sg->o + r0 * sg->ldo,
            sg->ldo, !fresh, rs, w->ah);
 }
