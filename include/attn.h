@@ -740,7 +740,12 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  * whose scale passes binary16's range (|x| beyond about 8.3e6 for Q8_0,
  * 5.2e5 for Q4_0) store an infinite scale, as ggml does, and read back as
  * +-Inf or NaN (0 x Inf).  A block of zeros stores d = 0 and all q 0 (Q8_0)
- * or 8 (Q4_0), and reads back as zeros.  The quantization error of a
+ * or 8 (Q4_0), and reads back as zeros.  A finite block so small that
+ * 1 / d overflows to +Inf (largest |x| below 127 x 2^-128, about 3.7e-37,
+ * for Q8_0; below 2^-125, about 2.4e-38, for Q4_0; d then rounds to a
+ * binary16 zero), where x id is +-Inf or NaN, stores every q 0 (Q4_0:
+ * every nibble 0, as ggml's quantizers store in practice) and reads back
+ * as zeros.  The quantization error of a
  * finite block is at most d / 2 per value for Q8_0 and d for Q4_0, plus
  * the scale's rounding (docs/TYPES.md measures the attention error it
  * causes).

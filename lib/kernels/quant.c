@@ -51,8 +51,14 @@ void attn_quantize_q8_0(const float *src, void *dst, int64_t n)
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         put_scale(blk, attn_f32_to_f16(d));
-        for (int i = 0; i < ATTN_QBLOCK; i++)
-            q[i] = (int8_t)roundf(x[i] * id);
+        /* roundf(x id) is in [-127, 127], except where 1 / d overflowed
+         * (0 < amax < 127 x 2^-128): then x id is +-Inf or NaN, which no
+         * int8 holds (undefined in C, as in ggml's reference, whose x86-64
+         * builds store 0 there): q 0 (attn.h). */
+        for (int i = 0; i < ATTN_QBLOCK; i++) {
+            const float r = roundf(x[i] * id);
+            q[i] = (int8_t)(fabsf(r) <= 127.0f ? (int)r : 0);
+        }
     }
 }
 
@@ -78,8 +84,13 @@ void attn_quantize_q4_0(const float *src, void *dst, int64_t n)
         put_scale(blk, attn_f32_to_f16(d));
         for (int j = 0; j < ATTN_QBLOCK / 2; j++) {
             /* x id is in [-8, 8], so x id + 8.5 in [0.5, 16.5]: the
-             * truncation is a floor and fits. */
-            const int lo = (int)(x[j] * id + 8.5f), hi = (int)(x[j + 16] * id + 8.5f);
+             * truncation is a floor and fits; except where 1 / d
+             * overflowed (0 < |max| < 2^-125): then it is +-Inf or NaN,
+             * which no int holds (undefined in C, as in ggml's reference,
+             * whose x86-64 builds store 0 there): 0 (attn.h). */
+            const float a = x[j] * id + 8.5f, b2 = x[j + 16] * id + 8.5f;
+            const int lo = a >= 0.0f && a < 32.0f ? (int)a : 0;
+            const int hi = b2 >= 0.0f && b2 < 32.0f ? (int)b2 : 0;
             q[j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
         }
     }
