@@ -7,9 +7,10 @@
  * decode_qo: q_type and o_type F32, F16 or BF16 each (a quarter of the
  * inputs: one 16-bit type for Q and O, and with bit 6 for K and V too, so
  * that BF16 products are common), and one planted invalid field of its own
- * (QB_*: an unknown q_type or o_type, 16-bit Q or O with a sparse option
- * (valid since the sparse forward widens 16-bit tensors: the buffers then
- * do not match the plan and execute must say so),
+ * (QB_*: an unknown q_type or o_type (3 and 4, Q8_0 and Q4_0 since 1.2,
+ * are K/V storage only: ATTN_ERR_UNSUPPORTED_TYPE), 16-bit Q or O with a
+ * sparse option (valid since the sparse forward widens 16-bit tensors: the
+ * buffers then do not match the plan and execute must say so),
  * the pointer of Q's or O's type NULL, the other pointer given as well, or
  * only the other one) besides byte 1's BAD_* and bit 6's KB_*.  Q is
  * stored in its type, exactly its view's extent, from the values the
@@ -66,7 +67,11 @@ int qo_16(const attn_sdpa_desc *d)
 
 void expect_qo_options(expect *e, const attn_sdpa_desc *d)
 {
-    if (!dtype_ok(d->q_type) || !dtype_ok(d->o_type))
+    /* the block types are K/V storage only (attn.h, "Quantized KV
+     * caches": as q_type or o_type ATTN_ERR_UNSUPPORTED_TYPE) */
+    if (dtype_block(d->q_type) || dtype_block(d->o_type))
+        e->must |= BIT(ATTN_ERR_UNSUPPORTED_TYPE);
+    if (!kv_dtype_ok(d->q_type) || !kv_dtype_ok(d->o_type))
         e->must |= BIT(ATTN_ERR_BAD_OPTION);
 }
 
