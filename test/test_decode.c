@@ -25,10 +25,10 @@
  *              each storage type.
  *   quantized  K and/or V stored Q8_0 or Q4_0, the other F32, F16 or the
  *              other block type (12 combinations, qcomb; each row of head
- *              dims multiples of 32 runs a few of them, so that the table
- *              covers each at least once, most twice; the last four rows
- *              are for them only): the bytes are attn_quantize's of the
- *              row's values, and the F32 instance then holds
+ *              dims multiples of 32 runs one to three of them, so that
+ *              the table covers each once, half of them twice; the last
+ *              four rows are for them only): the bytes are attn_quantize's
+ *              of the row's values, and the F32 instance then holds
  *              attn_dequantize's values (checked against a de-quantizer
  *              written here from attn.h's block layouts).  That F32 call
  *              is checked against the float64 reference on both paths;
@@ -224,19 +224,19 @@ static void build_table(void)
     tcase c;
     nrows = 0;
     addq("S5-like: 1 query, GQA 4, d 128", dcase(1, 8, 2, 1, 700, 128, 128), 1, 3, -1, 0);
-    addq("MQA, d 64", dcase(2, 4, 1, 1, 300, 64, 64), 2, 6, 3, 0);
+    addq("MQA, d 64", dcase(2, 4, 1, 1, 300, 64, 64), 1, 6, 3, 0);
     add("no GQA, odd dims (dk 37, dv 19)", dcase(2, 3, 3, 1, 129, 37, 19));
     c = dcase(2, 8, 2, 4, 520, 64, 64);
     c.align = ATTN_ALIGN_BOTTOM_RIGHT;
     c.wr = 0;
-    addq("4 queries, bottom-right causal", c, 2, 9, -1, 0);
+    addq("4 queries, bottom-right causal", c, 1, 9, -1, 0);
     c = dcase(3, 4, 2, 16, 300, 32, 48);
     c.align = ATTN_ALIGN_BOTTOM_RIGHT;
     c.wr = 0;
     c.use_kv_lens = 1;
     c.kv_lens[0] = 300; c.kv_lens[1] = 17; c.kv_lens[2] = 0;
     c.poison = 1;
-    addq("16 queries, causal, kv lengths 300/17/0, poison", c, 3, 0, -1, 0);
+    addq("16 queries, causal, kv lengths 300/17/0, poison", c, 1, 0, -1, 0);
     c = dcase(2, 6, 3, 3, 257, 16, 16);
     c.align = ATTN_ALIGN_BOTTOM_RIGHT;
     c.wl = 40;
