@@ -76,6 +76,11 @@ static void print_counts(void)
             "(paged = contiguous %ld, ATTN_DECODE=0 %ld); attn_kv_append error %ld, "
             "checked %ld\n", counts[N_KV_ERROR], counts[N_KV_CHECKED], counts[N_KV_PAGED_SAME],
             counts[N_KV_NODECODE], counts[N_APPEND_ERROR], counts[N_APPEND_CHECKED]);
+    fprintf(stderr, "fuzz_attn: K/V stored in another type, ATTN_DECODE=0 bitwise the F32 "
+            "call on the stored values %ld; Q8_0/Q4_0 K or V: SDPA error %ld, checked %ld; "
+            "attn_kv_append error %ld, checked %ld\n", counts[N_KV_NODECODE_TWIN],
+            counts[N_KVQ_ERROR], counts[N_KVQ_CHECKED], counts[N_APPENDQ_ERROR],
+            counts[N_APPENDQ_CHECKED]);
     fprintf(stderr, "fuzz_attn: SDPA with Q/O element types: error %ld, checked %ld (BF16 "
             "products %ld, ATTN_DECODE=0 %ld, bitwise the fp32 call on the widened values %ld, "
             "backward statuses %ld)\n", counts[N_QO_ERROR], counts[N_QO_CHECKED],

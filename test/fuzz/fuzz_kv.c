@@ -15,8 +15,23 @@
  * reads the stored values widened (attn_dtype_decode) from contiguous
  * F32 buffers; a paged problem is rerun contiguously (bitwise equal), and
  * one with q_len <= 16 with ATTN_DECODE=0 (the sgemm path, within the
- * reference's bounds).  Bit 6 was cleared in every committed input before
- * it got this meaning (the decoder ignored it).
+ * reference's bounds, and bitwise the F32 call on the stored values
+ * where Q and O are F32, except with MKL).  Bit 6 was cleared in every
+ * committed input before it got this meaning (the decoder ignored it).
+ *
+ * Q8_0 and Q4_0 (attn.h, "Quantized KV caches"): when the KV byte z has
+ * bits 0, 1 and 3 set (no committed input had: their meaning stays), one
+ * more byte (decode_kvq) makes K and/or V Q8_0 or Q4_0 (the other keeps
+ * its decoded type), their dims 32 x the decoded ones and their views
+ * gen_view's over blocks of 32 values (strides x 32; the packed QKV layout
+ * is not taken), or plants a dim not a multiple of 32 (ATTN_ERR_BAD_SIZE)
+ * or a view stride off 32 (ATTN_ERR_BAD_STRIDE).  The blocks are
+ * attn_quantize's of the float pool's values (NaN where never read: a
+ * whole block of NaN), the reference and the F32 twins read their
+ * attn_dequantize; a paged pool holds blocks of a NaN or +Inf scale or
+ * random bytes where unused, exactly to its last block.  The F32 twins
+ * (qo_twin; here the ATTN_DECODE=0 one) must give the quantized call's
+ * bits.
  */
 #include "fuzz_sdpa.h"
 
@@ -29,6 +44,20 @@ int dtype_ok(int t)
 {
     return t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16;
 }
+int dtype_block(int t)
+{
+    return t == ATTN_DTYPE_Q8_0 || t == ATTN_DTYPE_Q4_0;
+}
+int kv_dtype_ok(int t)
+{
+    return dtype_ok(t) || dtype_block(t);
+}
+size_t kv_bytes(int t, int64_t n)
+{
+    if (dtype_block(t))
+        return (size_t)((n + 31) / 32) * (t == ATTN_DTYPE_Q8_0 ? 34u : 18u);
+    return (size_t)n * (t == ATTN_DTYPE_F32 ? 4u : 2u);
+}
 double dtype_u2(attn_dtype t)
 {
     return t == ATTN_DTYPE_BF16 ? 0x1p-8 : t == ATTN_DTYPE_F16 ? 0x1p-10 : 0.0;
@@ -39,7 +68,7 @@ int kv_plain(const attn_sdpa_desc *d)
 }
 void expect_kv_options(expect *e, const attn_sdpa_desc *d)
 {
-    if (!dtype_ok(d->k_type) || !dtype_ok(d->v_type))
+    if (!kv_dtype_ok(d->k_type) || !kv_dtype_ok(d->v_type))
         e->must |= BIT(ATTN_ERR_BAD_OPTION);
     if (d->kv_block_size < 0 ||
         (d->kv_block_size == 0 && (d->kv_num_blocks != 0 || d->kv_max_blocks != 0)))
@@ -54,7 +83,10 @@ void expect_kv_views(expect *e, const attn_sdpa_desc *d)
 {
     const int64_t B = d->batch, Hkv = d->kv_heads, m = d->kv_len, bs = d->kv_block_size,
                   nb = d->kv_num_blocks, mb = d->kv_max_blocks;
-    const int k16 = d->k_type != ATTN_DTYPE_F32, v16 = d->v_type != ATTN_DTYPE_F32;
+    /* (the block types' views count values and are held to the fp32 byte
+     * limit) */
+    const int k16 = d->k_type != ATTN_DTYPE_F32 && !dtype_block(d->k_type);
+    const int v16 = d->v_type != ATTN_DTYPE_F32 && !dtype_block(d->v_type);
     if (bs <= 0) {
         expect_view_es(e, &d->k, B, Hkv, m, d->qk_dim, VK_INPUT, k16);
         expect_view_es(e, &d->v, B, Hkv, m, d->v_dim, VK_INPUT, v16);
@@ -79,6 +111,112 @@ void expect_kv_views(expect *e, const attn_sdpa_desc *d)
     expect_view_es(e, &d->v, nb, Hkv, bs, d->v_dim, VK_INPUT, v16);
 }
 
+/* "Quantized KV caches": qk_dim (v_dim) a multiple of 32 for a block-type
+ * K (V), else ATTN_ERR_BAD_SIZE; every stride of its view a multiple of
+ * 32, else ATTN_ERR_BAD_STRIDE; the SDPA forward takes them dense only
+ * (the sparse options: ATTN_ERR_UNSUPPORTED_TYPE). */
+void expect_kv_blocks(expect *e, const attn_sdpa_desc *d, int sdpa)
+{
+    for (int t = 0; t < 2; t++) {
+        const attn_dtype ty = t ? d->v_type : d->k_type;
+        const attn_view *v = t ? &d->v : &d->k;
+        if (!dtype_block(ty))
+            continue;
+        if ((t ? d->v_dim : d->qk_dim) % 32 != 0)
+            e->must |= BIT(ATTN_ERR_BAD_SIZE);
+        if (v->batch % 32 || v->head % 32 || v->seq % 32)
+            e->must |= BIT(ATTN_ERR_BAD_STRIDE);
+        if (sdpa && (d->use_global_k || d->use_global_q || d->block_size != 0))
+            e->must |= BIT(ATTN_ERR_UNSUPPORTED_TYPE);
+    }
+}
+
+void expect_kv_pointers(expect *e, const attn_sdpa_desc *d, const attn_sdpa_args *a)
+{
+    for (int t = 0; t < 2; t++) {
+        const attn_dtype ty = t ? d->v_type : d->k_type;
+        const void *p[3] = { t ? (const void *)a->v : (const void *)a->k,
+                             t ? (const void *)a->v16 : (const void *)a->k16,
+                             t ? a->vq : a->kq };
+        const int use = ty == ATTN_DTYPE_F32 ? 0 : dtype_block(ty) ? 2 : 1;
+        if (!p[use])
+            e->must |= BIT(ATTN_ERR_NULL_ARGUMENT);
+        for (int k = 0; k < 3; k++)
+            if (k != use && p[k])
+                e->must |= BIT(ATTN_ERR_ARGUMENT_MISMATCH);
+    }
+}
+
+void decode_kvq(rd *r, kv_q *q)
+{
+    /* which tensors, of which type: K, V, both */
+    static const int sel[8][2] = {
+        { ATTN_DTYPE_Q8_0, 0 }, { ATTN_DTYPE_Q4_0, 0 }, { 0, ATTN_DTYPE_Q8_0 },
+        { 0, ATTN_DTYPE_Q4_0 }, { ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q8_0 },
+        { ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0 }, { ATTN_DTYPE_Q4_0, ATTN_DTYPE_Q8_0 },
+        { ATTN_DTYPE_Q4_0, ATTN_DTYPE_Q4_0 },
+    };
+    const unsigned b = u8(r);
+    memset(q, 0, sizeof *q);
+    q->on = 1;
+    q->qt[0] = (attn_dtype)sel[b % 8][0];
+    q->qt[1] = (attn_dtype)sel[b % 8][1];
+    const unsigned kind = (b >> 3) % 4; /* 0, 1 valid */
+    q->odd = kind == 2;
+    q->badst = kind == 3;
+    /* the tensor the invalid field is planted in: a quantized one */
+    q->which = (b >> 5) & 1;
+    if (!dtype_block(q->qt[q->which]))
+        q->which ^= 1;
+    if (q->badst) {
+        const unsigned w = u8(r);
+        q->st = (int)(w % 3);
+        q->off = 1 + (int64_t)(w / 3) % 31;
+    }
+}
+
+/* A dim of 1 to 6, never a multiple of 32: 1, 34, 35, 68, 69, 102. */
+static int64_t odd_dim(int64_t d)
+{
+    return 32 * (d / 2) + d;
+}
+
+void kvq_dims(const kv_q *q, int64_t *dk, int64_t *dv)
+{
+    if (!q->on)
+        return;
+    int64_t *dd[2] = { dk, dv };
+    for (int t = 0; t < 2; t++)
+        if (dtype_block(q->qt[t]))
+            *dd[t] = q->odd && q->which == t ? odd_dim(*dd[t]) : 32 * *dd[t];
+}
+
+attn_view kvq_view(rd *r, const kv_q *q, int t, const int64_t sz[3], int64_t D, int call)
+{
+    if (!q->on || !dtype_block(q->qt[t]) || D % 32)
+        return gen_view(r, sz, D);
+    attn_view v = gen_view(r, sz, D / 32);
+    v.batch *= 32;
+    v.head *= 32;
+    v.seq *= 32;
+    if (call && q->badst && q->which == t) {
+        int64_t *s = q->st == 0 ? &v.batch : q->st == 1 ? &v.head : &v.seq;
+        *s += q->off;
+    }
+    return v;
+}
+
+void kv_apply_q(kv_cfg *c, int64_t *dk, int64_t *dv)
+{
+    if (!c->q.on)
+        return;
+    if (dtype_block(c->q.qt[0]))
+        c->kt = c->q.qt[0];
+    if (dtype_block(c->q.qt[1]))
+        c->vt = c->q.qt[1];
+    kvq_dims(&c->q, dk, dv);
+}
+
 void decode_kv(rd *r, kv_cfg *c, int64_t B, int64_t m)
 {
     static const int64_t bss[4] = { 1, 2, 3, 16 };
@@ -93,6 +231,11 @@ void decode_kv(rd *r, kv_cfg *c, int64_t B, int64_t m)
     c->nb = B * per + (int64_t)((y >> 4) & 3);
     c->garb = y >> 6;
     c->bad = z < 128 ? KB_NONE : 1 + (z - 128) % (KB_COUNT_ - 1);
+    /* the block types (no committed input has these bits of z set) */
+    if ((z & 0x0b) == 0x0b)
+        decode_kvq(r, &c->q);
+    else
+        memset(&c->q, 0, sizeof c->q);
 }
 
 
@@ -102,6 +245,7 @@ void kv_store_free(kv_store *S)
 {
     for (int t = 0; t < 2; t++) {
         free(S->c16[t]);
+        free(S->cq[t]);
         free(S->w[t]);
         free(S->cf[t]);
         free(S->pool[t]);
@@ -110,13 +254,53 @@ void kv_store_free(kv_store *S)
     memset(S, 0, sizeof *S);
 }
 
+/* The blocks of n values (n rounded up to whole blocks; the values past n
+ * NaN) of src as type ty, and their widening into w (n rounded up too). */
+static void kv_quantize(attn_dtype ty, const float *src, int64_t n, uint8_t *dst, float *w)
+{
+    const int64_t whole = n / 32 * 32;
+    if (attn_quantize(ty, src, dst, whole) != ATTN_OK)
+        FAIL("attn_quantize of the K/V values failed");
+    if (whole < n) {
+        float last[32];
+        for (int i = 0; i < 32; i++)
+            last[i] = whole + i < n ? src[whole + i] : NAN;
+        if (attn_quantize(ty, last, dst + kv_bytes(ty, whole), 32) != ATTN_OK)
+            FAIL("attn_quantize of the K/V values failed");
+    }
+    if (attn_dequantize(ty, dst, w, (n + 31) / 32 * 32) != ATTN_OK)
+        FAIL("attn_dequantize of the K/V values failed");
+}
+
+/* Unused pool blocks: a NaN (garb 0, 1) or +Inf (3) scale, or random
+ * bytes (2). */
+static void kv_junk_blocks(uint8_t *p, size_t bytes, attn_dtype ty, unsigned garb, prng *g)
+{
+    const size_t bb = kv_bytes(ty, 32);
+    for (size_t i = 0; i < bytes; i++)
+        p[i] = (uint8_t)pr_next(g);
+    if (garb == 2)
+        return;
+    for (size_t o = 0; o + 1 < bytes; o += bb) {
+        const uint16_t h = garb == 3 ? 0x7c00 : 0x7e00;
+        p[o] = (uint8_t)(h & 0xff);
+        p[o + 1] = (uint8_t)(h >> 8);
+    }
+}
+
 /* One tensor: src the float pool at the contiguous view's origin (ext
  * elements), cv that view, pv the pool view of pext elements. */
 static void kv_store_tensor(kv_store *S, int t, const kv_cfg *c, attn_dtype ty, const float *src,
                             int64_t ext, const attn_view *cv, const attn_view *pv, int64_t pext,
                             int64_t B, int64_t Hkv, int64_t D, const int32_t *klens, prng *g)
 {
-    if (ty != ATTN_DTYPE_F32) {
+    const int blk = dtype_block(ty);
+    const int64_t extr = (ext + 31) / 32 * 32;
+    if (blk) {
+        S->cq[t] = xmalloc(kv_bytes(ty, ext));
+        S->w[t] = xmalloc((size_t)extr * sizeof(float));
+        kv_quantize(ty, src, ext, S->cq[t], S->w[t]);
+    } else if (ty != ATTN_DTYPE_F32) {
         S->c16[t] = xmalloc((size_t)ext * sizeof(uint16_t));
         S->w[t] = xmalloc((size_t)ext * sizeof(float));
         if (attn_dtype_encode(ty, src, S->c16[t], ext) != ATTN_OK ||
@@ -126,9 +310,12 @@ static void kv_store_tensor(kv_store *S, int t, const kv_cfg *c, attn_dtype ty, 
     if (!c->paged)
         return;
     const size_t es = ty == ATTN_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
-    S->pool[t] = xmalloc((size_t)pext * es);
+    const size_t pbytes = kv_bytes(ty, pext);
+    S->pool[t] = xmalloc(pbytes ? pbytes : 1);
     /* unused blocks, rows past the lengths and gaps: NaN, +Inf or random */
-    for (int64_t i = 0; i < pext; i++) {
+    if (blk)
+        kv_junk_blocks(S->pool[t], pbytes, ty, c->garb, g);
+    for (int64_t i = 0; i < pext && !blk; i++) {
         uint32_t bits = c->garb == 2 ? (uint32_t)pr_next(g) : c->garb == 3 ? 0x7f800000u : 0x7fc00000u;
         if (ty == ATTN_DTYPE_F32)
             memcpy((float *)S->pool[t] + i, &bits, 4);
@@ -140,7 +327,9 @@ static void kv_store_tensor(kv_store *S, int t, const kv_cfg *c, attn_dtype ty, 
     /* The rows, those holding a NaN first: a pool view may overlap itself
      * (a valid input view), and then the finite rows win.  Then the
      * contiguous values are gathered back from the pool, so that the
-     * reference and the contiguous twin read what the paged call reads. */
+     * reference and the contiguous twin read what the paged call reads.
+     * (Block types: rows of whole blocks only; other views fail the
+     * plan.) */
     if (ty == ATTN_DTYPE_F32) {
         S->cf[t] = xmalloc((size_t)ext * sizeof(float));
         memcpy(S->cf[t], src, (size_t)ext * sizeof(float));
@@ -148,17 +337,21 @@ static void kv_store_tensor(kv_store *S, int t, const kv_cfg *c, attn_dtype ty, 
     for (int pass = 0; pass < 3; pass++)
         for (int64_t b = 0; b < B; b++)
             for (int64_t J = 0; J < S->nbl[b]; J++) {
-                const int64_t blk = S->table[b * c->mb + J];
+                const int64_t blkid = S->table[b * c->mb + J];
                 for (int64_t h = 0; h < Hkv; h++)
                     for (int64_t jj = 0; jj < c->bs && J * c->bs + jj < klens[b]; jj++) {
                         const int64_t j = J * c->bs + jj;
                         const int64_t so = b * cv->batch + h * cv->head + j * cv->seq;
-                        const int64_t po = blk * pv->batch + h * pv->head + jj * pv->seq;
-                        void *prow = ty == ATTN_DTYPE_F32 ? (void *)((float *)S->pool[t] + po)
+                        const int64_t po = blkid * pv->batch + h * pv->head + jj * pv->seq;
+                        if (blk && (so % 32 || po % 32 || D % 32))
+                            continue;
+                        void *prow = blk ? (void *)((uint8_t *)S->pool[t] + kv_bytes(ty, po))
+                                   : ty == ATTN_DTYPE_F32 ? (void *)((float *)S->pool[t] + po)
                                                           : (void *)((uint16_t *)S->pool[t] + po);
-                        void *crow = ty == ATTN_DTYPE_F32 ? (void *)(S->cf[t] + so)
+                        void *crow = blk ? (void *)(S->cq[t] + kv_bytes(ty, so))
+                                   : ty == ATTN_DTYPE_F32 ? (void *)(S->cf[t] + so)
                                                           : (void *)(S->c16[t] + so);
-                        const size_t bytes = (size_t)D * es;
+                        const size_t bytes = blk ? kv_bytes(ty, D) : (size_t)D * es;
                         if (pass == 2) {
                             memcpy(crow, prow, bytes);
                             continue;
@@ -172,9 +365,12 @@ static void kv_store_tensor(kv_store *S, int t, const kv_cfg *c, attn_dtype ty, 
                             memcpy(prow, crow, bytes);
                     }
             }
-    if (ty != ATTN_DTYPE_F32 &&
-        attn_dtype_decode(ty, S->c16[t], S->w[t], ext) != ATTN_OK)
+    if (blk) {
+        if (attn_dequantize(ty, S->cq[t], S->w[t], extr) != ATTN_OK)
+            FAIL("attn_dequantize of the K/V values failed");
+    } else if (ty != ATTN_DTYPE_F32 && attn_dtype_decode(ty, S->c16[t], S->w[t], ext) != ATTN_OK) {
         FAIL("attn_convert of the K/V values failed");
+    }
 }
 
 /* The block table: the blocks holding tokens [0, klens[b]) of every
@@ -243,20 +439,32 @@ void kv_plant(rd *r, const kv_cfg *c, kv_store *S, attn_sdpa_desc *d, attn_sdpa_
     case KB_TABLE_EXTRA: if (!a->block_table) a->block_table = junk_table; break;
     case KB_PTR_NULL:
         if (u8(r) & 1) {
-            if (d->k_type != ATTN_DTYPE_F32) a->k16 = NULL; else a->k = NULL;
+            if (dtype_block(d->k_type)) a->kq = NULL;
+            else if (d->k_type != ATTN_DTYPE_F32) a->k16 = NULL;
+            else a->k = NULL;
         } else {
-            if (d->v_type != ATTN_DTYPE_F32) a->v16 = NULL; else a->v = NULL;
+            if (dtype_block(d->v_type)) a->vq = NULL;
+            else if (d->v_type != ATTN_DTYPE_F32) a->v16 = NULL;
+            else a->v = NULL;
         }
         break;
-    case KB_PTR_EXTRA:
-        if (u8(r) & 1) {
-            if (d->k_type != ATTN_DTYPE_F32) a->k = junkf; else a->k16 = junk16;
+    case KB_PTR_EXTRA: {
+        /* (a block type: the F32 or, with bit 1, the 16-bit pointer too) */
+        const unsigned w = u8(r);
+        if (w & 1) {
+            if (dtype_block(d->k_type) && (w & 2)) a->k16 = junk16;
+            else if (d->k_type != ATTN_DTYPE_F32) a->k = junkf;
+            else a->k16 = junk16;
         } else {
-            if (d->v_type != ATTN_DTYPE_F32) a->v = junkf; else a->v16 = junk16;
+            if (dtype_block(d->v_type) && (w & 2)) a->v16 = junk16;
+            else if (d->v_type != ATTN_DTYPE_F32) a->v = junkf;
+            else a->v16 = junk16;
         }
         break;
+    }
     case KB_TYPE: {
-        static const int bad_t[4] = { 3, 4, -1, 255 };
+        /* unknown types (3 and 4 were, before Q8_0 and Q4_0) */
+        static const int bad_t[4] = { 5, 6, -1, 255 };
         const int v = bad_t[pick(r, 4)];
         if (u8(r) & 1) d->k_type = (attn_dtype)v; else d->v_type = (attn_dtype)v;
         break;
@@ -332,6 +540,24 @@ static attn_status kv_run(sdpa_prob *P, const attn_sdpa_desc *d, const attn_sdpa
     return st;
 }
 
+/* args.k / k16 / kq (t 0) or v / v16 / vq of a storage type: p, the
+ * others NULL. */
+static void kv_set_ptr(attn_sdpa_args *a, int t, attn_dtype ty, const void *p)
+{
+    const void *f = ty == ATTN_DTYPE_F32 ? p : NULL;
+    const void *h = ty != ATTN_DTYPE_F32 && !dtype_block(ty) ? p : NULL;
+    const void *q = dtype_block(ty) ? p : NULL;
+    if (t) {
+        a->v = f;
+        a->v16 = h;
+        a->vq = q;
+    } else {
+        a->k = f;
+        a->k16 = h;
+        a->kq = q;
+    }
+}
+
 /* The stored K and V (after the float pool and the outputs exist): in
  * their storage types, contiguous or paged, and args pointing at them. */
 void kv_make_store(rd *r, sdpa_case *C)
@@ -353,14 +579,14 @@ void kv_make_store(rd *r, sdpa_case *C)
     kv_store_tensor(KS, 1, kv, kv->vt, P->pool + C->ov, C->evc, C->vvw, &d->v, C->ev, B, Hkv, dv,
                     klens, &gk);
     if (kv->paged) {
-        a->k = kv->kt == ATTN_DTYPE_F32 ? (const float *)KS->pool[0] : NULL;
-        a->v = kv->vt == ATTN_DTYPE_F32 ? (const float *)KS->pool[1] : NULL;
-        a->k16 = kv->kt != ATTN_DTYPE_F32 ? (const uint16_t *)KS->pool[0] : NULL;
-        a->v16 = kv->vt != ATTN_DTYPE_F32 ? (const uint16_t *)KS->pool[1] : NULL;
+        kv_set_ptr(a, 0, kv->kt, KS->pool[0]);
+        kv_set_ptr(a, 1, kv->vt, KS->pool[1]);
         a->block_table = KS->table;
     } else {
-        if (KS->c16[0]) { a->k = NULL; a->k16 = KS->c16[0]; }
-        if (KS->c16[1]) { a->v = NULL; a->v16 = KS->c16[1]; }
+        if (KS->c16[0]) kv_set_ptr(a, 0, kv->kt, KS->c16[0]);
+        if (KS->c16[1]) kv_set_ptr(a, 1, kv->vt, KS->c16[1]);
+        if (KS->cq[0]) kv_set_ptr(a, 0, kv->kt, KS->cq[0]);
+        if (KS->cq[1]) kv_set_ptr(a, 1, kv->vt, KS->cq[1]);
     }
 }
 
@@ -379,9 +605,56 @@ void kv_reference(sdpa_case *C)
     C->kv_refa.k = KS->w[0] ? KS->w[0] : KS->cf[0] ? KS->cf[0] : P->pool + C->okk;
     C->kv_refa.v = KS->w[1] ? KS->w[1] : KS->cf[1] ? KS->cf[1] : P->pool + C->ov;
     C->kv_refa.k16 = C->kv_refa.v16 = NULL;
+    C->kv_refa.kq = C->kv_refa.vq = NULL;
     C->kv_refa.block_table = NULL;
     P->refd = &C->kv_refd;
     P->refa = &C->kv_refa;
+}
+
+/* 1 when the BLAS is MKL, whose sgemm sums depend on the operands'
+ * leading dimensions and alignment (attn.h, "Decoding and the KV
+ * cache"). */
+static int blas_mkl(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        attn_blas_info info;
+        known = attn_blas_query(&info) == ATTN_OK &&
+                (!strcmp(info.loaded, "mkl") || !strcmp(info.backend, "mkl"));
+    }
+    return known;
+}
+
+/* After the ATTN_DECODE=0 run (its outputs in P): K or V stored in
+ * another type than F32, Q and O F32, the F32 call on the stored values
+ * widened (the reference's desc and args: contiguous) with ATTN_DECODE=0
+ * too must give its bits (attn.h: widening, de-quantizing are exact and
+ * the arithmetic the same; not with MKL). */
+static void kv_nodecode_twin(sdpa_case *C)
+{
+    sdpa_prob *P = &C->P;
+    const attn_sdpa_desc *d = &P->d;
+    if (kv_plain(d) || !P->refd || d->q_type != ATTN_DTYPE_F32 ||
+        d->o_type != ATTN_DTYPE_F32 || (d->k_type == ATTN_DTYPE_F32 &&
+                                        d->v_type == ATTN_DTYPE_F32) || blas_mkl())
+        return;
+    float *so = obuf_snap(&P->o), *sp = obuf_snap(&P->p), *sl = obuf_snap(&P->l);
+    attn_sdpa_desc td = *P->refd;
+    attn_sdpa_args ta = *P->refa;
+    ta.q = P->a.q;
+    ta.o = P->a.o;
+    ta.q16 = NULL;
+    ta.o16 = NULL;
+    const attn_status st = kv_run(P, &td, &ta, 1);
+    if (st != ATTN_OK)
+        FAIL("the F32 twin on the stored values (ATTN_DECODE=0): %s", st_name(st));
+    obuf_same(&P->o, so, "O", d->threads, d->threads, " (ATTN_DECODE=0, vs F32 on the stored values)");
+    obuf_same(&P->p, sp, "P", d->threads, d->threads, " (ATTN_DECODE=0, vs F32 on the stored values)");
+    obuf_same(&P->l, sl, "lse", d->threads, d->threads, " (ATTN_DECODE=0, vs F32 on the stored values)");
+    counts[N_KV_NODECODE_TWIN]++;
+    free(so);
+    free(sp);
+    free(sl);
 }
 
 /* After the checks and the thread-count rerun (with bit 6 or bit 7, SEL_QO):
@@ -406,10 +679,12 @@ void kv_recheck(sdpa_case *C)
         kv_cd.kv_block_size = kv_cd.kv_num_blocks = kv_cd.kv_max_blocks = 0;
         attn_sdpa_args kv_ca = *a;
         kv_ca.block_table = NULL;
-        kv_ca.k = KS->c16[0] ? NULL : KS->cf[0];
-        kv_ca.v = KS->c16[1] ? NULL : KS->cf[1];
-        kv_ca.k16 = KS->c16[0];
-        kv_ca.v16 = KS->c16[1];
+        for (int t = 0; t < 2; t++) {
+            const attn_dtype ty = t ? d->v_type : d->k_type;
+            kv_set_ptr(&kv_ca, t, ty, dtype_block(ty) ? (const void *)KS->cq[t]
+                                      : ty != ATTN_DTYPE_F32 ? (const void *)KS->c16[t]
+                                                             : (const void *)KS->cf[t]);
+        }
         st = kv_run(P, &kv_cd, &kv_ca, 0);
         if (st != ATTN_OK)
             FAIL("the contiguous twin of a paged problem: %s", st_name(st));
@@ -428,6 +703,8 @@ void kv_recheck(sdpa_case *C)
         counts[C->kv.on ? N_KV_NODECODE : N_QO_NODECODE]++;
         if (C->kv.on && C->qo.on)
             counts[N_QO_NODECODE]++;
+        if (C->kv.on)
+            kv_nodecode_twin(C);
     }
     if (memcmp(C->inputs_copy, P->pool, P->pool_len * sizeof(float)) ||
         (C->QS.q16 && memcmp(C->QS.q16_copy, C->QS.q16, (size_t)C->QS.eq * sizeof(uint16_t))))

@@ -9,11 +9,19 @@
  * fields (a NULL argument, the table, t, lengths, a table entry out of
  * range, types, paging, views, sizes).
  *
+ * Q8_0 / Q4_0 caches: a types byte x >= 216 (no committed input has one)
+ * picks them: x - 216 the paging and the types of a tensor not quantized,
+ * then decode_kvq's byte (fuzz_kv.c) which of K and V are of which block
+ * type, their dims 32 x the decoded ones and cache views of strides
+ * multiples of 32, or a dim not a multiple of 32 (ATTN_ERR_BAD_SIZE) or
+ * a cache view stride off 32 (ATTN_ERR_BAD_STRIDE).
+ *
  * Contract: the status (expect_append, with fuzz_kv.c's KV rules); the new
  * rows never change; the cache must become the model written here (the
- * initial bytes, then every new row converted with attn_dtype_encode,
- * F32 copied, at its token's place, through the table when paged) byte
- * for byte with kv_lens advanced, or stay untouched with kv_lens on error.
+ * initial bytes, then every new row converted with attn_dtype_encode or,
+ * for the block types, attn_quantize, F32 copied, at its token's place,
+ * through the table when paged) byte for byte with kv_lens advanced, or
+ * stay untouched with kv_lens on error.
  */
 #include "fuzz_kv.h"
 
@@ -32,6 +40,7 @@ static expect expect_append(const attn_sdpa_desc *d, const attn_kv_append_args *
     if (d->kv_len > INT32_MAX || d->qk_dim > INT32_MAX || d->v_dim > INT32_MAX)
         e.must |= BIT(ATTN_ERR_TOO_LARGE);
     expect_kv_views(&e, d);
+    expect_kv_blocks(&e, d, 0);
     const int paged = d->kv_block_size > 0;
     if (!a->k_cache || !a->v_cache || !a->kv_lens || !a->k_new || !a->v_new ||
         (paged && !a->block_table))
@@ -78,13 +87,21 @@ static expect expect_append(const attn_sdpa_desc *d, const attn_kv_append_args *
     return e;
 }
 
-/* Store n floats as type ty (the model of one appended row). */
-static void put_row(attn_dtype ty, void *dst, const float *src, int64_t n)
+/* Store n floats as type ty at value offset off of a cache (the model of
+ * one appended row; a block type's row of whole blocks only: other views
+ * and dims are invalid). */
+static void put_row(attn_dtype ty, uint8_t *cache, int64_t off, const float *src, int64_t n)
 {
-    if (ty == ATTN_DTYPE_F32)
-        memcpy(dst, src, (size_t)n * sizeof(float));
-    else if (attn_dtype_encode(ty, src, dst, n) != ATTN_OK)
+    if (dtype_block(ty)) {
+        if (n % 32 == 0 && off % 32 == 0 &&
+            attn_quantize(ty, src, cache + kv_bytes(ty, off), n) != ATTN_OK)
+            FAIL("attn_quantize failed");
+    } else if (ty == ATTN_DTYPE_F32) {
+        memcpy(cache + kv_bytes(ty, off), src, (size_t)n * sizeof(float));
+    } else if (attn_dtype_encode(ty, src, (uint16_t *)(void *)(cache + kv_bytes(ty, off)), n) !=
+               ATTN_OK) {
         FAIL("attn_dtype_encode failed");
+    }
 }
 
 /* The attn_kv_append call's state from stage to stage. */
@@ -95,12 +112,13 @@ typedef struct append_case {
     unsigned y;                           /* paging byte: block size, junk, new_lens */
     int64_t B, Hkv, dk, dv, m, t, bs, mb, nb;
     attn_dtype kt, vt;
+    kv_q q;                               /* Q8_0 / Q4_0 (x >= 216) */
     int paged;
     int64_t szc[3], szn[3];               /* the caches', the new rows' shapes */
     int32_t kv_lens[8], new_lens[8], want_lens[8];
     const int32_t *nlp;                   /* new_lens as passed (NULL: t each) */
     int64_t eck, ecv, enk, env;           /* extents of the caches and new rows */
-    size_t esk, esv, ck_bytes, cv_bytes;
+    size_t ck_bytes, cv_bytes;
     uint8_t *kc, *vc;                     /* the caches */
     uint8_t *ek, *ev;                     /* the caches expected after the call */
     int32_t *table;
@@ -120,11 +138,28 @@ static void append_decode(rd *r, append_case *C)
     C->bad[0] = C->bad[1] = AB_NONE;
     decode_bad(r, u8(r), AB_COUNT_, C->bad);
     const int64_t B = C->B = 1 + pick(r, 3), Hkv = C->Hkv = 1 + pick(r, 2);
-    const int64_t dk = C->dk = 1 + pick(r, 6), dv = C->dv = 1 + pick(r, 6);
+    int64_t dk = 1 + pick(r, 6), dv = 1 + pick(r, 6);
     const int64_t m = C->m = 1 + pick(r, 24), t = C->t = 1 + pick(r, 5);
     const unsigned x = u8(r), y = C->y = u8(r);
-    C->kt = (attn_dtype)(x % 3), C->vt = (attn_dtype)(x / 3 % 3);
-    C->paged = (x / 9) % 4 != 0;
+    memset(&C->q, 0, sizeof C->q);
+    if (x >= 216) {
+        /* Q8_0 / Q4_0: the types of the tensors not quantized and the
+         * paging from x - 216, then the block types, dims, strides */
+        const unsigned u = x - 216;
+        C->kt = (attn_dtype)(u / 4 % 3), C->vt = (attn_dtype)(u / 12 % 3);
+        C->paged = u % 4 != 0;
+        decode_kvq(r, &C->q);
+        if (dtype_block(C->q.qt[0]))
+            C->kt = C->q.qt[0];
+        if (dtype_block(C->q.qt[1]))
+            C->vt = C->q.qt[1];
+        kvq_dims(&C->q, &dk, &dv);
+    } else {
+        C->kt = (attn_dtype)(x % 3), C->vt = (attn_dtype)(x / 3 % 3);
+        C->paged = (x / 9) % 4 != 0;
+    }
+    C->dk = dk;
+    C->dv = dv;
     const int64_t bs = C->bs = bss[y & 3], per = (m + bs - 1) / bs;
     C->mb = per + (int64_t)((y >> 2) & 3), C->nb = B * per + (int64_t)((y >> 4) & 3);
 
@@ -139,8 +174,8 @@ static void append_decode(rd *r, append_case *C)
     d->v_type = C->vt;
     C->szc[0] = C->paged ? C->nb : B, C->szc[1] = Hkv, C->szc[2] = C->paged ? bs : m;
     C->szn[0] = B, C->szn[1] = Hkv, C->szn[2] = t;
-    d->k = gen_view(r, C->szc, dk);
-    d->v = gen_view(r, C->szc, dv);
+    d->k = kvq_view(r, &C->q, 0, C->szc, dk, 1);
+    d->v = kvq_view(r, &C->q, 1, C->szc, dv, 1);
     if (C->paged) {
         d->kv_block_size = bs;
         d->kv_num_blocks = C->nb;
@@ -261,8 +296,7 @@ static int append_buffers(rd *r, append_case *C)
     C->env = view_extent(&C->a.v_new_view, C->szn, C->dv);
     if (C->eck < 0 || C->ecv < 0 || C->enk < 0 || C->env < 0)
         return 0;
-    C->esk = C->kt == ATTN_DTYPE_F32 ? 4 : 2, C->esv = C->vt == ATTN_DTYPE_F32 ? 4 : 2;
-    C->ck_bytes = (size_t)C->eck * C->esk, C->cv_bytes = (size_t)C->ecv * C->esv;
+    C->ck_bytes = kv_bytes(C->kt, C->eck), C->cv_bytes = kv_bytes(C->vt, C->ecv);
     C->kc = xmalloc(C->ck_bytes);
     C->vc = xmalloc(C->cv_bytes);
     C->g = (prng){ u32(r) };
@@ -295,7 +329,6 @@ static void append_model(append_case *C)
             const attn_view *cv = tn ? &C->d.v : &C->d.k;
             const attn_view *nv = tn ? &C->a.v_new_view : &C->a.k_new_view;
             const attn_dtype ty = tn ? C->vt : C->kt;
-            const size_t es = tn ? C->esv : C->esk;
             uint8_t *cache = tn ? C->ev : C->ek;
             const float *src = tn ? C->vn : C->kn;
             const int64_t D = tn ? C->dv : C->dk;
@@ -305,8 +338,7 @@ static void append_model(append_case *C)
                     const int64_t off = C->paged ? C->table[b * C->mb + j / C->bs] * cv->batch +
                                                        h * cv->head + (j % C->bs) * cv->seq
                                                  : b * cv->batch + h * cv->head + j * cv->seq;
-                    put_row(ty, cache + (size_t)off * es,
-                            src + b * nv->batch + h * nv->head + rr * nv->seq, D);
+                    put_row(ty, cache, off, src + b * nv->batch + h * nv->head + rr * nv->seq, D);
                 }
         }
     }
@@ -360,7 +392,8 @@ static void append_plant1(rd *r, append_case *C, unsigned bad)
         }
         break;
     case AB_TYPE: {
-        static const int bt[3] = { 3, -1, 100 };
+        /* unknown types (3 was, before Q8_0 and Q4_0) */
+        static const int bt[3] = { 5, -1, 100 };
         if (u8(r) & 1) d->k_type = (attn_dtype)bt[pick(r, 3)];
         else d->v_type = (attn_dtype)bt[pick(r, 3)];
         break;
@@ -409,12 +442,12 @@ static void print_append(const append_case *C)
 {
     const attn_sdpa_desc *d = &C->d;
     fprintf(stderr, "KV_APPEND B=%lld Hkv=%lld m=%lld dk=%lld dv=%lld t=%lld kt=%d vt=%d "
-            "paged=%d bs=%lld nb=%lld mb=%lld new_lens=%d junk=%d bad=%u,%u null_top=%d\n",
+            "paged=%d bs=%lld nb=%lld mb=%lld new_lens=%d junk=%d bad=%u,%u null_top=%d q=%d\n",
             (long long)d->batch, (long long)d->kv_heads, (long long)d->kv_len,
             (long long)d->qk_dim, (long long)d->v_dim, (long long)C->a.t, (int)d->k_type,
             (int)d->v_type, C->paged, (long long)d->kv_block_size, (long long)d->kv_num_blocks,
             (long long)d->kv_max_blocks, C->a.new_lens != NULL, !!(C->y & 0x40), C->bad[0],
-            C->bad[1], C->null_top);
+            C->bad[1], C->null_top, C->q.on);
 }
 
 /* ------------------------------------------------------------ run, check */
@@ -455,6 +488,8 @@ static void append_run(append_case *C)
         if (memcmp(lens_in, C->kv_lens, sizeof lens_in))
             FAIL("attn_kv_append: %s, but kv_lens changed", st_name(st));
         counts[N_APPEND_ERROR]++;
+        if (C->q.on)
+            counts[N_APPENDQ_ERROR]++;
     } else {
         for (size_t i = 0; i < ck_bytes; i++)
             if (C->kc[i] != C->ek[i])
@@ -469,6 +504,8 @@ static void append_run(append_case *C)
                 FAIL("attn_kv_append: kv_lens[%lld] = %d, expected %d", (long long)b,
                      C->kv_lens[b], C->want_lens[b]);
         counts[N_APPEND_CHECKED]++;
+        if (C->q.on)
+            counts[N_APPENDQ_CHECKED]++;
     }
     free(kc0);
     free(vc0);

@@ -73,6 +73,7 @@ expect expect_sdpa_plan(const attn_sdpa_desc *d)
     const int64_t B = d->batch, Hq = d->q_heads, n = d->q_len, m = d->kv_len;
     expect_view_es(&e, &d->q, B, Hq, n, d->qk_dim, VK_INPUT, d->q_type != ATTN_DTYPE_F32);
     expect_kv_views(&e, d);
+    expect_kv_blocks(&e, d, 1);
     expect_view_es(&e, &d->o, B, Hq, n, d->v_dim, VK_OUTPUT, d->o_type != ATTN_DTYPE_F32);
     if (mask_mode_ok(d->mask_mode) && d->mask_mode != ATTN_MASK_NONE)
         expect_view(&e, &d->mask, B, Hq, n, m, VK_BCAST);
@@ -94,15 +95,9 @@ static expect expect_sdpa_exec(const attn_sdpa_desc *d, const attn_sdpa_args *a,
 {
     expect e = { 0, 0 };
     /* Q, K, V and O: args.q / k / v / o for F32, else args.q16 / k16 /
-     * v16 / o16 with the other pointer NULL */
-    const int k16 = d->k_type != ATTN_DTYPE_F32, v16 = d->v_type != ATTN_DTYPE_F32;
-    const void *kp = k16 ? (const void *)a->k16 : (const void *)a->k;
-    const void *vp = v16 ? (const void *)a->v16 : (const void *)a->v;
-    if (!kp || !vp)
-        e.must |= BIT(ATTN_ERR_NULL_ARGUMENT);
-    if ((k16 ? (const void *)a->k : (const void *)a->k16) ||
-        (v16 ? (const void *)a->v : (const void *)a->v16))
-        e.must |= BIT(ATTN_ERR_ARGUMENT_MISMATCH);
+     * v16 / o16 (K and V of a block type: args.kq / vq) with the other
+     * pointers NULL */
+    expect_kv_pointers(&e, d, a);
     expect_qo_pointers(&e, d, a);
     const ptr_use f[] = {
         { d->kv_block_size > 0, a->block_table },
@@ -369,6 +364,10 @@ static void sdpa_decode_options(rd *r, unsigned sel, sdpa_case *C)
         d->o_type = C->qo.ot;
     }
     if (sel & SEL_KV) {
+        /* Q8_0 / Q4_0: their types and dims (after decode_qo's types) */
+        kv_apply_q(&C->kv, &C->dk, &C->dv);
+        d->qk_dim = C->dk;
+        d->v_dim = C->dv;
         d->k_type = C->kv.kt;
         d->v_type = C->kv.vt;
     }
@@ -387,7 +386,7 @@ static void sdpa_decode_views(rd *r, sdpa_case *C)
     C->szk[0] = B, C->szk[1] = Hkv, C->szk[2] = m;
     C->szkp[0] = kv->nb, C->szkp[1] = Hkv, C->szkp[2] = kv->bs;
     unsigned lay = u8(r);
-    if ((lay & 7) == 7 && n == m && dk == dv && !kv->paged) {
+    if ((lay & 7) == 7 && n == m && dk == dv && !kv->paged && !kv->q.on) {
         /* packed QKV [B][S][Hq + 2 Hkv][D] */
         C->packed = 1;
         const int64_t W = (Hq + 2 * Hkv) * dk + (lay >> 3) % 3;
@@ -395,8 +394,8 @@ static void sdpa_decode_views(rd *r, sdpa_case *C)
         d->k = d->v = (attn_view){ n * W, dk, W };
     } else {
         d->q = gen_view(r, szq, dk);
-        d->k = gen_view(r, C->szk, dk);
-        d->v = gen_view(r, C->szk, dv);
+        d->k = kvq_view(r, &kv->q, 0, C->szk, dk, !kv->paged);
+        d->v = kvq_view(r, &kv->q, 1, C->szk, dv, !kv->paged);
     }
     d->o = gen_view(r, szq, dv);
     /* SEL_KV: the contiguous views stay for the reference and the
@@ -404,8 +403,8 @@ static void sdpa_decode_views(rd *r, sdpa_case *C)
     kv->kcv = d->k;
     kv->vcv = d->v;
     if (kv->paged) {
-        d->k = gen_view(r, C->szkp, dk);
-        d->v = gen_view(r, C->szkp, dv);
+        d->k = kvq_view(r, &kv->q, 0, C->szkp, dk, 1);
+        d->v = kvq_view(r, &kv->q, 1, C->szkp, dv, 1);
         d->kv_block_size = kv->bs;
         d->kv_num_blocks = kv->nb;
         d->kv_max_blocks = kv->mb;
@@ -978,6 +977,8 @@ static int sdpa_check(sdpa_case *C, attn_status st)
         counts[N_ERROR]++;
         if (C->kv.on)
             counts[N_KV_ERROR]++;
+        if (C->kv.q.on)
+            counts[N_KVQ_ERROR]++;
         if (C->qo.on)
             counts[N_QO_ERROR]++;
         return 0;
@@ -989,6 +990,8 @@ static int sdpa_check(sdpa_case *C, attn_status st)
         counts[N_SPARSE_CHECKED]++;
     if (C->kv.on) {
         counts[N_KV_CHECKED]++;
+        if (C->kv.q.on)
+            counts[N_KVQ_CHECKED]++;
         kv_reference(C);
     }
     if (C->qo.on) {

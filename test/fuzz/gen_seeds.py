@@ -50,7 +50,16 @@ w_type, 0 F32, 1 F16, 2 BF16; >= 192 one type, BF16 when even) and z (>=
 160 plants XB_* kind z - 159, fuzz_mha.h): every pair of types, forward
 and training, BF16 on the tile engine (BF16 products) and on the BLAS,
 sparse (widened), and one per XB_* kind forward and in the backward (the
-training seeds short, so that the backward's bytes read as zeros).
+training seeds short, so that the backward's bytes read as zeros).  And
+the quantized KV seeds sdpa-kvq-* (byte 0 bit 6, the KV byte z with bits
+0, 1 and 3 set, then decode_kvq's byte: which of K and V are Q8_0 or
+Q4_0 and whether valid, a dim not a multiple of 32 or a stride off 32,
+with its byte): every pair of types, contiguous and paged with each block
+size and garbage kind, past a key tile, many queries, with 16-bit Q and O,
+odd dims of K, V and both, each stride off 32, and the KB_* kinds that
+touch them) and kv-append-q-* (x >= 216: attn_kv_append with block-type
+caches, valid contiguous and paged, odd, a stride off 32, a table entry
+out of range, an unknown type, two invalid fields).
 
 usage: gen_seeds.py OUTDIR
 """
@@ -239,6 +248,90 @@ def main():
             b[at + 1] &= ~5 & 0xff
             b[at + 4] = engine * 3 + b[at + 4] % 3
         seeds["mha16-%02d" % k] = bytes(b)
+    # the block types Q8_0 / Q4_0 in K/V storage (own generator again).
+    # SDPA: the KV seeds' layout; z with bits 0, 1 and 3 set (z = 11 plants
+    # nothing; >= 128 the KB_* kind 1 + (z - 128) % 9), then q: q % 8 the
+    # types (0 K Q8_0, 1 K Q4_0, 2 V Q8_0, 3 V Q4_0, 4 Q8_0/Q8_0, 5
+    # Q8_0/Q4_0, 6 Q4_0/Q8_0, 7 Q4_0/Q4_0; the other tensor keeps x's
+    # type), q / 8 % 4 the kind (0, 1 valid, 2 a dim not a multiple of 32,
+    # 3 a stride off 32, then a byte: stride w % 3 of the view plus
+    # 1 + w / 3 % 31), bit 5 V rather than K for them.
+    rng8 = random.Random(20261130)
+
+    def kb_z(kind):
+        return next(z for z in range(128, 256)
+                    if z & 0x0b == 0x0b and 1 + (z - 128) % 9 == kind)
+    kvq_sdpa = (
+        # (x, y, z, q, w, shape, B, qo)
+        (0 + 0 * 3 + 9, 3, 11, 4, None, 0, 2, None),       # Q8_0 K and V, paged bs 16
+        (0, 0, 11, 7, None, 0, 2, None),                   # Q4_0 K and V, contiguous
+        (0 + 1 * 3, 0, 11, 0, None, 0, 3, None),           # Q8_0 K, F16 V, contiguous
+        (1 + 0 * 3 + 9, 0x80, 11, 3, None, 0, 2, None),    # F16 K, Q4_0 V, bs 1, random garbage
+        (0 + 2 * 3 + 27, 0xc2, 11, 1, None, 0, 2, None),   # Q4_0 K, BF16 V, bs 3, +Inf garbage
+        (2 + 0 * 3 + 18, 0x51, 11, 2, None, 0, 3, None),   # BF16 K, Q8_0 V, bs 2, NaN garbage
+        (9, 0x51, 11, 5, None, 1, 1, None),                # Q8_0/Q4_0 paged, past a key tile
+        (0, 0, 11, 6, None, 1, 1, None),                   # Q4_0/Q8_0, past a key tile
+        (9, 0x23, 11, 6, None, 2, 1, None),                # Q4_0/Q8_0 paged bs 16, many queries
+        (0, 0, 11, 4, None, 2, 1, None),                   # Q8_0/Q8_0, many queries
+        (1 + 1 * 3, 0, 11, 5, None, 2, 1, None),           # Q8_0/Q4_0, many queries
+        (9, 0x13, 11, 8 + 4, None, 0, 2, None),            # kind 1 (valid), Q8_0/Q8_0
+        (0, 0, 11, 0 + 16, None, 0, 2, None),              # K Q8_0, dk odd: BAD_SIZE
+        (0, 0, 11, 3 + 16, None, 0, 2, None),              # V Q4_0, dv odd
+        (9, 0x01, 11, 7 + 16 + 32, None, 0, 2, None),      # both, V odd, paged
+        (0, 0, 11, 4 + 24, 0, 0, 2, None),                 # batch stride + 1: BAD_STRIDE
+        (0, 0, 11, 5 + 24 + 32, 1 + 3 * 15, 0, 2, None),   # V head stride + 16
+        (9, 0x03, 11, 6 + 24, 2 + 3 * 7, 0, 2, None),      # pool seq stride + 8, paged
+        (0, 0, 11, 4, None, 0, 2, (192, 0)),               # Q8_0 K and V, BF16 Q and O
+        (0, 0, 11, 1, None, 2, 1, (193, 0)),               # Q4_0 K, F16 Q, O and V, many queries
+        (0, 0, 11, 7, None, 0, 2, (1 + 3 * 2, 0)),         # F16 Q, BF16 O
+    ) + tuple((9 if kind not in (3,) else 0, 0x15 + kind, kb_z(kind), (4, 5, 6, 7)[kind % 4],
+               None, 0, 2, None) for kind in range(1, 10))  # every KB_* kind
+    for k, (x, y, z, q, w, shape, nb, qo) in enumerate(kvq_sdpa):
+        b = bytearray(rng8.randrange(256) for _ in range(rng8.randrange(80, 120)))
+        b[0], b[1] = 64 | (128 if qo else 0), 0
+        b[2] = nb - 1
+        b[9] = shape
+        opt = 10 + (0, 4, 2)[shape]
+        b[opt] &= ~5 & 0xff
+        if shape:
+            nb = 1
+        if shape == 1:
+            b[opt + 4] &= 0xfe  # past 255 keys: no fourth length byte
+        at = opt + 3 + (3 if shape == 1 else 2) * nb
+        b[at], b[at + 1], b[at + 2], b[at + 3] = x, y, z, q
+        at += 4
+        if w is not None:
+            b[at] = w
+            at += 1
+        if qo:
+            b[at], b[at + 1] = qo
+        seeds["sdpa-kvq-%02d" % k] = bytes(b)
+    # attn_kv_append: x = 216 + u (u % 4: contiguous when 0; u / 4 % 3 and
+    # u / 12 % 3 the types of K and V where not quantized), then y, then
+    # the q byte (and w) as above
+    kvq_app = (
+        # (bad, u, y, q, w)
+        (0, 0, 0x80, 4, None),              # Q8_0 K and V, contiguous, new_lens
+        (0, 1, 0x03, 7, None),              # Q4_0, paged bs 16
+        (0, 1 + 12, 0x40, 0, None),         # Q8_0 K, F16 V, paged bs 1, junk desc fields
+        (0, 2 + 4 * 2, 0x82, 3, None),      # BF16 K, Q4_0 V, paged bs 3
+        (0, 4, 0x00, 6, None),              # Q4_0 K, Q8_0 V, contiguous
+        (0, 3, 0x81, 5 + 8, None),          # Q8_0/Q4_0, paged bs 2
+        (0, 0, 0x00, 4 + 16, None),         # K dim odd: BAD_SIZE
+        (0, 1, 0x01, 5 + 16 + 32, None),    # V dim odd, paged
+        (0, 0, 0x00, 5 + 24, 1 + 3 * 7),    # K head stride + 8: BAD_STRIDE
+        (0, 2, 0x02, 6 + 24 + 32, 2),       # V pool seq stride + 1, paged
+        (6, 1, 0x03, 4, None),              # a table entry out of range
+        (7, 0, 0x00, 7, None),              # an unknown type
+        (200, 5, 0x81, 5, None),            # two invalid fields
+    )
+    for k, (bad, u, y, q, w) in enumerate(kvq_app):
+        b = bytearray(rng8.randrange(256) for _ in range(rng8.randrange(40, 80)))
+        at = 8 + (bad >= 128)  # a second planted field: its byte first
+        b[0], b[1], b[at], b[at + 1], b[at + 2] = 65, bad, 216 + u, y, q
+        if w is not None:
+            b[at + 3] = w
+        seeds["kv-append-q-%02d" % k] = bytes(b)
     for name, data in sorted(seeds.items()):
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
