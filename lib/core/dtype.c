@@ -76,40 +76,35 @@ attn_status attn_dtype_bytes(attn_dtype type, int64_t n, size_t *bytes)
     return st;
 }
 
-attn_status attn_quantize(attn_dtype type, const float *src, void *dst, int64_t n)
+/* The checks both directions share; ATTN_OK with n == 0 means nothing to
+ * do (*go 0). */
+static attn_status convert_args(attn_dtype type, const void *src, const void *dst, int64_t n,
+                                int *go)
 {
     attn_status st = convert_size_check(type, n);
+    *go = 0;
     if (st != ATTN_OK)
         return st;
     if (n > 0 && (!src || !dst))
         return ATTN_ERR_NULL_ARGUMENT;
-    if (n == 0)
-        return ATTN_OK;
-    switch (type) {
-    case ATTN_DTYPE_F32: memmove(dst, src, (size_t)n * sizeof(float)); break;
-    case ATTN_DTYPE_F16: attn_cvt_select()->f32_to_f16(src, dst, n); break;
-    case ATTN_DTYPE_BF16: attn_cvt_select()->f32_to_bf16(src, dst, n); break;
-    case ATTN_DTYPE_Q8_0: attn_quantize_q8_0(src, dst, n); break;
-    default: attn_quantize_q4_0(src, dst, n); break;
-    }
+    *go = n > 0;
     return ATTN_OK;
+}
+
+attn_status attn_quantize(attn_dtype type, const float *src, void *dst, int64_t n)
+{
+    int go;
+    attn_status st = convert_args(type, src, dst, n, &go);
+    if (go)
+        attn_store_values(attn_cvt_select(), (int)type, src, dst, n);
+    return st;
 }
 
 attn_status attn_dequantize(attn_dtype type, const void *src, float *dst, int64_t n)
 {
-    attn_status st = convert_size_check(type, n);
-    if (st != ATTN_OK)
-        return st;
-    if (n > 0 && (!src || !dst))
-        return ATTN_ERR_NULL_ARGUMENT;
-    if (n == 0)
-        return ATTN_OK;
-    switch (type) {
-    case ATTN_DTYPE_F32: memmove(dst, src, (size_t)n * sizeof(float)); break;
-    case ATTN_DTYPE_F16: attn_cvt_select()->f16_to_f32(src, dst, n); break;
-    case ATTN_DTYPE_BF16: attn_cvt_select()->bf16_to_f32(src, dst, n); break;
-    case ATTN_DTYPE_Q8_0: attn_dequantize_q8_0(src, dst, n); break;
-    default: attn_dequantize_q4_0(src, dst, n); break;
-    }
-    return ATTN_OK;
+    int go;
+    attn_status st = convert_args(type, src, dst, n, &go);
+    if (go)
+        attn_load_values(attn_cvt_select(), (int)type, src, dst, n);
+    return st;
 }

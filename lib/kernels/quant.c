@@ -119,3 +119,27 @@ void attn_dequantize_q4_0(const void *src, float *dst, int64_t n)
         }
     }
 }
+
+void attn_store_values(const struct attn_cvt_kernels *cvt, int st, const float *src, void *dst,
+                       int64_t n)
+{
+    switch (st) {
+    case 0: memmove(dst, src, (size_t)n * sizeof(float)); break;
+    case 1: cvt->f32_to_f16(src, dst, n); break;
+    case 2: cvt->f32_to_bf16(src, dst, n); break;
+    case 3: attn_quantize_q8_0(src, dst, n); break;
+    default: attn_quantize_q4_0(src, dst, n); break;
+    }
+}
+
+void attn_load_values(const struct attn_cvt_kernels *cvt, int st, const void *src, float *dst,
+                      int64_t n)
+{
+    switch (st) {
+    case 0: memmove(dst, src, (size_t)n * sizeof(float)); break;
+    case 1: cvt->f16_to_f32(src, dst, n); break;
+    case 2: cvt->bf16_to_f32(src, dst, n); break;
+    case 3: attn_dequantize_q8_0(src, dst, n); break;
+    default: attn_dequantize_q4_0(src, dst, n); break;
+    }
+}

@@ -34,4 +34,14 @@ void attn_quantize_q4_0(const float *src, void *dst, int64_t n);
 void attn_dequantize_q8_0(const void *src, float *dst, int64_t n);
 void attn_dequantize_q4_0(const void *src, float *dst, int64_t n);
 
+/* n values of storage type st (any attn_dtype) from or to fp32: F32 a
+ * copy, F16/BF16 through the conversion table cvt, the block types by the
+ * functions above (n a multiple of 32).  What attn_quantize and
+ * attn_dequantize do, and the paths that store or widen K/V rows. */
+struct attn_cvt_kernels;
+void attn_store_values(const struct attn_cvt_kernels *cvt, int st, const float *src, void *dst,
+                       int64_t n);
+void attn_load_values(const struct attn_cvt_kernels *cvt, int st, const void *src, float *dst,
+                      int64_t n);
+
 #endif

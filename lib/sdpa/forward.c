@@ -162,14 +162,7 @@ static void kv_fill(const attn_sdpa_plan *p, const kvsrc *s, float *buf, int64_t
 {
     for (int64_t j = t; j < t + nt; j++) {
         const void *row = kv_row(s, j);
-        float *dst = buf + (j - t) * width;
-        switch (s->st) {
-        case ATTN_DTYPE_F32: memcpy(dst, row, (size_t)width * sizeof(float)); break;
-        case ATTN_DTYPE_F16: p->x.cvt->f16_to_f32(row, dst, width); break;
-        case ATTN_DTYPE_BF16: p->x.cvt->bf16_to_f32(row, dst, width); break;
-        case ATTN_DTYPE_Q8_0: attn_dequantize_q8_0(row, dst, width); break;
-        default: attn_dequantize_q4_0(row, dst, width); break;
-        }
+        attn_load_values(p->x.cvt, s->st, row, buf + (j - t) * width, width);
     }
 }
 

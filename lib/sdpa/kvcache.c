@@ -68,14 +68,7 @@ static void put_rows(const attn_cvt_kernels *cvt, attn_dtype type, void *dst, in
     }
     for (int64_t r = 0; r < count; r++) {
         const float *s = src + r * src_ld;
-        void *t = (char *)dst + attn_st_bytes(type, r * dst_ld);
-        switch (type) {
-        case ATTN_DTYPE_F32: memcpy(t, s, (size_t)dim * sizeof(float)); break;
-        case ATTN_DTYPE_F16: cvt->f32_to_f16(s, t, dim); break;
-        case ATTN_DTYPE_BF16: cvt->f32_to_bf16(s, t, dim); break;
-        case ATTN_DTYPE_Q8_0: attn_quantize_q8_0(s, t, dim); break;
-        default: attn_quantize_q4_0(s, t, dim); break;
-        }
+        attn_store_values(cvt, (int)type, s, (char *)dst + attn_st_bytes(type, r * dst_ld), dim);
     }
 }
 
