@@ -40,6 +40,41 @@ void attn_prefetch_bytes(const void *base, int64_t ld, int64_t r0, int64_t r1, i
  * ATTN_SIZE_LIMIT (what both an int64_t index and a size_t byte count hold)
  * clears *ok.  Plans turn that into ATTN_ERR_TOO_LARGE. */
 #define ATTN_SIZE_LIMIT ((uint64_t)INT64_MAX < (uint64_t)SIZE_MAX ? (uint64_t)INT64_MAX : (uint64_t)SIZE_MAX)
+/* The element types of the computation (Q, O, the MHA layer's and linear
+ * attention's tensors, and K and V in every path but the dense SDPA
+ * forward and attn_kv_append). */
+static inline int attn_dtype_valid(attn_dtype t)
+{
+    return t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16;
+}
+
+/* The block types of a quantized KV cache (K/V storage of the dense SDPA
+ * forward and attn_kv_append only). */
+static inline int attn_dtype_is_block(attn_dtype t)
+{
+    return t == ATTN_DTYPE_Q8_0 || t == ATTN_DTYPE_Q4_0;
+}
+
+/* Any known type (the rest is ATTN_ERR_BAD_OPTION). */
+static inline int attn_dtype_known(attn_dtype t)
+{
+    return attn_dtype_valid(t) || attn_dtype_is_block(t);
+}
+
+/* n types of tensors that take F32, F16 or BF16 only: ATTN_ERR_BAD_OPTION
+ * if one is unknown (that wins), else ATTN_ERR_UNSUPPORTED_TYPE if one is
+ * a block type, else ATTN_OK. */
+static inline attn_status attn_dtypes_check(const attn_dtype *t, int n)
+{
+    int block = 0;
+    for (int i = 0; i < n; i++) {
+        if (!attn_dtype_known(t[i]))
+            return ATTN_ERR_BAD_OPTION;
+        block |= attn_dtype_is_block(t[i]);
+    }
+    return block ? ATTN_ERR_UNSUPPORTED_TYPE : ATTN_OK;
+}
+
 static inline uint64_t attn_size_mul(uint64_t a, uint64_t b, int *ok)
 {
     uint64_t r;

@@ -42,16 +42,16 @@ static attn_status block_check(attn_dtype type, int64_t n)
 {
     if (n < 0)
         return ATTN_ERR_BAD_SIZE;
-    if (type != ATTN_DTYPE_F32 && type != ATTN_DTYPE_F16 && type != ATTN_DTYPE_BF16 &&
-        type != ATTN_DTYPE_Q8_0 && type != ATTN_DTYPE_Q4_0)
+    if (!attn_dtype_known(type))
         return ATTN_ERR_BAD_OPTION;
-    if ((type == ATTN_DTYPE_Q8_0 || type == ATTN_DTYPE_Q4_0) && n % ATTN_QBLOCK != 0)
+    const int block = attn_dtype_is_block(type);
+    if (block && n % ATTN_QBLOCK != 0)
         return ATTN_ERR_BAD_SIZE;
-    /* The storage's bytes must be a size_t and an int64_t. */
-    const uint64_t per = type == ATTN_DTYPE_F32 ? 4 : type == ATTN_DTYPE_Q8_0 ? 34
-                       : type == ATTN_DTYPE_Q4_0 ? 18 : 2;
-    const uint64_t units = type == ATTN_DTYPE_Q8_0 || type == ATTN_DTYPE_Q4_0
-                               ? (uint64_t)n / ATTN_QBLOCK : (uint64_t)n;
+    /* The storage's bytes must be a size_t and an int64_t: units of one
+     * value (or one block) of `per` bytes. */
+    const int64_t unit = block ? ATTN_QBLOCK : 1;
+    const uint64_t per = (uint64_t)attn_st_bytes((int)type, unit);
+    const uint64_t units = (uint64_t)(n / unit);
     if (units > SIZE_MAX / per || units > (uint64_t)INT64_MAX / per)
         return ATTN_ERR_TOO_LARGE;
     return ATTN_OK;

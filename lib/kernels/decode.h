@@ -19,6 +19,14 @@
 
 #include <stdint.h>
 
+/* Rows the decode kernels prefetch ahead within their K or V stream (a
+ * cache row is one page or less, and the hardware prefetchers alone
+ * streamed the rows at about half the speed; docs/DESIGN.md).  On Zen 5 a
+ * distance in bytes instead, 2 to 16 KiB ahead, was no faster for F16,
+ * Q8_0 or Q4_0 rows, paged or not.  sdpa/forward.c asks for the first
+ * rows of each stream at this distance too. */
+#define ATTN_DEC_PF_KEYS 16
+
 /* Storage types, as attn_dtype. */
 enum { ATTN_ST_F32 = 0, ATTN_ST_F16 = 1, ATTN_ST_BF16 = 2, ATTN_ST_Q8_0 = 3, ATTN_ST_Q4_0 = 4 };
 

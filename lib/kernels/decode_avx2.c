@@ -5,12 +5,13 @@
 #include "attn_config.h"
 #include "kernels/decode.h"
 #include "kernels/convert.h"
+#include "kernels/quant.h"
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
-#define PF_KEYS 16  /* rows prefetched ahead, as in the AVX-512 kernels */
+#define PF_KEYS ATTN_DEC_PF_KEYS
 
 INLINE void prefetch_row(const void *row, int64_t bytes)
 {
@@ -18,19 +19,12 @@ INLINE void prefetch_row(const void *row, int64_t bytes)
         _mm_prefetch((const char *)row + o, _MM_HINT_T0);
 }
 
-/* Bytes of n stored values (n a multiple of 32 for the block types). */
-INLINE int64_t st_bytes(const int st, int64_t n)
-{
-    return st == ATTN_ST_F32 ? 4 * n : st == ATTN_ST_Q8_0 ? n / 32 * 34
-                                     : st == ATTN_ST_Q4_0 ? n / 32 * 18 : 2 * n;
-}
-
 /* 8 values from element x (a multiple of 8) of a row, as floats; the block
  * types de-quantized exactly (q x scale, Q4_0 (q - 8) x scale). */
 INLINE __m256 load8(const int st, const void *base, int64_t x)
 {
     if (st == ATTN_ST_Q8_0 || st == ATTN_ST_Q4_0) {
-        const uint8_t *blk = (const uint8_t *)base + (x >> 5) * (st == ATTN_ST_Q8_0 ? 34 : 18);
+        const uint8_t *blk = (const uint8_t *)base + (x >> 5) * (st == ATTN_ST_Q8_0 ? ATTN_Q8_0_BYTES : ATTN_Q4_0_BYTES);
         uint16_t h;
         memcpy(&h, blk, 2);
         const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16((short)h));
@@ -79,7 +73,7 @@ INLINE void qk_impl(const int st, const float *q, int64_t ldq, int64_t R, const 
             kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
         for (int c = 0; c < 4; c++)
             if (c0 + PF_KEYS + c < nk)
-                prefetch_row(k[c0 + PF_KEYS + c], st_bytes(st, d));
+                prefetch_row(k[c0 + PF_KEYS + c], attn_st_bytes(st, d));
         for (int64_t r0 = 0; r0 < R; r0 += 2) {
             const float *qr[2];
             for (int r = 0; r < 2; r++)
@@ -125,8 +119,8 @@ INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const 
             for (int64_t c = 0; c < nk; c++) {
                 const void *vc = v[c];
                 if (c + PF_KEYS < nk)
-                    prefetch_row((const char *)v[c + PF_KEYS] + st_bytes(st, x0),
-                                 st_bytes(st, nv * 8));
+                    prefetch_row((const char *)v[c + PF_KEYS] + attn_st_bytes(st, x0),
+                                 attn_st_bytes(st, nv * 8));
                 __m256 vv[4];
                 for (int j = 0; j < nv; j++)
                     vv[j] = load8(st, vc, x0 + 8 * j);

@@ -6,23 +6,13 @@
  * kernels two thirds of their speed (docs/DESIGN.md). */
 #include "attn_config.h"
 #include "kernels/decode.h"
+#include "kernels/quant.h"
 #include <immintrin.h>
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
 
-/* Keys ahead whose rows are prefetched: a cache row is one page or less,
- * and the hardware prefetchers alone streamed the rows at about half the
- * speed (docs/DESIGN.md). */
-#define PF_KEYS 16
-/* (Measured on Zen 5 for F16, Q8_0 and Q4_0 rows: a distance in bytes
- * instead, 2 to 16 KiB ahead, was no faster, and slower for the short
- * rows of the block types.) */
-static inline int64_t pf_rows(int64_t rowb)
-{
-    (void)rowb;
-    return PF_KEYS;
-}
+#define PF_KEYS ATTN_DEC_PF_KEYS
 
 INLINE __mmask16 lanes(int64_t r)
 {
@@ -41,7 +31,7 @@ INLINE __m512 widen16(const int ST, __m256i h)
  * scale), the scale widened from binary16 by VCVTPH2PS. */
 INLINE void ld32q(const int ST, const void *base, int64_t x, __m512 *lo, __m512 *hi)
 {
-    const int64_t bb = ST == ATTN_ST_Q8_0 ? 34 : 18;
+    const int64_t bb = ST == ATTN_ST_Q8_0 ? ATTN_Q8_0_BYTES : ATTN_Q4_0_BYTES;
     const uint8_t *blk = (const uint8_t *)base + (x >> 5) * bb;
     uint16_t h;
     memcpy(&h, blk, 2);
@@ -65,13 +55,6 @@ INLINE void ld32q(const int ST, const void *base, int64_t x, __m512 *lo, __m512 
 }
 
 #define IS_BLOCK(ST) ((ST) == ATTN_ST_Q8_0 || (ST) == ATTN_ST_Q4_0)
-
-/* Bytes of n stored values (n a multiple of 32 for the block types). */
-INLINE int64_t st_bytes(const int ST, int64_t n)
-{
-    return ST == ATTN_ST_F32 ? 4 * n : ST == ATTN_ST_Q8_0 ? n / 32 * 34
-                                     : ST == ATTN_ST_Q4_0 ? n / 32 * 18 : 2 * n;
-}
 
 /* 16 stored values from element x of a row, as floats. */
 INLINE __m512 ld16(const int ST, const void *base, int64_t x)
@@ -121,16 +104,15 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
                     int64_t nk, int64_t d, float scale, float *s, int64_t lds)
 {
     const __m512 vs = _mm512_set1_ps(scale);
-    const int64_t dfull = d & ~(int64_t)15, rowb = st_bytes(ST, d);
+    const int64_t dfull = d & ~(int64_t)15, rowb = attn_st_bytes(ST, d);
     const __mmask16 mt = lanes(d - dfull);
-    const int64_t pfk = pf_rows(rowb);
     for (int64_t c0 = 0; c0 < nk; c0 += 4) {
         const void *kr[4];
         for (int c = 0; c < 4; c++)
             kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
         for (int c = 0; c < 4; c++) {
-            if (c0 + pfk + c < nk)
-                prefetch_row((const char *)k[c0 + pfk + c], rowb);
+            if (c0 + PF_KEYS + c < nk)
+                prefetch_row((const char *)k[c0 + PF_KEYS + c], rowb);
         }
         for (int64_t r0 = 0; r0 < R; r0 += 4) {
             const float *qr[4];
@@ -191,8 +173,8 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
                      float *o, int64_t ldo, int acc, int pf)
 {
     const __mmask16 mt = tail ? lanes(d - x0 - 16 * (NV - 1)) : (__mmask16)0xffff;
-    const int64_t off = st_bytes(ST, x0), span = st_bytes(ST, d - x0 < 16 * NV ? d - x0 : 16 * NV);
-    const int64_t pfk = pf ? pf_rows(st_bytes(ST, d)) : 0;
+    const int64_t off = attn_st_bytes(ST, x0);
+    const int64_t span = attn_st_bytes(ST, d - x0 < 16 * NV ? d - x0 : 16 * NV);
     __m512 a[4][8];
     for (int r = 0; r < RB; r++)
         for (int j = 0; j < NV; j++) {
@@ -202,8 +184,8 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
         }
     for (int64_t c = 0; c < nk; c++) {
         const void *vc = v[c];
-        if (pf && c + pfk < nk)
-            prefetch_row((const char *)v[c + pfk] + off, span);
+        if (pf && c + PF_KEYS < nk)
+            prefetch_row((const char *)v[c + PF_KEYS] + off, span);
         __m512 vv[8];
         /* (block types: NV is even and no chunk is partial, as d and x0
          * are multiples of 32) */
@@ -278,10 +260,10 @@ INLINE void dequant_rows(const int ST, const void *const *rows, int64_t nk, int6
                          float *buf, const void **out, int64_t c_all, const void *const *all,
                          int64_t n_all)
 {
-    const int64_t rowb = st_bytes(ST, d);
+    const int64_t rowb = attn_st_bytes(ST, d);
     for (int64_t c = 0; c < nk; c++) {
-        if (c_all + c + pf_rows(rowb) < n_all)
-            prefetch_row((const char *)all[c_all + c + pf_rows(rowb)], rowb);
+        if (c_all + c + PF_KEYS < n_all)
+            prefetch_row((const char *)all[c_all + c + PF_KEYS], rowb);
         float *dst = buf + c * d;
         for (int64_t x = 0; x < d; x += 32) {
             __m512 lo, hi;

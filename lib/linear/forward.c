@@ -43,11 +43,6 @@ _Static_assert(sizeof(attn_linear_desc) == 312, "attn_linear_desc changed size")
 _Static_assert(sizeof(attn_linear_args) == 128, "attn_linear_args changed size");
 #endif
 
-static int lin_dtype_valid(attn_dtype t)
-{
-    return t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16;
-}
-
 attn_status attn_linear_desc_init(attn_linear_desc *desc)
 {
     if (!desc)
@@ -68,15 +63,11 @@ attn_status attn_linear_validate(const attn_linear_desc *d, int check_o)
         return ATTN_ERR_BAD_OPTION;
     if (!attn_engine_valid(d->engine))
         return ATTN_ERR_BAD_OPTION;
-    if (!lin_dtype_valid(d->q_type) || !lin_dtype_valid(d->k_type) ||
-        !lin_dtype_valid(d->v_type) || !lin_dtype_valid(d->o_type)) {
-        /* the quantized K/V types are the SDPA forward's only */
-        const attn_dtype t[4] = { d->q_type, d->k_type, d->v_type, d->o_type };
-        for (int i = 0; i < 4; i++)
-            if (!lin_dtype_valid(t[i]) && t[i] != ATTN_DTYPE_Q8_0 && t[i] != ATTN_DTYPE_Q4_0)
-                return ATTN_ERR_BAD_OPTION;
-        return ATTN_ERR_UNSUPPORTED_TYPE;
-    }
+    /* (the quantized K/V types are the SDPA forward's only) */
+    const attn_dtype types[4] = { d->q_type, d->k_type, d->v_type, d->o_type };
+    const attn_status tst = attn_dtypes_check(types, 4);
+    if (tst != ATTN_OK)
+        return tst;
     if (d->feature_map != ATTN_FEATURE_ELU1 && d->feature_map != ATTN_FEATURE_RELU &&
         d->feature_map != ATTN_FEATURE_IDENTITY)
         return ATTN_ERR_BAD_OPTION;

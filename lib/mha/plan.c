@@ -155,24 +155,16 @@ static attn_status plan_training(attn_mha_plan *p, const attn_sdpa_desc *sd)
     return ATTN_OK;
 }
 
-static int dtype_valid(attn_dtype t)
-{
-    return t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16;
-}
-
 static attn_status validate(const attn_mha_desc *d)
 {
     if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]) ||
         d->reserved_pad != 0 || !attn_engine_valid(d->engine))
         return ATTN_ERR_BAD_OPTION;
-    if (!dtype_valid(d->x_type) || !dtype_valid(d->w_type)) {
-        /* the quantized K/V types are the SDPA forward's only */
-        const int q = (d->x_type == ATTN_DTYPE_Q8_0 || d->x_type == ATTN_DTYPE_Q4_0 ||
-                       dtype_valid(d->x_type)) &&
-                      (d->w_type == ATTN_DTYPE_Q8_0 || d->w_type == ATTN_DTYPE_Q4_0 ||
-                       dtype_valid(d->w_type));
-        return q ? ATTN_ERR_UNSUPPORTED_TYPE : ATTN_ERR_BAD_OPTION;
-    }
+    /* (the quantized K/V types are the SDPA forward's only) */
+    const attn_dtype types[2] = { d->x_type, d->w_type };
+    const attn_status tst = attn_dtypes_check(types, 2);
+    if (tst != ATTN_OK)
+        return tst;
     if ((d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
         !attn_mask_mode_valid(d->mask_mode) || !attn_mask_mode_valid(d->key_padding_mode) ||
         (d->weights != ATTN_WEIGHTS_NONE && d->weights != ATTN_WEIGHTS_PER_HEAD &&

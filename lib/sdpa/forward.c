@@ -135,12 +135,11 @@ static void kv_source(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t 
 
 /* Prefetch (into L1) the first rows of [j0, j1), at most the decode
  * kernels' distance, of a row stream of `width` values each. */
-#define ATTN_DECODE_PF 16
 static void decode_prefetch(const kvsrc *s, int64_t j0, int64_t j1, int64_t width)
 {
     const int64_t bytes = attn_st_bytes(s->st, width);
-    if (j1 > j0 + ATTN_DECODE_PF)
-        j1 = j0 + ATTN_DECODE_PF;
+    if (j1 > j0 + ATTN_DEC_PF_KEYS)
+        j1 = j0 + ATTN_DEC_PF_KEYS;
     for (int64_t j = j0; j < j1; j++) {
         const char *row = kv_row(s, j);
         for (int64_t x = 0; x < bytes; x += 64)
@@ -420,7 +419,7 @@ static void run_rows_part(const item *it, const segment *sg, int64_t r0, int64_t
     const int drop = d->mask_mode == ATTN_MASK_DROP_NONZERO;
     float *s = w->s;
 
-    /* Decode path: the kernels prefetch ATTN_DECODE_PF rows ahead within
+    /* Decode path: the kernels prefetch ATTN_DEC_PF_KEYS rows ahead within
      * their own stream; the first rows of the other stream are asked for
      * here, so neither pass starts cold: V's first rows of this tile
      * before Q K^T, the next tile's first K rows before P V. */

@@ -99,10 +99,10 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
      * paged cache) */
     if (d->kv_block_size && attn_sdpa_is_sparse(d))
         return ATTN_ERR_BAD_OPTION;
-    if (!attn_dtype_known(d->q_type) || !attn_dtype_known(d->o_type))
-        return ATTN_ERR_BAD_OPTION;
-    if (attn_dtype_is_block(d->q_type) || attn_dtype_is_block(d->o_type))
-        return ATTN_ERR_UNSUPPORTED_TYPE;
+    const attn_dtype qo[2] = { d->q_type, d->o_type };
+    attn_status tst = attn_dtypes_check(qo, 2);
+    if (tst != ATTN_OK)
+        return tst;
     /* Quantized K/V: the dense forward's (sparse and backward plans say
      * so themselves). */
     if ((attn_dtype_is_block(d->k_type) || attn_dtype_is_block(d->v_type)) &&

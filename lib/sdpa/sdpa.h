@@ -191,26 +191,6 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d);
  * shared with attn_kv_append. */
 attn_status attn_kv_validate(const attn_sdpa_desc *d);
 
-/* The element types of Q and O, and of K and V in every path but the
- * dense forward and attn_kv_append. */
-static inline int attn_dtype_valid(attn_dtype t)
-{
-    return t == ATTN_DTYPE_F32 || t == ATTN_DTYPE_F16 || t == ATTN_DTYPE_BF16;
-}
-
-/* The block types of a quantized KV cache (K/V storage of the dense
- * forward and attn_kv_append only). */
-static inline int attn_dtype_is_block(attn_dtype t)
-{
-    return t == ATTN_DTYPE_Q8_0 || t == ATTN_DTYPE_Q4_0;
-}
-
-/* Any known type (the rest is ATTN_ERR_BAD_OPTION). */
-static inline int attn_dtype_known(attn_dtype t)
-{
-    return attn_dtype_valid(t) || attn_dtype_is_block(t);
-}
-
 /* Bytes of one stored element of F32, F16 or BF16. */
 static inline int64_t attn_dtype_size(attn_dtype t)
 {
