@@ -114,7 +114,8 @@ typedef enum attn_status {
                                     reserved field is not zero */
     ATTN_ERR_BAD_THREADS,        /* threads < 0 or > 1024 */
     ATTN_ERR_BAD_LENGTH,         /* kv_lens[b] not in [0, m] or q_lens[b]
-                                    not in [0, n] */
+                                    not in [0, n] (with use_positions:
+                                    negative) */
     ATTN_ERR_ARGUMENT_MISMATCH,  /* execute got a pointer for something the
                                     plan does not use (or the reverse) */
     ATTN_ERR_WORKSPACE_TOO_SMALL,/* caller workspace smaller than the size
@@ -129,6 +130,13 @@ typedef enum attn_status {
                                     this call does not take (see "Element
                                     types of the computation"); never a
                                     silent conversion */
+    ATTN_ERR_COMM,               /* a communication call failed (attn_mpi:
+                                    an MPI error, returned on every rank
+                                    that saw it; 1.3) */
+    ATTN_ERR_DESC_MISMATCH       /* the ranks of a communicator were given
+                                    different problems (attn_mpi: the
+                                    whole-problem descs or the lengths
+                                    differ; returned on every rank; 1.3) */
 } attn_status;
 
 /* A static English description of the status ("unknown status" for values
@@ -395,7 +403,11 @@ typedef struct attn_sdpa_desc {
      * Anything else is ATTN_ERR_BAD_OPTION.  The backward of a desc uses
      * its fwd's engine. */
     attn_engine engine;
-    int reserved_pad;            /* must be zero */
+    /* Positions (1.3, in the room of reserved_pad): 0 (the default) or 1,
+     * this call computes one block of a longer problem, Q rows from global
+     * position q_pos0 and K/V rows from kv_pos0 (below); anything else is
+     * ATTN_ERR_BAD_OPTION.  See "Blocks of a longer sequence". */
+    int use_positions;
 
     /* Element types of Q and O (see "Element types of the computation"):
      * F32 (the default) reads args.q and writes args.o; F16 or BF16 reads
@@ -406,8 +418,15 @@ typedef struct attn_sdpa_desc {
     attn_dtype q_type;
     attn_dtype o_type;
 
+    /* With use_positions: the global positions of Q row 0 and of K/V row
+     * 0, in [0, 2^40] (negative: ATTN_ERR_BAD_SIZE; larger:
+     * ATTN_ERR_TOO_LARGE); without, they must be 0.  (1.3, in the room of
+     * reserved[0] and reserved[1].) */
+    int64_t q_pos0;
+    int64_t kv_pos0;
+
     /* Must be zero (attn_sdpa_desc_init does it). */
-    int64_t reserved[4];
+    int64_t reserved[2];
 } attn_sdpa_desc;
 
 /* Fill *desc with the defaults: all sizes 0, every view ATTN_STRIDE_UNSET,
@@ -614,6 +633,39 @@ ATTN_API attn_status attn_layout_build_strided(uint8_t *layout, int64_t nb, int6
  */
 ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_t mb, int64_t stride,
                                        int64_t c, int causal);
+
+/* ------------------------------------------------------------------------ */
+/* Blocks of a longer sequence (1.3)                                         */
+/* ------------------------------------------------------------------------ */
+/*
+ * With desc.use_positions = 1 a call computes the block of query rows
+ * [q_pos0, q_pos0 + n) against the keys [kv_pos0, kv_pos0 + m) of a longer
+ * problem, as context parallelism needs (attn_mpi.h runs it over MPI).
+ * Local row i and key j are the global positions I = q_pos0 + i and
+ * J = kv_pos0 + j, and every rule that reads a position reads the global
+ * one:
+ * - the whole problem's lengths: N_b = q_lens[b] and M_b = kv_lens[b]
+ *   when use_q_lens / use_kv_lens (global lengths: any value >= 0, not
+ *   bounded by n or m), else q_pos0 + n and kv_pos0 + m;
+ * - rows with I >= N_b are padding (output 0, logsumexp -INFINITY) and
+ *   keys with J >= M_b are hidden;
+ * - the window's diagonal is D(I) = I (TOP_LEFT) or I + M_b - N_b
+ *   (BOTTOM_RIGHT), and key J is visible iff
+ *   D(I) - window_left <= J <= D(I) + window_right;
+ * - dropout keeps (b, h, I, J) exactly as the whole problem's call does
+ *   (with dropout, q_pos0 + n <= 2^32 and kv_pos0 + m <= 2^34, else
+ *   ATTN_ERR_TOO_LARGE).
+ * The mask, bias, probabilities and logsumexp stay local views (their row
+ * i is row I of the whole problem; point them at the block).  So the
+ * whole problem's O and logsumexp are the blocks' partial results merged
+ * by attn_merge_partials over every key block, and the backward of each
+ * (block, key block) pair, given the merged O and logsumexp, yields that
+ * pair's share of dQ, dK and dV, whose sums over the pairs are the whole
+ * problem's gradients.  Positions do not go with the sparse options
+ * (global tokens, block layouts: ATTN_ERR_BAD_OPTION).  Without
+ * use_positions, q_pos0 and kv_pos0 must be 0 (ATTN_ERR_BAD_OPTION) and
+ * every rule is the one of "SDPA description".
+ */
 
 /* ------------------------------------------------------------------------ */
 /* Decoding and the KV cache                                                 */

@@ -438,8 +438,8 @@ static const desc_row desc_rows[] = {
      {SI(q_type, ATTN_DTYPE_Q8_0), SI(use_global_k, 1)}},
     {"o_type Q4_0 with a layout", ATTN_ERR_UNSUPPORTED_TYPE, FULL,
      {SI(o_type, ATTN_DTYPE_Q4_0), SI(block_size, 16)}},
-    {"reserved_pad = 1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved_pad, 1)}},
-    {"reserved_pad = INT_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved_pad, INT_MIN)}},
+    {"use_positions = 2", ATTN_ERR_BAD_OPTION, FULL, {SI(use_positions, 2)}},
+    {"use_positions = INT_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(use_positions, INT_MIN)}},
     /* the engine */
     {"control: engine BLAS", ATTN_OK, FULL, {SI(engine, ATTN_ENGINE_BLAS)}},
     {"control: engine TILE", ATTN_OK, FULL, {SI(engine, ATTN_ENGINE_TILE)}},

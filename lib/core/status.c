@@ -20,6 +20,8 @@ const char *attn_status_str(attn_status status)
     case ATTN_ERR_OUT_OF_MEMORY: return "out of memory";
     case ATTN_ERR_BAD_BLOCK_TABLE: return "a KV cache block table entry is outside [0, kv_num_blocks)";
     case ATTN_ERR_UNSUPPORTED_TYPE: return "an element type this call does not take";
+    case ATTN_ERR_COMM: return "a communication (MPI) call failed";
+    case ATTN_ERR_DESC_MISMATCH: return "the ranks were given different problems";
     }
     return "unknown status";
 }

@@ -80,7 +80,7 @@ attn_status attn_kv_validate(const attn_sdpa_desc *d)
 attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
 {
     if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]) ||
-        d->reserved_pad != 0)
+        d->use_positions != 0 && d->use_positions != 1)
         return ATTN_ERR_BAD_OPTION;
     if (!attn_engine_valid(d->engine))
         return ATTN_ERR_BAD_OPTION;
