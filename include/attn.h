@@ -658,7 +658,7 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  * The mask, bias, probabilities and logsumexp stay local views (their row
  * i is row I of the whole problem; point them at the block).  So the
  * whole problem's O and logsumexp are the blocks' partial results merged
- * by attn_merge_partials over every key block, and the backward of each
+ * by attn_partials_merge over every key block, and the backward of each
  * (block, key block) pair, given the merged O and logsumexp, yields that
  * pair's share of dQ, dK and dV, whose sums over the pairs are the whole
  * problem's gradients.  Positions do not go with the sparse options
