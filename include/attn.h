@@ -126,7 +126,7 @@ typedef enum attn_status {
     ATTN_ERR_BAD_BLOCK_TABLE,    /* a paged KV cache's block table names a
                                     block outside [0, kv_num_blocks), or an
                                     append would pass the table's end */
-    ATTN_ERR_UNSUPPORTED_TYPE    /* an element type (q_type, o_type, ...)
+    ATTN_ERR_UNSUPPORTED_TYPE,   /* an element type (q_type, o_type, ...)
                                     this call does not take (see "Element
                                     types of the computation"); never a
                                     silent conversion */
