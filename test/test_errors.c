@@ -52,7 +52,7 @@
 
 /* The number of statuses (the last one + 1; attn.h keeps no count in its
  * enum, so that adding a status changes no value a program holds). */
-#define N_STATUS (ATTN_ERR_UNSUPPORTED_TYPE + 1)
+#define N_STATUS (ATTN_ERR_DESC_MISMATCH + 1)
 
 #include "harness.h"
 
@@ -397,13 +397,17 @@ static const desc_row desc_rows[] = {
     {"mask_mode = 3", ATTN_ERR_BAD_OPTION, FULL, {SI(mask_mode, 3)}},
     {"mask_mode = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(mask_mode, -1)}},
     {"reserved[0] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[0], 1)}},
-    {"reserved[3] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[3], 1)}},
+    {"reserved[1] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[1], 1)}},
     /* reserved[] shrank from 13 to 10 when the sparse fields took three
      * slots, to 6 for the storage types and the paged cache, to 5 for the
-     * engine, then to 4 for q_type and o_type (the desc keeps its size);
-     * the last one is reserved[3] */
-    {"reserved[3] = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[3], INT64_MIN)}},
-    {"reserved[3] = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[3], -1)}},
+     * engine, to 4 for q_type and o_type, then to 2 for q_pos0 and
+     * kv_pos0 (1.3; the desc keeps its size); the last one is reserved[1] */
+    {"reserved[1] = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[1], INT64_MIN)}},
+    {"reserved[1] = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[1], -1)}},
+    /* positions (1.3): only with use_positions (test_positions.c has the
+     * rest of their statuses) */
+    {"q_pos0 without use_positions", ATTN_ERR_BAD_OPTION, FULL, {SI(q_pos0, 3)}},
+    {"kv_pos0 without use_positions", ATTN_ERR_BAD_OPTION, FULL, {SI(kv_pos0, -3)}},
     /* the element types of Q and O: 3 and 4 are the quantized K/V types
      * (1.2), which Q and O do not take; 5 and up are unknown */
     {"q_type = 5", ATTN_ERR_BAD_OPTION, FULL, {SI(q_type, 5)}},

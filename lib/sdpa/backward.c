@@ -57,6 +57,7 @@ struct attn_sdpa_bwd_plan {
     attn_sdpa_bwd_desc d;
     int dropout;              /* fwd.dropout_p > 0 */
     attn_dropout drop;
+    int64_t qpos, kpos;       /* dropout's global (i, j) of row 0, key 0 */
     float scale;
     int64_t window_left, window_right;
     int64_t group;            /* Hq / Hkv */
@@ -175,6 +176,8 @@ attn_status attn_sdpa_bwd_plan_create(attn_sdpa_bwd_plan **plan, const attn_sdpa
     p->dropout = f->dropout_p > 0.0;
     if (p->dropout)
         attn_dropout_init(&p->drop, f->dropout_p, f->dropout_seed, f->dropout_offset);
+    p->qpos = f->use_positions ? f->q_pos0 : 0;
+    p->kpos = f->use_positions ? f->kv_pos0 : 0;
     p->group = f->q_heads / f->kv_heads;
     p->q16 = f->q_type != ATTN_DTYPE_F32;
     p->k16 = f->k_type != ATTN_DTYPE_F32;
@@ -313,7 +316,8 @@ static attn_status check_args(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_a
     attn_status st = attn_check_pointers(use, sizeof use / sizeof use[0]);
     if (st != ATTN_OK)
         return st;
-    return attn_check_lengths(f->batch, a->kv_lens, f->kv_len, a->q_lens, f->q_len);
+    return attn_check_lengths(f->batch, a->kv_lens, f->use_positions ? INT32_MAX : f->kv_len,
+                              a->q_lens, f->use_positions ? INT32_MAX : f->q_len);
 }
 
 typedef struct bwork {
@@ -672,7 +676,7 @@ static void run_block(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, 
              * dS = P (dP - D) goes to the dP tile, and P' = Z P (what
              * multiplied V) stays in the P tile for dV.  The decisions are
              * the forward's: the same pure function of (b, h, i, j). */
-            kern->dropout_bwd_row(&p->drop, pr, w->dp + r * bk, D, b, h, i, t + cs, cols);
+            kern->dropout_bwd_row(&p->drop, pr, w->dp + r * bk, D, b, h, i + p->qpos, t + cs + p->kpos, cols);
         }
     }
     /* dV_t += P^T dO_r  (P' with dropout) */
@@ -709,8 +713,8 @@ static void run_pair(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, b
     const attn_sdpa_bwd_desc *d = &p->d;
     const attn_sdpa_desc *f = &d->fwd;
     const int64_t n = f->q_len, m = f->kv_len, g = p->group, h0 = hk * g;
-    const int64_t qlen = f->use_q_lens ? a->q_lens[b] : n;
-    const int64_t kvlen = f->use_kv_lens ? a->kv_lens[b] : m;
+    const attn_geom gm = attn_geom_of(f, a->q_lens, a->kv_lens, b);
+    const int64_t qlen = gm.qlen, kvlen = gm.kvlen;
 
     for (int64_t hh = 0; hh < g; hh++)
         zero_rows(ATTN_VIEW_HEAD(a->dq, d->dq, b, h0 + hh), n, d->dq.seq, f->qk_dim);
@@ -721,7 +725,7 @@ static void run_pair(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, b
     int64_t jlo = INT64_MAX, jhi = 0;
     for (int64_t i = 0; i < qlen; i++) {
         int64_t lo, hi;
-        attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i, &lo, &hi);
+        attn_row_range(gm.shift, p->window_left, p->window_right, kvlen, i, &lo, &hi);
         if (lo < hi) {
             if (lo < jlo) jlo = lo;
             if (hi > jhi) jhi = hi;
@@ -735,7 +739,7 @@ static void run_pair(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, b
                 int64_t cs = INT64_MAX, ce = INT64_MIN;
                 for (int64_t i = i0; i < i1; i++) {
                     int64_t *lo = &w->lo[i - i0], *hi = &w->hi[i - i0];
-                    attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i, lo,
+                    attn_row_range(gm.shift, p->window_left, p->window_right, kvlen, i, lo,
                                    hi);
                     int64_t c0 = *lo - t, c1 = *hi - t;
                     if (c0 < 0) c0 = 0;
@@ -760,14 +764,13 @@ static void run_pair(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a, b
 
 /* The keys [jlo, jhi) some row of batch b sees (contiguous, since both
  * bounds of a row's range grow with i); jlo = jhi = 0 when none. */
-static void seen_keys(const attn_sdpa_bwd_plan *p, int64_t qlen, int64_t kvlen, int64_t *jlo,
-                      int64_t *jhi)
+static void seen_keys(const attn_sdpa_bwd_plan *p, attn_geom gm, int64_t *jlo, int64_t *jhi)
 {
-    const attn_sdpa_desc *f = &p->d.fwd;
+    const int64_t qlen = gm.qlen, kvlen = gm.kvlen;
     int64_t lo_ = INT64_MAX, hi_ = 0;
     for (int64_t i = 0; i < qlen; i++) {
         int64_t lo, hi;
-        attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i, &lo, &hi);
+        attn_row_range(gm.shift, p->window_left, p->window_right, kvlen, i, &lo, &hi);
         if (lo < hi) {
             if (lo < lo_) lo_ = lo;
             if (hi > hi_) hi_ = hi;
@@ -854,7 +857,7 @@ static void run_block_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *
             kern->exp_store(pr + a0, pr + a0, a1 - a0, lse);
         }
         if (p->dropout)
-            kern->dropout_bwd_row(&p->drop, pr, dP + r * ldp, k_->dsum[r], b, h, i, t + cs, cols);
+            kern->dropout_bwd_row(&p->drop, pr, dP + r * ldp, k_->dsum[r], b, h, i + p->qpos, t + cs + p->kpos, cols);
     }
     /* dS = P (dP - D) in fp32: made by ds_pack, or first in the dP tile
      * when dBias needs it (with dropout it is there already, P' in P) */
@@ -929,10 +932,10 @@ static void run_pair_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a
     const attn_bf16_kernels *bf = p->x.bf;
     const int64_t n = f->q_len, m = f->kv_len, g = p->group, h0 = hk * g;
     const int64_t dk = f->qk_dim, dv = f->v_dim, bq = p->bq;
-    const int64_t qlen = f->use_q_lens ? a->q_lens[b] : n;
-    const int64_t kvlen = f->use_kv_lens ? a->kv_lens[b] : m;
+    const attn_geom gm = attn_geom_of(f, a->q_lens, a->kv_lens, b);
+    const int64_t qlen = gm.qlen, kvlen = gm.kvlen;
     int64_t jlo, jhi;
-    seen_keys(p, qlen, kvlen, &jlo, &jhi);
+    seen_keys(p, gm, &jlo, &jhi);
     const int64_t nk = jhi - jlo;
 
     const uint16_t *k = ATTN_VIEW_AT(a16->k, f->k, b, hk, jlo);
@@ -954,7 +957,7 @@ static void run_pair_bf(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a
                 widen(p, f->o_type, ATTN_VIEW_AT(a16->d_o, d->d_o, b, h, i0 + r), dow + r * dv, dv);
                 widen(p, f->o_type, ATTN_VIEW_AT(a16->o, f->o, b, h, i0 + r), ow + r * dv, dv);
                 w->dsum[r] = row_d8(dow + r * dv, ow + r * dv, dv);
-                attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i0 + r,
+                attn_row_range(gm.shift, p->window_left, p->window_right, kvlen, i0 + r,
                                &w->lo[r], &w->hi[r]);
             }
             bf->tr_round(dow, dv, rows, dv, w->dot, p->ldr);
@@ -999,11 +1002,11 @@ static void run_pair16(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
                        int64_t b, int64_t hk)
 {
     const attn_sdpa_desc *f = &p->d.fwd;
-    const int64_t n = f->q_len, m = f->kv_len, g = p->group, h0 = hk * g;
-    const int64_t qlen = f->use_q_lens ? a->q_lens[b] : n;
-    const int64_t kvlen = f->use_kv_lens ? a->kv_lens[b] : m;
+    const int64_t g = p->group, h0 = hk * g;
+    const attn_geom gm = attn_geom_of(f, a->q_lens, a->kv_lens, b);
+    const int64_t qlen = gm.qlen, kvlen = gm.kvlen;
     int64_t jlo, jhi;
-    seen_keys(p, qlen, kvlen, &jlo, &jhi);
+    seen_keys(p, gm, &jlo, &jhi);
 
     /* K and V of the keys seen widened; the dK, dV sums zeroed */
     keys_in(p, a, w, b, hk, jlo, jhi);
@@ -1013,7 +1016,7 @@ static void run_pair16(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_args *a,
         for (int64_t i0 = 0; i0 < qlen; i0 += p->bq) {
             const int64_t i1 = i0 + p->bq < qlen ? i0 + p->bq : qlen, rows = i1 - i0;
             for (int64_t r = 0; r < rows; r++)
-                attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i0 + r,
+                attn_row_range(gm.shift, p->window_left, p->window_right, kvlen, i0 + r,
                                &w->lo[r], &w->hi[r]);
             /* The block's operands widened; its dQ sum zeroed. */
             const bsrc src = block_src(p, a, w, b, hk, h, i0, rows);
@@ -1124,7 +1127,7 @@ static void run_block_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_ar
         if (p->dropout)
             for (int64_t x = 0; x < nseg; x++)
                 kern->dropout_bwd_row(&p->drop, pr + seg[x].c0, w->dp + r * bk + seg[x].c0, D, b,
-                                      h, i, seg[x].j0, seg[x].len);
+                                      h, i + p->qpos, seg[x].j0 + p->kpos, seg[x].len);
     }
     /* dV_seg += P^T dO_r  (P' with dropout); the gathered keys' rows into
      * a copy, then added to their places. */
@@ -1207,8 +1210,8 @@ static void run_pair_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_arg
     const attn_sdpa_desc *f = &p->d.fwd;
     const int64_t n = f->q_len, m = f->kv_len, g = p->group, h0 = hk * g, R = p->sp_rows;
     const int64_t dk = f->qk_dim, dv = f->v_dim;
-    const int64_t qlen = f->use_q_lens ? a->q_lens[b] : n;
-    const int64_t kvlen = f->use_kv_lens ? a->kv_lens[b] : m;
+    const attn_geom gm = attn_geom_of(f, a->q_lens, a->kv_lens, b);
+    const int64_t qlen = gm.qlen, kvlen = gm.kvlen;
     const uint8_t *gq = f->use_global_q ? a->global_q + b * n : NULL;
     const uint8_t *gkb = f->use_global_k ? a->global_k + b * m : NULL;
 
@@ -1229,7 +1232,7 @@ static void run_pair_sparse(const attn_sdpa_bwd_plan *p, const attn_sdpa_bwd_arg
         for (int64_t i0 = 0; i0 < qlen; i0 += R) {
             const int64_t rows = qlen - i0 < R ? qlen - i0 : R;
             for (int64_t r = 0; r < rows; r++)
-                attn_row_range(f->align, p->window_left, p->window_right, qlen, kvlen, i0 + r,
+                attn_row_range(gm.shift, p->window_left, p->window_right, kvlen, i0 + r,
                                &w->lo[r], &w->hi[r]);
             kr.lay = layh ? layh + i0 / f->block_size * p->mlb : NULL;
             const bsrc s = block_src(p, a, w, b, hk, h, i0, rows);

@@ -319,10 +319,10 @@ static void write_empty_row(const attn_sdpa_plan *p, const attn_sdpa_args *a,
         *attn_sdpa_lse_at(p, a, b, h, i) = -INFINITY;
 }
 
-static void row_range(const attn_sdpa_plan *p, int64_t qlen, int64_t kvlen, int64_t i,
-                      int64_t *lo, int64_t *hi)
+static void row_range(const attn_sdpa_plan *p, const attn_geom *g, int64_t i, int64_t *lo,
+                      int64_t *hi)
 {
-    attn_row_range(p->d.align, p->window_left, p->window_right, qlen, kvlen, i, lo, hi);
+    attn_row_range(g->shift, p->window_left, p->window_right, g->kvlen, i, lo, hi);
 }
 
 /* Turn a row of raw scores into probabilities: exp(s - lse) on [lo, hi), 0
@@ -345,7 +345,7 @@ static void finish_probs_row(const attn_sdpa_plan *p, const attn_sdpa_args *a, i
     float *pr = attn_sdpa_probs_row(p, a, b, h, i);
     finish_probs(p, pr, lo, hi, lse);
     if (p->dropout && lse > -INFINITY && hi > lo)  /* not NaN rows */
-        p->x.kern->dropout_row(&p->drop, pr + lo, b, h, i, lo, hi - lo);
+        p->x.kern->dropout_row(&p->drop, pr + lo, b, h, i + p->qpos, lo + p->kpos, hi - lo);
 }
 
 /* The rows of one GEMM: either one head's rows or the whole group's. */
@@ -383,6 +383,7 @@ typedef struct item {
     int64_t b, hk, h0;      /* batch, kv head, its first query head */
     int64_t i0, rows;       /* the item's first query row and its valid rows */
     int64_t qlen, kvlen;    /* batch b's lengths */
+    attn_geom g;            /* and its diagonal (visible.h) */
     int64_t jlo, jhi;       /* the union of the rows' visible keys (chunk) */
     int split;              /* split-K: out is the chunk's partials */
     int whole;              /* no window: every row sees [0, kvlen) */
@@ -470,7 +471,7 @@ static void run_rows_part(const item *it, const segment *sg, int64_t r0, int64_t
             if (attn_softmax_row_step(kern->exp_sum, sr + cs, ce - cs, mt, &w->mrow[vr],
                                       &w->lrow[vr], &w->corr[vr]) &&
                 p->dropout)
-                kern->dropout_row(&p->drop, sr + a0, b, h, i, t + a0, a1 - a0);
+                kern->dropout_row(&p->drop, sr + a0, b, h, i + p->qpos, t + a0 + p->kpos, a1 - a0);
         }
     }
     if (!fresh)
@@ -583,14 +584,15 @@ static void ahead_item(const attn_sdpa_plan *p, const attn_sdpa_args *a, attn_ah
         return;
     int64_t b, hk, qb, chunk;
     item_of(p, it, &b, &hk, &qb, &chunk);
-    const int64_t qlen = attn_sdpa_q_len(p, a, b), kvlen = attn_sdpa_kv_len(p, a, b);
+    const attn_geom g = attn_sdpa_geom(p, a, b);
+    const int64_t qlen = g.qlen;
     const int64_t i0 = qb * p->bq, i1 = i0 + p->bq < qlen ? i0 + p->bq : qlen;
     if (i1 <= i0)
         return;
     /* Both bounds of a row's visible range grow with i. */
     int64_t jlo, hi0, lo1, jhi;
-    row_range(p, qlen, kvlen, i0, &jlo, &hi0);
-    row_range(p, qlen, kvlen, i1 - 1, &lo1, &jhi);
+    row_range(p, &g, i0, &jlo, &hi0);
+    row_range(p, &g, i1 - 1, &lo1, &jhi);
     ahead_kv(p, a, ah, b, hk, jlo, jhi - jlo > p->bk ? jlo + p->bk : jhi);
     const int64_t f = attn_dtype_size(d->q_type);
     const attn_view *vq = &d->q;
@@ -627,8 +629,9 @@ static int item_begin(item *it, const partials *part, int64_t qb, int64_t chunk)
     const int64_t h0 = it->h0 = it->hk * g;
     const int64_t i0 = it->i0 = qb * p->bq;
     const int64_t i1 = i0 + p->bq < n ? i0 + p->bq : n;
-    const int64_t qlen = it->qlen = attn_sdpa_q_len(p, a, b);
-    const int64_t kvlen = it->kvlen = attn_sdpa_kv_len(p, a, b);
+    it->g = attn_sdpa_geom(p, a, b);
+    const int64_t qlen = it->qlen = it->g.qlen;
+    const int64_t kvlen = it->kvlen = it->g.kvlen;
     const int64_t ie = i1 < qlen ? i1 : (i0 > qlen ? i0 : qlen);
     const int split = it->split = p->nchunks > 1;
 
@@ -658,7 +661,7 @@ static int item_begin(item *it, const partials *part, int64_t qb, int64_t chunk)
             jlo = 0, jhi = kvlen;
     } else {
         for (int64_t r = 0; r < rows; r++) {
-            row_range(p, qlen, kvlen, i0 + r, &w->lo[r], &w->hi[r]);
+            row_range(p, &it->g, i0 + r, &w->lo[r], &w->hi[r]);
             if (w->lo[r] < w->hi[r]) {
                 if (w->lo[r] < jlo) jlo = w->lo[r];
                 if (w->hi[r] > jhi) jhi = w->hi[r];
@@ -928,7 +931,8 @@ static void merge_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, const p
 {
     const attn_sdpa_desc *d = &p->d;
     const int64_t n = d->q_len, dv = d->v_dim;
-    const int64_t qlen = attn_sdpa_q_len(p, a, b), kvlen = attn_sdpa_kv_len(p, a, b);
+    const attn_geom g = attn_sdpa_geom(p, a, b);
+    const int64_t qlen = g.qlen;
     const int64_t cstride = d->batch * d->q_heads * n;
     for (int64_t i = 0; i < n; i++) {
         if (i >= qlen) {
@@ -970,7 +974,7 @@ static void merge_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, const p
             *attn_sdpa_lse_at(p, a, b, h, i) = lse;
         if (d->want_probs) {
             int64_t lo, hi;
-            row_range(p, qlen, kvlen, i, &lo, &hi);
+            row_range(p, &g, i, &lo, &hi);
             finish_probs_row(p, a, b, h, i, lo, hi, lse);
         }
     }
@@ -999,7 +1003,8 @@ static attn_status check_args(const attn_sdpa_plan *p, const attn_sdpa_args *a)
     attn_status st = attn_check_pointers(opt, sizeof opt / sizeof opt[0]);
     if (st != ATTN_OK)
         return st;
-    if ((st = attn_check_lengths(d->batch, a->kv_lens, d->kv_len, a->q_lens, d->q_len)) != ATTN_OK)
+    if ((st = attn_check_lengths(d->batch, a->kv_lens, d->use_positions ? INT32_MAX : d->kv_len,
+                                 a->q_lens, d->use_positions ? INT32_MAX : d->q_len)) != ATTN_OK)
         return st;
     /* Paged: the entries of every block holding a token of the sequence. */
     if (d->kv_block_size)

@@ -80,7 +80,7 @@ attn_status attn_kv_validate(const attn_sdpa_desc *d)
 attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
 {
     if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]) ||
-        d->use_positions != 0 && d->use_positions != 1)
+        (d->use_positions != 0 && d->use_positions != 1))
         return ATTN_ERR_BAD_OPTION;
     if (!attn_engine_valid(d->engine))
         return ATTN_ERR_BAD_OPTION;
@@ -94,6 +94,12 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
     attn_status sst = attn_sparse_validate(d->layout_per_head, d->reserved_flags, d->block_size);
     if (sst != ATTN_OK)
         return sst;
+
+    /* Positions: 0 without use_positions; not with the sparse options. */
+    if (!d->use_positions && (d->q_pos0 != 0 || d->kv_pos0 != 0))
+        return ATTN_ERR_BAD_OPTION;
+    if (d->use_positions && attn_sdpa_is_sparse(d))
+        return ATTN_ERR_BAD_OPTION;
 
     /* (the sparse options take 16-bit Q, K, V and O, widened; not the
      * paged cache) */
@@ -124,6 +130,18 @@ attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
     if (d->dropout_p > 0.0 &&
         (B > ((int64_t)1 << 32) || Hq > ((int64_t)1 << 32) || n > ((int64_t)1 << 32)))
         return ATTN_ERR_TOO_LARGE;
+    /* Positions up to 2^40; with dropout, global rows below 2^32 and keys
+     * below 2^34 (j / 4 in 32 bits). */
+    if (d->use_positions) {
+        const int64_t lim = (int64_t)1 << 40;
+        if (d->q_pos0 < 0 || d->kv_pos0 < 0)
+            return ATTN_ERR_BAD_SIZE;
+        if (d->q_pos0 > lim || d->kv_pos0 > lim)
+            return ATTN_ERR_TOO_LARGE;
+        if (d->dropout_p > 0.0 &&
+            (d->q_pos0 + n > ((int64_t)1 << 32) || d->kv_pos0 + m > ((int64_t)1 << 34)))
+            return ATTN_ERR_TOO_LARGE;
+    }
 
     attn_status st;
     if ((st = attn_check_view(&d->q, B, Hq, n, dk, 0)) != ATTN_OK) return st;
@@ -356,6 +374,8 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
     p->dropout = desc->dropout_p > 0.0;
     if (p->dropout)
         attn_dropout_init(&p->drop, desc->dropout_p, desc->dropout_seed, desc->dropout_offset);
+    p->qpos = desc->use_positions ? desc->q_pos0 : 0;
+    p->kpos = desc->use_positions ? desc->kv_pos0 : 0;
     p->softmax_only = !p->dropout && !desc->use_bias && desc->mask_mode == ATTN_MASK_NONE &&
                       !desc->want_probs;
     p->tile = p->x.tile;

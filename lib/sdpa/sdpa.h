@@ -78,6 +78,8 @@ struct attn_sdpa_plan {
     /* What the forward does (decided at plan time, never per call). */
     int dropout;              /* dropout_p > 0 (p = 0 runs the plain path) */
     attn_dropout drop;
+    int64_t qpos, kpos;       /* the global position of row 0 and key 0
+                               * (positions; else 0): dropout's (i, j) */
     int softmax_only;         /* no bias, mask, dropout or probabilities: rows that see
                                * a whole tile go through kern->softmax_rows */
     int alike;                /* every work item costs about the same (no window,
@@ -151,17 +153,24 @@ struct attn_sdpa_plan {
 };
 
 /* Execute-time accessors shared by the dense and the sparse forward: batch
- * b's query and key lengths, and the rows of O, P and the logsumexp. */
+ * b's geometry (its query and key lengths within the call, the diagonal's
+ * shift; visible.h), and the rows of O, P and the logsumexp. */
+static inline attn_geom attn_sdpa_geom(const attn_sdpa_plan *p, const attn_sdpa_args *a,
+                                       int64_t b)
+{
+    return attn_geom_of(&p->d, a->q_lens, a->kv_lens, b);
+}
+
 static inline int64_t attn_sdpa_q_len(const attn_sdpa_plan *p, const attn_sdpa_args *a,
                                       int64_t b)
 {
-    return p->d.use_q_lens ? a->q_lens[b] : p->d.q_len;
+    return attn_sdpa_geom(p, a, b).qlen;
 }
 
 static inline int64_t attn_sdpa_kv_len(const attn_sdpa_plan *p, const attn_sdpa_args *a,
                                        int64_t b)
 {
-    return p->d.use_kv_lens ? a->kv_lens[b] : p->d.kv_len;
+    return attn_sdpa_geom(p, a, b).kvlen;
 }
 
 static inline float *attn_sdpa_o_row(const attn_sdpa_plan *p, const attn_sdpa_args *a,

@@ -304,8 +304,8 @@ static void item_ranges(const attn_sdpa_plan *p, swork *w, int64_t qlen, int64_t
                         int64_t i0, int64_t rows)
 {
     for (int64_t r = 0; r < rows; r++)
-        attn_row_range(p->d.align, p->window_left, p->window_right, qlen, kvlen, i0 + r, &w->lo[r],
-                       &w->hi[r]);
+        attn_row_range(p->d.align == ATTN_ALIGN_BOTTOM_RIGHT ? kvlen - qlen : 0, p->window_left,
+                       p->window_right, kvlen, i0 + r, &w->lo[r], &w->hi[r]);
 }
 
 /* One tile of a group: its rows [g->r0, g->r1) of (b, h). */

@@ -55,20 +55,51 @@ void attn_gather_rows(float *dst, const float *src, int64_t ld, int64_t width,
                       const attn_kseg *seg, int64_t nseg, int64_t cshort);
 
 /* A window bound past n + m is as good as unbounded; clamping it keeps the
- * index arithmetic of execute far from overflow.  Negative: unbounded. */
+ * index arithmetic of execute far from overflow.  Negative: unbounded.
+ * With positions the diagonal may sit up to 2^41 away from the block, so
+ * the bound is kept up to 2^61 (still far from overflow). */
 static inline int64_t attn_window_clamp(const attn_sdpa_desc *d, int64_t bound)
 {
-    const int64_t far = d->q_len + d->kv_len;
+    const int64_t far = d->use_positions ? (int64_t)1 << 61 : d->q_len + d->kv_len;
     return bound < 0 ? -1 : bound > far ? far : bound;
 }
 
-/* Visible keys [lo, hi) of query i (lo == hi == 0 when none), from the
- * (clamped) window and the key length.  Bottom-right alignment uses this
- * batch's lengths: its last valid query sees its last valid key. */
-static inline void attn_row_range(attn_align align, int64_t wl, int64_t wr, int64_t qlen,
-                                  int64_t kvlen, int64_t i, int64_t *lo_out, int64_t *hi_out)
+/* Batch b's geometry in the call's own rows and keys: its valid query rows
+ * [0, qlen), its keys [0, kvlen), and the window's diagonal D(i) = i +
+ * shift.  Without positions: the lengths, and kvlen - qlen for
+ * BOTTOM_RIGHT; with them (attn.h, "Blocks of a longer sequence") the
+ * whole problem's lengths N, M cut to the block, and q_pos0 - kv_pos0 (+
+ * M - N). */
+typedef struct attn_geom {
+    int64_t qlen, kvlen, shift;
+} attn_geom;
+
+static inline int64_t attn_clamp64(int64_t x, int64_t lo, int64_t hi)
 {
-    int64_t diag = i + (align == ATTN_ALIGN_BOTTOM_RIGHT ? kvlen - qlen : 0);
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
+static inline attn_geom attn_geom_of(const attn_sdpa_desc *d, const int32_t *q_lens,
+                                     const int32_t *kv_lens, int64_t b)
+{
+    const int64_t q0 = d->use_positions ? d->q_pos0 : 0;
+    const int64_t k0 = d->use_positions ? d->kv_pos0 : 0;
+    const int64_t N = d->use_q_lens ? q_lens[b] : q0 + d->q_len;
+    const int64_t M = d->use_kv_lens ? kv_lens[b] : k0 + d->kv_len;
+    attn_geom g;
+    g.qlen = attn_clamp64(N - q0, 0, d->q_len);
+    g.kvlen = attn_clamp64(M - k0, 0, d->kv_len);
+    g.shift = q0 - k0 + (d->align == ATTN_ALIGN_BOTTOM_RIGHT ? M - N : 0);
+    return g;
+}
+
+/* Visible keys [lo, hi) of query i (lo == hi == 0 when none), from the
+ * (clamped) window, the diagonal's shift and the key length.  Bottom-right
+ * alignment: its last valid query sees its last valid key. */
+static inline void attn_row_range(int64_t shift, int64_t wl, int64_t wr, int64_t kvlen, int64_t i,
+                                  int64_t *lo_out, int64_t *hi_out)
+{
+    int64_t diag = i + shift;
     int64_t lo = wl >= 0 ? diag - wl : 0;
     int64_t hi = wr >= 0 ? diag + wr + 1 : kvlen;
     if (lo < 0) lo = 0;

@@ -35,6 +35,8 @@ STATUS_NAMES = (
     "ATTN_ERR_OUT_OF_MEMORY",
     "ATTN_ERR_BAD_BLOCK_TABLE",
     "ATTN_ERR_UNSUPPORTED_TYPE",
+    "ATTN_ERR_COMM",
+    "ATTN_ERR_DESC_MISMATCH",
 )
 
 ALIGN_TOP_LEFT = 0
@@ -112,7 +114,8 @@ class SdpaDesc(ctypes.Structure):
         ("kv_block_size", c_int64),
         ("kv_num_blocks", c_int64),
         ("kv_max_blocks", c_int64),
-    ] + _engine_tail(4, ("q_type", "o_type"))
+    ] + [("engine", c_int), ("use_positions", c_int), ("q_type", c_int), ("o_type", c_int),
+         ("q_pos0", c_int64), ("kv_pos0", c_int64), ("reserved", c_int64 * 2)]
 
 
 class SdpaArgs(ctypes.Structure):

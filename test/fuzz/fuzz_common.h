@@ -32,7 +32,7 @@
 
 /* The number of statuses (the last one + 1; attn.h keeps no count in its
  * enum, so that adding a status changes no value a program holds). */
-#define N_STATUS (ATTN_ERR_UNSUPPORTED_TYPE + 1)
+#define N_STATUS (ATTN_ERR_DESC_MISMATCH + 1)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

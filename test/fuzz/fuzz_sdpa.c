@@ -43,7 +43,8 @@ expect expect_sdpa_plan(const attn_sdpa_desc *d)
 {
     expect e = { 0, 0 };
     if (reserved_nonzero(d->reserved, (int)(sizeof d->reserved / sizeof d->reserved[0])) ||
-        d->reserved_pad != 0 || !engine_ok(d->engine) ||
+        (d->use_positions != 0 && d->use_positions != 1) ||
+        (!d->use_positions && (d->q_pos0 != 0 || d->kv_pos0 != 0)) || !engine_ok(d->engine) ||
         (d->align != ATTN_ALIGN_TOP_LEFT && d->align != ATTN_ALIGN_BOTTOM_RIGHT) ||
         !mask_mode_ok(d->mask_mode) || !(d->dropout_p >= 0.0 && d->dropout_p <= 1.0))
         e.must |= BIT(ATTN_ERR_BAD_OPTION);
@@ -494,11 +495,20 @@ static void sdpa_plant_plan1(rd *r, sdpa_case *C, unsigned bad)
             plant_sparse(r, 1, &d->reserved_flags, &d->layout_per_head, &d->block_size);
             break;
         }
-        /* a reserved field, or a dropout probability outside [0, 1] */
-        unsigned at = pick(r, (unsigned)(sizeof d->reserved / sizeof d->reserved[0]) + 1);
+        /* a reserved field, a position without use_positions, a
+         * use_positions not 0 or 1, or a dropout probability outside
+         * [0, 1] */
+        const unsigned nr = (unsigned)(sizeof d->reserved / sizeof d->reserved[0]);
+        unsigned at = pick(r, nr + 4);
         int64_t val = (int64_t)u8(r) - 128;
-        if (at < sizeof d->reserved / sizeof d->reserved[0]) {
+        if (at < nr) {
             d->reserved[at] = val ? val : INT64_MIN;
+        } else if (at == nr) {
+            d->q_pos0 = val ? val : INT64_MIN;
+        } else if (at == nr + 1) {
+            d->kv_pos0 = val ? val : INT64_MAX;
+        } else if (at == nr + 2) {
+            d->use_positions = val == 0 || val == 1 ? 2 : (int)val;
         } else {
             static const double badp[] = { -0.25, 1.5, NAN, -INFINITY, INFINITY };
             d->dropout_p = badp[pick(r, 5)];

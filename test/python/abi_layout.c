@@ -30,7 +30,8 @@ int main(void)
     F(attn_sdpa_desc, block_size); F(attn_sdpa_desc, k_type); F(attn_sdpa_desc, v_type);
     F(attn_sdpa_desc, kv_block_size); F(attn_sdpa_desc, kv_num_blocks);
     F(attn_sdpa_desc, kv_max_blocks); F(attn_sdpa_desc, engine);
-    F(attn_sdpa_desc, reserved_pad); F(attn_sdpa_desc, q_type); F(attn_sdpa_desc, o_type);
+    F(attn_sdpa_desc, use_positions); F(attn_sdpa_desc, q_type); F(attn_sdpa_desc, o_type);
+    F(attn_sdpa_desc, q_pos0); F(attn_sdpa_desc, kv_pos0);
     F(attn_sdpa_desc, reserved);
 
     S(attn_sdpa_args);
