@@ -113,7 +113,11 @@ typedef struct attn_mpi_plan attn_mpi_plan;
 ATTN_API attn_status attn_mpi_plan_create(attn_mpi_plan **plan, const attn_mpi_desc *desc,
                                           MPI_Comm comm);
 
-/* Free a plan (not collective); NULL is accepted.  Returns ATTN_OK. */
+/* Free a plan; NULL is accepted.  Returns ATTN_OK.  It frees the plan's
+ * duplicate communicator with MPI_Comm_free, which MPI counts as
+ * collective (common implementations do not wait for the other ranks):
+ * destroy a plan on every rank of its communicator, plans of one
+ * communicator in the same order on every rank, before MPI_Finalize. */
 ATTN_API attn_status attn_mpi_plan_destroy(attn_mpi_plan *plan);
 
 /* Collective: the forward of the whole problem.  args holds this rank's

@@ -450,19 +450,23 @@ static attn_mpi_desc mpi_desc(const rcase *c, const local *l, attn_mpi_split spl
     return md;
 }
 
+/* A rank without query (key) rows passes NULL for those tensors. */
+#define QROWS(p) (l->qr.total ? (p) : NULL)
+#define KROWS(p) (l->kr.total ? (p) : NULL)
+
 static attn_sdpa_args fwd_args(const rcase *c, const whole *w, local *l)
 {
     attn_sdpa_args a;
     attn_sdpa_args_init(&a);
-    a.q = l->q;
-    a.k = l->k;
-    a.v = l->v;
-    a.o = l->o;
-    a.lse = l->lse;
+    a.q = QROWS(l->q);
+    a.k = KROWS(l->k);
+    a.v = KROWS(l->v);
+    a.o = QROWS(l->o);
+    a.lse = QROWS(l->lse);
     a.kv_lens = c->kv_lens ? w->kv_lens : NULL;
     a.q_lens = c->q_lens ? w->q_lens : NULL;
-    a.mask = c->mask != NOMASK ? l->mask : NULL;
-    a.bias = c->bias ? l->bias : NULL;
+    a.mask = c->mask != NOMASK ? QROWS(l->mask) : NULL;
+    a.bias = c->bias ? QROWS(l->bias) : NULL;
     return a;
 }
 
@@ -470,19 +474,19 @@ static attn_sdpa_bwd_args bwd_args(const rcase *c, const whole *w, local *l)
 {
     attn_sdpa_bwd_args a;
     attn_sdpa_bwd_args_init(&a);
-    a.q = l->q;
-    a.k = l->k;
-    a.v = l->v;
-    a.o = l->o;
-    a.d_o = l->d_o;
-    a.lse = l->lse;
+    a.q = QROWS(l->q);
+    a.k = KROWS(l->k);
+    a.v = KROWS(l->v);
+    a.o = QROWS(l->o);
+    a.d_o = QROWS(l->d_o);
+    a.lse = QROWS(l->lse);
     a.kv_lens = c->kv_lens ? w->kv_lens : NULL;
     a.q_lens = c->q_lens ? w->q_lens : NULL;
-    a.mask = c->mask != NOMASK ? l->mask : NULL;
-    a.bias = c->bias ? l->bias : NULL;
-    a.dq = l->dq;
-    a.dk = l->dk;
-    a.dv = l->dv;
+    a.mask = c->mask != NOMASK ? QROWS(l->mask) : NULL;
+    a.bias = c->bias ? QROWS(l->bias) : NULL;
+    a.dq = QROWS(l->dq);
+    a.dk = KROWS(l->dk);
+    a.dv = KROWS(l->dv);
     return a;
 }
 

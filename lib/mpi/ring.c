@@ -271,6 +271,9 @@ static attn_status build(struct attn_mpi_ring *R, const attn_mpi_desc *md, int r
     if (R->B <= 0 || R->Hq <= 0 || R->Hkv <= 0 || R->n <= 0 || R->m <= 0 || R->dk <= 0 ||
         R->dv <= 0)
         return ATTN_ERR_BAD_SIZE;
+    /* The blocks get the whole problem's lengths as int32 kv_lens/q_lens. */
+    if (R->n > INT32_MAX || R->m > INT32_MAX)
+        return ATTN_ERR_TOO_LARGE;
     R->qr = calloc(2 * (size_t)size, sizeof *R->qr);
     R->kr = calloc(2 * (size_t)size, sizeof *R->kr);
     R->fwd = calloc(4 * (size_t)size, sizeof *R->fwd);
@@ -456,6 +459,16 @@ static void need_rows(attn_status *st, const void *ptr, int64_t rows)
         *st = ATTN_ERR_NULL_ARGUMENT;
 }
 
+/* An optional feature over the query rows: given exactly when used, and
+ * anything on a rank without query rows when used. */
+static void need_feature(attn_status *st, const void *ptr, int used, int64_t rows)
+{
+    if (used)
+        need_rows(st, ptr, rows);
+    else
+        need(st, ptr, 0);
+}
+
 static attn_status check_fwd_args(const struct attn_mpi_ring *R, const attn_sdpa_args *a)
 {
     if (!a)
@@ -471,13 +484,10 @@ static attn_status check_fwd_args(const struct attn_mpi_ring *R, const attn_sdpa
     need_rows(&st, a->o, R->nloc);
     need(&st, a->kv_lens, d->use_kv_lens);
     need(&st, a->q_lens, d->use_q_lens);
-    need(&st, a->mask, d->mask_mode != ATTN_MASK_NONE && R->nloc > 0);
-    need(&st, a->bias, d->use_bias && R->nloc > 0);
+    need_feature(&st, a->mask, d->mask_mode != ATTN_MASK_NONE, R->nloc);
+    need_feature(&st, a->bias, d->use_bias, R->nloc);
     need(&st, a->probs, 0);
-    if (d->want_lse)
-        need_rows(&st, a->lse, R->nloc);
-    else
-        need(&st, a->lse, 0);
+    need_feature(&st, a->lse, d->want_lse, R->nloc);
     need(&st, a->global_k, 0);
     need(&st, a->global_q, 0);
     need(&st, a->layout, 0);
@@ -512,8 +522,8 @@ static attn_status check_bwd_args(const struct attn_mpi_ring *R, const attn_sdpa
     need_rows(&st, a->lse, R->nloc);
     need(&st, a->kv_lens, d->use_kv_lens);
     need(&st, a->q_lens, d->use_q_lens);
-    need(&st, a->mask, d->mask_mode != ATTN_MASK_NONE && R->nloc > 0);
-    need(&st, a->bias, d->use_bias && R->nloc > 0);
+    need_feature(&st, a->mask, d->mask_mode != ATTN_MASK_NONE, R->nloc);
+    need_feature(&st, a->bias, d->use_bias, R->nloc);
     need_rows(&st, a->dq, R->nloc);
     need_rows(&st, a->dk, R->mloc);
     need_rows(&st, a->dv, R->mloc);
@@ -898,11 +908,14 @@ attn_status attn_mpi_backward(attn_mpi_plan *plan, const attn_sdpa_bwd_args *arg
                 add_rows(R->step + kfloats, srows, R->dv_tmp, B, Hkv, k->off, k->count, dv);
             }
         }
+        plan->stats.seconds_compute += MPI_Wtime() - t0;
         if (P > 1 && s > 0 && (st = wait_all(plan, &acc_recv[s % 3], 1)) != ATTN_OK)
             break;
-        if (any)
+        if (any) {
+            const double t1 = MPI_Wtime();
             add_rows(acc, 0, R->step, 1, 1, 0, 1, shard_count(R, src));
-        plan->stats.seconds_compute += MPI_Wtime() - t0;
+            plan->stats.seconds_compute += MPI_Wtime() - t1;
+        }
         if (P > 1) {
             const int n = shard_count(R, src);
             if (MPI_Isend(acc, n, MPI_FLOAT, right, ATTN_MPI_TAG_ACC, plan->comm,
