@@ -17,7 +17,9 @@
 #  5. removes the /usr/local install (ninja -C build uninstall, ldconfig),
 #     so that what follows tests the packages alone, and installs the .debs;
 #  6. the README's C example via pkg-config, the CMake consumer test/cmake
-#     via find_package (attn::attn and attn::attn_static), attn-demo
+#     via find_package (attn::attn and attn::attn_static), the ring example
+#     via pkg-config attn-mpi under mpirun (libattn.so.1 must not link
+#     MPI), attn-demo
 #     --no-bench, and `import attn` with one call (if python3-attn was built).
 # Exit code 0 only if every step passes.
 set -uo pipefail
@@ -82,7 +84,7 @@ if ls /usr/local/lib/"$multiarch"/libattn* /usr/local/include/attn.h >/dev/null 
     die "attn is still installed under /usr/local"
 fi
 debs=()
-for p in libattn1 libattn-dev attn-tools python3-attn; do
+for p in libattn1 libattn-dev libattn-mpi1 libattn-mpi-dev attn-tools python3-attn; do
     f=$out/${p}_${version}_${arch}.deb
     [ -f "$f" ] || f=$out/${p}_${version}_all.deb
     if [ -f "$f" ]; then debs+=("./$f"); elif [ "$p" != python3-attn ] || [ "$with_python" = 1 ]; then
@@ -90,7 +92,7 @@ for p in libattn1 libattn-dev attn-tools python3-attn; do
     fi
 done
 apt-get install -y -qq "${debs[@]}" >/dev/null || die "apt-get install ${debs[*]}"
-dpkg -l libattn1 libattn-dev attn-tools | grep '^ii'
+dpkg -l libattn1 libattn-dev libattn-mpi1 libattn-mpi-dev attn-tools | grep '^ii'
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -116,6 +118,14 @@ check "test/cmake: attn::attn and attn::attn_static" bash -ec "
     ! ldd $tmp/cmake/consumer-static | grep libattn
     $tmp/cmake/consumer
     $tmp/cmake/consumer-static"
+
+step "attn_mpi via pkg-config attn-mpi"
+check "examples/ring-example.c against libattn-mpi-dev (pkg-config attn-mpi), on 2 ranks" bash -ec "
+    [ \"\$(pkg-config --variable=libdir attn-mpi)\" = $syslib ]
+    cc -std=c11 -Wall -Werror examples/ring-example.c \$(pkg-config --cflags --libs attn-mpi) -lm -o $tmp/ring
+    ldd $tmp/ring | grep -E 'libattn_mpi.so.1 => (/usr)?/lib/$multiarch/libattn_mpi.so.1'
+    ! ldd $syslib/libattn.so.1 | grep -q libmpi
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -n 2 --oversubscribe $tmp/ring 512"
 
 step "attn-tools"
 check "attn-demo --no-bench" bash -ec "/usr/bin/attn-demo --no-bench >$tmp/demo.log && tail -n 3 $tmp/demo.log"
