@@ -112,6 +112,7 @@ typedef struct cmp {
     double scale;   /* max(1, max |ref|) over the whole reference tensor */
     double err;
     int ok;
+    double tol;     /* TOL, or what a 16-bit output allows */
 } cmp;
 
 static double ref_scale(const float *r, size_t n)
@@ -133,7 +134,7 @@ static void cmp_value(cmp *c, float a, float r)
     double e = isnan(a) ? INFINITY : fabs((double)a - (double)r) / c->scale;
     if (e > c->err)
         c->err = e;
-    if (!(e <= TOL))
+    if (!(e <= c->tol))
         c->ok = 0;
 }
 
@@ -186,7 +187,7 @@ static void cmp_rows(cmp *c, const float *got, attn_view v, const float *ref, in
 
 static cmp cmp_begin(const float *ref, size_t n)
 {
-    cmp c = { ref_scale(ref, n), 0.0, 1 };
+    cmp c = { ref_scale(ref, n), 0.0, 1, TOL };
     return c;
 }
 
@@ -617,19 +618,22 @@ typedef struct dcase {
     int q_at_end;            /* q_pos0 = M - nq (else 0) */
     attn_dtype type;
     int64_t block;           /* paged with blocks of this many tokens; 0: contiguous */
+    attn_dtype otype;        /* O's type (F32 unless given) */
 } dcase;
 
 static const dcase dcases[] = {
-    /* name                           B Hq Hkv nq  M    d  align wl  wr kvl end type               block */
-    { "f32, causal BR, kv_lens",      2, 4, 2, 1, 100, 32, BR, -1, 0, 1, 0, ATTN_DTYPE_F32, 0 },
-    { "f32 paged, causal BR, kv_lens", 2, 4, 2, 1, 100, 32, BR, -1, 0, 1, 0, ATTN_DTYPE_F32, 16 },
-    { "f16, 4 queries, causal BR",    2, 4, 2, 4, 90, 32, BR, -1, 0, 1, 0, ATTN_DTYPE_F16, 0 },
-    { "f16 paged, 4 queries",         2, 4, 2, 4, 90, 32, BR, -1, 0, 1, 0, ATTN_DTYPE_F16, 8 },
-    { "q8_0, causal BR",              2, 4, 2, 2, 96, 64, BR, -1, 0, 1, 0, ATTN_DTYPE_Q8_0, 0 },
-    { "q8_0 paged, causal BR",        2, 4, 2, 2, 96, 64, BR, -1, 0, 1, 0, ATTN_DTYPE_Q8_0, 16 },
-    { "f32, no kv_lens, q_pos0 at end", 1, 2, 1, 3, 70, 32, BR, -1, 0, 0, 1, ATTN_DTYPE_F32, 0 },
-    { "f32, window 30 BR, kv_lens",   2, 2, 2, 2, 100, 32, BR, 30, 0, 1, 0, ATTN_DTYPE_F32, 0 },
-    { "f32, full TL, 3 queries",      1, 4, 4, 3, 50, 32, TL, -1, -1, 0, 0, ATTN_DTYPE_F32, 0 },
+    /* name                           B Hq Hkv nq  M    d  align wl  wr kvl end type   block  O type */
+    { "f32, causal BR, kv_lens",      2, 4, 2, 1, 100, 32, BR, -1, 0, 1, 0, ATTN_DTYPE_F32, 0, ATTN_DTYPE_F32 },
+    { "f32 paged, causal BR, kv_lens", 2, 4, 2, 1, 100, 32, BR, -1, 0, 1, 0, ATTN_DTYPE_F32, 16, ATTN_DTYPE_F32 },
+    { "f16, 4 queries, causal BR",    2, 4, 2, 4, 90, 32, BR, -1, 0, 1, 0, ATTN_DTYPE_F16, 0, ATTN_DTYPE_F32 },
+    { "f16 paged, 4 queries",         2, 4, 2, 4, 90, 32, BR, -1, 0, 1, 0, ATTN_DTYPE_F16, 8, ATTN_DTYPE_F32 },
+    { "q8_0, causal BR",              2, 4, 2, 2, 96, 64, BR, -1, 0, 1, 0, ATTN_DTYPE_Q8_0, 0, ATTN_DTYPE_F32 },
+    { "q8_0 paged, causal BR",        2, 4, 2, 2, 96, 64, BR, -1, 0, 1, 0, ATTN_DTYPE_Q8_0, 16, ATTN_DTYPE_F32 },
+    { "f32, no kv_lens, q_pos0 at end", 1, 2, 1, 3, 70, 32, BR, -1, 0, 0, 1, ATTN_DTYPE_F32, 0, ATTN_DTYPE_F32 },
+    { "f32, window 30 BR, kv_lens",   2, 2, 2, 2, 100, 32, BR, 30, 0, 1, 0, ATTN_DTYPE_F32, 0, ATTN_DTYPE_F32 },
+    { "f32, full TL, 3 queries",      1, 4, 4, 3, 50, 32, TL, -1, -1, 0, 0, ATTN_DTYPE_F32, 0, ATTN_DTYPE_F32 },
+    { "f16 paged, O f16",             2, 4, 2, 2, 80, 32, BR, -1, 0, 1, 0, ATTN_DTYPE_F16, 16,
+      ATTN_DTYPE_F16 },
 };
 
 /* Rank r's shard of M keys: weights 1, 2, .., P (uneven). */
@@ -712,6 +716,7 @@ static void run_decode_case(const dcase *c, int index, attn_mpi_merge merge)
     rd.o = attn_view_bhsd(Hq, nq, d);
     rd.k = rd.v = attn_view_bhsd(Hkv, M, d);
     rd.k_type = rd.v_type = c->type;
+    rd.o_type = c->otype;
     rd.align = c->align;
     rd.window_left = c->wl;
     rd.window_right = c->wr;
@@ -719,12 +724,17 @@ static void run_decode_case(const dcase *c, int index, attn_mpi_merge merge)
     rd.want_lse = 1;
     rd.lse = (attn_view){ Hq * nq, nq, 1 };
     rd.threads = 1;
-    float *ro = xcalloc((size_t)(B * Hq * nq * d), sizeof(float));
+    const size_t no = (size_t)(B * Hq * nq * d);
+    float *ro = xcalloc(no, sizeof(float));
     float *rl = xcalloc((size_t)(B * Hq * nq), sizeof(float));
+    /* A 16-bit O: both sides' bits, compared widened. */
+    uint16_t *ro16 = xcalloc(no, sizeof(uint16_t)), *o16 = xcalloc(no, sizeof(uint16_t));
+    const int half = c->otype != ATTN_DTYPE_F32;
     attn_sdpa_args ra;
     attn_sdpa_args_init(&ra);
     ra.q = q;
-    ra.o = ro;
+    ra.o = half ? NULL : ro;
+    ra.o16 = half ? ro16 : NULL;
     ra.lse = rl;
     ra.kv_lens = c->kv_lens ? kv_lens : NULL;
     set_kv(&ra, c->type, ks, vs);
@@ -788,7 +798,8 @@ static void run_decode_case(const dcase *c, int index, attn_mpi_merge merge)
         attn_sdpa_args a;
         attn_sdpa_args_init(&a);
         a.q = q;
-        a.o = o;
+        a.o = half ? NULL : o;
+        a.o16 = half ? o16 : NULL;
         a.lse = lse;
         a.kv_lens = c->kv_lens ? kv_lens : NULL;
         a.block_table = table;
@@ -799,9 +810,17 @@ static void run_decode_case(const dcase *c, int index, attn_mpi_merge merge)
     int ok = rst == ATTN_OK && st == ATTN_OK;
     double err = 0.0;
     char note[160] = "";
+    if (ok && half) {
+        attn_dtype_decode(c->otype, ro16, ro, (int64_t)no);
+        attn_dtype_decode(c->otype, o16, o, (int64_t)no);
+    }
     if (ok) {
         cmp co = cmp_begin(ro, (size_t)(B * Hq * nq * d));
         cmp cl = cmp_begin(rl, (size_t)(B * Hq * nq));
+        /* Each side rounds its fp32 O to binary16 once: the two may differ
+         * by one binary16 ulp (2^-11 relative; 2^-10 leaves room). */
+        if (half)
+            co.tol = 0x1p-10;
         for (int64_t i = 0; i < B * Hq * nq * d; i++)
             cmp_value(&co, o[i], ro[i]);
         for (int64_t i = 0; i < B * Hq * nq; i++)
@@ -824,6 +843,8 @@ static void run_decode_case(const dcase *c, int index, attn_mpi_merge merge)
     free(table);
     free(ro);
     free(rl);
+    free(ro16);
+    free(o16);
     free(o);
     free(lse);
 }
