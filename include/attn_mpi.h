@@ -36,7 +36,8 @@
  *
  * Threads: MPI must be initialized (MPI_Init or MPI_Init_thread with any
  * level; attn_mpi calls MPI from the calling thread only, between its
- * OpenMP regions).
+ * OpenMP regions).  A plan holds its buffers and its communicator: one call
+ * at a time per plan (every call is collective anyway).
  */
 #ifndef ATTN_MPI_H
 #define ATTN_MPI_H
@@ -86,6 +87,10 @@ ATTN_API attn_status attn_mpi_rows(attn_mpi_split split, int64_t len, int ranks,
  * other): Q, O and the logsumexp over the rank's query rows, K and V over
  * its key rows; the mask and the bias over its query rows and all m keys
  * (key stride 1).  Q rows are spread with split over n, K/V rows over m.
+ * A rank that holds no rows of a tensor (n or m < P, or < 2P zigzag) may
+ * pass NULL for it and any view (nothing of it is read or written).  A
+ * shard's K and V (B x Hkv x its rows x (dk + dv) floats) travel as one
+ * MPI message: past INT32_MAX floats the plan is ATTN_ERR_TOO_LARGE.
  */
 typedef struct attn_mpi_desc {
     attn_sdpa_desc sdpa;
@@ -108,7 +113,11 @@ typedef struct attn_mpi_plan attn_mpi_plan;
 ATTN_API attn_status attn_mpi_plan_create(attn_mpi_plan **plan, const attn_mpi_desc *desc,
                                           MPI_Comm comm);
 
-/* Free a plan (not collective); NULL is accepted.  Returns ATTN_OK. */
+/* Free a plan; NULL is accepted.  Returns ATTN_OK.  It frees the plan's
+ * duplicate communicator with MPI_Comm_free, which MPI counts as
+ * collective (common implementations do not wait for the other ranks):
+ * destroy a plan on every rank of its communicator, plans of one
+ * communicator in the same order on every rank, before MPI_Finalize. */
 ATTN_API attn_status attn_mpi_plan_destroy(attn_mpi_plan *plan);
 
 /* Collective: the forward of the whole problem.  args holds this rank's
@@ -121,11 +130,16 @@ ATTN_API attn_status attn_mpi_forward(attn_mpi_plan *plan, const attn_sdpa_args 
 /* Collective: the backward of the whole problem (the plan's desc must have
  * want_lse 1).  args: this rank's q, k, v, the forward's o and lse rows,
  * d_o, and outputs dq (its query rows), dk, dv (its key rows); no dbias;
- * lengths, mask and bias as in the forward.  Every output element is
+ * lengths, mask and bias as in the forward.  d_o has the view of O, dq
+ * that of Q, dk of K and dv of V (the desc's), so those views must pass
+ * as output views (nested) for the backward, which otherwise returns the
+ * status attn_sdpa_bwd_plan_create gives them.  Every output element is
  * written. */
 ATTN_API attn_status attn_mpi_backward(attn_mpi_plan *plan, const attn_sdpa_bwd_args *args);
 
-/* What the last forward or backward of a plan did on this rank. */
+/* What the last forward, backward or decode of a plan did on this rank.
+ * (A decode step is one step and one block; its bytes_sent are those of
+ * this rank's partial results handed to the collective, 0 with one rank.) */
 typedef struct attn_mpi_stats {
     int64_t steps;               /* ring steps (P) */
     int64_t blocks_computed;     /* (query run, key run) blocks computed */
@@ -162,8 +176,13 @@ typedef enum attn_mpi_merge {
  * queries' global position and kv_pos0 the shard's first global position,
  * and the whole context's lengths in kv_lens / q_lens when used.  want_lse
  * may be 0 or 1 (the merged logsumexp is written when 1); want_probs 0.
- * Every rank but the shards' own fields (kv_len, kv_pos0, the paged
- * cache's pool) must agree (else ATTN_ERR_DESC_MISMATCH).
+ * Without use_kv_lens every shard's call gets the whole context's length,
+ * the largest kv_pos0 + kv_len over the ranks, as its key length of every
+ * batch (attn.h's default, kv_pos0 + kv_len, would differ per shard and
+ * move a bottom-right diagonal).  Every rank but the shards' own fields
+ * (kv_len, kv_pos0, the storage of the shard: kv_block_size,
+ * kv_num_blocks, kv_max_blocks and the pool) must agree (else
+ * ATTN_ERR_DESC_MISMATCH).
  */
 typedef struct attn_mpi_decode_desc {
     attn_sdpa_desc local;
