@@ -2,6 +2,7 @@
  *
  *   mpirun -n P attn-bench-mpi [--case S3|C1-32k ...] [--runs R]
  *                              [--threads T] [--no-bwd] [--no-single]
+ *                              [--decode M]
  *
  * For each case every rank holds only its rows (attn_mpi_rows; zigzag under
  * a causal mask), generated from their global positions, so its memory is
@@ -11,10 +12,14 @@
  * communication alone), and the fraction of it hidden behind compute is
  * 1 - wait / alone.  Then rank 0 alone runs attn_sdpa / the backward on the
  * whole problem with P x T threads (the other ranks sleep in a polled
- * barrier, so they leave their cores to it): the one-process figures the
+ * barrier, so they leave their cores to it, and rank 0 unbinds itself from
+ * the core mpirun gave it): the one-process figures the
  * ring is compared with, and the reference its results are checked against
  * (every rank's rows gathered to rank 0).  Peak RSS per rank is read after
  * the ring runs and before the one-process run allocates the whole problem.
+ * --decode M: a decode step (S5's shape) over an F16 cache of M positions
+ * sharded over the ranks, with each merge (allgather, allreduce), against
+ * one process over the whole cache.
  */
 #include <attn.h>
 #include <attn_mpi.h>
@@ -23,7 +28,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <time.h>
 
 typedef struct bcase {
@@ -268,6 +275,15 @@ static void run_case(const bcase *c, int runs, int threads, int bwd, int single)
     /* one process, P x T threads, on the whole problem */
     double sf = 0, sb = 0, eo = 0, eq = 0;
     if (rank == 0 && single) {
+        /* mpirun binds each rank to a core: the one process gets every
+         * CPU for its run (and its threads, made now, inherit them), and
+         * the ring's binding back afterwards. */
+        cpu_set_t saved, every;
+        const int have_mask = sched_getaffinity(0, sizeof saved, &saved) == 0;
+        CPU_ZERO(&every);
+        for (long cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN) && cpu < CPU_SETSIZE; cpu++)
+            CPU_SET((int)cpu, &every);
+        sched_setaffinity(0, sizeof every, &every);
         const int64_t all_c[2] = { n, 0 }, zero[2] = { 0, 0 };
         int64_t nn;
         float *Q = rows_of(1, H, d, zero, all_c, &nn), *K = rows_of(2, H, d, zero, all_c, &nn);
@@ -329,6 +345,8 @@ static void run_case(const bcase *c, int runs, int threads, int bwd, int single)
         }
         attn_sdpa_plan_destroy(p1);
         attn_sdpa_bwd_plan_destroy(p2);
+        if (have_mask)
+            sched_setaffinity(0, sizeof saved, &saved);
         free(Q); free(K); free(V); free(DO); free(O); free(L); free(DQ); free(DK); free(DV);
     }
     if (single) {
@@ -382,12 +400,127 @@ static void run_case(const bcase *c, int runs, int threads, int bwd, int single)
     free(tf); free(tb);
 }
 
+/* Sharded-cache decode: S5's shape (1 query, 32 query heads, 8 K/V heads
+ * of 128) against a context of m positions in F16, split contiguously over
+ * the ranks; one step timed with each merge, then rank 0 alone over the
+ * whole cache with P x T threads. */
+static void run_decode(int64_t m, int runs, int threads)
+{
+    const int64_t Hq = 32, Hkv = 8, d = 128;
+    int64_t st[2], ct[2];
+    attn_mpi_rows(ATTN_MPI_SPLIT_CONTIGUOUS, m, nranks, rank, st, ct);
+    const int64_t ml = ct[0] > 0 ? ct[0] : 1;
+    uint16_t *k = malloc((size_t)(Hkv * ml * d) * 2), *v = malloc((size_t)(Hkv * ml * d) * 2);
+    float *tmp = malloc((size_t)d * 4), *q = malloc((size_t)(Hq * d) * 4);
+    float *o = malloc((size_t)(Hq * d) * 4);
+    for (int64_t h = 0; h < Hkv; h++)
+        for (int64_t j = 0; j < ml; j++) {
+            for (int64_t x = 0; x < d; x++)
+                tmp[x] = val(2, (uint64_t)h, (uint64_t)(st[0] + j), (uint64_t)x);
+            attn_dtype_encode(ATTN_DTYPE_F16, tmp, k + (h * ml + j) * d, d);
+            for (int64_t x = 0; x < d; x++)
+                tmp[x] = val(3, (uint64_t)h, (uint64_t)(st[0] + j), (uint64_t)x);
+            attn_dtype_encode(ATTN_DTYPE_F16, tmp, v + (h * ml + j) * d, d);
+        }
+    for (int64_t x = 0; x < Hq * d; x++)
+        q[x] = val(1, 0, (uint64_t)m, (uint64_t)x);
+    double t[2] = { 0, 0 };
+    double *ts = malloc((size_t)runs * sizeof(double));
+    for (int mg = 0; mg < 2; mg++) {
+        attn_mpi_decode_desc dd;
+        attn_mpi_decode_desc_init(&dd);
+        attn_sdpa_desc *l = &dd.local;
+        l->batch = 1; l->q_heads = Hq; l->kv_heads = Hkv; l->q_len = 1; l->kv_len = ml;
+        l->qk_dim = l->v_dim = d;
+        l->q = l->o = attn_view_bhsd(Hq, 1, d);
+        l->k = l->v = attn_view_bhsd(Hkv, ml, d);
+        l->k_type = l->v_type = ATTN_DTYPE_F16;
+        l->use_positions = 1;
+        l->q_pos0 = m - 1;
+        l->kv_pos0 = st[0];
+        l->threads = threads;
+        dd.merge = mg ? ATTN_MPI_MERGE_ALLREDUCE : ATTN_MPI_MERGE_ALLGATHER;
+        attn_mpi_plan *p;
+        attn_status s = attn_mpi_decode_plan_create(&p, &dd, MPI_COMM_WORLD);
+        if (s != ATTN_OK)
+            die("attn_mpi_decode_plan_create", s);
+        attn_sdpa_args a;
+        attn_sdpa_args_init(&a);
+        a.q = q; a.o = o; a.k16 = k; a.v16 = v;
+        for (int r = -3; r < runs; r++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = now();
+            if ((s = attn_mpi_decode(p, &a)) != ATTN_OK)
+                die("attn_mpi_decode", s);
+            if (r >= 0)
+                ts[r] = now() - t0;
+        }
+        t[mg] = median(ts, runs);
+        attn_mpi_plan_destroy(p);
+    }
+    double one = 0;
+    if (rank == 0) {
+        /* the whole cache in one process */
+        uint16_t *K = malloc((size_t)(Hkv * m * d) * 2), *V = malloc((size_t)(Hkv * m * d) * 2);
+        for (int64_t h = 0; h < Hkv; h++)
+            for (int64_t j = 0; j < m; j++) {
+                for (int64_t x = 0; x < d; x++)
+                    tmp[x] = val(2, (uint64_t)h, (uint64_t)j, (uint64_t)x);
+                attn_dtype_encode(ATTN_DTYPE_F16, tmp, K + (h * m + j) * d, d);
+                for (int64_t x = 0; x < d; x++)
+                    tmp[x] = val(3, (uint64_t)h, (uint64_t)j, (uint64_t)x);
+                attn_dtype_encode(ATTN_DTYPE_F16, tmp, V + (h * m + j) * d, d);
+            }
+        cpu_set_t saved, every;
+        const int have_mask = sched_getaffinity(0, sizeof saved, &saved) == 0;
+        CPU_ZERO(&every);
+        for (long cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN) && cpu < CPU_SETSIZE; cpu++)
+            CPU_SET((int)cpu, &every);
+        sched_setaffinity(0, sizeof every, &every);
+        attn_sdpa_desc w;
+        attn_sdpa_desc_init(&w);
+        w.batch = 1; w.q_heads = Hq; w.kv_heads = Hkv; w.q_len = 1; w.kv_len = m;
+        w.qk_dim = w.v_dim = d;
+        w.q = w.o = attn_view_bhsd(Hq, 1, d);
+        w.k = w.v = attn_view_bhsd(Hkv, m, d);
+        w.k_type = w.v_type = ATTN_DTYPE_F16;
+        w.threads = threads * nranks;
+        attn_sdpa_plan *p1;
+        attn_status s = attn_sdpa_plan_create(&p1, &w);
+        if (s != ATTN_OK)
+            die("attn_sdpa_plan_create", s);
+        attn_sdpa_args a;
+        attn_sdpa_args_init(&a);
+        a.q = q; a.o = o; a.k16 = K; a.v16 = V;
+        for (int r = -3; r < runs; r++) {
+            double t0 = now();
+            attn_sdpa_execute(p1, &a, NULL, 0);
+            if (r >= 0)
+                ts[r] = now() - t0;
+        }
+        one = median(ts, runs);
+        attn_sdpa_plan_destroy(p1);
+        if (have_mask)
+            sched_setaffinity(0, sizeof saved, &saved);
+        free(K); free(V);
+        printf("decode  S5 shape, F16 cache of %lld positions split over %d ranks x %dT: step "
+               "%.3f ms (allgather) / %.3f ms (allreduce) | 1 process x %dT: %.3f ms  "
+               "ring/one %.2f / %.2f\n",
+               (long long)m, nranks, threads, t[0] * 1e3, t[1] * 1e3, threads * nranks,
+               one * 1e3, t[0] / one, t[1] / one);
+        fflush(stdout);
+    }
+    idle_barrier();   /* (the same barrier on every rank: Ibarrier) */
+    free(k); free(v); free(tmp); free(q); free(o); free(ts);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     int runs = 3, threads = 1, bwd = 1, single = 1, picked[NCASES] = { 0 }, any = 0;
+    long decode_m = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--runs") && i + 1 < argc)
             runs = atoi(argv[++i]);
@@ -397,6 +530,8 @@ int main(int argc, char **argv)
             bwd = 0;
         else if (!strcmp(argv[i], "--no-single"))
             single = 0;
+        else if (!strcmp(argv[i], "--decode") && i + 1 < argc)
+            decode_m = atol(argv[++i]);
         else if (!strcmp(argv[i], "--case") && i + 1 < argc) {
             const char *id = argv[++i];
             int found = 0;
@@ -413,7 +548,7 @@ int main(int argc, char **argv)
             if (rank == 0)
                 fprintf(stderr,
                         "usage: mpirun -n P attn-bench-mpi [--case S3|C1-32k ...] "
-                        "[--runs R] [--threads T] [--no-bwd] [--no-single]\n");
+                        "[--runs R] [--threads T] [--no-bwd] [--no-single] [--decode M]\n");
             MPI_Finalize();
             return 2;
         }
@@ -428,8 +563,10 @@ int main(int argc, char **argv)
                "ring with nothing computed; hidden = 1 - wait / alone\n");
     }
     for (int c = 0; c < NCASES; c++)
-        if (picked[c] || (!any && c == 0))
+        if (picked[c] || (!any && !decode_m && c == 0))
             run_case(&cases[c], runs, threads, bwd, single);
+    if (decode_m > 0)
+        run_decode(decode_m, runs < 5 ? 20 : runs, threads);
     MPI_Finalize();
     return 0;
 }
