@@ -145,6 +145,32 @@ static double comm_alone(size_t bytes, int steps, int runs)
     return m;
 }
 
+/* mpirun binds each rank to a core: the one-process runs take every CPU
+ * (threads made afterwards inherit it); *saved gets the binding back.
+ * Returns whether there was one to save. */
+static int unbind_all(cpu_set_t *saved)
+{
+    cpu_set_t every;
+    const int have = sched_getaffinity(0, sizeof *saved, saved) == 0;
+    CPU_ZERO(&every);
+    for (long cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN) && cpu < CPU_SETSIZE; cpu++)
+        CPU_SET((int)cpu, &every);
+    sched_setaffinity(0, sizeof every, &every);
+    return have;
+}
+
+/* F16 rows of tensor t, [H][rows][d], global rows from `first`. */
+static void fill16(uint64_t t, int64_t H, int64_t rows, int64_t d, int64_t first, uint16_t *out,
+                   float *tmp)
+{
+    for (int64_t h = 0; h < H; h++)
+        for (int64_t j = 0; j < rows; j++) {
+            for (int64_t x = 0; x < d; x++)
+                tmp[x] = val(t, (uint64_t)h, (uint64_t)(first + j), (uint64_t)x);
+            attn_dtype_encode(ATTN_DTYPE_F16, tmp, out + (h * rows + j) * d, d);
+        }
+}
+
 static long peak_rss_kib(void)
 {
     struct rusage u;
@@ -275,15 +301,8 @@ static void run_case(const bcase *c, int runs, int threads, int bwd, int single)
     /* one process, P x T threads, on the whole problem */
     double sf = 0, sb = 0, eo = 0, eq = 0;
     if (rank == 0 && single) {
-        /* mpirun binds each rank to a core: the one process gets every
-         * CPU for its run (and its threads, made now, inherit them), and
-         * the ring's binding back afterwards. */
-        cpu_set_t saved, every;
-        const int have_mask = sched_getaffinity(0, sizeof saved, &saved) == 0;
-        CPU_ZERO(&every);
-        for (long cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN) && cpu < CPU_SETSIZE; cpu++)
-            CPU_SET((int)cpu, &every);
-        sched_setaffinity(0, sizeof every, &every);
+        cpu_set_t saved;
+        const int have_mask = unbind_all(&saved);
         const int64_t all_c[2] = { n, 0 }, zero[2] = { 0, 0 };
         int64_t nn;
         float *Q = rows_of(1, H, d, zero, all_c, &nn), *K = rows_of(2, H, d, zero, all_c, &nn);
@@ -413,15 +432,8 @@ static void run_decode(int64_t m, int runs, int threads)
     uint16_t *k = malloc((size_t)(Hkv * ml * d) * 2), *v = malloc((size_t)(Hkv * ml * d) * 2);
     float *tmp = malloc((size_t)d * 4), *q = malloc((size_t)(Hq * d) * 4);
     float *o = malloc((size_t)(Hq * d) * 4);
-    for (int64_t h = 0; h < Hkv; h++)
-        for (int64_t j = 0; j < ml; j++) {
-            for (int64_t x = 0; x < d; x++)
-                tmp[x] = val(2, (uint64_t)h, (uint64_t)(st[0] + j), (uint64_t)x);
-            attn_dtype_encode(ATTN_DTYPE_F16, tmp, k + (h * ml + j) * d, d);
-            for (int64_t x = 0; x < d; x++)
-                tmp[x] = val(3, (uint64_t)h, (uint64_t)(st[0] + j), (uint64_t)x);
-            attn_dtype_encode(ATTN_DTYPE_F16, tmp, v + (h * ml + j) * d, d);
-        }
+    fill16(2, Hkv, ml, d, st[0], k, tmp);
+    fill16(3, Hkv, ml, d, st[0], v, tmp);
     for (int64_t x = 0; x < Hq * d; x++)
         q[x] = val(1, 0, (uint64_t)m, (uint64_t)x);
     double t[2] = { 0, 0 };
@@ -462,21 +474,10 @@ static void run_decode(int64_t m, int runs, int threads)
     if (rank == 0) {
         /* the whole cache in one process */
         uint16_t *K = malloc((size_t)(Hkv * m * d) * 2), *V = malloc((size_t)(Hkv * m * d) * 2);
-        for (int64_t h = 0; h < Hkv; h++)
-            for (int64_t j = 0; j < m; j++) {
-                for (int64_t x = 0; x < d; x++)
-                    tmp[x] = val(2, (uint64_t)h, (uint64_t)j, (uint64_t)x);
-                attn_dtype_encode(ATTN_DTYPE_F16, tmp, K + (h * m + j) * d, d);
-                for (int64_t x = 0; x < d; x++)
-                    tmp[x] = val(3, (uint64_t)h, (uint64_t)j, (uint64_t)x);
-                attn_dtype_encode(ATTN_DTYPE_F16, tmp, V + (h * m + j) * d, d);
-            }
-        cpu_set_t saved, every;
-        const int have_mask = sched_getaffinity(0, sizeof saved, &saved) == 0;
-        CPU_ZERO(&every);
-        for (long cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN) && cpu < CPU_SETSIZE; cpu++)
-            CPU_SET((int)cpu, &every);
-        sched_setaffinity(0, sizeof every, &every);
+        fill16(2, Hkv, m, d, 0, K, tmp);
+        fill16(3, Hkv, m, d, 0, V, tmp);
+        cpu_set_t saved;
+        const int have_mask = unbind_all(&saved);
         attn_sdpa_desc w;
         attn_sdpa_desc_init(&w);
         w.batch = 1; w.q_heads = Hq; w.kv_heads = Hkv; w.q_len = 1; w.kv_len = m;

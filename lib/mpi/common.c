@@ -268,3 +268,15 @@ float *attn_mpi_alloc_floats(size_t n, int *ok)
     memset(p, 0, bytes);
     return p;
 }
+
+attn_mpi_plan *attn_mpi_plan_new(int kind, MPI_Comm dup, int rank, int size)
+{
+    attn_mpi_plan *p = calloc(1, sizeof *p);
+    if (p) {
+        p->kind = kind;
+        p->comm = dup;
+        p->rank = rank;
+        p->size = size;
+    }
+    return p;
+}

@@ -42,6 +42,10 @@ struct attn_mpi_plan {
     struct attn_mpi_dec *dec;    /* kind DECODE */
 };
 
+/* A plan of the kind (zeroed, the duplicate communicator and this rank's
+ * place in it), or NULL without memory. */
+attn_mpi_plan *attn_mpi_plan_new(int kind, MPI_Comm dup, int rank, int size);
+
 /* ---- FNV-1a, 64 bits ---- */
 #define ATTN_MPI_FP_INIT 14695981039346656037ull
 uint64_t attn_mpi_fp_u64(uint64_t h, uint64_t v);

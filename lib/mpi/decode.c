@@ -203,14 +203,9 @@ attn_status attn_mpi_decode_plan_create(attn_mpi_plan **plan, const attn_mpi_dec
             st = ATTN_ERR_TOO_LARGE;
         else
             extent = desc->local.kv_pos0 + desc->local.kv_len;
-        p = calloc(1, sizeof *p);
-        if (p) {
-            p->kind = ATTN_MPI_KIND_DECODE;
-            p->comm = dup;
-            p->rank = rank;
-            p->size = size;
+        p = attn_mpi_plan_new(ATTN_MPI_KIND_DECODE, dup, rank, size);
+        if (p)
             p->dec = calloc(1, sizeof *p->dec);
-        }
         if (!p || !p->dec)
             st = ATTN_ERR_OUT_OF_MEMORY;
         else if (st == ATTN_OK)

@@ -394,14 +394,9 @@ attn_status attn_mpi_plan_create(attn_mpi_plan **plan, const attn_mpi_desc *desc
         st = ATTN_ERR_NULL_ARGUMENT;
     } else if ((st = check_desc(desc)) == ATTN_OK) {
         fp = ring_fingerprint(desc);
-        p = calloc(1, sizeof *p);
-        if (p) {
-            p->kind = ATTN_MPI_KIND_RING;
-            p->comm = dup;
-            p->rank = rank;
-            p->size = size;
+        p = attn_mpi_plan_new(ATTN_MPI_KIND_RING, dup, rank, size);
+        if (p)
             p->ring = calloc(1, sizeof *p->ring);
-        }
         if (!p || !p->ring)
             st = ATTN_ERR_OUT_OF_MEMORY;
         else
