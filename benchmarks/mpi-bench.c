@@ -171,6 +171,17 @@ static void fill16(uint64_t t, int64_t H, int64_t rows, int64_t d, int64_t first
         }
 }
 
+/* The forward's and the backward's args over one set of tensors. */
+static void make_args(float *q, float *k, float *v, float *o, float *lse, float *dO, float *dq,
+                      float *dk, float *dv, attn_sdpa_args *a, attn_sdpa_bwd_args *g)
+{
+    attn_sdpa_args_init(a);
+    a->q = q; a->k = k; a->v = v; a->o = o; a->lse = lse;
+    attn_sdpa_bwd_args_init(g);
+    g->q = q; g->k = k; g->v = v; g->o = o; g->lse = lse; g->d_o = dO;
+    g->dq = dq; g->dk = dk; g->dv = dv;
+}
+
 static long peak_rss_kib(void)
 {
     struct rusage u;
@@ -212,12 +223,8 @@ static void run_case(const bcase *c, int runs, int threads, int bwd, int single)
         die("attn_mpi_plan_create", s);
 
     attn_sdpa_args a;
-    attn_sdpa_args_init(&a);
-    a.q = q; a.k = k; a.v = v; a.o = o; a.lse = lse;
     attn_sdpa_bwd_args g;
-    attn_sdpa_bwd_args_init(&g);
-    g.q = q; g.k = k; g.v = v; g.o = o; g.lse = lse; g.d_o = dO;
-    g.dq = dq; g.dk = dk; g.dv = dv;
+    make_args(q, k, v, o, lse, dO, dq, dk, dv, &a, &g);
 
     double *tf = malloc((size_t)runs * sizeof(double)), *tb = malloc((size_t)runs * sizeof(double));
     attn_mpi_stats fs, bs;
@@ -325,12 +332,8 @@ static void run_case(const bcase *c, int runs, int threads, int bwd, int single)
         if ((s = attn_sdpa_bwd_plan_create(&p2, &bd)) != ATTN_OK)
             die("attn_sdpa_bwd_plan_create", s);
         attn_sdpa_args wa;
-        attn_sdpa_args_init(&wa);
-        wa.q = Q; wa.k = K; wa.v = V; wa.o = O; wa.lse = L;
         attn_sdpa_bwd_args wg;
-        attn_sdpa_bwd_args_init(&wg);
-        wg.q = Q; wg.k = K; wg.v = V; wg.o = O; wg.lse = L; wg.d_o = DO;
-        wg.dq = DQ; wg.dk = DK; wg.dv = DV;
+        make_args(Q, K, V, O, L, DO, DQ, DK, DV, &wa, &wg);
         for (int r = -1; r < runs; r++) {
             double t0 = now();
             if ((s = attn_sdpa_execute(p1, &wa, NULL, 0)) != ATTN_OK)

@@ -280,3 +280,13 @@ attn_mpi_plan *attn_mpi_plan_new(int kind, MPI_Comm dup, int rank, int size)
     }
     return p;
 }
+
+int attn_mpi_reserved_zero(int flags, const int64_t *reserved, size_t count)
+{
+    if (flags != 0)
+        return 0;
+    for (size_t i = 0; i < count; i++)
+        if (reserved[i] != 0)
+            return 0;
+    return 1;
+}

@@ -42,6 +42,10 @@ struct attn_mpi_plan {
     struct attn_mpi_dec *dec;    /* kind DECODE */
 };
 
+/* Whether an attn_mpi desc's reserved_flags and reserved tail are zero
+ * (libattn's own check is internal to it). */
+int attn_mpi_reserved_zero(int flags, const int64_t *reserved, size_t count);
+
 /* A plan of the kind (zeroed, the duplicate communicator and this rank's
  * place in it), or NULL without memory. */
 attn_mpi_plan *attn_mpi_plan_new(int kind, MPI_Comm dup, int rank, int size);

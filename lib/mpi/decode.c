@@ -112,11 +112,9 @@ static uint64_t dec_fingerprint(const attn_mpi_decode_desc *dd)
 
 static attn_status check_desc(const attn_mpi_decode_desc *dd)
 {
-    if (dd->reserved_flags != 0)
+    if (!attn_mpi_reserved_zero(dd->reserved_flags, dd->reserved,
+                                sizeof dd->reserved / sizeof dd->reserved[0]))
         return ATTN_ERR_BAD_OPTION;
-    for (size_t i = 0; i < sizeof dd->reserved / sizeof dd->reserved[0]; i++)
-        if (dd->reserved[i] != 0)
-            return ATTN_ERR_BAD_OPTION;
     if (dd->merge != ATTN_MPI_MERGE_ALLGATHER && dd->merge != ATTN_MPI_MERGE_ALLREDUCE)
         return ATTN_ERR_BAD_OPTION;
     if (dd->local.want_probs || dd->local.use_positions != 1)

@@ -156,11 +156,9 @@ void attn_mpi_ring_free(struct attn_mpi_ring *R)
 /* What the header excludes, before anything is built from the desc. */
 static attn_status check_desc(const attn_mpi_desc *md)
 {
-    if (md->reserved_flags != 0)
+    if (!attn_mpi_reserved_zero(md->reserved_flags, md->reserved,
+                                sizeof md->reserved / sizeof md->reserved[0]))
         return ATTN_ERR_BAD_OPTION;
-    for (size_t i = 0; i < sizeof md->reserved / sizeof md->reserved[0]; i++)
-        if (md->reserved[i] != 0)
-            return ATTN_ERR_BAD_OPTION;
     if (md->split != ATTN_MPI_SPLIT_CONTIGUOUS && md->split != ATTN_MPI_SPLIT_ZIGZAG)
         return ATTN_ERR_BAD_OPTION;
     const attn_sdpa_desc *d = &md->sdpa;
@@ -623,12 +621,14 @@ static attn_status wait_all(attn_mpi_plan *plan, MPI_Request *req, int n)
  * calls, so posting it before the compute alone would leave it all to the
  * wait).  Its time counts as waiting: on shared memory the copy itself
  * happens here, on this rank's core. */
-static void progress(attn_mpi_plan *plan, MPI_Request *req, int n)
+static double progress(attn_mpi_plan *plan, MPI_Request *req, int n)
 {
     const double t0 = MPI_Wtime();
     int done;
     MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
-    plan->stats.seconds_wait += MPI_Wtime() - t0;
+    const double t = MPI_Wtime() - t0;
+    plan->stats.seconds_wait += t;
+    return t;
 }
 
 static void stats_begin(attn_mpi_plan *plan)
@@ -720,11 +720,8 @@ attn_status attn_mpi_forward(attn_mpi_plan *plan, const attn_sdpa_args *args)
                 if ((run = attn_sdpa_execute(bp, &a, R->ws, R->ws_bytes)) != ATTN_OK)
                     break;
                 plan->stats.blocks_computed++;
-                if (s < P - 1) {
-                    const double tp = MPI_Wtime();
-                    progress(plan, req, 2);
-                    t_prog += MPI_Wtime() - tp;
-                }
+                if (s < P - 1)
+                    t_prog += progress(plan, req, 2);
                 if (has[t]) {
                     attn_partials_merge_args m;
                     attn_partials_merge_args_init(&m);
@@ -922,11 +919,9 @@ attn_status attn_mpi_backward(attn_mpi_plan *plan, const attn_sdpa_bwd_args *arg
                 add_rows(R->step, srows, R->dk_tmp, B, Hkv, k->off, k->count, dk);
                 add_rows(R->step + kfloats, srows, R->dv_tmp, B, Hkv, k->off, k->count, dv);
                 if (P > 1) {
-                    const double tp = MPI_Wtime();
                     if (s < P - 1)
-                        progress(plan, kvreq, 2);
-                    progress(plan, accreq, 6);
-                    t_prog += MPI_Wtime() - tp;
+                        t_prog += progress(plan, kvreq, 2);
+                    t_prog += progress(plan, accreq, 6);
                 }
             }
         }
