@@ -236,6 +236,29 @@ class LinearArgs(ctypes.Structure):
             ("reserved", c_void_p * 7)]
 
 
+class SdpaBwdDesc(ctypes.Structure):
+    """attn_sdpa_bwd_desc."""
+    _fields_ = [("fwd", SdpaDesc), ("d_o", View), ("dq", View), ("dk", View), ("dv", View),
+                ("want_dbias", c_int), ("dbias", View), ("reserved", c_int64 * 16)]
+
+
+_MHA_GRAD_NAMES = (
+    "d_in_proj_weight", "d_in_proj_bias", "d_q_weight", "d_k_weight", "d_v_weight",
+    "d_q_bias", "d_k_bias", "d_v_bias", "d_out_weight", "d_out_bias")
+
+
+class MhaGrads16(ctypes.Structure):
+    """attn_mha_grads16 (1.1)."""
+    _fields_ = [(name, c_void_p) for name in ("dy", "dx", "dkey", "dvalue") + _MHA_GRAD_NAMES] + [
+        ("reserved", c_void_p * 8)]
+
+
+class MhaGrads(ctypes.Structure):
+    """attn_mha_grads (grads16: 1.1, in the room of reserved[0])."""
+    _fields_ = [(name, c_void_p) for name in ("dx", "dkey", "dvalue") + _MHA_GRAD_NAMES] + [
+        ("grads16", c_void_p), ("reserved", c_void_p * 7)]
+
+
 # The structs the ABI test checks, by their C names.
 STRUCTS = {
     "attn_view": View,
@@ -243,6 +266,9 @@ STRUCTS = {
     "attn_sdpa_args": SdpaArgs,
     "attn_sdpa_bwd_args": SdpaBwdArgs,
     "attn_sdpa_bwd_args16": SdpaBwdArgs16,
+    "attn_sdpa_bwd_desc": SdpaBwdDesc,
+    "attn_mha_grads": MhaGrads,
+    "attn_mha_grads16": MhaGrads16,
     "attn_mha_desc": MhaDesc,
     "attn_mha_weights": MhaWeights,
     "attn_mha_args": MhaArgs,
@@ -307,6 +333,27 @@ mha_plan_create = _fn("attn_mha_plan_create", c_int, _P(c_void_p), _P(MhaDesc))
 mha_plan_destroy = _fn("attn_mha_plan_destroy", c_int, c_void_p)
 mha_execute = _fn("attn_mha_execute", c_int, c_void_p, _P(MhaWeights), _P(MhaArgs),
                   c_void_p, ctypes.c_size_t)
+# Plans (attn.torch caches them by shape and options) and training.
+_size_p = _P(ctypes.c_size_t)
+sdpa_plan_create = _fn("attn_sdpa_plan_create", c_int, _P(c_void_p), _P(SdpaDesc))
+sdpa_plan_destroy = _fn("attn_sdpa_plan_destroy", c_int, c_void_p)
+sdpa_workspace_size = _fn("attn_sdpa_workspace_size", c_int, c_void_p, _size_p)
+sdpa_execute = _fn("attn_sdpa_execute", c_int, c_void_p, _P(SdpaArgs), c_void_p,
+                   ctypes.c_size_t)
+sdpa_bwd_desc_init = _fn("attn_sdpa_bwd_desc_init", c_int, _P(SdpaBwdDesc))
+sdpa_bwd_plan_create = _fn("attn_sdpa_bwd_plan_create", c_int, _P(c_void_p), _P(SdpaBwdDesc))
+sdpa_bwd_plan_destroy = _fn("attn_sdpa_bwd_plan_destroy", c_int, c_void_p)
+sdpa_bwd_workspace_size = _fn("attn_sdpa_bwd_workspace_size", c_int, c_void_p, _size_p)
+sdpa_bwd_execute = _fn("attn_sdpa_bwd_execute", c_int, c_void_p, _P(SdpaBwdArgs), c_void_p,
+                       ctypes.c_size_t)
+mha_workspace_size = _fn("attn_mha_workspace_size", c_int, c_void_p, _size_p)
+mha_context_size = _fn("attn_mha_context_size", c_int, c_void_p, _size_p)
+mha_bwd_workspace_size = _fn("attn_mha_bwd_workspace_size", c_int, c_void_p, _size_p)
+mha_train_execute = _fn("attn_mha_train_execute", c_int, c_void_p, _P(MhaWeights),
+                        _P(MhaArgs), c_void_p, ctypes.c_size_t, c_void_p, ctypes.c_size_t)
+mha_bwd_execute = _fn("attn_mha_bwd_execute", c_int, c_void_p, _P(MhaWeights), _P(MhaArgs),
+                      c_void_p, c_void_p, ctypes.c_size_t, _P(MhaGrads), c_int, c_void_p,
+                      ctypes.c_size_t)
 dtype_encode = _fn("attn_dtype_encode", c_int, c_int, c_void_p, c_void_p, c_int64)
 dtype_decode = _fn("attn_dtype_decode", c_int, c_int, c_void_p, c_void_p, c_int64)
 DTYPE_F32, DTYPE_F16, DTYPE_BF16 = 0, 1, 2   # attn_dtype

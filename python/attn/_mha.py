@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _lib
 from ._common import _check, _engine, _float32, _lengths, _set_window
+from . import _plans
 from ._views import as_view, ptr
 
 
@@ -282,33 +283,85 @@ class MultiheadAttention:
             q, k, v = q[None], k[None], v[None]
         elif not self.batch_first:
             q, k, v = (a.transpose(1, 0, 2) for a in (q, k, v))
-        E, H = self.embed_dim, self.num_heads
+        params = {n: _param(self._get(n), s, n) for n, s in self._shapes().items()}
+        if ty != _lib.DTYPE_F32:
+            # the parameters rounded to the type for this call
+            params = {n: (to_bf16(a) if dtype == "bf16" else a.astype(np.float16))
+                      for n, a in params.items()}
+        dropout = (0.0, 0, 0)
+        if self.training and self.dropout > 0:
+            seed = self._dropout_seed if dropout_seed is None else int(dropout_seed)
+            if dropout_offset is None:
+                offset = self._dropout_calls
+                self._dropout_calls += 1
+            else:
+                offset = int(dropout_offset)
+            dropout = (self.dropout, seed, offset)
+        call = LayerCall(self, params, q, k, v, same, ty, batched,
+                         key_padding_mask=key_padding_mask, need_weights=need_weights,
+                         attn_mask=attn_mask, average_attn_weights=average_attn_weights,
+                         is_causal=is_causal, kv_lens=kv_lens, q_lens=q_lens,
+                         window_left=window_left, window_right=window_right, align=align,
+                         scale=scale, dropout=dropout, threads=self.threads,
+                         engine=self.engine)
+        call.execute()
+        out, weights = call.out, call.weights
+        if not batched:
+            return out[0], None if weights is None else weights[0]
+        if not self.batch_first:
+            out = out.transpose(1, 0, 2)
+        return out, weights
+
+
+class LayerCall:
+    """One call of the layer, ready to run: its attn_mha_desc, args and
+    weights over the given arrays, its outputs and its (kept) plan.
+
+    layer: what describes the layer (embed_dim, num_heads, num_kv_heads,
+    head_dim, kdim, vdim, _qkv_same_embed_dim: the numpy class or the
+    nn.Module of attn.torch).  params: the state_dict names -> arrays of
+    the call's storage type (float32, float16, uint16 for bf16), C
+    contiguous.  q (N, L, E), k (N, S, kdim), v (N, S, vdim): arrays of that
+    type; same: query is key is value (self-attention).  batched: the
+    caller's input had a batch dimension (masks are shaped accordingly).
+    dropout: (p, seed, offset).  Raises as forward documents.
+    """
+
+    def __init__(self, layer, params, q, k, v, same, ty, batched, *, key_padding_mask,
+                 need_weights, attn_mask, average_attn_weights, is_causal, kv_lens, q_lens,
+                 window_left, window_right, align, scale, dropout, threads, engine):
+        npt = {_lib.DTYPE_F32: np.float32, _lib.DTYPE_F16: np.float16,
+               _lib.DTYPE_BF16: np.uint16}[ty]
+        E, H = layer.embed_dim, layer.num_heads
         N, L, Eq = q.shape
         Nk, S, kd = k.shape
         Nv, Sv, vd = v.shape
         if Eq != E:
             raise ValueError("query has %d features, embed_dim is %d" % (Eq, E))
-        if kd != self.kdim or vd != self.vdim:
+        if kd != layer.kdim or vd != layer.vdim:
             raise ValueError("key / value have %d / %d features, kdim / vdim are %d / %d" %
-                             (kd, vd, self.kdim, self.vdim))
+                             (kd, vd, layer.kdim, layer.vdim))
         if Nk != N or Nv != N or Sv != S:
             raise ValueError("batch or length of query %s, key %s, value %s do not match" %
                              (q.shape, k.shape, v.shape))
-        self_attn = same and self.kdim == E and self.vdim == E
-
-        d = _lib.MhaDesc()
-        _check(_lib.mha_desc_init(ctypes.byref(d)), "attn_mha_desc_init")
-        d.embed_dim, d.num_heads, d.num_kv_heads = E, H, self.num_kv_heads
-        d.kdim, d.vdim = self.kdim, self.vdim
-        d.batch, d.q_len, d.kv_len = N, L, S
-        d.self_attention = int(self_attn)
-        d.packed_in_proj = int(self._qkv_same_embed_dim)
-        d.has_bias = int(self.in_proj_bias is not None)
-        if (self.out_proj.bias is None) != (self.in_proj_bias is None):
+        self_attn = same and layer.kdim == E and layer.vdim == E
+        self.self_attention = self_attn
+        has_bias = "in_proj_bias" in params
+        if has_bias != ("out_proj.bias" in params):
             raise ValueError("in_proj_bias and out_proj.bias must both be set or both None")
 
-        keep = []
-        args = _lib.MhaArgs()
+        d = self.desc = _lib.MhaDesc()
+        _check(_lib.mha_desc_init(ctypes.byref(d)), "attn_mha_desc_init")
+        d.embed_dim, d.num_heads, d.num_kv_heads = E, H, layer.num_kv_heads
+        d.kdim, d.vdim = layer.kdim, layer.vdim
+        d.batch, d.q_len, d.kv_len = N, L, S
+        d.self_attention = int(self_attn)
+        d.packed_in_proj = int(layer._qkv_same_embed_dim)
+        d.has_bias = int(has_bias)
+        self.shape = (N, L, S)
+
+        keep = self._keep = []
+        args = self.args = _lib.MhaArgs()
         # 16-bit: the buffers through attn_mha_args16 (args.args16)
         a16 = _lib.MhaArgs16() if ty != _lib.DTYPE_F32 else None
         io = a16 if a16 is not None else args
@@ -318,13 +371,16 @@ class MultiheadAttention:
             keep.append(a16)
         qa, d.x_stride = _rows(q, E, npt)
         io.x = ptr(qa)
+        self.x = qa
         keep.append(qa)
+        self.key = self.value = None
         if not self_attn:
-            ka, d.key_stride = _rows(k, self.kdim, npt)
-            va, d.value_stride = _rows(v, self.vdim, npt)
+            ka, d.key_stride = _rows(k, layer.kdim, npt)
+            va, d.value_stride = _rows(v, layer.vdim, npt)
             io.key, io.value = ptr(ka), ptr(va)
+            self.key, self.value = ka, va
             keep += [ka, va]
-        out = np.empty((N, L, E), dtype=npt)
+        out = self.out = np.empty((N, L, E), dtype=npt)
         d.out_stride = E
         io.out = ptr(out)
 
@@ -393,63 +449,127 @@ class MultiheadAttention:
                 weights = np.empty((N, H, L, S), dtype=np.float32)
                 d.weights = _lib.WEIGHTS_PER_HEAD
             args.weights = ptr(weights)
+        self.weights = weights
 
-        if self.training and self.dropout > 0:
-            d.dropout_p = self.dropout
-            d.dropout_seed = (self._dropout_seed if dropout_seed is None
-                              else int(dropout_seed)) & (2**64 - 1)
-            if dropout_offset is None:
-                d.dropout_offset = self._dropout_calls
-                self._dropout_calls += 1
-            else:
-                d.dropout_offset = int(dropout_offset) & (2**64 - 1)
-        d.threads = self.threads
-        d.engine = _engine(self.engine)
+        p, seed, offset = dropout
+        if p > 0:
+            d.dropout_p = float(p)
+            d.dropout_seed = int(seed) & (2**64 - 1)
+            d.dropout_offset = int(offset) & (2**64 - 1)
+        d.threads = int(threads)
+        d.engine = _engine(engine)
 
-        wts = _lib.MhaWeights()
+        wts = self.weights_struct = _lib.MhaWeights()
         w = wts
-        shapes = self._shapes()
-        params = {n: _param(self._get(n), s, n) for n, s in shapes.items()}
         esz = 4
         if ty != _lib.DTYPE_F32:
-            # the parameters rounded to the type for this call, passed
-            # through attn_mha_weights16 (weights.weights16)
-            params = {n: (to_bf16(a) if dtype == "bf16" else a.astype(np.float16))
-                      for n, a in params.items()}
             w = _lib.MhaWeights16()
             wts.weights16 = ctypes.addressof(w)
             keep.append(w)
             esz = 2
-        if self._qkv_same_embed_dim:
-            w.in_proj_weight = ptr(params["in_proj_weight"])
-            if d.has_bias:
-                w.in_proj_bias = ptr(params["in_proj_bias"])
+        self._set_params(w, params, layer, esz, has_bias)
+        self.params = params
+        self.esz = esz
+        self.ty = ty
+        self.plan = _plans.get("mha", d)
+
+    @staticmethod
+    def _set_params(w, params, layer, esz, has_bias, prefix=""):
+        """Point w (attn_mha_weights(16) or attn_mha_grads(16), whose fields
+        are the weights' names with prefix) at params."""
+        E = layer.embed_dim
+
+        def put(field, value):
+            setattr(w, prefix + field, value)
+
+        if layer._qkv_same_embed_dim:
+            put("in_proj_weight", ptr(params["in_proj_weight"]))
+            if has_bias:
+                put("in_proj_bias", ptr(params["in_proj_bias"]))
         else:
-            w.q_weight = ptr(params["q_proj_weight"])
-            w.k_weight = ptr(params["k_proj_weight"])
-            w.v_weight = ptr(params["v_proj_weight"])
-            if d.has_bias:
-                b = params["in_proj_bias"]
-                kv_rows = self.num_kv_heads * self.head_dim
-                w.q_bias = ptr(b)
-                w.k_bias = ptr(b) + esz * E
-                w.v_bias = ptr(b) + esz * (E + kv_rows)
-        w.out_weight = ptr(params["out_proj.weight"])
-        if d.has_bias:
-            w.out_bias = ptr(params["out_proj.bias"])
+            put("q_weight", ptr(params["q_proj_weight"]))
+            put("k_weight", ptr(params["k_proj_weight"]))
+            put("v_weight", ptr(params["v_proj_weight"]))
+            if has_bias:
+                b = ptr(params["in_proj_bias"])
+                kv_rows = layer.num_kv_heads * layer.head_dim
+                put("q_bias", b)
+                put("k_bias", b + esz * E)
+                put("v_bias", b + esz * (E + kv_rows))
+        put("out_weight", ptr(params["out_proj.weight"]))
+        if has_bias:
+            put("out_bias", ptr(params["out_proj.bias"]))
 
-        plan = ctypes.c_void_p()
-        _check(_lib.mha_plan_create(ctypes.byref(plan), ctypes.byref(d)),
-               "attn_mha_plan_create")
-        try:
-            _check(_lib.mha_execute(plan, ctypes.byref(wts), ctypes.byref(args), None, 0),
-                   "attn_mha_execute")
-        finally:
-            _lib.mha_plan_destroy(plan)
-        del keep, params
+    def execute(self):
+        """Y (and the weights) into self.out (self.weights)."""
+        plan = self.plan
+        _check(_lib.mha_execute(plan.handle, ctypes.byref(self.weights_struct),
+                                ctypes.byref(self.args), plan.ws, plan.ws_bytes),
+               "attn_mha_execute")
 
-        if not batched:
-            return out[0], None if weights is None else weights[0]
-        if not self.batch_first:
-            out = out.transpose(1, 0, 2)
-        return out, weights
+    def _train_sizes(self):
+        plan = self.plan
+        if plan.train is None:
+            c, w = ctypes.c_size_t(), ctypes.c_size_t()
+            _check(_lib.mha_context_size(plan.handle, ctypes.byref(c)), "attn_mha_context_size")
+            _check(_lib.mha_bwd_workspace_size(plan.handle, ctypes.byref(w)),
+                   "attn_mha_bwd_workspace_size")
+            plan.train = (c.value, w.value)
+        return plan.train
+
+    def train_execute(self):
+        """execute() that also keeps the context the backward reads."""
+        ctx_bytes, _ = self._train_sizes()
+        self._context, addr = _plans.aligned_buffer(ctx_bytes)
+        self._context_addr = addr
+        plan = self.plan
+        _check(_lib.mha_train_execute(plan.handle, ctypes.byref(self.weights_struct),
+                                      ctypes.byref(self.args), addr, ctx_bytes, plan.ws,
+                                      plan.ws_bytes), "attn_mha_train_execute")
+
+    def backward(self, dy, grads, dx, dkey=None, dvalue=None):
+        """The gradients at dY (N, L, E), C contiguous, of the call's type:
+        grads maps the state_dict names to C-contiguous arrays of the
+        parameters' shapes and type, dx (N, L, E), dkey, dvalue (cross
+        attention) C-contiguous arrays of the inputs' type; all
+        overwritten.  Needs train_execute() first."""
+        ctx_bytes, ws_bytes = self._train_sizes()
+        if self.desc.x_stride != self.desc.embed_dim or (
+                not self.self_attention and (self.desc.key_stride != self.desc.kdim or
+                                             self.desc.value_stride != self.desc.vdim)):
+            raise ValueError("backward: the inputs' rows must be dense")
+        g = _lib.MhaGrads()
+        g16 = None
+        if self.ty != _lib.DTYPE_F32:
+            g16 = _lib.MhaGrads16()
+            g.grads16 = ctypes.addressof(g16)
+            io = g16
+            g16.dy = ptr(dy)
+            dyp = None
+        else:
+            io = g
+            dyp = ptr(dy)
+        io.dx = ptr(dx)
+        if not self.self_attention:
+            io.dkey, io.dvalue = ptr(dkey), ptr(dvalue)
+        self._set_params(io, grads, _GradLayer(self.desc), self.esz, bool(self.desc.has_bias),
+                         prefix="d_")
+        plan = self.plan
+        ws, ws_keep = None, None
+        if ws_bytes:
+            ws_keep, ws = _plans.aligned_buffer(ws_bytes)
+        _check(_lib.mha_bwd_execute(plan.handle, ctypes.byref(self.weights_struct),
+                                    ctypes.byref(self.args), dyp, self._context_addr,
+                                    ctx_bytes, ctypes.byref(g), 0, ws, ws_bytes),
+               "attn_mha_bwd_execute")
+        del ws_keep
+
+
+class _GradLayer:
+    """What _set_params reads of a layer, from a desc."""
+
+    def __init__(self, d):
+        self.embed_dim = d.embed_dim
+        self.num_kv_heads = d.num_kv_heads or d.num_heads
+        self.head_dim = d.embed_dim // d.num_heads
+        self._qkv_same_embed_dim = bool(d.packed_in_proj)

@@ -43,13 +43,18 @@ def view_of(a, allow_zero=False, min_seq=None):
     item = a.itemsize
     if any(s % item for s in a.strides):
         return None
-    st = [s // item for s in a.strides]
+    return view_from(a.shape, [s // item for s in a.strides], allow_zero, min_seq)
+
+
+def view_from(shape, st, allow_zero=False, min_seq=None):
+    """view_of for a tensor of shape (*batch, H, S, D) with element strides
+    st (numpy's divided by the item size, or torch's stride()), or None."""
     if any(s < 0 for s in st):
         return None
-    H, S, D = a.shape[-3:]
+    H, S, D = shape[-3:]
     if D > 1 and st[-1] != 1:
         return None
-    b = flat_stride(a.shape[:-3], st[:-3], allow_zero)
+    b = flat_stride(shape[:-3], st[:-3], allow_zero)
     if b is None:
         return None
     h, s = st[-3], st[-2]

@@ -91,6 +91,25 @@ int main(void)
     F(attn_mha_weights16, out_weight); F(attn_mha_weights16, out_bias);
     F(attn_mha_weights16, reserved);
 
+    S(attn_sdpa_bwd_desc);
+    F(attn_sdpa_bwd_desc, fwd); F(attn_sdpa_bwd_desc, d_o); F(attn_sdpa_bwd_desc, dq);
+    F(attn_sdpa_bwd_desc, dk); F(attn_sdpa_bwd_desc, dv); F(attn_sdpa_bwd_desc, want_dbias);
+    F(attn_sdpa_bwd_desc, dbias); F(attn_sdpa_bwd_desc, reserved);
+    S(attn_mha_grads);
+    F(attn_mha_grads, dx); F(attn_mha_grads, dkey); F(attn_mha_grads, dvalue);
+    F(attn_mha_grads, d_in_proj_weight); F(attn_mha_grads, d_in_proj_bias);
+    F(attn_mha_grads, d_q_weight); F(attn_mha_grads, d_k_weight); F(attn_mha_grads, d_v_weight);
+    F(attn_mha_grads, d_q_bias); F(attn_mha_grads, d_k_bias); F(attn_mha_grads, d_v_bias);
+    F(attn_mha_grads, d_out_weight); F(attn_mha_grads, d_out_bias); F(attn_mha_grads, grads16);
+    F(attn_mha_grads, reserved);
+    S(attn_mha_grads16);
+    F(attn_mha_grads16, dy); F(attn_mha_grads16, dx); F(attn_mha_grads16, dkey);
+    F(attn_mha_grads16, dvalue); F(attn_mha_grads16, d_in_proj_weight);
+    F(attn_mha_grads16, d_in_proj_bias); F(attn_mha_grads16, d_q_weight);
+    F(attn_mha_grads16, d_k_weight); F(attn_mha_grads16, d_v_weight);
+    F(attn_mha_grads16, d_q_bias); F(attn_mha_grads16, d_k_bias); F(attn_mha_grads16, d_v_bias);
+    F(attn_mha_grads16, d_out_weight); F(attn_mha_grads16, d_out_bias);
+    F(attn_mha_grads16, reserved);
     S(attn_mha_args16);
     F(attn_mha_args16, x); F(attn_mha_args16, key); F(attn_mha_args16, value);
     F(attn_mha_args16, out); F(attn_mha_args16, reserved);
