@@ -146,7 +146,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
       attn_mask: bool (True = the position takes part) or float (added to
         the scores; -inf hides), broadcastable to (..., Hq, L, S).
       dropout_p: dropout on the probabilities, 0 <= p <= 1 (kept entries
-        scaled by 1 / (1 - p)); p > 0 needs dropout_seed.
+        scaled by 1 / (1 - p)); without dropout_seed the seed is drawn
+        from numpy's global generator (np.random.seed reproduces it).
       is_causal: query i sees keys j <= i (top-left, as PyTorch; see align).
         PyTorch forbids is_causal with attn_mask; here they combine (AND).
       scale: multiplies Q K^T; None means 1 / sqrt(E).
@@ -185,7 +186,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         probabilities and logsumexp stay float32.
 
     A row with no visible key gives output 0 (PyTorch gives NaN), its
-    probabilities 0 and logsumexp -inf.
+    probabilities 0 and logsumexp -inf.  Empty sizes (batch, heads, L, S
+    or Ev of 0) give empty or zero outputs, as PyTorch.
 
     Returns the output, or (output, probs, lse) with None in the places
     not asked for when return_probs or return_lse is set.
@@ -240,6 +242,19 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                          "pass enable_gqa=True for grouped-query attention" % (Hq, Hkv))
     bs = tuple(batch_shape)
     B = int(np.prod(bs, dtype=np.int64))
+    if B == 0 or H == 0 or L == 0 or S == 0 or Ev == 0:
+        # an empty problem: empty output (S == 0: every row sees no key,
+        # output 0, probabilities empty, logsumexp -inf), as PyTorch
+        out = np.zeros(bs + (H, L, Ev), dtype=npt)
+        probs = np.zeros(bs + (H, L, S), dtype=np.float32) if return_probs else None
+        lse = np.full(bs + (H, L), -np.inf, dtype=np.float32) if return_lse else None
+        if orig_nd == 2:
+            out = out[0]
+            probs = None if probs is None else probs[0]
+            lse = None if lse is None else lse[0]
+        if return_probs or return_lse:
+            return out, probs, lse
+        return out
 
     qa, qv = as_view(q, bs + (H, L, E), npt, min_seq=E)
     ka, kv = as_view(k, bs + (Hkv, S, E), npt, min_seq=E)
@@ -283,8 +298,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         keep.append(ma)
     dropout_p = float(dropout_p)
     if dropout_p > 0 and dropout_seed is None:
-        raise ValueError("dropout_p > 0 needs dropout_seed (an integer): attn's dropout "
-                         "is a pure function of the seed and offset")
+        # as PyTorch draws from its generator: numpy's global one
+        # (np.random.seed makes it reproducible)
+        dropout_seed = int(np.random.randint(0, 2**62, dtype=np.int64))
     d.dropout_p = dropout_p
     d.dropout_seed = int(dropout_seed or 0) & (2**64 - 1)
     d.dropout_offset = int(dropout_offset) & (2**64 - 1)
