@@ -358,7 +358,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     'blas', 'tile').  The semantics are attn_sdpa's (include/attn.h).
     """
     fast = None
-    if (attn_mask is None and not dropout_p and kv_lens is None and q_lens is None and
+    if (type(query) is torch.Tensor and type(key) is torch.Tensor and
+            type(value) is torch.Tensor and attn_mask is None and not dropout_p and kv_lens is None and q_lens is None and
             global_k is None and global_q is None and block_layout is None and
             not (torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or
                                               value.requires_grad))):
@@ -574,8 +575,9 @@ class _MhaFunction(torch.autograd.Function):
 
 
 def _from_np(a, dt):
-    t = torch.from_numpy(a)
-    return t.view(torch.bfloat16) if dt == torch.bfloat16 else t
+    if dt == torch.bfloat16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
 
 
 class MultiheadAttention(torch.nn.Module):

@@ -96,3 +96,34 @@ class Errors:
     def report(self, name):
         print("[accuracy] %s: %d comparisons; max |error|: %s" % (
             name, self.count, ", ".join("%s %.3g" % kv for kv in sorted(self.worst.items()))))
+
+
+def ref_sdpa_torch(q, k, v, vis, bias=None, scale=None, drop=None, p_drop=0.0):
+    """ref_sdpa in float64 torch operations, differentiable (autograd gives
+    the reference gradients).  vis, drop: bool numpy arrays or tensors
+    broadcast to (..., Hq, L, S); bias a float64 tensor (may require grad).
+    Rows with no visible key give 0 and contribute no gradient."""
+    g = q.shape[-3] // k.shape[-3]
+    if g > 1:
+        k = k.repeat_interleave(g, dim=-3)
+        v = v.repeat_interleave(g, dim=-3)
+    if scale is None:
+        scale = 1.0 / np.sqrt(q.shape[-1])
+    s = scale * (q @ k.transpose(-1, -2))
+    if bias is not None:
+        s = s + bias
+    vis = torch.as_tensor(np.asarray(vis)).expand(s.shape) & (s.detach() > -np.inf)
+    t = torch.where(vis, s, torch.zeros((), dtype=s.dtype))
+    mx = torch.where(vis, s.detach(), torch.full((), -np.inf, dtype=s.dtype)).amax(-1, True)
+    any_ = vis.any(-1, keepdim=True)
+    mx = torch.where(any_, mx, torch.zeros((), dtype=s.dtype))
+    e = torch.where(vis, torch.exp(t - mx), torch.zeros((), dtype=s.dtype))
+    z = e.sum(-1, keepdim=True)
+    p = e / torch.where(any_, z, torch.ones((), dtype=s.dtype))
+    lse = torch.where(any_[..., 0], (mx + torch.log(torch.where(any_, z, torch.ones(
+        (), dtype=s.dtype))))[..., 0], torch.full((), -np.inf, dtype=s.dtype))
+    if drop is not None:
+        keep = torch.as_tensor(np.asarray(drop))
+        p = torch.where(keep, p / (1.0 - p_drop), torch.zeros((), dtype=s.dtype)) \
+            if p_drop < 1 else p * 0
+    return p @ v, p, lse

@@ -41,17 +41,9 @@ def split_params(sd, E, kv_rows):
     return Wq, Wk, Wv, bq, bk, bv, Wo, bo
 
 
-def ref_mha(x, xk, xv, sd, H, Hkv, kpm=None, am=None, causal=False, kv_lens=None,
-            q_lens=None, scale=None, drop=None, p_drop=0.0, average=True):
-    """Batch-first float64 MHA: x (N, L, E), xk (N, S, kdim), xv (N, S, vdim)."""
-    N, L, E = x.shape
-    S = xk.shape[1]
-    dh = E // H
-    Wq, Wk, Wv, bq, bk, bv, Wo, bo = split_params(sd, E, Hkv * dh)
-    x, xk, xv = (np.asarray(a, np.float64) for a in (x, xk, xv))
-    q = (x @ Wq.T + bq).reshape(N, L, H, dh).transpose(0, 2, 1, 3)
-    k = (xk @ Wk.T + bk).reshape(N, S, Hkv, dh).transpose(0, 2, 1, 3)
-    v = (xv @ Wv.T + bv).reshape(N, S, Hkv, dh).transpose(0, 2, 1, 3)
+def mask_terms(N, H, L, S, kpm=None, am=None, causal=False, kv_lens=None, q_lens=None):
+    """(vis bool, bias float64), both (N, H, L, S): nn.MultiheadAttention's
+    masks (bool True = not allowed, float added), causal, the lengths."""
     vis = np.ones((N, H, L, S), bool)
     bias = np.zeros((N, H, L, S))
     if kpm is not None:
@@ -72,6 +64,21 @@ def ref_mha(x, xk, xv, sd, H, Hkv, kpm=None, am=None, causal=False, kv_lens=None
             vis[b, :, :, kv_lens[b]:] = False
         if q_lens is not None:
             vis[b, :, q_lens[b]:, :] = False
+    return vis, bias
+
+
+def ref_mha(x, xk, xv, sd, H, Hkv, kpm=None, am=None, causal=False, kv_lens=None,
+            q_lens=None, scale=None, drop=None, p_drop=0.0, average=True):
+    """Batch-first float64 MHA: x (N, L, E), xk (N, S, kdim), xv (N, S, vdim)."""
+    N, L, E = x.shape
+    S = xk.shape[1]
+    dh = E // H
+    Wq, Wk, Wv, bq, bk, bv, Wo, bo = split_params(sd, E, Hkv * dh)
+    x, xk, xv = (np.asarray(a, np.float64) for a in (x, xk, xv))
+    q = (x @ Wq.T + bq).reshape(N, L, H, dh).transpose(0, 2, 1, 3)
+    k = (xk @ Wk.T + bk).reshape(N, S, Hkv, dh).transpose(0, 2, 1, 3)
+    v = (xv @ Wv.T + bv).reshape(N, S, Hkv, dh).transpose(0, 2, 1, 3)
+    vis, bias = mask_terms(N, H, L, S, kpm, am, causal, kv_lens, q_lens)
     o, p, _ = ref_sdpa(q, k, v, vis, bias, scale, drop, p_drop)
     y = o.transpose(0, 2, 1, 3).reshape(N, L, E) @ Wo.T + bo
     return y, (p.mean(axis=1) if average else p)
