@@ -194,6 +194,7 @@ class KVCache:
             max_len = _int(max_len, "max_len")
             self.num_blocks = self.max_blocks = 0
             self.block_table = None
+            self._free = None
             kshape, vshape = (B, Hkv, max_len, dk), (B, Hkv, max_len, dv)
         self.max_len = max_len
         d = _lib.SdpaDesc()
