@@ -9,7 +9,12 @@ install time) with the forward semantics of PyTorch:
   probabilities and the logsumexp, seeded dropout) as keyword arguments;
 - MultiheadAttention: as torch.nn.MultiheadAttention (forward only), with
   its parameters as numpy arrays under the names and shapes of its
-  state_dict.
+  state_dict;
+- linear_attention / linear_attention_backward: attn_linear's forward
+  (with the recurrent state) and gradients;
+- KVCache, decode, merge_partials: a KV cache (F32/F16/BF16/Q8_0/Q4_0
+  storage, contiguous or paged), attention of a few queries over it, and
+  the merge of partial results; quantize / dequantize convert storage.
 
 Arrays are numpy; accumulation is float32.  SDPA also takes and returns
 16-bit tensors (dtype="f16": numpy float16; dtype="bf16": bfloat16 bit
@@ -29,12 +34,25 @@ import numpy as np
 from . import _lib
 from ._common import AttnError, _check, _engine, _float32, _lengths, _set_window
 from ._mha import MultiheadAttention
+from ._linear import (linear_attention, linear_attention_backward, linear_plan_cache_clear,
+                      linear_plan_cache_info)
+from ._decode import KVCache, decode, dequantize, merge_partials, quantize, storage_bytes
 from ._views import as_view, contiguous_view, ptr
 
 __all__ = [
     "AttnError",
     "scaled_dot_product_attention",
     "MultiheadAttention",
+    "linear_attention",
+    "linear_attention_backward",
+    "linear_plan_cache_info",
+    "linear_plan_cache_clear",
+    "KVCache",
+    "decode",
+    "merge_partials",
+    "quantize",
+    "dequantize",
+    "storage_bytes",
     "dropout_keep_mask",
     "to_bf16",
     "from_bf16",

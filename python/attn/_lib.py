@@ -197,8 +197,7 @@ class MhaArgs(ctypes.Structure):
 
 
 class LinearDesc(ctypes.Structure):
-    """attn_linear_desc (mirrored for the ABI test; the module has no
-    linear attention call yet).  q_type, k_type, v_type, o_type: 1.1, in
+    """attn_linear_desc (used by _linear.py).  q_type, k_type, v_type, o_type: 1.1, in
     the room of reserved[0] and reserved[1]."""
     _fields_ = [
         ("batch", c_int64),
@@ -360,3 +359,79 @@ DTYPE_F32, DTYPE_F16, DTYPE_BF16 = 0, 1, 2   # attn_dtype
 DTYPE_Q8_0, DTYPE_Q4_0 = 3, 4                # attn_dtype: quantized K/V storage (1.2)
 dropout_keep_mask = _fn("attn_dropout_mask_fill", c_int, c_double, c_uint64, c_uint64,
                         c_int64, c_int64, c_int64, c_int64, c_int64, c_void_p, c_int64)
+
+
+# ---------------------------------------------------------------------------
+# Linear attention backward, KV append, partials merge (used by _linear.py,
+# _decode.py)
+# ---------------------------------------------------------------------------
+
+FEATURE_MAPS = {"elu1": 0, "relu": 1, "identity": 2}   # attn_feature_map
+
+
+class LinearBwdDesc(ctypes.Structure):
+    """attn_linear_bwd_desc."""
+    _fields_ = [("fwd", LinearDesc), ("d_o", View), ("dq", View), ("dk", View),
+                ("dv", View), ("reserved", c_int64 * 16)]
+
+
+class LinearBwdArgs16(ctypes.Structure):
+    """attn_linear_bwd_args16 (1.1)."""
+    _fields_ = [(name, c_void_p) for name in ("q", "k", "v", "d_o", "dq", "dk", "dv")] + [
+        ("reserved", c_void_p * 8)]
+
+
+class LinearBwdArgs(ctypes.Structure):
+    """attn_linear_bwd_args (args16: 1.1, in the room of reserved[0])."""
+    _fields_ = [(name, c_void_p) for name in (
+        "q", "k", "v", "d_o", "dq", "dk", "dv", "kv_lens", "q_lens", "args16")] + [
+            ("reserved", c_void_p * 7)]
+
+
+class KvAppendArgs(ctypes.Structure):
+    """attn_kv_append_args."""
+    _fields_ = [(name, c_void_p) for name in (
+        "k_cache", "v_cache", "block_table", "kv_lens", "new_lens")] + [
+            ("t", c_int64), ("k_new", c_void_p), ("v_new", c_void_p),
+            ("k_new_view", View), ("v_new_view", View), ("reserved", c_void_p * 8)]
+
+
+class PartialsMergeArgs(ctypes.Structure):
+    """attn_partials_merge_args."""
+    _fields_ = [
+        ("parts", c_int64), ("rows", c_int64), ("dim", c_int64),
+        ("o_parts", c_void_p), ("o_part_stride", c_int64), ("o_row_stride", c_int64),
+        ("lse_parts", c_void_p), ("lse_part_stride", c_int64), ("lse_row_stride", c_int64),
+        ("o", c_void_p), ("o_out_stride", c_int64),
+        ("lse_out", c_void_p), ("lse_out_stride", c_int64),
+        ("reserved", c_int64 * 8)]
+
+
+STRUCTS.update({
+    "attn_linear_bwd_desc": LinearBwdDesc,
+    "attn_linear_bwd_args": LinearBwdArgs,
+    "attn_linear_bwd_args16": LinearBwdArgs16,
+    "attn_kv_append_args": KvAppendArgs,
+    "attn_partials_merge_args": PartialsMergeArgs,
+})
+
+linear_desc_init = _fn("attn_linear_desc_init", c_int, _P(LinearDesc))
+linear_plan_create = _fn("attn_linear_plan_create", c_int, _P(c_void_p), _P(LinearDesc))
+linear_plan_destroy = _fn("attn_linear_plan_destroy", c_int, c_void_p)
+linear_execute = _fn("attn_linear_execute", c_int, c_void_p, _P(LinearArgs), c_void_p,
+                     ctypes.c_size_t)
+linear_bwd_desc_init = _fn("attn_linear_bwd_desc_init", c_int, _P(LinearBwdDesc))
+linear_bwd_plan_create = _fn("attn_linear_bwd_plan_create", c_int, _P(c_void_p),
+                             _P(LinearBwdDesc))
+linear_bwd_plan_destroy = _fn("attn_linear_bwd_plan_destroy", c_int, c_void_p)
+linear_bwd_execute = _fn("attn_linear_bwd_execute", c_int, c_void_p, _P(LinearBwdArgs),
+                         c_void_p, ctypes.c_size_t)
+sdpa_plan_create = _fn("attn_sdpa_plan_create", c_int, _P(c_void_p), _P(SdpaDesc))
+sdpa_plan_destroy = _fn("attn_sdpa_plan_destroy", c_int, c_void_p)
+kv_append_args_init = _fn("attn_kv_append_args_init", c_int, _P(KvAppendArgs))
+kv_append = _fn("attn_kv_append", c_int, _P(SdpaDesc), _P(KvAppendArgs))
+partials_merge_args_init = _fn("attn_partials_merge_args_init", c_int, _P(PartialsMergeArgs))
+partials_merge = _fn("attn_partials_merge", c_int, _P(PartialsMergeArgs))
+quantize = _fn("attn_quantize", c_int, c_int, c_void_p, c_void_p, c_int64)
+dequantize = _fn("attn_dequantize", c_int, c_int, c_void_p, c_void_p, c_int64)
+dtype_bytes = _fn("attn_dtype_bytes", c_int, c_int, c_int64, _P(ctypes.c_size_t))

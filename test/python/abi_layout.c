@@ -143,11 +143,48 @@ int main(void)
     F(attn_linear_args, state_s); F(attn_linear_args, state_z); F(attn_linear_args, args16);
     F(attn_linear_args, reserved);
 
+    S(attn_linear_bwd_desc);
+    F(attn_linear_bwd_desc, fwd); F(attn_linear_bwd_desc, d_o); F(attn_linear_bwd_desc, dq);
+    F(attn_linear_bwd_desc, dk); F(attn_linear_bwd_desc, dv);
+    F(attn_linear_bwd_desc, reserved);
+
+    S(attn_linear_bwd_args16);
+    F(attn_linear_bwd_args16, q); F(attn_linear_bwd_args16, k); F(attn_linear_bwd_args16, v);
+    F(attn_linear_bwd_args16, d_o); F(attn_linear_bwd_args16, dq);
+    F(attn_linear_bwd_args16, dk); F(attn_linear_bwd_args16, dv);
+    F(attn_linear_bwd_args16, reserved);
+
+    S(attn_linear_bwd_args);
+    F(attn_linear_bwd_args, q); F(attn_linear_bwd_args, k); F(attn_linear_bwd_args, v);
+    F(attn_linear_bwd_args, d_o); F(attn_linear_bwd_args, dq); F(attn_linear_bwd_args, dk);
+    F(attn_linear_bwd_args, dv); F(attn_linear_bwd_args, kv_lens);
+    F(attn_linear_bwd_args, q_lens); F(attn_linear_bwd_args, args16);
+    F(attn_linear_bwd_args, reserved);
+
+    S(attn_kv_append_args);
+    F(attn_kv_append_args, k_cache); F(attn_kv_append_args, v_cache);
+    F(attn_kv_append_args, block_table); F(attn_kv_append_args, kv_lens);
+    F(attn_kv_append_args, new_lens); F(attn_kv_append_args, t);
+    F(attn_kv_append_args, k_new); F(attn_kv_append_args, v_new);
+    F(attn_kv_append_args, k_new_view); F(attn_kv_append_args, v_new_view);
+    F(attn_kv_append_args, reserved);
+
+    S(attn_partials_merge_args);
+    F(attn_partials_merge_args, parts); F(attn_partials_merge_args, rows);
+    F(attn_partials_merge_args, dim); F(attn_partials_merge_args, o_parts);
+    F(attn_partials_merge_args, o_part_stride); F(attn_partials_merge_args, o_row_stride);
+    F(attn_partials_merge_args, lse_parts); F(attn_partials_merge_args, lse_part_stride);
+    F(attn_partials_merge_args, lse_row_stride); F(attn_partials_merge_args, o);
+    F(attn_partials_merge_args, o_out_stride); F(attn_partials_merge_args, lse_out);
+    F(attn_partials_merge_args, lse_out_stride); F(attn_partials_merge_args, reserved);
+
     /* enums mirrored as c_int */
     printf("attn_status size %zu\n", sizeof(attn_status));
     printf("attn_align size %zu\n", sizeof(attn_align));
     printf("attn_mask_mode size %zu\n", sizeof(attn_mask_mode));
     printf("attn_weights_mode size %zu\n", sizeof(attn_weights_mode));
     printf("attn_dtype size %zu\n", sizeof(attn_dtype));
+    printf("attn_feature_map size %zu\n", sizeof(attn_feature_map));
+    printf("attn_engine size %zu\n", sizeof(attn_engine));
     return 0;
 }

@@ -42,7 +42,7 @@ def main():
         if key[1] == "offset" and key not in py_fields:
             failures.append("%s: in the C listing, not mirrored" % key[0])
     for enum in ("attn_status", "attn_align", "attn_mask_mode", "attn_weights_mode",
-                 "attn_dtype"):
+                 "attn_dtype", "attn_feature_map", "attn_engine"):
         checked += 1
         if c[(enum, "size")] != ctypes.sizeof(ctypes.c_int):
             failures.append("%s: size %d, mirrored as c_int" % (enum, c[(enum, "size")]))
