@@ -251,6 +251,55 @@ class TestSdpa(unittest.TestCase):
             ERR.check(self, "dmask%s: %s" % (tag, name), amask.grad.double(), bias64.grad,
                       atol, rtol)
 
+    def test_against_torch_sdpa(self):
+        """torch 2.x: the same call to F.scaled_dot_product_attention in
+        float64 (forward and gradients), where both define the result."""
+        F = torch.nn.functional
+        if not hasattr(F, "scaled_dot_product_attention"):
+            self.skipTest("torch %s has no F.scaled_dot_product_attention" % torch.__version__)
+        try:                                  # enable_gqa: torch >= 2.5
+            t = torch.zeros(1, 2, 1, 1)
+            F.scaled_dot_product_attention(t, t[:, :1], t[:, :1], enable_gqa=True)
+            has_gqa = True
+        except TypeError:
+            has_gqa = False
+        rng = np.random.default_rng(17)
+        cases = [({}, 4, None), ({"is_causal": True}, 4, None), ({"scale": 0.25}, 4, None),
+                 ({}, 4, "bool"), ({}, 4, "float"), ({}, 1, "float")]
+        if has_gqa:
+            cases += [({"enable_gqa": True}, 2, None), ({"enable_gqa": True}, 1, "float")]
+        for kw, Hkv, mk in cases:
+            with self.subTest("%s %s Hkv %d" % (kw, mk, Hkv)):
+                q = torch.from_numpy(rng.standard_normal((2, 4, 6, 8)))
+                k = torch.from_numpy(rng.standard_normal((2, Hkv, 6, 8)))
+                v = torch.from_numpy(rng.standard_normal((2, Hkv, 6, 5)))
+                mask = None
+                if mk == "bool":
+                    mask = torch.from_numpy(rng.random((6, 6)) < 0.7)
+                    mask[:, 0] = True
+                elif mk == "float":
+                    mask = torch.from_numpy(rng.standard_normal((4, 6, 6))).requires_grad_()
+                ins64 = [t.clone().requires_grad_() for t in (q, k, v)]
+                ins32 = [t.float().requires_grad_() for t in (q, k, v)]
+                m32 = None if mask is None else (mask if mask.dtype == torch.bool else
+                                                 mask.detach().float().requires_grad_())
+                ref = F.scaled_dot_product_attention(*ins64, attn_mask=mask, **kw)
+                out = at.scaled_dot_product_attention(*ins32, attn_mask=m32, **kw)
+                ERR.check(self, "vs F.sdpa output: %s" % kw, out.detach().double(),
+                          ref.detach(), ATOL, RTOL)
+                g = torch.from_numpy(rng.standard_normal(tuple(ref.shape)))
+                ref.backward(g)
+                out.backward(g.float())
+                for n, a, r in zip("qkv", ins32, ins64):
+                    ERR.check(self, "vs F.sdpa d%s: %s" % (n, kw), a.grad.double(), r.grad,
+                              ATOL, RTOL)
+                if mk == "float":
+                    ERR.check(self, "vs F.sdpa dmask: %s" % kw, m32.grad.double(), mask.grad,
+                              ATOL, RTOL)
+                TestSdpa.torch_sdpa_compared += 1
+
+    torch_sdpa_compared = 0
+
     def test_gradcheck(self):
         """gradcheck of float64 -> float32 -> attn -> float64 (see the top)."""
         rng = np.random.default_rng(7)
@@ -706,5 +755,7 @@ class TestTraining(unittest.TestCase):
 if __name__ == "__main__":
     prog = unittest.main(exit=False, verbosity=2)
     ERR.report("torch")
-    print("nn.MultiheadAttention gradient comparisons: %d cases" % TestMha.nn_compared)
+    print("nn.MultiheadAttention gradient comparisons: %d cases; F.scaled_dot_product_"
+          "attention comparisons (torch %s): %d" % (TestMha.nn_compared, torch.__version__,
+                                                   TestSdpa.torch_sdpa_compared))
     sys.exit(0 if prog.result.wasSuccessful() else 1)
