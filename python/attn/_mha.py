@@ -364,7 +364,7 @@ class LayerCall:
         args = self.args = _lib.MhaArgs()
         # 16-bit: the buffers through attn_mha_args16 (args.args16)
         a16 = _lib.MhaArgs16() if ty != _lib.DTYPE_F32 else None
-        io = a16 if a16 is not None else args
+        io = self.io = a16 if a16 is not None else args
         if a16 is not None:
             d.x_type = d.w_type = ty
             args.args16 = ctypes.addressof(a16)
@@ -468,6 +468,7 @@ class LayerCall:
             keep.append(w)
             esz = 2
         self._set_params(w, params, layer, esz, has_bias)
+        self._w16 = w
         self.params = params
         self.esz = esz
         self.ty = ty

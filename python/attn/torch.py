@@ -580,6 +580,64 @@ def _from_np(a, dt):
     return torch.from_numpy(a)
 
 
+def _copied(call, q, k, v):
+    """Which inputs the layer call read as dense copies (not their own
+    memory), as (q, k, v) flags; None if some input was read in place with
+    a row stride other than the dense one."""
+    flags = []
+    for a, t, F in ((call.x, q, call.desc.embed_dim), (call.key, k, call.desc.kdim),
+                    (call.value, v, call.desc.vdim)):
+        if a is None:
+            flags.append(False)
+        elif a.ctypes.data == t.data_ptr():
+            flags.append(False)
+        elif a.flags.c_contiguous and a.shape[-1] == F:
+            flags.append(True)
+        else:
+            return None
+    return tuple(flags)
+
+
+def _mha_fast(call, dt, copied):
+    """A repeated no-grad layer call without masks, lengths or dropout, on
+    inputs of the same shapes and strides and the same parameter tensors:
+    the kept desc, plan and structs, new input and output pointers (inputs
+    the first call copied, copied again the same way)."""
+    cq, ck, cv = copied
+    N, L, _ = call.shape
+    E = call.desc.embed_dim
+    io, args, plan = call.io, call.args, call.plan
+    aref, wref = ctypes.byref(args), ctypes.byref(call.weights_struct)
+    wshape = None if call.weights is None else call.weights.shape
+    self_attn = call.self_attention
+    execute = _lib.mha_execute
+    empty = torch.empty
+
+    def run(q, k, v):
+        if cq:
+            q = q.contiguous()
+        if ck:
+            k = k.contiguous()
+        if cv:
+            v = v.contiguous()
+        out = empty((N, L, E), dtype=dt)
+        io.x, io.out = q.data_ptr(), out.data_ptr()
+        if not self_attn:
+            io.key, io.value = k.data_ptr(), v.data_ptr()
+        w = None
+        if wshape is not None:
+            w = empty(wshape, dtype=torch.float32)
+            args.weights = w.data_ptr()
+        status = execute(plan.handle, wref, aref, plan.ws, plan.ws_bytes)
+        if status:
+            _check(status, "attn_mha_execute")
+        return out, w
+
+    # what the structs point at besides the inputs: parameters, 16-bit structs
+    run.keep = (call.params, call._w16, call.weights_struct, args, io, plan)
+    return run
+
+
 class MultiheadAttention(torch.nn.Module):
     """torch.nn.MultiheadAttention computed by attn, trainable.
 
@@ -696,6 +754,26 @@ class MultiheadAttention(torch.nn.Module):
                 attn_mask=None, average_attn_weights=True, is_causal=False, *, kv_lens=None,
                 q_lens=None, window_left=None, window_right=None, align="top_left",
                 scale=None):
+        fast = None
+        if (not torch.is_grad_enabled() and key_padding_mask is None and attn_mask is None and
+                kv_lens is None and q_lens is None and not (self.training and self.dropout)):
+            # a repeated plain inference call: see _mha_fast
+            fast = (query.shape, query.stride(), key.shape, key.stride(), value.shape,
+                    value.stride(), query is key, key is value, query.dtype, key.dtype,
+                    value.dtype, need_weights, average_attn_weights, is_causal, window_left,
+                    window_right, align, scale, self.threads, self.batch_first,
+                    torch.get_num_threads(), threading.get_ident()) + tuple(
+                        p.data_ptr() for p in self.parameters())
+            hit = self._fast.get(fast)
+            if hit is not None and query.device.type == "cpu":
+                q, k, v = query, key, value
+                batched = q.dim() == 3
+                if not batched:
+                    q, k, v = q[None], k[None], v[None]
+                elif not self.batch_first:
+                    q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
+                out, w = hit(q, k, v)
+                return self._unlayout(out, w, batched)
         names, params = self._params()
         dt = params[0].dtype
         same = query is key and key is value
@@ -736,6 +814,7 @@ class MultiheadAttention(torch.nn.Module):
         grad = torch.is_grad_enabled() and (any(t.requires_grad for t in (q, k, v)) or
                                             any(p.requires_grad for p in params))
         if grad:
+            fast = None
             # self-attention passes X once; its gradient sums all three uses
             x = q.contiguous()
             xk, xv = (x, x) if same else (k.contiguous(), v.contiguous())
@@ -748,11 +827,27 @@ class MultiheadAttention(torch.nn.Module):
                 call.execute()
                 out = _from_np(call.out, dt)
                 w = None if call.weights is None else torch.from_numpy(call.weights)
+            copied = None if fast is None else _copied(call, q, k, v)
+            if copied is not None:
+                if len(self._fast) >= 16:
+                    self._fast.clear()
+                self._fast[fast] = _mha_fast(call, dt, copied)
+        return self._unlayout(out, w, batched)
+
+    def _unlayout(self, out, w, batched):
         if not batched:
             return out[0], None if w is None else w[0]
         if not self.batch_first:
             out = out.transpose(0, 1)
         return out, w
+
+    @property
+    def _fast(self):
+        # kept eval calls (see _mha_fast); not a buffer, not in state_dict
+        d = self.__dict__.get("_fast_calls")
+        if d is None:
+            d = self.__dict__["_fast_calls"] = {}
+        return d
 
     def extra_repr(self):
         return "embed_dim=%d, num_heads=%d, num_kv_heads=%d, kdim=%d, vdim=%d, dropout=%g, " \

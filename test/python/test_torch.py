@@ -619,6 +619,29 @@ class TestMha(unittest.TestCase):
                 self.assertTrue(torch.equal(sa[n], sr[n]), n)
             a.load_state_dict(r.state_dict())
 
+    def test_kept_inference_calls(self):
+        """Repeated no-grad calls reuse the layer's kept call; it reads the
+        parameters' current values and new inputs, and equals the full path."""
+        torch.manual_seed(9)
+        for kw, cross in (({"batch_first": True}, False), ({}, False),
+                          ({"kdim": 5, "vdim": 3}, True)):
+            m = at.MultiheadAttention(8, 2, **kw).eval()
+            x = torch.randn(4, 3, 8)
+            xk, xv = (torch.randn(6, 3, 5), torch.randn(6, 3, 3)) if cross else (x, x)
+            with torch.no_grad():
+                first, w1 = m(x, xk, xv)
+                self.assertEqual(len(m._fast), 1)
+                again, w2 = m(x, xk, xv)
+                self.assertTrue(torch.equal(first, again) and torch.equal(w1, w2))
+                m.out_proj.weight.mul_(2.0)           # in place, as an optimizer does
+                x2 = torch.randn(4, 3, 8)
+                xk2 = torch.randn(6, 3, 5) if cross else x2
+                xv2 = torch.randn(6, 3, 3) if cross else x2
+                kept, _ = m(x2, xk2, xv2)
+                self.assertEqual(len(m._fast), 1)
+            full, _ = m(x2, xk2, xv2)                 # grad enabled: the full path
+            self.assertTrue(torch.equal(kept, full.detach()))
+
     def test_bf16_layer(self):
         torch.manual_seed(2)
         m = at.MultiheadAttention(16, 4, batch_first=True)
