@@ -24,7 +24,9 @@ returned as such when torch is there).  Inputs already of the type whose
 strides attn can describe are read in place; anything else is converted
 once.  An argument attn rejects raises AttnError (a ValueError) naming the
 status.  The shared library is found through ATTN_LIBRARY, then the path
-of the installed library, then the soname libattn.so.1.  See docs/PYTHON.md.
+of the installed library (in a wheel: the copy beside this file), then the
+soname libattn.so.1.  __version__ is the attn release of the module (the
+Meson project version).  See docs/PYTHON.md.
 """
 
 import ctypes
@@ -40,6 +42,7 @@ from ._decode import KVCache, decode, dequantize, merge_partials, quantize, stor
 from ._views import as_view, contiguous_view, ptr
 
 __all__ = [
+    "__version__",
     "AttnError",
     "scaled_dot_product_attention",
     "MultiheadAttention",
@@ -67,6 +70,14 @@ library_path = _lib.library_path
 def library_version():
     """The loaded libattn's version string, "MAJOR.MINOR.PATCH"."""
     return _lib.version().decode()
+
+
+try:
+    from ._build_config import VERSION as __version__
+except ImportError:
+    # The source tree (PYTHONPATH=python, ATTN_LIBRARY=build/...): no
+    # configured file; the module is the library's own version then.
+    __version__ = library_version()
 
 
 def _mask_or_bias(mask, shape, name):

@@ -280,16 +280,23 @@ STRUCTS = {
 
 
 def _candidates():
-    """Where to look for libattn, in order (see find_library)."""
+    """Where to look for libattn, in order (see docs/PYTHON.md)."""
     env = os.environ.get("ATTN_LIBRARY")
     if env:
         return [("ATTN_LIBRARY", env)]
-    out = []
     try:
         from . import _build_config
+    except ImportError:              # the source tree: no configured file
+        _build_config = None
+    bundled = getattr(_build_config, "BUNDLED", "")
+    if bundled:
+        # A wheel (pip install .): the copy built with this module, and no
+        # other (a libattn.so.1 elsewhere may be another version).
+        return [("beside the module",
+                 os.path.join(os.path.dirname(os.path.abspath(__file__)), bundled))]
+    out = []
+    if getattr(_build_config, "LIBRARY", ""):
         out.append(("installed", _build_config.LIBRARY))
-    except ImportError:
-        pass
     out.append(("soname", "libattn.so.1"))
     return out
 
