@@ -53,6 +53,34 @@ except attn.AttnError as e:
     print("bad argument raises:", e)
 PY
 
+echo "== (c) attn.torch from the installed module (when torch is there)"
+"$py" - <<'PY'
+import sys
+try:
+    import torch
+except ImportError:
+    print("torch not importable: attn.torch not checked")
+    sys.exit(0)
+import attn.torch as at
+q = torch.randn(2, 4, 6, 8, dtype=torch.float64)
+k = torch.randn(2, 2, 6, 8, dtype=torch.float64)
+ins = [t.float().requires_grad_() for t in (q, k, k)]
+o = at.scaled_dot_product_attention(*ins, is_causal=True, enable_gqa=True)
+o.sum().backward()
+ref = [t.clone().requires_grad_() for t in (q, k, k)]
+kk, vv = (t.repeat_interleave(2, 1) for t in ref[1:])
+s = ref[0] @ kk.transpose(-1, -2) / 8 ** 0.5
+s = s.masked_fill(torch.ones(6, 6, dtype=torch.bool).triu(1), float("-inf"))
+r = torch.softmax(s, -1) @ vv
+r.sum().backward()
+err = max([float((o.double() - r).abs().max())] +
+          [float((a.grad.double() - b.grad).abs().max()) for a, b in zip(ins, ref)])
+print("attn.torch (torch %s): forward and gradients against float64 autograd, max |error| "
+      "%.3g" % (torch.__version__, err))
+if not err < 1e-5:
+    sys.exit("wrong result")
+PY
+
 echo "== (b) the README's Python example"
 "$py" "$root/.ci/readme-block.py" example-python "$root/README.md" > example.py
 cat example.py
