@@ -85,4 +85,9 @@ echo "== (b) the README's Python example"
 "$py" "$root/.ci/readme-block.py" example-python "$root/README.md" > example.py
 cat example.py
 "$py" example.py
+if "$py" -c 'import torch' 2>/dev/null; then
+    echo "== (d) the README's torch example"
+    "$py" "$root/.ci/readme-block.py" example-torch "$root/README.md" > example_torch.py
+    "$py" example_torch.py
+fi
 echo "python.sh: OK"
