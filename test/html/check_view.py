@@ -14,16 +14,23 @@ For a few sentences (the default one, and one full of quotes, "</script>",
    sentence and the options, only the projections W_q, W_k are read from the
    data; the embedded weights (attn's) must match within 1e-5;
 3. loads the page in headless Chromium with fragments #token=N&head=H&
-   pattern=P for every head and pattern, dumps the DOM the script built and
-   checks the drawn state (selected token, head, toggles), every beam (one per
-   visible key, its data-weight exactly the embedded weight, its stroke-width
-   and stroke-opacity proportional to it) and every matrix cell;
+   pattern=P&scale=S for every head and pattern, dumps the DOM the script
+   built and checks the drawn state (selected token, head, toggles, scale),
+   every beam (one per visible key, its data-weight exactly the embedded
+   weight, its stroke-width and stroke-opacity proportional to the weight's
+   level on the colour scale) and every matrix cell (weight and colour);
 4. drives the page through Chromium's DevTools protocol (over a pipe) to
    click tokens, head buttons and toggles and hover tokens;
 5. checks that the page fetched nothing: Chromium's net log holds no request
    the page started (a control page that does fetch proves the check sees
    such requests), and the final DOM has no src/href other than "#...";
-6. checks the page as Chromium renders it (see computed());
+6. checks the page as Chromium renders it, on sentences of 1, 4, 6, 10 and
+   40 tokens (computed()): the computed fill of every label (ink; the grey
+   #aab for keys the query cannot see), of every cell (the colour scale's,
+   recomputed here), of every number on a cell (white or black, contrast
+   >= 4.5:1 against the cell), the legend's ramp and ticks, that no label's
+   box leaves its SVG, the selected row's table, "1 token", and the
+   untrained-model note;
 7. checks the errors: too many tokens, invalid UTF-8, a global token past
    the end, no token.
 Standard library only.  Exit status 0 = pass, 1 = failure.
@@ -769,7 +776,7 @@ def check_computed(tag, snap, data, token, head, name, scale):
         val = float(text)
         check(math.isclose(level("linear" if scale == "row" else scale, val, 1.0), lv, abs_tol=1e-9),
               "%s: tick %r at level %g" % (t, text, lv))
-    check({"row": "largest weight of its row", "log": "log scale", "linear": "weight"}[scale]
+    check({"row": "row's largest weight", "log": "log scale", "linear": "weight"}[scale]
           in snap["caption"], "%s: legend caption %r" % (t, snap["caption"]))
     # Nothing drawn outside its SVG's viewport.
     check(not snap["outside"], "%s: labels outside their SVG: %r" % (t, snap["outside"][:3]))
