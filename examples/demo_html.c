@@ -257,6 +257,7 @@ typedef struct view_data {
     float wq[DEMO_DMODEL][DEMO_DMODEL], wk[DEMO_DMODEL][DEMO_DMODEL],
         wv[DEMO_DMODEL][DEMO_DMODEL];
     const float *probs;     /* [N_PATTERNS][DEMO_NHEAD][n][n] */
+    const char *model_note;
 } view_data;
 
 static void write_json(FILE *f, const view_data *vd)
@@ -264,6 +265,8 @@ static void write_json(FILE *f, const view_data *vd)
     const int n = vd->n;
     fprintf(f, "{\"format\":\"attn-view 1\",\"attn\":");
     json_string(f, attn_version(), strlen(attn_version()));
+    fputs(",\n\"model_note\":", f);
+    json_string(f, vd->model_note, strlen(vd->model_note));
     fputs(",\n\"sentence\":", f);
     json_string(f, vd->sentence, strlen(vd->sentence));
     fputs(",\n\"tokens\":[", f);
@@ -421,6 +424,7 @@ int demo_html_run(const demo_html_opts *o)
     vd.global = global;
     vd.x = x;
     vd.probs = probs;
+    vd.model_note = o->model_note ? o->model_note : DEMO_MODEL_NOTE;
     int rc = write_file(o->html_path, write_html, &vd);
     if (!rc && o->json_path)
         rc = write_file(o->json_path, write_json, &vd);

@@ -23,6 +23,10 @@ typedef struct demo_html_opts {
     int global[DEMO_HTML_MAX_GLOBAL];   /* global token indices */
     int n_global;               /* >= 1 */
     int threads;                /* attn's threads (0 = all) */
+    const char *model_note;     /* what the page says about the model the
+                                   weights come from (shown above the view,
+                                   "model_note" in the data); NULL = the toy
+                                   model's DEMO_MODEL_NOTE */
 } demo_html_opts;
 
 /* Tokenize, compute, write.  Prints what went wrong to stderr and returns

@@ -14,6 +14,16 @@ enum { DEMO_DMODEL = 12, DEMO_NHEAD = 2, DEMO_DHEAD = DEMO_DMODEL / DEMO_NHEAD }
 enum { F_DET, F_NOUN, F_VERB, F_PREP, F_RHYME, F_ANIMATE, F_PLACE, F_WORD,
        F_POS0 = 8, DEMO_NFEAT = 8 };
 
+/* What the attention view says about this model (docs/VIEW.md): it is not
+ * trained, so its weights show what attn computes, not learned structure. */
+#define DEMO_MODEL_NOTE                                                                    \
+    "Untrained toy model: these weights come from attn-demo's small built-in model "      \
+    "(d_model 12, 2 heads of 6), not from a trained language model. Its projections "     \
+    "were set by hand for the five words of \"The cat sat on the mat\"; every other "   \
+    "word gets pseudo-random features (a hash of its text) and the values are random, "   \
+    "so for any other sentence the patterns are those of random weights, not of "         \
+    "anything learned."
+
 /* The hand-made features of the words of "The cat sat on the mat", looked
  * up by the lowercased word; returns 1 and fills f, or 0 if the word is not
  * one of them. */

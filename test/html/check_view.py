@@ -14,16 +14,24 @@ For a few sentences (the default one, and one full of quotes, "</script>",
    sentence and the options, only the projections W_q, W_k are read from the
    data; the embedded weights (attn's) must match within 1e-5;
 3. loads the page in headless Chromium with fragments #token=N&head=H&
-   pattern=P for every head and pattern, dumps the DOM the script built and
-   checks the drawn state (selected token, head, toggles), every beam (one per
-   visible key, its data-weight exactly the embedded weight, its stroke-width
-   and stroke-opacity proportional to it) and every matrix cell;
+   pattern=P&scale=S for every head and pattern, dumps the DOM the script
+   built and checks the drawn state (selected token, head, toggles, scale),
+   every beam (one per visible key, its data-weight exactly the embedded
+   weight, its stroke-width and stroke-opacity proportional to the weight's
+   level on the colour scale) and every matrix cell (weight and colour);
 4. drives the page through Chromium's DevTools protocol (over a pipe) to
    click tokens, head buttons and toggles and hover tokens;
 5. checks that the page fetched nothing: Chromium's net log holds no request
    the page started (a control page that does fetch proves the check sees
    such requests), and the final DOM has no src/href other than "#...";
-6. checks the errors: too many tokens, invalid UTF-8, a global token past
+6. checks the page as Chromium renders it, on sentences of 1, 4, 6, 10 and
+   40 tokens (computed()): the computed fill of every label (ink; the grey
+   #aab for keys the query cannot see), of every cell (the colour scale's,
+   recomputed here), of every number on a cell (white or black, contrast
+   >= 4.5:1 against the cell), the legend's ramp and ticks, that no label's
+   box leaves its SVG, the selected row's table, "1 token", and the
+   untrained-model note;
+7. checks the errors: too many tokens, invalid UTF-8, a global token past
    the end, no token.
 Standard library only.  Exit status 0 = pass, 1 = failure.
 """
@@ -38,7 +46,13 @@ import subprocess
 import sys
 import tempfile
 
-BEAM_MAX = 14.0          # the page's stroke width of a weight of 1
+BEAM_MAX = 14.0          # the page's stroke width of a scaled weight of 1
+SCALES = ("row", "log", "linear")
+DEFAULT_SCALE = "row"
+BEAM_RGB = (31, 95, 191)  # the colour of a scaled weight of 1 (white at 0)
+HIDDEN_CELL = (230, 230, 230)   # docs/VIEW.md: #e6e6e6
+HIDDEN_INK = (170, 170, 187)    # docs/VIEW.md: #aab, a hidden key's label
+INK = (29, 36, 51)              # --ink, #1d2433
 MAX_TOKENS = 64
 DMODEL, NHEAD, DHEAD = 12, 2, 6
 TOL = 1e-5               # attn (fp32) against the float64 recompute
@@ -146,6 +160,48 @@ def recompute(x, wq, wk, flags, window, glob):
             rows.append([v / tot for v in e])
         out.append(rows)
     return out, vis
+
+
+def level(scale, w, row_max):
+    """The page's colour level of weight w in [0, 1] (docs/VIEW.md)."""
+    clamp = lambda t: min(1.0, max(0.0, t))
+    if scale == "row":
+        return clamp(w / row_max) if row_max > 0 else 0.0
+    if scale == "log":
+        return clamp((math.log10(w) + 3.0) / 3.0) if w > 0 else 0.0
+    return clamp(w)
+
+
+def heat(t):
+    """White to BEAM_RGB by t, per channel (the page rounds half up)."""
+    return tuple(255 + (c - 255) * t for c in BEAM_RGB)
+
+
+def rel_luminance(c):
+    lin = [v / 255.0 for v in c]
+    lin = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in lin]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def contrast(a, b):
+    la, lb = sorted((rel_luminance(a), rel_luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def parse_rgb(s):
+    """A colour "rgb(r, g, b)", "rgba(r, g, b, a)" (computed styles) or
+    "#rrggbb" / "#rgb" (attributes) as (r, g, b, a)."""
+    h = re.fullmatch(r"#([0-9a-fA-F]{3}|[0-9a-fA-F]{6})", s.strip())
+    if h:
+        x = h.group(1)
+        if len(x) == 3:
+            x = "".join(c + c for c in x)
+        return (int(x[0:2], 16), int(x[2:4], 16), int(x[4:6], 16), 1.0)
+    m = re.fullmatch(r"rgba?\(([\d.]+),\s*([\d.]+),\s*([\d.]+)(?:,\s*([\d.]+))?\)", s.strip())
+    if not m:
+        return None
+    return (float(m.group(1)), float(m.group(2)), float(m.group(3)),
+            float(m.group(4)) if m.group(4) is not None else 1.0)
 
 
 def pattern_name(flags):
@@ -347,6 +403,7 @@ def check_data(tag, data, sentence, window, glob):
     tokens = tokenize(sentence)
     check(data["tokens"] == tokens, "%s: tokens %r, expected %r" % (tag, data["tokens"], tokens))
     check(data["sentence"] == sentence, "%s: sentence round trip" % tag)
+    check("Untrained" in data.get("model_note", ""), "%s: model_note %r" % (tag, data.get("model_note")))
     check(data["heads"] == NHEAD and data["d_model"] == DMODEL, "%s: shapes" % tag)
     check(data["window"] == window and data["global"] == glob, "%s: options" % tag)
     x = embed(tokens)
@@ -376,8 +433,8 @@ def check_data(tag, data, sentence, window, glob):
     return refs
 
 
-def check_drawn(tag, dom, data, refs, token, head, name):
-    """The DOM the script built shows (token, head, pattern) exactly."""
+def check_drawn(tag, dom, data, refs, token, head, name, scale=DEFAULT_SCALE):
+    """The DOM the script built shows (token, head, pattern, scale) exactly."""
     n = len(data["tokens"])
     p = [q for q in data["patterns"] if q["name"] == name][0]
     w, ref = p["weights"][head], refs[name][head]
@@ -385,10 +442,10 @@ def check_drawn(tag, dom, data, refs, token, head, name):
     if not check(len(view) == 1, "%s: one #view" % tag):
         return
     a = view[0]["attrs"]
-    check((a.get("data-token"), a.get("data-head"), a.get("data-pattern")) ==
-          (str(token), str(head), name),
-          "%s: state %r, expected %r" % (tag, (a.get("data-token"), a.get("data-head"),
-                                               a.get("data-pattern")), (token, head, name)))
+    got = (a.get("data-token"), a.get("data-head"), a.get("data-pattern"), a.get("data-scale"))
+    check(got == (str(token), str(head), name, scale),
+          "%s: state %r, expected %r" % (tag, got, (token, head, name, scale)))
+    row_max = max(w[token][j] for j in range(n) if p["visible"][token][j])
     for b in dom.find(lambda e: e["tag"] == "button" and "data-flag" in e["attrs"]):
         f = b["attrs"]["data-flag"]
         want = "true" if f in name.split("+") else "false"
@@ -410,10 +467,11 @@ def check_drawn(tag, dom, data, refs, token, head, name):
               (tag, j, wt, w[token][j]))
         check(abs(wt - ref[token][j]) < TOL, "%s: beam %d weight %r, float64 %r" %
               (tag, j, wt, ref[token][j]))
-        check(math.isclose(float(at["stroke-width"]), BEAM_MAX * wt, rel_tol=1e-6, abs_tol=1e-9),
-              "%s: beam %d stroke-width %s for weight %r" % (tag, j, at["stroke-width"], wt))
-        check(math.isclose(float(at["stroke-opacity"]), min(1.0, wt), rel_tol=1e-6, abs_tol=1e-9),
-              "%s: beam %d stroke-opacity %s for weight %r" % (tag, j, at["stroke-opacity"], wt))
+        t = level(scale, w[token][j], row_max)
+        check(math.isclose(float(at["stroke-width"]), BEAM_MAX * t, rel_tol=1e-6, abs_tol=1e-9),
+              "%s: beam %d stroke-width %s for weight %r (%s scale)" % (tag, j, at["stroke-width"], wt, scale))
+        check(math.isclose(float(at["stroke-opacity"]), t, rel_tol=1e-6, abs_tol=1e-9),
+              "%s: beam %d stroke-opacity %s for weight %r (%s scale)" % (tag, j, at["stroke-opacity"], wt, scale))
     cells = dom.find(lambda e: e["tag"] == "rect" and has_class(e, "cell"))
     check(len(cells) == n * n, "%s: %d matrix cells" % (tag, len(cells)))
     for c in cells:
@@ -421,6 +479,14 @@ def check_drawn(tag, dom, data, refs, token, head, name):
         i, j = int(at["data-query"]), int(at["data-key"])
         check(f32(float(at["data-weight"])) == f32(w[i][j]),
               "%s: cell (%d,%d) weight %s, embedded %r" % (tag, i, j, at["data-weight"], w[i][j]))
+        if p["visible"][i][j]:
+            m = max(w[i][k] for k in range(n) if p["visible"][i][k])
+            want = heat(level(scale, w[i][j], m))
+        else:
+            want = HIDDEN_CELL
+        got = parse_rgb(at["fill"])
+        check(got and all(abs(g - e) <= 0.5 + 1e-9 for g, e in zip(got, want)),
+              "%s: cell (%d,%d) fill %s, expected %r (%s scale)" % (tag, i, j, at["fill"], want, scale))
     qtoks = dom.find(lambda e: e["tag"] == "g" and has_class(e, "qtok"))
     check(len(qtoks) == n, "%s: %d query tokens" % (tag, len(qtoks)))
     for g in qtoks:
@@ -486,11 +552,14 @@ def run(demo, br, tmp):
             name = pattern_name(flags)
             for head in range(NHEAD) if tag == "default" else [k % NHEAD]:
                 token = (3 * k + head) % n
+                scale = SCALES[(k + head) % len(SCALES)]
                 frag = "#token=%d&head=%d&pattern=%s" % (token, head, name)
+                if scale != DEFAULT_SCALE or k % 2:
+                    frag += "&scale=" + scale
                 netlog = os.path.join(tmp, "net-%s-%d-%d.json" % (tag, k, head))
                 dom = parse_dom(br.dump(url + frag, netlog))
                 t = "%s %s" % (tag, frag)
-                check_drawn(t, dom, data, refs, token, head, name)
+                check_drawn(t, dom, data, refs, token, head, name, scale)
                 reqs = page_requests(netlog)
                 check(not reqs, "%s: the page fetched %r" % (t, reqs))
                 check(not no_resources(dom), "%s: resources %r" % (t, no_resources(dom)))
@@ -505,16 +574,19 @@ def run(demo, br, tmp):
                 check(qs and qs[0]["text"] == sentence, "%s: heading sentence" % t)
 
         # Aliases and defaults in the fragment.
-        for frag, token, head, name in (("", 0, 0, "dense"),
-                                        ("#pattern=sparse&token=1", 1, 0, "window+global"),
-                                        ("#pattern=causal,window&head=1", 0, 1, "causal+window"),
-                                        ("#token=999&head=7&pattern=bogus", 0, 0, "dense")):
+        for frag, token, head, name, scale in (
+                ("", 0, 0, "dense", DEFAULT_SCALE),
+                ("#pattern=sparse&token=1&scale=LOG", 1, 0, "window+global", "log"),
+                ("#pattern=causal,window&head=1", 0, 1, "causal+window", DEFAULT_SCALE),
+                ("#token=999&head=7&pattern=bogus&scale=cubic", 0, 0, "dense", DEFAULT_SCALE)):
             dom = parse_dom(br.dump(url + frag))
-            check_drawn("%s %s" % (tag, frag or "(no fragment)"), dom, data, refs, token, head, name)
+            check_drawn("%s %s" % (tag, frag or "(no fragment)"), dom, data, refs, token, head, name,
+                        scale)
 
         if tag == "default":
             interact(br, url, data, refs)
 
+    computed(br, demo, tmp, env)
     control(br, tmp)
     errors(demo, env)
 
@@ -526,23 +598,26 @@ def interact(br, url, data, refs):
     try:
         def state():
             return cdp.js('(function(){var v=document.getElementById("view");'
-                          'return [v.dataset.token, v.dataset.head, v.dataset.pattern, location.hash,'
+                          'return [v.dataset.token, v.dataset.head, v.dataset.pattern, v.dataset.scale,'
+                          'location.hash,'
                           'Array.from(document.querySelectorAll("line.beam")).map(function(b){'
                           'return [+b.dataset.key, +b.dataset.weight, +b.getAttribute("stroke-width")];})];})()')
 
-        def expect(tag, token, head, name, hash_too=True):
-            tok, hd, pat, hsh, beams = state()
-            check((tok, hd, pat) == (str(token), str(head), name),
-                  "click %s: state %r, expected %r" % (tag, (tok, hd, pat), (token, head, name)))
+        def expect(tag, token, head, name, hash_too=True, scale=DEFAULT_SCALE):
+            tok, hd, pat, sc, hsh, beams = state()
+            check((tok, hd, pat, sc) == (str(token), str(head), name, scale),
+                  "click %s: state %r, expected %r" % (tag, (tok, hd, pat, sc), (token, head, name, scale)))
             if hash_too:
-                check(hsh == "#token=%d&head=%d&pattern=%s" % (token, head, name),
+                check(hsh == "#token=%d&head=%d&pattern=%s&scale=%s" % (token, head, name, scale),
                       "click %s: fragment %r" % (tag, hsh))
             p = [q for q in data["patterns"] if q["name"] == name][0]
             want = [j for j in range(n) if p["visible"][token][j]]
             check([b[0] for b in beams] == want, "click %s: beams %r" % (tag, beams))
+            row = p["weights"][head][token]
+            m = max(row[j] for j in want)
             for j, wt, sw in beams:
-                check(f32(wt) == f32(p["weights"][head][token][j]) and
-                      math.isclose(sw, BEAM_MAX * wt, rel_tol=1e-6, abs_tol=1e-9),
+                check(f32(wt) == f32(row[j]) and
+                      math.isclose(sw, BEAM_MAX * level(scale, row[j], m), rel_tol=1e-6, abs_tol=1e-9),
                       "click %s: beam %d (%r, %r)" % (tag, j, wt, sw))
 
         def click(sel):
@@ -571,11 +646,230 @@ def interact(br, url, data, refs):
         expect("leave 2", 4, 1, "window+global")
         click('rect.cell[data-query="1"][data-key="3"]')
         expect("matrix row 1", 1, 1, "window+global")
+        click("#s-log")
+        expect("log scale", 1, 1, "window+global", scale="log")
+        click("#s-linear")
+        expect("linear scale", 1, 1, "window+global", scale="linear")
         cdp.js('location.hash = "#token=5&head=0&pattern=causal"')
         cdp.js('new Promise(function(r){setTimeout(r, 50);})')
-        expect("hashchange", 5, 0, "causal")
+        expect("hashchange", 5, 0, "causal", hash_too=False, scale="linear")
+        cdp.js('location.hash = "#token=5&head=0&pattern=causal&scale=row"')
+        cdp.js('new Promise(function(r){setTimeout(r, 50);})')
+        expect("hashchange", 5, 0, "causal", scale="row")
     finally:
         cdp.close()
+
+
+SNAPSHOT_JS = r"""
+window.__snap = function () {
+  var cs = function (e) { return getComputedStyle(e); };
+  var all = function (sel) { return Array.prototype.slice.call(document.querySelectorAll(sel)); };
+  var box = function (e) { var r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  var v = document.getElementById("view"), out = {};
+  out.state = [v.dataset.token, v.dataset.head, v.dataset.pattern, v.dataset.scale];
+  out.keys = all("#beams g.ktok").map(function (g) {
+    var r = g.querySelector("rect"), t = g.querySelector("text");
+    return [+g.dataset.index, cs(t).fill, cs(r).fill, +cs(r).fillOpacity]; });
+  out.qtoks = all("#beams g.qtok text").map(function (t) { return cs(t).fill; });
+  out.axis = all("#matrix text.axis").map(function (t) { return cs(t).fill; });
+  out.cells = all("#matrix rect.cell").map(function (c) { return [+c.dataset.query, +c.dataset.key, cs(c).fill]; });
+  out.nums = all("#matrix text.num").map(function (t) {
+    return [+t.dataset.query, +t.dataset.key, cs(t).fill, t.textContent]; });
+  out.legend = all("#legend rect.legend-step").map(function (r) { return [+r.dataset.level, cs(r).fill]; });
+  out.ticks = all("#legend text.tick").map(function (t) {
+    return [t.hasAttribute("data-level") ? +t.dataset.level : null, t.textContent, cs(t).fill]; });
+  out.caption = document.getElementById("legend-caption").textContent;
+  out.outside = [];
+  ["beams", "matrix", "legend"].forEach(function (id) {
+    var s = document.getElementById(id), R = box(s);
+    Array.prototype.forEach.call(s.querySelectorAll("text"), function (t) {
+      var b = box(t);
+      if (b[0] < R[0] - 0.5 || b[1] < R[1] - 0.5 || b[2] > R[2] + 0.5 || b[3] > R[3] + 0.5)
+        out.outside.push([id, t.textContent, b, R]);
+    });
+  });
+  out.rows = all("#row-table tr.row-key").map(function (tr) {
+    return [+tr.dataset.key, +tr.dataset.weight, tr.cells[1].textContent]; });
+  out.rest = document.getElementById("row-rest").textContent;
+  out.meta = document.getElementById("meta").textContent;
+  var note = document.getElementById("model-note"), nb = note.getBoundingClientRect();
+  out.note = [note.textContent, cs(note).display, cs(note).visibility, nb.width, nb.height,
+              cs(note).color, cs(note).backgroundColor];
+  return out;
+};
+"""
+
+WHITE, BLACK = (255, 255, 255), (0, 0, 0)
+TICKS = {"row": ["0", "0.25", "0.5", "0.75", "1"], "log": ["0.001", "0.01", "0.1", "1"],
+         "linear": ["0", "0.25", "0.5", "0.75", "1"]}
+
+
+def fmt_weight(w):
+    """The row table's number: 4 decimals, or 3 significant digits in
+    exponent form below 0.001 (JavaScript's toFixed / toExponential)."""
+    return "%.4f" % w if w >= 0.001 else re.sub(r"e([+-])0*(\d)", r"e\1\2", "%.2e" % w)
+
+
+def near(got, want, tol=0.5 + 1e-9):
+    return got is not None and all(abs(g - e) <= tol for g, e in zip(got, want))
+
+
+def check_computed(tag, snap, data, token, head, name, scale):
+    """One state of the page as the browser renders it: computed fills and
+    colours, contrast, the legend, the label boxes, the row table."""
+    n = len(data["tokens"])
+    p = [q for q in data["patterns"] if q["name"] == name][0]
+    w, vis = p["weights"][head], p["visible"]
+    t = "%s token %d head %d %s %s" % (tag, token, head, name, scale)
+    check(snap["state"] == [str(token), str(head), name, scale], "%s: state %r" % (t, snap["state"]))
+    # Labels: ink, except the keys the query cannot see (grey); the ink on
+    # a key's weight tint (its rect over the white section) stays readable.
+    for i, tf, rf, ro in snap["keys"]:
+        got, rect = parse_rgb(tf), parse_rgb(rf)
+        want = INK if vis[token][i] else HIDDEN_INK
+        check(near(got, want, 0), "%s: key %d label fill %s, expected %r" % (t, i, tf, want))
+        bg = tuple(255 + (c - 255) * ro * rect[3] for c in rect[:3])
+        if vis[token][i]:
+            check(contrast(INK, bg) >= 4.5, "%s: key %d label on %r: contrast %.2f" %
+                  (t, i, bg, contrast(INK, bg)))
+    check(len(snap["keys"]) == n, "%s: %d key labels" % (t, len(snap["keys"])))
+    check(all(near(parse_rgb(f), INK, 0) for f in snap["qtoks"] + snap["axis"]),
+          "%s: query/axis label fills %r" % (t, sorted(set(snap["qtoks"] + snap["axis"]))))
+    # Cells: the scale's colour (independently computed), grey when hidden.
+    fills = {}
+    for i, j, f in snap["cells"]:
+        got = parse_rgb(f)
+        fills[i, j] = got
+        if vis[i][j]:
+            m = max(w[i][k] for k in range(n) if vis[i][k])
+            want = heat(level(scale, w[i][j], m))
+        else:
+            want = HIDDEN_CELL
+        check(near(got, want), "%s: cell (%d,%d) computed fill %s, expected %r" % (t, i, j, f, want))
+    check(len(fills) == n * n, "%s: %d cells" % (t, len(fills)))
+    if scale == "row":
+        for i in range(n):
+            check(any(near(fills.get((i, j)), BEAM_RGB, 0) for j in range(n)),
+                  "%s: row %d has no cell at full colour" % (t, i))
+    # Numbers: on every visible cell when cells are >= 30 px (n <= 21),
+    # white or black, whichever contrasts more, and at least 4.5:1.
+    want_nums = sorted((i, j) for i in range(n) for j in range(n) if vis[i][j]) if n <= 21 else []
+    check(sorted((i, j) for i, j, _, _ in snap["nums"]) == want_nums,
+          "%s: numbers on %d cells, expected %d" % (t, len(snap["nums"]), len(want_nums)))
+    for i, j, f, text in snap["nums"]:
+        ink, cell = parse_rgb(f), fills.get((i, j))
+        if not check(ink and cell, "%s: number (%d,%d) colours %r on %r" % (t, i, j, f, cell)):
+            continue
+        c = contrast(ink[:3], cell[:3])
+        best = WHITE if contrast(WHITE, cell[:3]) >= contrast(BLACK, cell[:3]) else BLACK
+        check(c >= 4.5 and near(ink, best, 0),
+              "%s: number (%d,%d) %s on %s: contrast %.2f" % (t, i, j, f, cell, c))
+        check(text == "<.001" if w[i][j] < 0.00095 else abs(float(text) - w[i][j]) <= 0.0051,
+              "%s: number (%d,%d) %r for weight %r" % (t, i, j, text, w[i][j]))
+    # The legend: 100 steps along the ramp, ticks in the scale's units.
+    check(len(snap["legend"]) == 100, "%s: legend steps %d" % (t, len(snap["legend"])))
+    for lv, f in snap["legend"]:
+        check(near(parse_rgb(f), heat(lv)), "%s: legend step %g fill %s" % (t, lv, f))
+    ticks = [(lv, text) for lv, text, _ in snap["ticks"] if lv is not None]
+    check([text for _, text in ticks] == TICKS[scale], "%s: legend ticks %r" % (t, ticks))
+    for lv, text in ticks:
+        val = float(text)
+        check(math.isclose(level("linear" if scale == "row" else scale, val, 1.0), lv, abs_tol=1e-9),
+              "%s: tick %r at level %g" % (t, text, lv))
+    check({"row": "row's largest weight", "log": "log scale", "linear": "weight"}[scale]
+          in snap["caption"], "%s: legend caption %r" % (t, snap["caption"]))
+    # Nothing drawn outside its SVG's viewport.
+    check(not snap["outside"], "%s: labels outside their SVG: %r" % (t, snap["outside"][:3]))
+    # The selected row in numbers: its largest weights, largest first.
+    keys = sorted((j for j in range(n) if vis[token][j]), key=lambda j: (-w[token][j], j))
+    check([k for k, _, _ in snap["rows"]] == keys[:10], "%s: row table keys %r, expected %r" %
+          (t, [k for k, _, _ in snap["rows"]], keys[:10]))
+    for k, wt, text in snap["rows"]:
+        check(f32(wt) == f32(w[token][k]) and text == fmt_weight(w[token][k]),
+              "%s: row table key %d: %r %r" % (t, k, wt, text))
+    rest = keys[10:]
+    if rest:
+        s = sum(w[token][j] for j in rest)
+        m = re.search(r"(\d+) more keys? share ([0-9.e+-]+)", snap["rest"])
+        check(m and int(m.group(1)) == len(rest) and abs(float(m.group(2)) - s) <= 6e-5,
+              "%s: row rest %r, expected %d keys sharing %.4f" % (t, snap["rest"], len(rest), s))
+    hidden = n - len(keys)
+    check(("%d key%s %s hidden" % (hidden, "" if hidden == 1 else "s", "is" if hidden == 1 else "are")
+           in snap["rest"]) == bool(hidden), "%s: row rest %r (%d hidden)" % (t, snap["rest"], hidden))
+    # The description line and the model note.
+    check(snap["meta"].startswith("%d %s," % (n, "token" if n == 1 else "tokens")),
+          "%s: meta %r" % (t, snap["meta"]))
+    text, display, visibility, nw, nh, color, bgc = snap["note"]
+    check(text == data["model_note"] and "Untrained" in text and "random" in text,
+          "%s: model note %r" % (t, text))
+    check(display != "none" and visibility == "visible" and nw > 0 and nh > 0,
+          "%s: model note not shown (%s, %s, %gx%g)" % (t, display, visibility, nw, nh))
+    fg, bg = parse_rgb(color), parse_rgb(bgc)
+    check(fg and bg and contrast(fg[:3], bg[:3]) >= 4.5, "%s: model note colours %s on %s" % (t, color, bgc))
+
+
+def computed(br, demo, tmp, env):
+    """The pages as Chromium renders them (getComputedStyle and layout boxes
+    over the DevTools protocol), for every scale, on both heads, two
+    patterns and the first and last query, on sentences of 1 to 40 tokens."""
+    forty = ("In the beginning the small grey cat sat quietly on the old red mat while the dog "
+             "slept near the warm fire and the children played outside in the garden until dark "
+             "came over the quiet little town by sea")
+    cases = [
+        ("default", None),
+        ("one", "Hello"),
+        ("long-last", "A dog chased the ball into the garden, antidisestablishmentarianism"),
+        ("wide", "\u65e5\u672c\u8a9e\u306e\u6587\u7ae0 caf\u00e9 \U0001F600 "
+                 "\u65e5\u672c\u8a9e\u65e5\u672c\u8a9e\u65e5\u672c\u8a9e\u65e5\u672c\u8a9e\u65e5\u672c\u8a9e"),
+        ("forty", forty),
+    ]
+    for tag, sentence in cases:
+        path = os.path.join(tmp, "computed-%s.html" % tag)
+        cmd = [demo, "--html", path, "--threads", "1"] + (["--sentence", sentence] if sentence else [])
+        r = subprocess.run(cmd, env=env, stderr=subprocess.PIPE)
+        if not check(r.returncode == 0, "computed %s: attn-demo: %s" % (tag, r.stderr.decode())):
+            continue
+        data = json.loads(extract_data_block(open(path, encoding="utf-8").read()))
+        n = len(data["tokens"])
+        if tag == "forty":
+            check(n == 40, "forty: %d tokens" % n)
+        cdp = Cdp(br, "file://" + path)
+        try:
+            cdp.js(SNAPSHOT_JS)
+            click = lambda sel: cdp.js('document.querySelector(%s).dispatchEvent('
+                                       'new MouseEvent("click", {bubbles: true}))' % json.dumps(sel))
+            snap = cdp.js("window.__snap()")
+            check_computed(tag + " (load)", snap, data, 0, 0, "dense", DEFAULT_SCALE)
+            flags = set()
+            # Two states per scale (each switch redraws everything; clicks
+            # cost ~0.2 s at 40 tokens): the last query of head 0 dense and
+            # the first of head 1 causal+window.
+            for scale in SCALES:
+                click("#s-" + scale)
+                for head, want, token in ((0, set(), n - 1), (1, {"causal", "window"}, 0)):
+                    click('#heads button[data-head="%d"]' % head)
+                    for f in flags ^ want:
+                        click("#t-" + f)
+                    flags = want
+                    name = pattern_name({f: f in flags for f in FLAGS})
+                    click('g.qtok[data-index="%d"]' % token)
+                    check_computed(tag, cdp.js("window.__snap()"), data, token, head, name, scale)
+            if tag == "forty":
+                # What the scales make of 40 tokens (dense, head 0): the share
+                # of cells below a tenth of the ramp.
+                p = [q for q in data["patterns"] if q["name"] == "dense"][0]["weights"][0]
+                for scale in SCALES:
+                    lv = [level(scale, x, max(row)) for row in p for x in row]
+                    frac = sum(v < 0.1 for v in lv) / len(lv)
+                    mean = sum(lv) / len(lv)
+                    sd = math.sqrt(sum((v - mean) ** 2 for v in lv) / len(lv))
+                    print("forty tokens, dense, head 0, %s scale: %.0f%% of cells below level 0.1, "
+                          "levels' standard deviation %.3f" % (scale, 100 * frac, sd))
+                    if scale == DEFAULT_SCALE:
+                        check(frac < 0.6 and sd > 0.15, "forty: the default scale shows no structure "
+                              "(%.0f%% of cells below 0.1, sd %.3f)" % (100 * frac, sd))
+        finally:
+            cdp.close()
 
 
 def control(br, tmp):
