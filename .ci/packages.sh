@@ -13,7 +13,7 @@
 #     exists, otherwise the nopython build profile;
 #  3. moves what dpkg-buildpackage wrote to the parent directory into
 #     .ci-logs/debs and cleans the tree (debian/rules clean);
-#     no compiler warning may appear in its log;
+#     no compiler or debhelper warning may appear in its log;
 #  4. lintian on the .changes: any error (E:) fails;
 #  5. removes the /usr/local install (ninja -C build uninstall, ldconfig),
 #     so that what follows tests the packages alone, and installs the .debs;
@@ -76,8 +76,9 @@ debian/rules clean >>"$out/build.log" 2>&1 || true
 [ "$rc" -eq 0 ] || { tail -n 60 "$out/build.log"; die "dpkg-buildpackage (log: $out/build.log)"; }
 ls -l "$out"
 # the compiler under dpkg-buildflags' CFLAGS (-g -O2 -fstack-protector-strong
-# ..., the hardening flags of debian/rules) and meson's -Wall -Wextra
-check "no compiler warning in the package build ($out/build.log)" bash -c "
+# ..., the hardening flags of debian/rules) and meson's -Wall -Wextra; and
+# debhelper's own warnings
+check "no compiler or debhelper warning in the package build ($out/build.log)" bash -c "
     if grep -E 'warning: ' $out/build.log | grep -v '^dpkg-' | sort | uniq | grep .; then exit 1; fi"
 
 step "lintian"
