@@ -13,6 +13,7 @@
 #     exists, otherwise the nopython build profile;
 #  3. moves what dpkg-buildpackage wrote to the parent directory into
 #     .ci-logs/debs and cleans the tree (debian/rules clean);
+#     no compiler or debhelper warning may appear in its log;
 #  4. lintian on the .changes: any error (E:) fails;
 #  5. removes the /usr/local install (ninja -C build uninstall, ldconfig),
 #     so that what follows tests the packages alone, and installs the .debs;
@@ -20,7 +21,11 @@
 #     via find_package (attn::attn and attn::attn_static), the ring example
 #     via pkg-config attn-mpi under mpirun (libattn.so.1 must not link
 #     MPI), attn-demo
-#     --no-bench, and `import attn` with one call (if python3-attn was built).
+#     --no-bench, attn-bench --help and a bad case, the man pages;
+#  7. attn-doc: every docs/*.md (uncompressed), figure and example in
+#     /usr/share/doc/attn-doc/, the VIEW.md path attn-demo --help names
+#     exists, and the examples build from there as their README says;
+#  8. `import attn` with one call (if python3-attn was built).
 # Exit code 0 only if every step passes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -70,6 +75,11 @@ fi
 debian/rules clean >>"$out/build.log" 2>&1 || true
 [ "$rc" -eq 0 ] || { tail -n 60 "$out/build.log"; die "dpkg-buildpackage (log: $out/build.log)"; }
 ls -l "$out"
+# the compiler under dpkg-buildflags' CFLAGS (-g -O2 -fstack-protector-strong
+# ..., the hardening flags of debian/rules) and meson's -Wall -Wextra; and
+# debhelper's own warnings
+check "no compiler or debhelper warning in the package build ($out/build.log)" bash -c "
+    if grep -E 'warning: ' $out/build.log | grep -v '^dpkg-' | sort | uniq | grep .; then exit 1; fi"
 
 step "lintian"
 lintian --fail-on error "$out/$changes" 2>&1 | tee "$out/lintian.log"
@@ -84,7 +94,7 @@ if ls /usr/local/lib/"$multiarch"/libattn* /usr/local/include/attn.h >/dev/null 
     die "attn is still installed under /usr/local"
 fi
 debs=()
-for p in libattn1 libattn-dev libattn-mpi1 libattn-mpi-dev attn-tools python3-attn; do
+for p in libattn1 libattn-dev libattn-mpi1 libattn-mpi-dev attn-tools attn-doc python3-attn; do
     f=$out/${p}_${version}_${arch}.deb
     [ -f "$f" ] || f=$out/${p}_${version}_all.deb
     if [ -f "$f" ]; then debs+=("./$f"); elif [ "$p" != python3-attn ] || [ "$with_python" = 1 ]; then
@@ -92,7 +102,7 @@ for p in libattn1 libattn-dev libattn-mpi1 libattn-mpi-dev attn-tools python3-at
     fi
 done
 apt-get install -y -qq "${debs[@]}" >/dev/null || die "apt-get install ${debs[*]}"
-dpkg -l libattn1 libattn-dev libattn-mpi1 libattn-mpi-dev attn-tools | grep '^ii'
+dpkg -l libattn1 libattn-dev libattn-mpi1 libattn-mpi-dev attn-tools attn-doc | grep '^ii'
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -115,7 +125,7 @@ check "test/cmake: attn::attn and attn::attn_static" bash -ec "
     grep -qx 'attn_DIR:PATH=$syslib/cmake/attn' $tmp/cmake/CMakeCache.txt
     dpkg -S $syslib/cmake/attn/attnConfig.cmake | grep -q '^libattn-dev:'
     ldd $tmp/cmake/consumer | grep -E 'libattn.so.1 => (/usr)?/lib/$multiarch/libattn.so.1'
-    ! ldd $tmp/cmake/consumer-static | grep libattn
+    if ldd $tmp/cmake/consumer-static | grep libattn; then exit 1; fi
     $tmp/cmake/consumer
     $tmp/cmake/consumer-static"
 
@@ -124,12 +134,46 @@ check "examples/ring-example.c against libattn-mpi-dev (pkg-config attn-mpi), on
     [ \"\$(pkg-config --variable=libdir attn-mpi)\" = $syslib ]
     cc -std=c11 -Wall -Werror examples/ring-example.c \$(pkg-config --cflags --libs attn-mpi) -lm -o $tmp/ring
     ldd $tmp/ring | grep -E 'libattn_mpi.so.1 => (/usr)?/lib/$multiarch/libattn_mpi.so.1'
-    ! ldd $syslib/libattn.so.1 | grep -q libmpi
+    if ldd $syslib/libattn.so.1 | grep libmpi; then exit 1; fi
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -n 2 --oversubscribe $tmp/ring 512"
 
 step "attn-tools"
 check "attn-demo --no-bench" bash -ec "/usr/bin/attn-demo --no-bench >$tmp/demo.log && tail -n 3 $tmp/demo.log"
 check "attn-bench is installed and runs (usage)" bash -c "[ -x /usr/bin/attn-bench ] && /usr/bin/attn-bench --no-such-option 2>&1 | grep -q '^usage: attn-bench'"
+check "attn-bench --help (exit 0, the cases) and a bad case (exit 2)" bash -ec "
+    /usr/bin/attn-bench --help >$tmp/bench-help.txt
+    grep -q '^S1 ' $tmp/bench-help.txt && grep -q '^DL-32k ' $tmp/bench-help.txt
+    rc=0; /usr/bin/attn-bench --case s1 2>$tmp/bench-err.txt || rc=\$?
+    [ \$rc -eq 2 ] && grep -q 'did you mean S1' $tmp/bench-err.txt"
+check "man pages attn-demo(1), attn-bench(1)" bash -ec "
+    [ -f /usr/share/man/man1/attn-demo.1.gz ] && [ -f /usr/share/man/man1/attn-bench.1.gz ]"
+
+step "attn-doc"
+doc=/usr/share/doc/attn-doc
+# every guide, uncompressed (dh_compress -X.md), every figure, every example
+check "attn-doc: docs/*.md, the figures and the examples in $doc" bash -ec "
+    for f in docs/*.md docs/*.png docs/*.svg; do [ -f $doc/\${f#docs/} ] || { echo missing $doc/\${f#docs/}; exit 1; }; done
+    for f in examples/README.md examples/*.c examples/*.h examples/view/view.html examples/view/embed.py; do
+        [ -f $doc/\$f ] || { echo missing $doc/\$f; exit 1; }
+    done
+    if ls $doc/*.md.gz 2>/dev/null; then echo 'compressed guides'; exit 1; fi
+    dpkg -L attn-doc | grep -qx $doc/VIEW.md"
+# the path attn-demo --help gives for the view's guide exists
+check "attn-demo --help names VIEW.md where attn-doc installed it" bash -ec "
+    /usr/bin/attn-demo --help >$tmp/demo-help.txt
+    p=\$(grep -o '/usr/share/doc/[^ ,)]*VIEW.md' $tmp/demo-help.txt)
+    echo \"attn-demo --help: \$p\"
+    [ -n \"\$p\" ] && [ -f \"\$p\" ]"
+# the examples build from the installed copy as examples/README.md says
+check "attn-doc examples: mha-example, decode-example and attn-demo built from $doc/examples and run" bash -ec "
+    cp -r $doc/examples $tmp/examples && cd $tmp/examples
+    cc -std=c11 -Wall -Werror mha-example.c \$(pkg-config --cflags --libs attn) -lm -o mha-example
+    ./mha-example >/dev/null
+    cc -std=c11 -Wall -Werror decode-example.c \$(pkg-config --cflags --libs attn) -lm -o decode-example
+    ./decode-example f16 | tail -n 1
+    python3 view/embed.py view/view.html demo_view.inc
+    cc -std=c11 -Wall -Werror -I. attn-demo.c demo_model.c demo_html.c \$(pkg-config --cflags --libs attn) -lm -o attn-demo
+    ./attn-demo --no-bench | tail -n 1"
 
 if [ "$with_python" = 1 ]; then
     step "python3-attn"

@@ -4,8 +4,14 @@
  * measured in the same run with the same thread count.
  *
  *   attn-bench [--case S1 ...] [--threads N ...] [--runs R] [--quick] [--json]
- *              [--no-naive] [--bw-mib M] [--kv-mib M]
+ *              [--no-naive] [--bw-mib M] [--kv-mib M] [--types LIST] [--dry-run]
  *   attn-bench --list [--json]
+ *   attn-bench --help
+ *
+ * --help (stdout, exit 0) has every option and the case table; a bad command
+ * line (an unknown option or case, a missing or malformed value) is a
+ * message naming it on stderr and exit 2.  Before measuring, the program
+ * prints the runs it makes (--dry-run: only that).
  *
  * The cases are the table of cases.c (--list prints it, --list --json as
  * JSON: the scripts of benchmarks/ read it so).  Cases S1-S9, T1, T1d, T2,
@@ -15,7 +21,8 @@
  * with logsumexp and the backward, T3 the layer's training forward and
  * backward (S6's shape).  P1 times what a plan costs: creating and
  * destroying one, the one-shot attn_sdpa, and the execute of a reused plan,
- * on a tiny problem.  --quick runs S8 and P1 at one thread.
+ * on a tiny problem.  --quick runs S8 and P1 at one thread, 5 runs, with the
+ * read bandwidth over a smaller buffer (2 x L3, 64 to 256 MiB).
  *
  * The long-sequence cases (L1, X1, X2: long.c) and the decode cases (S5's
  * decode row, D1-D3, DL: decode.c) run only when named, --case D naming
@@ -30,10 +37,17 @@
 #include "cases.h"
 #include "harness.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+/* the options' limits */
+enum { MAX_THREADS = 1024, MAX_RUNS = 100000 };
+#define MAX_MIB (1L << 20)
 
 /* The layer's four projections, 2 * (B * L) * E * E each. */
 static double proj_flops(const bench_case *c)
@@ -924,21 +938,117 @@ static void bw_fn(void *ctx, result *r)
     r->ok = r->ms_median > 0;
 }
 
-static void usage(void)
+static const char *const usage_text =
+    "usage: attn-bench [--case ID ...] [--threads N ...] [--runs R] [--quick] [--json]\n"
+    "                  [--no-naive] [--bw-mib M] [--kv-mib M] [--types f32,bf16,f16]\n"
+    "                  [--dry-run]\n"
+    "       attn-bench --list [--json]\n"
+    "       attn-bench --help\n";
+
+/* --help: to stdout, with the cases, exit 0. */
+static void help(void)
 {
-    fprintf(stderr, "usage: attn-bench [--case S1 ...] [--threads N ...] [--runs R] [--quick] "
-                    "[--json] [--no-naive] [--bw-mib M] [--kv-mib M] [--types f32,bf16,f16]\n"
-                    "       attn-bench --list [--json]\n"
-                    "  --list: the case table (--json: as one JSON array), nothing measured\n"
-                    "  --quick: the cases marked quick (S8, P1) at 1 thread, 5 runs\n"
-                    "  --case D names the decode cases S5, D1, D2, D3 (only run when named);\n"
-                    "            --case DL the decode sweep over cache lengths (S5, 512 ... 32k)\n"
-                    "  --bw-mib: buffer of the read-bandwidth measurement (default 16 x L3,\n"
-                    "            at least 1 GiB and at most 2 GiB)\n"
-                    "  --kv-mib: K/V copies of each decode case (default 4 x L3, at least 256)\n"
-                    "  --types: the element types of the dense cases' attn rows (default all\n"
-                    "            three; f32 always runs, the others report their ratio to it)\n");
+    fputs(usage_text, stdout);
+    printf("\nTimes attn on the benchmark cases against the naive path (full score matrix,\n"
+           "softmax, GEMM) and the same BLAS's sgemm rate, FMA peak and read bandwidth,\n"
+           "each measurement in its own child process.  Before measuring it prints the\n"
+           "runs it makes (the cases, thread counts and timed runs).\n\n"
+           "  --case ID     run this case, or every case of a group (L1, X1, X2, D, DL);\n"
+           "                repeatable; ids are case-sensitive (S1, not s1); default:\n"
+           "                every case marked \"default\" below\n"
+           "  --threads N   thread count, 1-%d (repeatable, up to 8; default 1 and 2)\n"
+           "  --runs R      timed runs after 2 warm-up runs, 1-%d (default 10)\n"
+           "  --quick       a short check, a minute or less: the cases marked quick\n"
+           "                (S8, P1) unless --case, at 1 thread unless --threads, 5 runs\n"
+           "                unless --runs, the read bandwidth over a smaller buffer\n"
+           "                (2 x L3 within 64-256 MiB; with an L3 over 128 MiB partly\n"
+           "                from the cache, an upper bound, as the header then says)\n"
+           "  --json        one JSON object per measurement instead of the tables\n"
+           "  --no-naive    time attn only (no naive path)\n"
+           "  --bw-mib M    the read-bandwidth buffer in MiB, 1-%ld (default 16 x L3,\n"
+           "                1-2 GiB; with --quick as above)\n"
+           "  --kv-mib M    K/V copies of each decode case in MiB, 1-%ld (default 4 x L3,\n"
+           "                at least 256)\n"
+           "  --types LIST  element types of the dense cases' attn rows, comma-separated\n"
+           "                from f32, bf16, f16 (default all three; f32 always runs)\n"
+           "  --dry-run     print the header and the runs, measure nothing\n"
+           "  --list        print the case table and exit (with --json: one JSON array)\n"
+           "  --help, -h    this text\n\n"
+           "Exit status: 0, or 2 for a bad command line (the message on stderr).\n\n"
+           "The cases (attn-bench --list; \"named\" = only with --case):\n\n",
+           MAX_THREADS, MAX_RUNS, MAX_MIB, MAX_MIB);
+    cases_print(stdout, 0);
+    exit(0);
+}
+
+/* A bad command line: the message, the usage, exit 2. */
+static void bad_usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("attn-bench: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fputs(usage_text, stderr);
+    fputs("(attn-bench --help: every option and case)\n", stderr);
     exit(2);
+}
+
+/* The value of option argv[*i]: the next argument, which must exist. */
+static const char *option_value(int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc)
+        bad_usage("%s needs a value", argv[*i]);
+    return argv[++*i];
+}
+
+/* A decimal integer in [lo, hi], the whole string, for option `opt`. */
+static long option_long(const char *opt, const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end)
+        bad_usage("%s takes a whole number, not '%s'", opt, s);
+    if (v < lo || v > hi)
+        bad_usage("%s %s: out of range (%ld to %ld)", opt, s, lo, hi);
+    return v;
+}
+
+static const char *threading_name(attn_blas_threading t)
+{
+    switch (t) {
+    case ATTN_BLAS_THREADING_SEQUENTIAL: return "sequential";
+    case ATTN_BLAS_THREADING_PTHREADS: return "pthreads";
+    case ATTN_BLAS_THREADING_OPENMP: return "openmp";
+    case ATTN_BLAS_THREADING_UNKNOWN: break;
+    }
+    return "unknown";
+}
+
+/* The loaded BLAS by its own name and version: "OpenBLAS 0.3.21" and
+ * "BLIS 0.9.0" (the first two words of the version string, OpenBLAS's
+ * being its build configuration), MKL's string up to " Product Build",
+ * otherwise the name attn found it under ("netlib", "unknown"). */
+static void blas_label(const attn_blas_info *bi, char *out, size_t size)
+{
+    const char *v = bi->version;
+    size_t n = strlen(v);
+    if (!strncmp(v, "OpenBLAS ", 9) || !strncmp(v, "BLIS ", 5)) {
+        const char *sp = strchr(v, ' ');
+        sp = strchr(sp + 1, ' ');
+        if (sp)
+            n = (size_t)(sp - v);
+    } else {
+        const char *pb = strstr(v, " Product Build");
+        if (pb)
+            n = (size_t)(pb - v);
+    }
+    if (!n)
+        snprintf(out, size, "%s", bi->loaded);
+    else
+        snprintf(out, size, "%.*s", (int)n, v);
 }
 
 int main(int argc, char **argv)
@@ -948,44 +1058,84 @@ int main(int argc, char **argv)
     int nwant = 0, threads[8], nthreads = 0, runs = 10, json = 0, do_naive = 1, quick = 0, list = 0;
     /* --types: the element types of the attn rows of dense cases (f32 is
      * always run: the other rows' ratios are to it) */
-    int want_bf16 = 1, want_f16 = 1;
+    int want_bf16 = 1, want_f16 = 1, runs_given = 0, dry_run = 0;
     long bw_mib = 0, kv_mib = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--case") && i + 1 < argc && nwant < MAX_WANT) want[nwant++] = argv[++i];
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc && nthreads < 8) threads[nthreads++] = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--no-naive")) do_naive = 0;
-        else if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--bw-mib") && i + 1 < argc) bw_mib = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--kv-mib") && i + 1 < argc) kv_mib = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--list")) list = 1;
-        else if (!strcmp(argv[i], "--types") && i + 1 < argc) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            help();
+        else if (!strcmp(a, "--case")) {
+            const char *v = option_value(argc, argv, &i);
+            if (nwant == MAX_WANT)
+                bad_usage("--case: at most %d", MAX_WANT);
+            want[nwant++] = v;
+        } else if (!strcmp(a, "--threads")) {
+            const char *v = option_value(argc, argv, &i);
+            if (nthreads == (int)(sizeof threads / sizeof threads[0]))
+                bad_usage("--threads: at most %d thread counts",
+                          (int)(sizeof threads / sizeof threads[0]));
+            threads[nthreads++] = (int)option_long(a, v, 1, MAX_THREADS);
+        } else if (!strcmp(a, "--runs")) {
+            runs = (int)option_long(a, option_value(argc, argv, &i), 1, MAX_RUNS);
+            runs_given = 1;
+        } else if (!strcmp(a, "--json"))
+            json = 1;
+        else if (!strcmp(a, "--no-naive"))
+            do_naive = 0;
+        else if (!strcmp(a, "--quick"))
+            quick = 1;
+        else if (!strcmp(a, "--dry-run"))
+            dry_run = 1;
+        else if (!strcmp(a, "--bw-mib"))
+            bw_mib = option_long(a, option_value(argc, argv, &i), 1, MAX_MIB);
+        else if (!strcmp(a, "--kv-mib"))
+            kv_mib = option_long(a, option_value(argc, argv, &i), 1, MAX_MIB);
+        else if (!strcmp(a, "--list"))
+            list = 1;
+        else if (!strcmp(a, "--types")) {
+            const char *v = option_value(argc, argv, &i);
             char list_[64];
-            snprintf(list_, sizeof list_, "%s", argv[++i]);
+            if (strlen(v) >= sizeof list_)
+                bad_usage("--types '%s': too long (f32, bf16, f16, comma-separated)", v);
+            snprintf(list_, sizeof list_, "%s", v);
             want_bf16 = want_f16 = 0;
+            int ntok = 0;
             for (char *save = NULL, *tok = strtok_r(list_, ",", &save); tok;
-                 tok = strtok_r(NULL, ",", &save)) {
+                 tok = strtok_r(NULL, ",", &save), ntok++) {
                 if (!strcmp(tok, "bf16")) want_bf16 = 1;
                 else if (!strcmp(tok, "f16")) want_f16 = 1;
-                else if (strcmp(tok, "f32")) usage();
+                else if (strcmp(tok, "f32"))
+                    bad_usage("--types: no type '%s' (f32, bf16, f16)", tok);
             }
-        }
-        else usage();
+            if (!ntok)
+                bad_usage("--types: an empty list (f32, bf16, f16)");
+        } else if (a[0] == '-')
+            bad_usage("unknown option %s", a);
+        else
+            bad_usage("unexpected argument '%s' (a case is named with --case %s)", a, a);
     }
+    if (dry_run && json)
+        bad_usage("--dry-run prints text: not with --json");
     if (list) {
         cases_print(stdout, json);
         return 0;
     }
-    if (runs < 1)
-        usage();
     for (int w = 0; w < nwant; w++) {
         int known = 0;
-        for (int ci = 0; ci < bench_ncases; ci++)
-            known |= case_named(&bench_cases[ci], want[w]);
+        const char *near = NULL;
+        for (int ci = 0; ci < bench_ncases; ci++) {
+            const bench_case *c = &bench_cases[ci];
+            known |= case_named(c, want[w]);
+            if (!strcasecmp(want[w], c->id))
+                near = c->id;
+            else if (c->group && !strcasecmp(want[w], c->group))
+                near = c->group;
+        }
         if (!known) {
-            fprintf(stderr, "attn-bench: no case %s (attn-bench --list)\n", want[w]);
-            exit(2);
+            if (near)
+                bad_usage("no case '%s' (case ids are case-sensitive: did you mean %s?)",
+                          want[w], near);
+            bad_usage("no case '%s' (attn-bench --list prints the cases)", want[w]);
         }
     }
     if (!nthreads) {
@@ -993,9 +1143,8 @@ int main(int argc, char **argv)
         if (!quick)
             threads[nthreads++] = 2;
     }
-    for (int t = 0; t < nthreads; t++)
-        if (threads[t] < 1)
-            usage();
+    if (quick && !runs_given)
+        runs = 5;
 
     bench_blas_init();
     attn_blas_info bi;
@@ -1007,10 +1156,13 @@ int main(int argc, char **argv)
     const int tile_default = eng == ATTN_ENGINE_TILE;
     const char *env_engine = getenv("ATTN_ENGINE");
     if (!json) {
-        printf("attn %s | BLAS %s (loaded: %s, %s) | kernel %s | BLAS threading %d | attn SIMD %s"
-               " | engine %s\n",
-               attn_version(), bi.backend, bi.loaded, bi.library[0] ? bi.library : "static",
-               bi.kernel[0] ? bi.kernel : "-", (int)bi.threading, bi.simd,
+        char blas_name[128];
+        blas_label(&bi, blas_name, sizeof blas_name);
+        printf("attn %s | BLAS %s, %s threading (built for %s; loaded: %s, %s) | kernel %s"
+               " | attn SIMD %s | engine %s\n",
+               attn_version(), blas_name[0] ? blas_name : bi.loaded,
+               threading_name(bi.threading), bi.backend, bi.loaded,
+               bi.library[0] ? bi.library : "static", bi.kernel[0] ? bi.kernel : "-", bi.simd,
                tile_default ? "tile" : "blas");
         const char *ct = getenv("OPENBLAS_CORETYPE");
         printf("OPENBLAS_CORETYPE=%s  runs=%d (after 2 warm-up)\n", ct ? ct : "(unset)", runs);
@@ -1037,26 +1189,53 @@ int main(int argc, char **argv)
     }
 
     /* The read bandwidth's buffer: 16 x L3, at least 1 GiB, at most 2 GiB
-     * (the machine is shared; --bw-mib sets it); the decode cases' K/V
-     * copies: 4 x L3, at least 256 MiB (--kv-mib sets it). */
+     * (the machine is shared); with --quick 2 x L3, at least 64 MiB, at
+     * most 256 MiB (a quick check does not allocate and write gigabytes;
+     * the figure is partly the cache's when 2 x L3 is over 256 MiB);
+     * --bw-mib sets it.  The decode cases' K/V copies: 4 x L3, at least
+     * 256 MiB (--kv-mib sets it). */
     const size_t l3 = l3_size(), MiB = (size_t)1 << 20;
-    size_t bw_bytes = 16 * l3;
-    if (bw_bytes < 1024 * MiB)
-        bw_bytes = 1024 * MiB;
-    if (bw_bytes > 2048 * MiB)
-        bw_bytes = 2048 * MiB;
+    const size_t bw_min = quick ? 64 * MiB : 1024 * MiB, bw_max = quick ? 256 * MiB : 2048 * MiB;
+    size_t bw_bytes = (quick ? 2 : 16) * l3;
+    if (bw_bytes < bw_min)
+        bw_bytes = bw_min;
+    if (bw_bytes > bw_max)
+        bw_bytes = bw_max;
     if (bw_mib > 0)
         bw_bytes = (size_t)bw_mib * MiB;
     size_t kv_bytes = 4 * l3 > 256 * MiB ? 4 * l3 : 256 * MiB;
     if (kv_mib > 0)
         kv_bytes = (size_t)kv_mib * MiB;
     if (!json)
-        printf("L3 %.1f MiB (%s); read bandwidth over %.0f MiB%s\n", l3 / (double)MiB,
+        printf("L3 %.1f MiB (%s); read bandwidth over %.0f MiB%s%s\n", l3 / (double)MiB,
                l3 ? "sysconf or /sys" : "unknown", bw_bytes / (double)MiB,
+               l3 && bw_bytes < 2 * l3 ? " (under 2 x L3: partly from the cache, an upper bound)"
+                                       : "",
                any_decode ? "" : "; no decode case named");
     if (!json && any_decode)
         printf("decode cases: K/V copies of at least %.0f MiB per case, a different copy each "
                "call\n", kv_bytes / (double)MiB);
+    /* the runs this invocation makes, before any of them */
+    if (!json) {
+        printf("%s at %s", quick ? "--quick runs" : "runs", nthreads > 1 ? "threads " : "");
+        for (int t = 0; t < nthreads; t++)
+            printf("%s%d", t ? (t + 1 < nthreads ? ", " : " and ") : "", threads[t]);
+        printf("%s: the sgemm rate, read bandwidth, FMA and BF16 peaks, then",
+               nthreads > 1 ? "" : threads[0] == 1 ? " thread" : " threads");
+        int nsel = 0;
+        for (int ci = 0; ci < bench_ncases; ci++)
+            if (selected[ci]) {
+                const bench_case *c = &bench_cases[ci];
+                printf("%s %s (%s)", nsel++ ? "," : "", c->id, c->name);
+            }
+        printf("; %d timed run%s each after 2 warm-up%s\n", runs, runs > 1 ? "s" : "",
+               do_naive ? "" : "; no naive path");
+        fflush(stdout);
+    }
+    if (dry_run) {
+        free(selected);
+        return 0;
+    }
 
     for (int t = 0; t < nthreads; t++) {
         int nt = threads[t];
@@ -1115,7 +1294,7 @@ int main(int argc, char **argv)
                 vimpl[nv] = 0, vtype[nv] = ATTN_DTYPE_F16, vblas[nv++] = 0;
             for (int v = 0; v < nv; v++) {
                 const int impl = vimpl[v];
-                job j = { c, impl, nt, quick ? 5 : runs, vtype[v] };
+                job j = { c, impl, nt, runs, vtype[v] };
                 result r;
                 if (vblas[v])
                     setenv("ATTN_ENGINE", "blas", 1);
@@ -1246,7 +1425,7 @@ int main(int argc, char **argv)
                                 kv_bytes, bi.loaded, bi.kernel, bi.simd };
         for (int ci = 0; ci < bench_ncases; ci++)
             if (selected[ci] && bench_cases[ci].kind == K_PLAN)
-                plan_run_case(&bench_cases[ci], nt, quick ? 5 : runs, &env);
+                plan_run_case(&bench_cases[ci], nt, runs, &env);
         if (any_decode) {
             decode_print_header(&env);
             for (int ci = 0; ci < bench_ncases; ci++)

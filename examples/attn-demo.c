@@ -26,6 +26,10 @@
  * Colours (ANSI 256) are used only when stdout is a terminal, TERM is not
  * "dumb" and NO_COLOR is unset or empty (https://no-color.org).
  */
+/* clock_gettime and CLOCK_MONOTONIC under -std=c11 (POSIX.1b) */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
 #include <attn.h>
 
 #include "demo_html.h"
@@ -493,6 +497,13 @@ static void bench(int threads)
 
 /* ----------------------------------------------------------------- main */
 
+/* VIEW.md where the Debian package attn-doc installs it (uncompressed:
+ * debian/rules excludes .md from dh_compress); .ci/packages.sh checks that
+ * the path --help names exists once the packages are installed. */
+#ifndef ATTN_DEMO_VIEW_DOC
+#define ATTN_DEMO_VIEW_DOC "/usr/share/doc/attn-doc/VIEW.md"
+#endif
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: attn-demo [--no-bench] [--threads N]\n"
@@ -501,7 +512,9 @@ static void usage(FILE *f)
                "  --no-bench     skip the timed benchmark case\n"
                "  --threads N    OpenMP threads for attn (0 = all, the default)\n"
                "  --html FILE    write the interactive attention view to FILE (- = stdout)\n"
-               "                 instead of the terminal demo (see docs/VIEW.md)\n"
+               "                 instead of the terminal demo (the view is described in\n"
+               "                 " ATTN_DEMO_VIEW_DOC ",\n"
+               "                 docs/VIEW.md in attn's source tree)\n"
                "  --sentence T   the view's sentence (default \"The cat sat on the mat\"),\n"
                "                 at most %d tokens: words, and each punctuation mark\n"
                "  --json FILE    also write the view's data block (JSON) to FILE\n"

@@ -15,6 +15,10 @@
  * program prints the tokens, tokens per second and the largest error, and
  * exits 1 if an error exceeds 1e-4.
  */
+/* clock_gettime and CLOCK_MONOTONIC under -std=c11 (POSIX.1b) */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
 #include <attn.h>
 #include <math.h>
 #include <stdio.h>

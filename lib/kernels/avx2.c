@@ -466,11 +466,16 @@ static void softmax_rows_avx2(float *s, int64_t lds, int64_t R, int64_t n, float
                               float *corr)
 {
     const __m256 tab[2] = { _mm256_loadu_ps(attn_exp2_16), _mm256_loadu_ps(attn_exp2_16 + 8) };
+    /* A row's m' and c are set by attn_softmax_row_begin and read only
+     * when it returned 1 (its live bit); zeroed once per call so that GCC's
+     * -Wmaybe-uninitialized (Debian's -O2 -g) sees them set on every path,
+     * at no cost in the loop. */
+    float mnew[8] = { 0 }, c[8] = { 0 };
     for (int64_t r0 = 0; r0 < R; r0 += 8) {
         const int g = R - r0 < 8 ? (int)(R - r0) : 8;
         float *s0 = s + r0 * lds, *m0 = m + r0, *l0 = l + r0, *c0 = corr + r0;
         __m256 v[8];
-        float red[8], mnew[8], c[8];
+        float red[8];
         unsigned nanrows = 0, live = 0;
         for (int i = 0; i < g; i++) {
             __m256 nan;

@@ -218,11 +218,14 @@ softmax_rows_to(float *s, int64_t lds, int64_t R, int64_t n, float *m, float *l,
                 const int p16)
 {
     const __m512 tab16 = _mm512_loadu_ps(attn_exp2_16);
+    /* m' and c: read only for live rows; zeroed once per call (as in
+     * softmax_rows_avx2) so that -Wmaybe-uninitialized sees them set. */
+    float mnew[16] = { 0 }, c[16] = { 0 };
     for (int64_t r0 = 0; r0 < R; r0 += 16) {
         const int g = R - r0 < 16 ? (int)(R - r0) : 16;
         float *s0 = s + r0 * lds, *m0 = m + r0, *l0 = l + r0, *c0 = corr + r0;
         __m512 v[16];
-        float red[16], mnew[16], c[16];
+        float red[16];
         unsigned nanrows = 0, live = 0;
         for (int i = 0; i < g; i++) {
             __mmask16 nan;
