@@ -190,6 +190,15 @@ p = np.exp(s - s.max(-1, keepdims=True)); p /= p.sum(-1, keepdims=True)
 err = float(np.abs(p @ v - o).max())
 print(attn.__file__, attn.library_path, \"largest difference from float64:\", err)
 assert err < 1e-5'"
+    if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+        check "attn.torch (python3-attn with python3-torch): one backward" bash -ec "cd $tmp && /usr/bin/python3 -c '
+import torch, attn.torch as at
+assert at.__file__.startswith(\"/usr/lib/python3/dist-packages/attn/\"), at.__file__
+q = torch.randn(1, 2, 5, 8, requires_grad=True)
+at.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+assert q.grad is not None and bool(torch.isfinite(q.grad).all())
+print(at.__file__, \"backward ok\")'"
+    fi
 fi
 
 echo
