@@ -5,8 +5,10 @@ Each row times one call (or one forward + backward) of attn.torch and of
 the PyTorch equivalent on the same tensors, interleaved round by round
 (median of --rounds rounds, each the mean of enough calls to last about
 --min-ms), at torch.get_num_threads() = --threads for both.  PyTorch's
-SDPA is F.scaled_dot_product_attention where torch has it (2.x), else the
-same formula in torch operations (1.13: softmax(scale Q K^T + mask) V);
+SDPA is F.scaled_dot_product_attention where torch has it (2.x; with
+enable_gqa from 2.5), else the same formula in torch operations (1.13:
+softmax(scale Q K^T + mask) V, a GQA group's queries stacked as rows of one
+product per key/value head);
 its layer is nn.MultiheadAttention.  Ratio = torch time / attn time (> 1:
 attn faster).
 
@@ -29,15 +31,32 @@ F = torch.nn.functional
 HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
 
 
+def _has_gqa():
+    try:                                   # enable_gqa: torch >= 2.5
+        t = torch.zeros(1, 2, 1, 1)
+        F.scaled_dot_product_attention(t, t[:, :1], t[:, :1], enable_gqa=True)
+        return True
+    except (TypeError, AttributeError):
+        return False
+
+
+HAS_GQA = HAS_SDPA and _has_gqa()
+
+
 def torch_sdpa(q, k, v, attn_mask=None, is_causal=False, enable_gqa=False):
-    if HAS_SDPA and (not enable_gqa or q.shape[-3] == k.shape[-3]):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal)
-    if enable_gqa and q.shape[-3] != k.shape[-3]:
+    gqa = enable_gqa and q.shape[-3] != k.shape[-3]
+    if HAS_SDPA and (not gqa or HAS_GQA):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+                                              **({"enable_gqa": True} if gqa else {}))
+    if gqa and not is_causal and attn_mask is None:
+        # the group's queries as rows of one product per key/value head
+        B, H, L, E = q.shape
+        Hkv = k.shape[-3]
+        o = torch_sdpa(q.reshape(B, Hkv, H // Hkv * L, E), k, v)
+        return o.reshape(B, H, L, v.shape[-1])
+    if gqa:
         g = q.shape[-3] // k.shape[-3]
         k, v = k.repeat_interleave(g, -3), v.repeat_interleave(g, -3)
-        if HAS_SDPA:
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
-                                                  is_causal=is_causal)
     s = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
     if is_causal:
         L, S = s.shape[-2:]
