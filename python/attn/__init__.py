@@ -34,7 +34,7 @@ import ctypes
 import numpy as np
 
 from . import _lib
-from ._common import AttnError, _check, _engine, _float32, _lengths, _set_window
+from ._common import AttnError, _check, _engine, _float32, _lengths, _sdpa_shapes, _set_window
 from ._mha import MultiheadAttention
 from ._linear import (linear_attention, linear_attention_backward, linear_plan_cache_clear,
                       linear_plan_cache_info)
@@ -247,29 +247,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     orig_nd = max(q.ndim, k.ndim, v.ndim)
     nd = max(orig_nd, 3)
     q, k, v = (a.reshape((1,) * (nd - a.ndim) + a.shape) for a in (q, k, v))
-    try:
-        batch_shape = np.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
-    except ValueError:
-        raise ValueError("batch dimensions do not broadcast: query %s, key %s, value %s" %
-                         (q.shape, k.shape, v.shape))
-    Hq, L, E = q.shape[-3:]
-    Hk, S, Ek = k.shape[-3:]
-    Hv, Sv, Ev = v.shape[-3:]
-    if Ek != E:
-        raise ValueError("query and key must have the same last dimension (%d != %d)" % (E, Ek))
-    if Sv != S:
-        raise ValueError("key and value must have the same length (%d != %d)" % (S, Sv))
-    if Hk != Hv and 1 not in (Hk, Hv):
-        raise ValueError("key and value heads differ (%d != %d)" % (Hk, Hv))
-    Hkv = max(Hk, Hv)
-    if enable_gqa or Hq == Hkv or Hkv == 1:
-        H = Hq
-    elif Hq == 1:
-        H = Hkv
-    else:
-        raise ValueError("query heads (%d) and key/value heads (%d) do not broadcast; "
-                         "pass enable_gqa=True for grouped-query attention" % (Hq, Hkv))
-    bs = tuple(batch_shape)
+    bs, H, Hkv, L, S, E, Ev = _sdpa_shapes(q.shape, k.shape, v.shape, enable_gqa)
     B = int(np.prod(bs, dtype=np.int64))
     if B == 0 or H == 0 or L == 0 or S == 0 or Ev == 0:
         # an empty problem: empty output (S == 0: every row sees no key,

@@ -92,3 +92,35 @@ def _lengths(lens, batch_shape, name):
     if a.size and (a.min() < -2**31 or a.max() > 2**31 - 1):
         raise ValueError("%s: values outside int32" % name)
     return np.ascontiguousarray(a, dtype=np.int32)
+
+
+def _sdpa_shapes(qs, ks, vs, enable_gqa):
+    """The problem of query, key and value shapes (..., Hq, L, E),
+    (..., Hk, S, E), (..., Hv, S, Ev) of equal rank: (batch shape, H, Hkv,
+    L, S, E, Ev), the batch dimensions broadcast, Hk and Hv broadcast (equal
+    or 1), and query heads H = Hq unless Hq == 1 broadcasts over Hkv
+    (without enable_gqa, Hq must equal Hkv or one of them be 1).  Raises
+    ValueError naming what does not fit."""
+    try:
+        bs = tuple(np.broadcast_shapes(tuple(qs[:-3]), tuple(ks[:-3]), tuple(vs[:-3])))
+    except ValueError:
+        raise ValueError("batch dimensions do not broadcast: query %s, key %s, value %s" %
+                         (tuple(qs), tuple(ks), tuple(vs)))
+    Hq, L, E = qs[-3:]
+    Hk, S, Ek = ks[-3:]
+    Hv, Sv, Ev = vs[-3:]
+    if Ek != E:
+        raise ValueError("query and key must have the same last dimension (%d != %d)" % (E, Ek))
+    if Sv != S:
+        raise ValueError("key and value must have the same length (%d != %d)" % (S, Sv))
+    if Hk != Hv and 1 not in (Hk, Hv):
+        raise ValueError("key and value heads differ (%d != %d)" % (Hk, Hv))
+    Hkv = max(Hk, Hv)
+    if enable_gqa or Hq == Hkv or Hkv == 1:
+        H = Hq
+    elif Hq == 1:
+        H = Hkv
+    else:
+        raise ValueError("query heads (%d) and key/value heads (%d) do not broadcast; "
+                         "pass enable_gqa=True for grouped-query attention" % (Hq, Hkv))
+    return bs, H, Hkv, L, S, E, Ev

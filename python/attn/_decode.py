@@ -391,7 +391,7 @@ def decode(query, cache, *, scale=None, is_causal=False, align="bottom_right",
     if not isinstance(cache, KVCache):
         raise TypeError("decode: cache must be a KVCache, not %s" % type(cache).__name__)
     q = _float32(query, "query")
-    B, Hkv, dk, dv = cache.batch, cache.kv_heads, cache.head_dim, cache.v_dim
+    B, dk, dv = cache.batch, cache.head_dim, cache.v_dim
     if q.ndim != 4 or q.shape[0] != B or q.shape[3] != dk:
         raise ValueError("query: expected (batch=%d, Hq, L, %d), got %s" % (B, dk, q.shape))
     Hq, L = q.shape[1], q.shape[2]

@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from . import _lib
-from ._common import _align, _check, _engine, _float32, _lengths
+from ._common import _align, _check, _engine, _float32, _lengths, _sdpa_shapes
 from ._views import as_view, contiguous_view, ptr
 
 __all__ = ["linear_attention", "linear_attention_backward", "linear_plan_cache_info",
@@ -167,21 +167,7 @@ def _setup(d, query, key, value, dtype, feature_map, causal, align, eps, kv_lens
     orig_nd = max(q.ndim, k.ndim, v.ndim)
     nd = max(orig_nd, 3)
     q, k, v = (a.reshape((1,) * (nd - a.ndim) + a.shape) for a in (q, k, v))
-    try:
-        bs = tuple(np.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3]))
-    except ValueError:
-        raise ValueError("batch dimensions do not broadcast: query %s, key %s, value %s" %
-                         (q.shape, k.shape, v.shape))
-    H, L, E = q.shape[-3:]
-    Hk, S, Ek = k.shape[-3:]
-    Hv, Sv, Ev = v.shape[-3:]
-    if Ek != E:
-        raise ValueError("query and key must have the same last dimension (%d != %d)" % (E, Ek))
-    if Sv != S:
-        raise ValueError("key and value must have the same length (%d != %d)" % (S, Sv))
-    if Hk != Hv and 1 not in (Hk, Hv):
-        raise ValueError("key and value heads differ (%d != %d)" % (Hk, Hv))
-    Hkv = max(Hk, Hv)
+    bs, H, Hkv, L, S, E, Ev = _sdpa_shapes(q.shape, k.shape, v.shape, True)
     B = int(np.prod(bs, dtype=np.int64))
     qa, qv = as_view(q, bs + (H, L, E), npt, min_seq=E)
     ka, kv = as_view(k, bs + (Hkv, S, E), npt, min_seq=E)

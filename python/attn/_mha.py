@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from . import _lib
-from ._common import _check, _engine, _float32, _lengths, _set_window
+from ._common import _check, _engine, _lengths, _set_window
 from . import _plans
 from ._views import as_view, ptr
 
@@ -54,6 +54,28 @@ def _param(value, shape, name):
     if a.shape != tuple(shape):
         raise ValueError("%s: expected shape %s, got %s" % (name, tuple(shape), a.shape))
     return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def set_sizes(layer, embed_dim, num_heads, num_kv_heads, kdim, vdim, dropout):
+    """Check and set the layer's sizes (embed_dim, num_heads, num_kv_heads,
+    head_dim, kdim, vdim, _qkv_same_embed_dim) and dropout: what the numpy
+    class and attn.torch's nn.Module share.  Raises ValueError."""
+    E, H = int(embed_dim), int(num_heads)
+    if E <= 0 or H <= 0:
+        raise ValueError("embed_dim and num_heads must be positive (%d, %d)" % (E, H))
+    if E % H:
+        raise ValueError("embed_dim (%d) must be divisible by num_heads (%d)" % (E, H))
+    Hkv = H if num_kv_heads is None else int(num_kv_heads)
+    if Hkv <= 0 or H % Hkv:
+        raise ValueError("num_heads (%d) must be a multiple of num_kv_heads (%d)" % (H, Hkv))
+    if not 0.0 <= float(dropout) <= 1.0:
+        raise ValueError("dropout must be in [0, 1], got %r" % (dropout,))
+    layer.embed_dim, layer.num_heads, layer.num_kv_heads = E, H, Hkv
+    layer.head_dim = E // H
+    layer.kdim = E if kdim is None else int(kdim)
+    layer.vdim = E if vdim is None else int(vdim)
+    layer._qkv_same_embed_dim = layer.kdim == E and layer.vdim == E and Hkv == H
+    layer.dropout = float(dropout)
 
 
 class MultiheadAttention:
@@ -106,24 +128,8 @@ class MultiheadAttention:
                 dtype is not np.float32:
             raise NotImplementedError("attn.MultiheadAttention computes in float32 only "
                                       "(dtype=%r)" % (dtype,))
-        E, H = int(embed_dim), int(num_heads)
-        if E <= 0 or H <= 0:
-            raise ValueError("embed_dim and num_heads must be positive (%d, %d)" % (E, H))
-        if E % H:
-            raise ValueError("embed_dim (%d) must be divisible by num_heads (%d)" % (E, H))
-        Hkv = H if num_kv_heads is None else int(num_kv_heads)
-        if Hkv <= 0 or H % Hkv:
-            raise ValueError("num_heads (%d) must be a multiple of num_kv_heads (%d)" % (H, Hkv))
-        self.embed_dim = E
-        self.num_heads = H
-        self.num_kv_heads = Hkv
-        self.head_dim = E // H
-        self.kdim = E if kdim is None else int(kdim)
-        self.vdim = E if vdim is None else int(vdim)
-        self._qkv_same_embed_dim = self.kdim == E and self.vdim == E and Hkv == H
-        self.dropout = float(dropout)
-        if not 0.0 <= self.dropout <= 1.0:
-            raise ValueError("dropout must be in [0, 1], got %r" % (dropout,))
+        set_sizes(self, embed_dim, num_heads, num_kv_heads, kdim, vdim, dropout)
+        E, Hkv = self.embed_dim, self.num_kv_heads
         self.batch_first = bool(batch_first)
         self.threads = int(threads)
         self.engine = engine

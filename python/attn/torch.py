@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 from . import _lib, _plans
-from ._common import AttnError, _check, _engine, _set_window
-from ._mha import LayerCall
+from ._common import AttnError, _check, _engine, _sdpa_shapes, _set_window
+from ._mha import LayerCall, set_sizes
 from ._views import view_from
 
 __all__ = ["scaled_dot_product_attention", "MultiheadAttention", "AttnError", "clear_plans"]
@@ -383,28 +383,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     nd = max(orig_nd, 3)
     q, k, v = (t.reshape((1,) * (nd - t.dim()) + tuple(t.shape)) if t.dim() < nd else t
                for t in (query, key, value))
-    try:
-        bs = tuple(torch.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3]))
-    except RuntimeError:
-        raise ValueError("batch dimensions do not broadcast: query %s, key %s, value %s" %
-                         (tuple(q.shape), tuple(k.shape), tuple(v.shape)))
-    Hq, L, E = q.shape[-3:]
-    Hk, S, Ek = k.shape[-3:]
-    Hv, Sv, Ev = v.shape[-3:]
-    if Ek != E:
-        raise ValueError("query and key must have the same last dimension (%d != %d)" % (E, Ek))
-    if Sv != S:
-        raise ValueError("key and value must have the same length (%d != %d)" % (S, Sv))
-    if Hk != Hv and 1 not in (Hk, Hv):
-        raise ValueError("key and value heads differ (%d != %d)" % (Hk, Hv))
-    Hkv = max(Hk, Hv)
-    if enable_gqa or Hq == Hkv or Hkv == 1:
-        H = Hq
-    elif Hq == 1:
-        H = Hkv
-    else:
-        raise ValueError("query heads (%d) and key/value heads (%d) do not broadcast; "
-                         "pass enable_gqa=True for grouped-query attention" % (Hq, Hkv))
+    bs, H, Hkv, L, S, E, Ev = _sdpa_shapes(q.shape, k.shape, v.shape, enable_gqa)
     if enable_gqa and Hkv and H % Hkv:
         raise ValueError("enable_gqa: query heads (%d) must be a multiple of key/value "
                          "heads (%d)" % (H, Hkv))
@@ -680,22 +659,8 @@ class MultiheadAttention(torch.nn.Module):
         dtype = torch.float32 if dtype is None else dtype
         if dtype not in _TYPES:
             raise TypeError("attn computes float32, bfloat16 or float16, not %s" % dtype)
-        E, H = int(embed_dim), int(num_heads)
-        if E <= 0 or H <= 0:
-            raise ValueError("embed_dim and num_heads must be positive (%d, %d)" % (E, H))
-        if E % H:
-            raise ValueError("embed_dim (%d) must be divisible by num_heads (%d)" % (E, H))
-        Hkv = H if num_kv_heads is None else int(num_kv_heads)
-        if Hkv <= 0 or H % Hkv:
-            raise ValueError("num_heads (%d) must be a multiple of num_kv_heads (%d)" % (H, Hkv))
-        if not 0.0 <= float(dropout) <= 1.0:
-            raise ValueError("dropout must be in [0, 1], got %r" % (dropout,))
-        self.embed_dim, self.num_heads, self.num_kv_heads = E, H, Hkv
-        self.head_dim = E // H
-        self.kdim = E if kdim is None else int(kdim)
-        self.vdim = E if vdim is None else int(vdim)
-        self._qkv_same_embed_dim = self.kdim == E and self.vdim == E and Hkv == H
-        self.dropout = float(dropout)
+        set_sizes(self, embed_dim, num_heads, num_kv_heads, kdim, vdim, dropout)
+        E, Hkv = self.embed_dim, self.num_kv_heads
         self.batch_first = bool(batch_first)
         self.threads = threads
         self.engine = engine
