@@ -38,7 +38,11 @@ __all__ = ["scaled_dot_product_attention", "MultiheadAttention", "AttnError", "c
 _TYPES = {torch.float32: _lib.DTYPE_F32, torch.float16: _lib.DTYPE_F16,
           torch.bfloat16: _lib.DTYPE_BF16}
 
-clear_plans = _plans.clear
+def clear_plans():
+    """Free this thread's kept plans and kept SDPA calls (the layers keep
+    their own, dropped with the module)."""
+    _plans.clear()
+    _FAST.calls = {}
 
 
 def _dtype_of(tensors, names):
