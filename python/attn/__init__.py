@@ -34,7 +34,8 @@ import ctypes
 import numpy as np
 
 from . import _lib
-from ._common import AttnError, _check, _engine, _float32, _lengths, _sdpa_shapes, _set_window
+from ._common import (AttnError, _array, _check, _engine, _float32, _lengths, _sdpa_shapes,
+                      _set_window)
 from ._mha import MultiheadAttention
 from ._linear import (linear_attention, linear_attention_backward, linear_plan_cache_clear,
                       linear_plan_cache_info)
@@ -140,7 +141,7 @@ def _torch_16(x):
 def _typed(x, dt, name):
     """x as an array of dtype dt's storage: float16, or bf16 bit patterns
     (uint16 arrays are taken as such; real arrays are rounded)."""
-    a = np.asarray(x)
+    a = _array(x, name)
     if dt == "bf16":
         if a.dtype == np.uint16:
             return a
@@ -231,9 +232,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         as_torch = dtype
     else:
         as_torch = None
+        query, key, value = (_array(x, n) for x, n in
+                             ((query, "query"), (key, "key"), (value, "value")))
     if dtype is None:
-        dtype = "f16" if all(np.asarray(x).dtype == np.float16
-                             for x in (query, key, value)) else "f32"
+        dtype = "f16" if all(x.dtype == np.float16 for x in (query, key, value)) else "f32"
     if dtype not in _DTYPES:
         raise ValueError("dtype must be 'f32', 'f16' or 'bf16', not %r" % (dtype,))
     ty, npt = _DTYPES[dtype]

@@ -29,8 +29,26 @@ def _check(status, function):
         raise AttnError(status, function)
 
 
+def _array(x, name):
+    """np.asarray(x); a torch tensor is read through .detach() (no copy on
+    the CPU; bfloat16 as its uint16 bit patterns), and one that requires
+    grad where autograd records raises: these functions do not
+    differentiate (attn.torch's do)."""
+    if type(x).__module__.split(".")[0] != "torch" or not hasattr(x, "detach"):
+        return np.asarray(x)
+    import torch
+    if x.requires_grad and torch.is_grad_enabled():
+        raise TypeError("%s requires grad: attn's numpy functions do not differentiate; use "
+                        "attn.torch (scaled_dot_product_attention, MultiheadAttention, "
+                        "linear_attention) for autograd, or torch.no_grad()" % name)
+    x = x.detach().cpu()
+    if x.dtype == torch.bfloat16:
+        return x.view(torch.int16).numpy().view(np.uint16)
+    return x.numpy()
+
+
 def _float32(x, name):
-    a = np.asarray(x)
+    a = _array(x, name)
     if a.dtype.kind not in "fiub":
         raise TypeError("%s: expected a real array, got dtype %s" % (name, a.dtype))
     return a if a.dtype == np.float32 else a.astype(np.float32)

@@ -461,6 +461,21 @@ class TestTypes(unittest.TestCase):
                                                 attn.to_bf16(v), is_causal=True, dtype="bf16")
         self.assertTrue(np.array_equal(o.view(torch.int16).numpy().view(np.uint16), ref))
 
+    def test_torch_requires_grad(self):
+        """A tensor that requires grad: a TypeError naming attn.torch where
+        autograd records; read through detach() under torch.no_grad()."""
+        if torch is None:
+            self.skipTest("torch not importable")
+        q = torch.randn(2, 3, 5, 8, requires_grad=True)
+        with self.assertRaisesRegex(TypeError, "attn.torch"):
+            attn.scaled_dot_product_attention(q, q, q)
+        with self.assertRaisesRegex(TypeError, "attn.torch"):
+            attn.MultiheadAttention(8, 2)(q[0], q[0], q[0])
+        with torch.no_grad():
+            o = attn.scaled_dot_product_attention(q, q, q)
+        self.assertTrue(np.array_equal(o, attn.scaled_dot_product_attention(
+            q.detach().numpy(), q.detach().numpy(), q.detach().numpy())))
+
     def test_bad_dtype(self):
         rng = np.random.default_rng(6)
         q = rnd(rng, 1, 2, 3)
