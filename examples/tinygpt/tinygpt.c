@@ -8,7 +8,7 @@
  * gradient-norm clipping.  Deterministic for a seed and any thread count
  * (attn's calls are; the rest is serial or a fixed-order BLAS call).
  *
- *   tinygpt --data FILE... [--steps N] [--check]
+ *   tinygpt --data FILE... [--steps N] [--check] [--save CKPT] [--load CKPT]
  *
  * --check compares the analytic gradient of a few parameters with central
  * differences of the loss (float64 accumulation of the loss).
@@ -203,6 +203,36 @@ static void model_init(model *M, config c, uint64_t seed)
     a->probs = a->logits;
     for (int k = 0; k < 6; k++)
         M->scratch[k] = xalloc(BT * 4 * E * sizeof(float));
+}
+
+static void model_free(model *M)
+{
+    acts *a = &M->a;
+    float **per[] = { a->xin, a->h1, a->mean1, a->rstd1, a->att, a->xmid, a->h2, a->mean2,
+                      a->rstd2, a->fc1, a->gel };
+    for (size_t k = 0; k < sizeof per / sizeof per[0]; k++) {
+        for (int L = 0; L < M->c.L; L++)
+            free(per[k][L]);
+        free(per[k]);
+    }
+    for (int L = 0; L < M->c.L; L++)
+        free(a->ctx[L]);
+    free(a->ctx);
+    free(a->x0);
+    free(a->xf);
+    free(a->meanf);
+    free(a->rstdf);
+    free(a->hf);
+    free(a->logits);
+    for (int k = 0; k < 6; k++)
+        free(M->scratch[k]);
+    free(M->ws);
+    free(M->bws);
+    attn_mha_plan_destroy(M->mha);
+    free(M->w);
+    free(M->g);
+    free(M->m);
+    free(M->v);
 }
 
 static void layernorm(float *out, float *mean, float *rstd, const float *x, const float *g,
@@ -513,21 +543,125 @@ static int gradcheck(model *M, const uint8_t *tok)
     return bad;
 }
 
+/*
+ * Checkpoint: little-endian, 8-byte magic "ATTNGPT\0", uint32 version (1),
+ * int32 L, E, H, T, V, uint64 n (the parameter count these sizes give),
+ * n float32 parameters in the layout of make_layout, uint64 FNV-1a of
+ * those parameter bytes.  Loading checks every field, the file's exact
+ * size and the checksum; any mismatch is an error message, never a crash.
+ */
+#define CKPT_MAGIC "ATTNGPT"
+#define CKPT_VERSION 1u
+
+static uint64_t fnv1a(const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int save_checkpoint(const model *M, const char *path)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, "tinygpt: cannot write %s\n", path);
+        return -1;
+    }
+    uint32_t version = CKPT_VERSION;
+    int32_t dims[5] = { M->c.L, M->c.E, M->c.H, M->c.T, V };
+    uint64_t n = M->l.total, h = fnv1a(M->w, n * sizeof(float));
+    int ok = fwrite(CKPT_MAGIC, 1, 8, f) == 8 && fwrite(&version, 4, 1, f) == 1 &&
+             fwrite(dims, 4, 5, f) == 5 && fwrite(&n, 8, 1, f) == 1 &&
+             fwrite(M->w, sizeof(float), n, f) == n && fwrite(&h, 8, 1, f) == 1;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok)
+        fprintf(stderr, "tinygpt: writing %s failed\n", path);
+    return ok ? 0 : -1;
+}
+
+/* Reads the header of path into *c (batch untouched) and the parameters
+ * into a fresh array *w; returns 0, or -1 after a message naming what is
+ * wrong. */
+static int load_checkpoint(const char *path, config *c, float **w)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "tinygpt: cannot open checkpoint %s\n", path);
+        return -1;
+    }
+    char magic[8];
+    uint32_t version;
+    int32_t d[5];
+    uint64_t n, h;
+    const char *err = NULL;
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, CKPT_MAGIC, 8))
+        err = "not a tinygpt checkpoint (magic)";
+    else if (fread(&version, 4, 1, f) != 1)
+        err = "truncated header";
+    else if (version != CKPT_VERSION)
+        err = "unsupported version";
+    else if (fread(d, 4, 5, f) != 5 || fread(&n, 8, 1, f) != 1)
+        err = "truncated header";
+    else if (d[0] < 0 || d[0] > 64 || d[1] < 1 || d[1] > 4096 || d[2] < 1 || d[1] % d[2] ||
+             d[3] < 2 || d[3] > 65536 || d[4] != V)
+        err = "sizes out of range";
+    if (!err) {
+        config t = { d[0], d[1], d[2], d[3], c->B };
+        layout l = make_layout(&t);
+        if (n != l.total)
+            err = "parameter count does not match the sizes";
+        else {
+            long here = ftell(f);
+            if (fseek(f, 0, SEEK_END) || ftell(f) != here + (long)(n * sizeof(float) + 8))
+                err = "file size does not match the sizes (truncated or extended)";
+            else if (fseek(f, here, SEEK_SET))
+                err = "cannot seek";
+            else {
+                *w = xalloc(n * sizeof(float));
+                if (fread(*w, sizeof(float), n, f) != n || fread(&h, 8, 1, f) != 1)
+                    err = "truncated parameters";
+                else if (h != fnv1a(*w, n * sizeof(float)))
+                    err = "checksum mismatch (corrupt parameters)";
+                else
+                    *c = t;
+                if (err) {
+                    free(*w);
+                    *w = NULL;
+                }
+            }
+        }
+    }
+    fclose(f);
+    if (err) {
+        fprintf(stderr, "tinygpt: %s: %s\n", path, err);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     config c = { 2, 64, 4, 64, 8 };
     int steps = 200, check = 0, nfiles = 0;
+    const char *save = NULL, *load = NULL;
     char *files[64];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc)
             steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--check"))
             check = 1;
+        else if (!strcmp(argv[i], "--save") && i + 1 < argc)
+            save = argv[++i];
+        else if (!strcmp(argv[i], "--load") && i + 1 < argc)
+            load = argv[++i];
         else if (!strcmp(argv[i], "--data")) {
             while (i + 1 < argc && argv[i + 1][0] != '-' && nfiles < 64)
                 files[nfiles++] = argv[++i];
         } else {
-            fprintf(stderr, "usage: tinygpt --data FILE... [--steps N] [--check]\n");
+            fprintf(stderr, "usage: tinygpt --data FILE... [--steps N] [--check] [--save CKPT] "
+                            "[--load CKPT]\n");
             return 2;
         }
     }
@@ -541,13 +675,32 @@ int main(int argc, char **argv)
         fprintf(stderr, "tinygpt: the data is shorter than one context\n");
         return 2;
     }
+    if (check) {
+        /* a small model, so that the check runs in seconds under valgrind */
+        config small = { 2, 32, 2, 16, 2 };
+        c = small;
+    }
+    float *loaded = NULL;
+    if (load && load_checkpoint(load, &c, &loaded)) {
+        free(text);
+        return 1;
+    }
     model M;
     model_init(&M, c, 1);
+    if (loaded) {
+        memcpy(M.w, loaded, M.l.total * sizeof(float));
+        free(loaded);
+        printf("loaded %s\n", load);
+    }
     uint8_t *tok = malloc((size_t)c.B * (c.T + 1));
     uint64_t s = 7;
     if (check) {
         batch(text, len, &c, &s, tok);
-        return gradcheck(&M, tok) ? 1 : 0;
+        int bad = gradcheck(&M, tok);
+        model_free(&M);
+        free(tok);
+        free(text);
+        return bad ? 1 : 0;
     }
     printf("tinygpt: %zu parameters, %zu bytes of text, L %d E %d H %d T %d B %d\n",
            M.l.total, len, c.L, c.E, c.H, c.T, c.B);
@@ -563,6 +716,20 @@ int main(int argc, char **argv)
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double dt = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
-    printf("%.1f ms/step\n", 1e3 * dt / steps);
-    return 0;
+    if (steps > 0)
+        printf("%.1f ms/step\n", 1e3 * dt / steps);
+    /* The same 8 batches (seed 99) every time: a loaded checkpoint gives
+     * the loss its training run printed. */
+    uint64_t es = 99;
+    double eval = 0;
+    for (int k = 0; k < 8; k++) {
+        batch(text, len, &c, &es, tok);
+        eval += forward(&M, tok) / 8;
+    }
+    printf("eval loss %.6f (%.4f bits/byte)\n", eval, eval / log(2.0));
+    int rc = save && save_checkpoint(&M, save) ? 1 : 0;
+    model_free(&M);
+    free(tok);
+    free(text);
+    return rc;
 }
