@@ -37,14 +37,12 @@ def _array(x, name):
     if type(x).__module__.split(".")[0] != "torch" or not hasattr(x, "detach"):
         return np.asarray(x)
     import torch
+    from ._torch_common import to_numpy
     if x.requires_grad and torch.is_grad_enabled():
         raise TypeError("%s requires grad: attn's numpy functions do not differentiate; use "
                         "attn.torch (scaled_dot_product_attention, MultiheadAttention, "
                         "linear_attention) for autograd, or torch.no_grad()" % name)
-    x = x.detach().cpu()
-    if x.dtype == torch.bfloat16:
-        return x.view(torch.int16).numpy().view(np.uint16)
-    return x.numpy()
+    return to_numpy(x.detach().cpu())
 
 
 def _float32(x, name):

@@ -6,10 +6,10 @@ other real dtypes are rounded to float32 once); results are the numpy
 arrays attn wrote, as tensors through torch.from_numpy (no copy).
 """
 
-import numpy as np
 import torch
 
 from . import _decode
+from ._torch_common import from_numpy, ints
 
 __all__ = ["KVCache", "decode", "merge_partials"]
 
@@ -27,16 +27,8 @@ def _f32(t, name):
     return t
 
 
-def _ints(x):
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu().numpy()
-    return x
-
-
 def _storage_tensor(a, dtype):
-    if dtype == "bf16":
-        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(a)
+    return from_numpy(a, dtype == "bf16")
 
 
 class KVCache(_decode.KVCache):
@@ -49,7 +41,7 @@ class KVCache(_decode.KVCache):
     """
 
     def append(self, k_new, v_new, new_lens=None):
-        super().append(_f32(k_new, "k_new"), _f32(v_new, "v_new"), _ints(new_lens))
+        super().append(_f32(k_new, "k_new"), _f32(v_new, "v_new"), ints(new_lens))
 
     @property
     def lengths(self):
@@ -80,7 +72,7 @@ def decode(query, cache, *, scale=None, is_causal=False, align="bottom_right",
     cache is an attn.KVCache or this module's KVCache."""
     r = _decode.decode(_f32(query, "query"), cache, scale=scale, is_causal=is_causal,
                        align=align, window_left=window_left, window_right=window_right,
-                       q_lens=_ints(q_lens), kv_lens=_ints(kv_lens), return_lse=return_lse,
+                       q_lens=ints(q_lens), kv_lens=ints(kv_lens), return_lse=return_lse,
                        threads=threads, engine=engine)
     if return_lse:
         return torch.from_numpy(r[0]), torch.from_numpy(r[1])

@@ -7,10 +7,10 @@ can describe (others are copied once); outputs are numpy arrays attn
 wrote, handed back with torch.from_numpy (no copy).
 """
 
-import numpy as np
 import torch
 
 from . import _linear
+from ._torch_common import check_tensor, from_numpy, ints, to_numpy
 
 __all__ = ["LinearAttentionFunction", "linear_attention"]
 
@@ -19,32 +19,12 @@ _TYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 
 def _as_numpy(t, name):
     """(numpy array sharing t's memory, attn dtype name)."""
-    if not isinstance(t, torch.Tensor):
-        raise TypeError("%s must be a torch.Tensor, not %s" % (name, type(t).__name__))
-    if t.device.type != "cpu":
-        raise ValueError("%s is on %s: attn runs on the CPU" % (name, t.device))
-    dt = _TYPES.get(t.dtype)
-    if dt is None:
-        raise TypeError("%s: attn computes in float32, float16 or bfloat16, not %s "
-                        "(convert with .float())" % (name, t.dtype))
-    t = t.detach()
-    if dt == "bf16":
-        return t.view(torch.int16).numpy().view(np.uint16), dt
-    return t.numpy(), dt
+    check_tensor(t, name)
+    return to_numpy(t), _TYPES[t.dtype]
 
 
 def _to_torch(a, dt):
-    if dt == "bf16":
-        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(a)
-
-
-def _lens(x):
-    if x is None:
-        return None
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu().numpy()
-    return np.asarray(x)
+    return from_numpy(a, dt == "bf16")
 
 
 def _inputs(q, k, v):
@@ -109,7 +89,7 @@ def linear_attention(query, key, value, *, feature_map="elu1", causal=False,
     when a tensor requires grad); return_state alone is (the returned
     state is not).
     """
-    kl, ql = _lens(kv_lens), _lens(q_lens)
+    kl, ql = ints(kv_lens), ints(q_lens)
     if state is None:
         r = LinearAttentionFunction.apply(query, key, value, feature_map, causal, align,
                                           eps, kl, ql, threads, engine, bool(return_state))

@@ -31,7 +31,8 @@ import torch
 from . import _lib, _plans
 from ._common import AttnError, _check, _engine, _sdpa_shapes, _set_window
 from ._mha import LayerCall, set_sizes
-from ._views import view_from
+from ._torch_common import check_tensor, from_numpy, to_numpy
+from ._views import contiguous_view, view_from
 
 __all__ = ["scaled_dot_product_attention", "MultiheadAttention", "AttnError", "clear_plans"]
 
@@ -46,17 +47,12 @@ def clear_plans():
 
 
 def _dtype_of(tensors, names):
-    dt = tensors[0].dtype
     for t, n in zip(tensors, names):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError("%s must be a torch.Tensor, not %s" % (n, type(t).__name__))
-        if t.device.type != "cpu":
-            raise ValueError("%s is on %s: attn runs on the CPU" % (n, t.device))
-        if t.dtype != dt:
-            raise TypeError("%s must have the same dtype; got %s" % (
-                ", ".join(names), ", ".join(str(x.dtype) for x in tensors)))
-    if dt not in _TYPES:
-        raise TypeError("attn computes float32, bfloat16 or float16 tensors, not %s" % dt)
+        check_tensor(t, n)
+    dt = tensors[0].dtype
+    if any(t.dtype != dt for t in tensors):
+        raise TypeError("%s must have the same dtype; got %s" % (
+            ", ".join(names), ", ".join(str(x.dtype) for x in tensors)))
     return dt
 
 
@@ -70,11 +66,6 @@ def _view(t, shape, min_seq=None, allow_zero=False):
         t = t.contiguous()
         v = view_from(shape, t.stride(), allow_zero, min_seq)
     return t, v
-
-
-def _contig_view(shape):
-    H, S, D = shape[-3:]
-    return _lib.View(H * S * D, S * D, D)
 
 
 def _np_ptr(t):
@@ -137,7 +128,7 @@ class _Sdpa:
         self.ty = ty
         if ty != _lib.DTYPE_F32:
             d.q_type = d.k_type = d.v_type = d.o_type = ty
-        d.o = _contig_view(bs + (H, L, Ev))
+        d.o = contiguous_view(bs + (H, L, Ev))
         _set_window(d, scale, align, window_left, window_right, is_causal)
         full = bs + (H, L, S)
         self.mask = self.bias = None
@@ -222,7 +213,7 @@ class _Sdpa:
         dq = torch.empty(bs + (H, L, E), dtype=self.dt)
         dk = torch.empty(bs + (Hkv, S, E), dtype=self.dt)
         dv = torch.empty(bs + (Hkv, S, Ev), dtype=self.dt)
-        bd.dq, bd.dk, bd.dv = (_contig_view(t.shape) for t in (dq, dk, dv))
+        bd.dq, bd.dk, bd.dv = (contiguous_view(t.shape) for t in (dq, dk, dv))
         dbias = None
         a = _lib.SdpaBwdArgs()
         if want_dbias:
@@ -500,14 +491,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     return (out, lse) if return_lse else out
 
 
-def _np(t):
-    """A numpy view of a CPU tensor's memory (bfloat16 as uint16 bits)."""
-    t = t.detach()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(np.uint16)
-    return t.numpy()
-
-
 def _np_mask(m):
     if m is None:
         return None
@@ -535,7 +518,7 @@ class _MhaFunction(torch.autograd.Function):
         ctx.shapes = [p.shape for p in params]
         ctx.dt = x.dtype
         ctx.kv = (key.shape, value.shape)
-        out = _from_np(call.out, x.dtype)
+        out = from_numpy(call.out, x.dtype == torch.bfloat16)
         return out
 
     @staticmethod
@@ -550,17 +533,11 @@ class _MhaFunction(torch.autograd.Function):
         if ctx.cross:
             dkey = torch.empty(ctx.kv[0], dtype=ctx.dt)
             dvalue = torch.empty(ctx.kv[1], dtype=ctx.dt)
-        call.backward(_np(dy), {n: _np(g) for n, g in zip(names, grads)}, _np(dx),
-                      None if dkey is None else _np(dkey),
-                      None if dvalue is None else _np(dvalue))
+        call.backward(to_numpy(dy), {n: to_numpy(g) for n, g in zip(names, grads)}, to_numpy(dx),
+                      None if dkey is None else to_numpy(dkey),
+                      None if dvalue is None else to_numpy(dvalue))
         ctx.call = None
         return (None, dx, dkey, dvalue) + tuple(grads)
-
-
-def _from_np(a, dt):
-    if dt == torch.bfloat16:
-        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(a)
 
 
 def _copied(call, q, k, v):
@@ -771,8 +748,8 @@ class MultiheadAttention(torch.nn.Module):
         made = []
 
         def make(x, xk, xv, ps):
-            made.append(LayerCall(self, {n: _np(p.contiguous()) for n, p in zip(names, ps)},
-                             _np(x), _np(xk), _np(xv), same, ty, batched,
+            made.append(LayerCall(self, {n: to_numpy(p.contiguous()) for n, p in zip(names, ps)},
+                             to_numpy(x), to_numpy(xk), to_numpy(xv), same, ty, batched,
                              key_padding_mask=kpm, need_weights=need_weights, attn_mask=am,
                              average_attn_weights=average_attn_weights, is_causal=is_causal,
                              kv_lens=kl, q_lens=ql, window_left=window_left,
@@ -794,7 +771,7 @@ class MultiheadAttention(torch.nn.Module):
             with torch.no_grad():
                 call = make(q, k, v, params)
                 call.execute()
-                out = _from_np(call.out, dt)
+                out = from_numpy(call.out, dt == torch.bfloat16)
                 w = None if call.weights is None else torch.from_numpy(call.weights)
             copied = None if fast is None else _copied(call, q, k, v)
             if copied is not None:
