@@ -43,6 +43,9 @@ for t in "$root"/test/python/test_*.py; do
     name=$(basename "$t" .py)
     args=()
     [ "$name" = test_abi ] && args=("$build/test/python/abi_layout")
+    [ "$name" = test_version ] && args=("$(meson introspect "$build" --projectinfo |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')"
+        "$build/python/_build_config.py")
     if chroot "$ch" env ATTN_LIBRARY="$build/lib/libattn.so.1" PYTHONPATH="$root/python" \
         OPENBLAS_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1 python3 "$t" "${args[@]}" \
         > "$build/torch26-$name.log" 2>&1; then
