@@ -7,9 +7,9 @@
  * GELU, the cross-entropy) split rows over OpenMP threads, every sum
  * across rows (the LayerNorm gains' gradients, the loss) runs in row
  * order on one thread, attn's calls are thread-count independent, and the
- * projections are single cblas_sgemm calls (each output element one dot
- * product in the BLAS's fixed order; tinygpt's --threads check verifies it
- * for the BLAS it runs on).
+ * projections run in fixed blocks of rows, each a single-threaded
+ * cblas_sgemm (gemm below).  The tinygpt-threads test checks it: the
+ * checkpoints of runs at 1 and 2 threads are the same bytes.
  */
 #include "gpt.h"
 
@@ -19,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define V GPT_V
 
@@ -311,23 +314,48 @@ static float gelu_grad(float x)
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_K * (1.0f + 3 * 0.044715f * x * x);
 }
 
+/*
+ * C[M][N] = op(A) op(B) + beta C (row-major) in fixed blocks of GEMM_ROWS
+ * rows of C, spread over OpenMP threads, each block one single-threaded
+ * cblas_sgemm.  A threaded BLAS may pick other kernels (another summation
+ * order) for other thread counts -- OpenBLAS 0.3.21 does, measured: one
+ * training step at 1 and 2 threads differed in the last bit of most
+ * gradients -- so the BLAS is told to use one thread (the OpenMP
+ * nthreads-var of the block's task, which OpenBLAS's OpenMP build reads)
+ * and the blocks, the same for every thread count, carry the parallelism.
+ */
+enum { GEMM_ROWS = 32 };
+
+static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const float *A,
+                 int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    int nb = (M + GEMM_ROWS - 1) / GEMM_ROWS;
+#pragma omp parallel for schedule(static) if ((double)M * N * K > 262144.0)
+    for (int i = 0; i < nb; i++) {
+#ifdef _OPENMP
+        omp_set_num_threads(1);
+#endif
+        int m0 = i * GEMM_ROWS, m = M - m0 < GEMM_ROWS ? M - m0 : GEMM_ROWS;
+        const float *Ai = ta == CblasNoTrans ? A + (size_t)m0 * lda : A + m0;
+        cblas_sgemm(CblasRowMajor, ta, tb, m, N, K, 1.0f, Ai, lda, B, ldb, beta,
+                    C + (size_t)m0 * ldc, ldc);
+    }
+}
+
 /* y[n][o] = x[n][i] W[o][i]^T + b[o] */
 static void linear(float *y, const float *x, const float *W, const float *b, int n, int in, int out)
 {
     for (int r = 0; r < n; r++)
         memcpy(y + (size_t)r * out, b, out * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, W, in, 1.0f, y,
-                out);
+    gemm(CblasNoTrans, CblasTrans, n, out, in, x, in, W, in, 1.0f, y, out);
 }
 
 /* dx = dy W; dW += dy^T x; db += sum dy (in row order) */
 static void linear_bwd(float *dx, float *dW, float *db, const float *dy, const float *x,
                        const float *W, int n, int in, int out)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, W, in, 0.0f,
-                dx, in);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 1.0f,
-                dW, in);
+    gemm(CblasNoTrans, CblasNoTrans, n, in, out, dy, out, W, in, 0.0f, dx, in);
+    gemm(CblasTrans, CblasNoTrans, out, in, n, dy, out, x, in, 1.0f, dW, in);
     for (int r = 0; r < n; r++)
         for (int o = 0; o < out; o++)
             db[o] += dy[(size_t)r * out + o];
@@ -444,8 +472,7 @@ double gpt_forward(gpt_model *M, const uint8_t *tok, long step)
     if (c->L == 0)
         memcpy(a->xf, a->x0, BT * E * sizeof(float));
     layernorm(a->hf, a->meanf, a->rstdf, a->xf, M->w + l->lnf_g, M->w + l->lnf_b, BT, E);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)BT, V, E, 1.0f, a->hf, E,
-                M->w + l->wte, E, 0.0f, a->logits, V);
+    gemm(CblasNoTrans, CblasTrans, (int)BT, V, E, a->hf, E, M->w + l->wte, E, 0.0f, a->logits, V);
     return cross_entropy(a->logits, a->rowloss, tok, c->B, T);
 }
 
@@ -467,10 +494,8 @@ int gpt_backward(gpt_model *M, const uint8_t *tok)
         }
     float *dhf = a->scratch[1], *dx = a->scratch[2];
     /* logits = hf wte^T */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)BT, E, V, 1.0f, dz, V,
-                M->w + l->wte, E, 0.0f, dhf, E);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, E, (int)BT, 1.0f, dz, V, a->hf, E,
-                1.0f, M->g + l->wte, E);
+    gemm(CblasNoTrans, CblasNoTrans, (int)BT, E, V, dz, V, M->w + l->wte, E, 0.0f, dhf, E);
+    gemm(CblasTrans, CblasNoTrans, V, E, (int)BT, dz, V, a->hf, E, 1.0f, M->g + l->wte, E);
     memset(dx, 0, BT * E * sizeof(float));
     layernorm_bwd(dx, M->g + l->lnf_g, M->g + l->lnf_b, dhf, a->xf, M->w + l->lnf_g, a->meanf,
                   a->rstdf, BT, E);
@@ -600,8 +625,7 @@ int gpt_logits(const gpt_config *c, const float *w, const uint8_t *tok, int n, f
     }
     if (logits) {
         layernorm(h, NULL, NULL, x, w + l.lnf_g, w + l.lnf_b, n, E);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, V, E, 1.0f, h, E, w + l.wte, E,
-                    0.0f, logits, V);
+        gemm(CblasNoTrans, CblasTrans, n, V, E, h, E, w + l.wte, E, 0.0f, logits, V);
     }
     free(ws);
     free(x);
@@ -763,8 +787,7 @@ int gpt_gen_feed(gpt_gen *G, const uint8_t *tok, int n, float *logits)
     }
     G->len += n;
     layernorm(G->h, NULL, NULL, G->x, G->w + l->lnf_g, G->w + l->lnf_b, n, E);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, V, E, 1.0f, G->h, E, G->w + l->wte, E,
-                0.0f, logits, V);
+    gemm(CblasNoTrans, CblasTrans, n, V, E, G->h, E, G->w + l->wte, E, 0.0f, logits, V);
     return 0;
 }
 
