@@ -15,7 +15,7 @@
  *
  * The parameters are one float array in the layout of gpt_layout; a
  * checkpoint is that array with a header (gpt_save).  docs/TINYGPT.md
- * describes the program; python/tinygpt_twin.py is the PyTorch twin that
+ * describes the program; examples/tinygpt/twin.py is the PyTorch twin that
  * reads the same checkpoints.
  */
 #ifndef TINYGPT_GPT_H
