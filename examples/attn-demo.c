@@ -17,11 +17,15 @@
  * Usage: attn-demo [--no-bench] [--threads N]
  *        attn-demo --html FILE [--sentence TEXT] [--json FILE] [--window N]
  *                  [--global I,J,...] [--threads N]
+ *        attn-demo --html FILE --model CKPT [--sentence TEXT] [--json FILE]
+ *                  [--threads N]
  *
  * With --html, the demo writes the interactive attention view instead
  * (demo_html.c, docs/VIEW.md): one self-contained HTML page over the
  * sentence (default "The cat sat on the mat") with every weight computed
- * by attn_sdpa for both heads and every pattern.
+ * by attn_sdpa for both heads and every pattern.  With --model, the page
+ * shows a trained tinygpt checkpoint's attention over the sentence's bytes
+ * instead, every layer and head (only in builds with cblas.h).
  *
  * Colours (ANSI 256) are used only when stdout is a terminal, TERM is not
  * "dumb" and NO_COLOR is unset or empty (https://no-color.org).
@@ -509,6 +513,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: attn-demo [--no-bench] [--threads N]\n"
                "       attn-demo --html FILE [--sentence TEXT] [--json FILE] [--window N]\n"
                "                 [--global I,J,...] [--threads N]\n"
+               "       attn-demo --html FILE --model CKPT [--sentence TEXT] [--json FILE]\n"
+               "                 [--threads N]\n"
                "  --no-bench     skip the timed benchmark case\n"
                "  --threads N    OpenMP threads for attn (0 = all, the default)\n"
                "  --html FILE    write the interactive attention view to FILE (- = stdout)\n"
@@ -519,8 +525,17 @@ static void usage(FILE *f)
                "                 at most %d tokens: words, and each punctuation mark\n"
                "  --json FILE    also write the view's data block (JSON) to FILE\n"
                "  --window N     the window pattern's tokens on each side (default 1)\n"
-               "  --global LIST  the global tokens, comma-separated indices (default 0)\n",
-            DEMO_HTML_MAX_TOKENS);
+               "  --global LIST  the global tokens, comma-separated indices (default 0)\n"
+               "  --model CKPT   the view shows this tinygpt checkpoint's attention (every\n"
+               "                 layer and head, causal) over the sentence's bytes, at most\n"
+               "                 %d and the model's context, instead of the toy model's%s\n",
+            DEMO_HTML_MAX_TOKENS, DEMO_HTML_MAX_BYTES,
+#ifdef ATTN_DEMO_GPT
+            ""
+#else
+            "\n                 (not available in this build: no cblas.h)"
+#endif
+            );
 }
 
 /* A decimal integer in [lo, hi], the whole string. */
@@ -582,13 +597,16 @@ int main(int argc, char **argv)
                         DEMO_HTML_MAX_TOKENS);
                 return 2;
             }
-            html_only = 1;
+            html_only = html.pattern_options = 1;
         } else if (!strcmp(argv[i], "--global") && has_value) {
             if (parse_global(argv[++i], &html)) {
                 fprintf(stderr, "attn-demo: bad global token list '%s' (1 to %d indices "
                                 "from 0, comma-separated)\n", argv[i], DEMO_HTML_MAX_GLOBAL);
                 return 2;
             }
+            html_only = html.pattern_options = 1;
+        } else if (!strcmp(argv[i], "--model") && has_value) {
+            html.model_path = argv[++i];
             html_only = 1;
         } else if (!strcmp(argv[i], "--no-bench")) {
             bench_on = 0;
@@ -615,7 +633,8 @@ int main(int argc, char **argv)
         return demo_html_run(&html);
     }
     if (html_only) {
-        fprintf(stderr, "attn-demo: --sentence, --json, --window and --global go with --html\n");
+        fprintf(stderr, "attn-demo: --sentence, --json, --window, --global and --model go with "
+                        "--html\n");
         usage(stderr);
         return 2;
     }

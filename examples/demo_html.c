@@ -24,6 +24,10 @@
  * JSON block) and DEMO_VIEW_TAIL (the script). */
 #include "demo_view.inc"
 
+#ifdef ATTN_DEMO_GPT
+#include "tinygpt/gpt.h"
+#endif
+
 static const char default_sentence[] = "The cat sat on the mat";
 
 /* The patterns: every combination of three toggles. */
@@ -256,9 +260,47 @@ typedef struct view_data {
     const float *x;
     float wq[DEMO_DMODEL][DEMO_DMODEL], wk[DEMO_DMODEL][DEMO_DMODEL],
         wv[DEMO_DMODEL][DEMO_DMODEL];
-    const float *probs;     /* [N_PATTERNS][DEMO_NHEAD][n][n] */
+    const float *probs;     /* [N_PATTERNS][DEMO_NHEAD][n][n]; a trained
+                               model's: [layers][heads][n][n], causal */
     const char *model_note;
+    /* A trained model (tinygpt checkpoint): layers > 0 */
+    int layers, d_model, heads, context;
+    size_t params;
+    const char *checkpoint;     /* the file's base name */
+    const unsigned char *bytes; /* the sentence's n bytes, one per token */
 } view_data;
+
+/* The rest of a trained model's data block, after the tokens: the model,
+ * the bytes, and one pattern, "causal", with weights [layers * heads][n][n]
+ * (layer-major: entry l * heads + h is layer l's head h). */
+static void write_model_json(FILE *f, const view_data *vd)
+{
+    const int n = vd->n;
+    fputs("\"model\":{\"kind\":\"tinygpt\",\"checkpoint\":", f);
+    json_string(f, vd->checkpoint, strlen(vd->checkpoint));
+    fprintf(f, ",\"layers\":%d,\"d_model\":%d,\"heads\":%d,\"context\":%d,\"params\":%zu},\n",
+            vd->layers, vd->d_model, vd->heads, vd->context, vd->params);
+    fputs("\"bytes\":[", f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s%u", i ? "," : "", (unsigned)vd->bytes[i]);
+    fprintf(f, "],\n\"layers\":%d,\"d_model\":%d,\"heads\":%d,\"head_dim\":%d,\"scale\":",
+            vd->layers, vd->d_model, vd->heads, vd->d_model / vd->heads);
+    json_float(f, (float)(1.0 / sqrt((double)(vd->d_model / vd->heads))));
+    fputs(",\n\"patterns\":[\n{\"name\":\"causal\",\"causal\":true,\"window\":false,"
+          "\"global\":false,\n\"visible\":[", f);
+    for (int i = 0; i < n; i++) {
+        fputs(i ? ",[" : "[", f);
+        for (int j = 0; j < n; j++)
+            fprintf(f, "%s%d", j ? "," : "", j <= i);
+        fputc(']', f);
+    }
+    fputs("],\n\"weights\":[", f);
+    for (int h = 0; h < vd->layers * vd->heads; h++) {
+        fputs(h ? ",\n " : "", f);
+        json_matrix(f, vd->probs + (size_t)h * n * n, n, n);
+    }
+    fputs("]}]}\n", f);
+}
 
 static void write_json(FILE *f, const view_data *vd)
 {
@@ -274,6 +316,11 @@ static void write_json(FILE *f, const view_data *vd)
         if (i)
             fputc(',', f);
         json_string(f, vd->tok[i].text, vd->tok[i].len);
+    }
+    if (vd->layers > 0) {
+        fputs("],\n", f);
+        write_model_json(f, vd);
+        return;
     }
     fprintf(f, "],\n\"d_model\":%d,\"heads\":%d,\"head_dim\":%d,\"scale\":", DEMO_DMODEL,
             DEMO_NHEAD, DEMO_DHEAD);
@@ -359,11 +406,171 @@ static int write_file(const char *path, void (*write)(FILE *, const view_data *)
     return 0;
 }
 
+/* ------------------------------------------------------ a trained model */
+
+#ifdef ATTN_DEMO_GPT
+
+/* The label of byte i of the sentence s (valid UTF-8) in buf (>= 16
+ * bytes): a printable ASCII character itself, a space as U+2423 (an open
+ * box), \n, \t, \r and other control bytes as escapes (\x01), the first
+ * byte of a multi-byte character as the whole character, and a
+ * continuation byte as U+00B7 (a middle dot) and its hex value ("·A9"). */
+static size_t byte_label(const unsigned char *s, size_t n, size_t i, char *buf)
+{
+    const unsigned char c = s[i];
+    if (c > 0x20 && c < 0x7f) {
+        buf[0] = (char)c;
+        return 1;
+    }
+    if (c == ' ')
+        return (size_t)snprintf(buf, 16, "\xe2\x90\xa3");
+    if (c == '\n' || c == '\t' || c == '\r')
+        return (size_t)snprintf(buf, 16, "\\%c", c == '\n' ? 'n' : c == '\t' ? 't' : 'r');
+    if (c < 0x80)
+        return (size_t)snprintf(buf, 16, "\\x%02X", c);
+    if ((c & 0xc0) == 0x80)
+        return (size_t)snprintf(buf, 16, "\xc2\xb7%02X", c);
+    const size_t l = utf8_seq(s + i, n - i);   /* >= 2: the text is valid */
+    memcpy(buf, s + i, l);
+    return l;
+}
+
+/* 1234567 as "1,234,567" */
+static void thousands(size_t v, char *buf, size_t size)
+{
+    char digits[32];
+    const int nd = snprintf(digits, sizeof digits, "%zu", v);
+    size_t k = 0;
+    for (int i = 0; i < nd && k + 2 < size; i++) {
+        if (i && (nd - i) % 3 == 0)
+            buf[k++] = ',';
+        buf[k++] = digits[i];
+    }
+    buf[k] = '\0';
+}
+
+static int run_model(const demo_html_opts *o, const char *sentence)
+{
+    const unsigned char *s = (const unsigned char *)sentence;
+    const size_t len = strlen(sentence);
+    for (size_t i = 0; i < len;) {
+        const size_t l = utf8_seq(s + i, len - i);
+        if (!l) {
+            fprintf(stderr, "attn-demo: the sentence is not valid UTF-8 (byte %zu)\n", i);
+            return 2;
+        }
+        i += l;
+    }
+    if (len == 0) {
+        fprintf(stderr, "attn-demo: the sentence is empty (the model's tokens are its bytes)\n");
+        return 2;
+    }
+    if (o->pattern_options) {
+        fprintf(stderr, "attn-demo: --window and --global are the toy model's patterns; a "
+                        "trained model's page shows the model's own causal attention\n");
+        return 2;
+    }
+    gpt_config c;
+    memset(&c, 0, sizeof c);
+    float *w = NULL;
+    if (gpt_load(o->model_path, &c, &w)) {
+        fprintf(stderr, "attn-demo: cannot use '%s' as the model: it is not a valid tinygpt "
+                        "checkpoint (above)\n", o->model_path);
+        return 2;
+    }
+    if (c.L < 1) {
+        fprintf(stderr, "attn-demo: the checkpoint '%s' has no layers: no attention to show\n",
+                o->model_path);
+        free(w);
+        return 2;
+    }
+    const int max = c.T < DEMO_HTML_MAX_BYTES ? c.T : DEMO_HTML_MAX_BYTES;
+    if (len > (size_t)max) {
+        fprintf(stderr, "attn-demo: the sentence is %zu bytes; with this model the view takes at "
+                        "most %d (the model's tokens are bytes, a non-ASCII character is 2 to 4; "
+                        "its context is %d, the view's limit %d)\n",
+                len, max, c.T, (int)DEMO_HTML_MAX_BYTES);
+        free(w);
+        return 2;
+    }
+    const int n = (int)len;
+    c.B = 1;
+    c.threads = o->threads;
+    const size_t per = (size_t)n * n, LH = (size_t)c.L * c.H;
+    float *attw = malloc(sizeof(float) * LH * per);
+    token *tok = malloc(sizeof(token) * (size_t)n);
+    char *labels = malloc((size_t)n * 16);
+    if (!attw || !tok || !labels) {
+        fprintf(stderr, "attn-demo: out of memory\n");
+        free(w);
+        free(attw);
+        free(tok);
+        free(labels);
+        return 1;
+    }
+    int rc = 0;
+    if (gpt_logits(&c, w, s, n, NULL, attw)) {
+        fprintf(stderr, "attn-demo: the model's forward pass failed\n");
+        rc = 1;
+    }
+    if (!rc) {
+        for (int i = 0; i < n; i++) {
+            char *b = labels + (size_t)i * 16;
+            tok[i] = (token){ b, byte_label(s, len, (size_t)i, b) };
+        }
+        const gpt_layout lay = gpt_make_layout(&c);
+        const char *base = strrchr(o->model_path, '/');
+        base = base ? base + 1 : o->model_path;
+        char params[40], note[1024];
+        thousands(lay.total, params, sizeof params);
+        snprintf(note, sizeof note,
+                 "Trained model: a byte-level GPT trained by tinygpt (examples/tinygpt), "
+                 "checkpoint %s: %d %s, d_model %d, %d heads of %d per layer, context %d bytes, "
+                 "%s parameters. Each token is one byte of the sentence's UTF-8 (a multi-byte "
+                 "character's first byte shows the character, its continuation bytes \xc2\xb7 "
+                 "and their hex value); the weights are the model's own causal attention, "
+                 "every layer and head, from its forward pass through attn's MHA layer.",
+                 base, c.L, c.L == 1 ? "layer" : "layers", c.E, c.H, c.E / c.H, c.T, params);
+        view_data vd;
+        memset(&vd, 0, sizeof vd);
+        vd.sentence = sentence;
+        vd.tok = tok;
+        vd.n = n;
+        vd.probs = attw;
+        vd.model_note = o->model_note ? o->model_note : note;
+        vd.layers = c.L;
+        vd.d_model = c.E;
+        vd.heads = c.H;
+        vd.context = c.T;
+        vd.params = lay.total;
+        vd.checkpoint = base;
+        vd.bytes = s;
+        rc = write_file(o->html_path, write_html, &vd);
+        if (!rc && o->json_path)
+            rc = write_file(o->json_path, write_json, &vd);
+    }
+    free(w);
+    free(attw);
+    free(tok);
+    free(labels);
+    return rc;
+}
+#endif
+
 /* ----------------------------------------------------------------- main */
 
 int demo_html_run(const demo_html_opts *o)
 {
     const char *sentence = o->sentence ? o->sentence : default_sentence;
+    if (o->model_path) {
+#ifdef ATTN_DEMO_GPT
+        return run_model(o, sentence);
+#else
+        fprintf(stderr, "attn-demo: --model is not available in this build (the tinygpt model "
+                        "needs the BLAS's cblas.h, which the build did not find)\n");
+        return 2;
+#endif
+    }
     token tok[DEMO_HTML_MAX_TOKENS];
     size_t bad = 0;
     const int n = tokenize(sentence, tok, DEMO_HTML_MAX_TOKENS, &bad);
@@ -392,6 +599,7 @@ int demo_html_run(const demo_html_opts *o)
     }
 
     view_data vd;
+    memset(&vd, 0, sizeof vd);      /* layers 0: the toy model */
     const size_t nd = (size_t)n * DEMO_DMODEL;
     float *buf = malloc(sizeof(float) * (5 * nd + (size_t)N_PATTERNS * DEMO_NHEAD * n * n));
     if (!buf) {

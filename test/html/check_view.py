@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Browser test of attn-demo --html (the interactive attention view).
 
-usage: check_view.py ATTN_DEMO CHROMIUM
+usage: check_view.py ATTN_DEMO CHROMIUM [TINYGPT TEXT | --no-model]
 
 For a few sentences (the default one, and one full of quotes, "</script>",
 "&" and non-ASCII UTF-8), the test
@@ -32,7 +32,21 @@ For a few sentences (the default one, and one full of quotes, "</script>",
    box leaves its SVG, the selected row's table, "1 token", and the
    untrained-model note;
 7. checks the errors: too many tokens, invalid UTF-8, a global token past
-   the end, no token.
+   the end, no token;
+8. with TINYGPT and TEXT, a trained model's page (model()): trains a tiny
+   checkpoint (tinygpt --steps 20 on TEXT), writes the --model page of a
+   sentence with 1- to 4-byte characters, a tab and HTML specials, checks
+   the data (the checkpoint's sizes and parameter count, the model note,
+   the byte labels, one causal pattern, rows summing to 1) and recomputes
+   every layer's and head's weights with a float64 forward pass of the
+   model written here from the checkpoint format (within 2e-5); then
+   clicks through every layer and head in Chromium, checking the selectors,
+   the head's name, the hidden pattern toggles, every matrix cell (the
+   selected head's weight, hidden grey above the diagonal) and the beams,
+   the labels and the fragment; and the --model errors (missing, foreign,
+   corrupt and truncated checkpoints, too long, empty or invalid
+   sentences, --window).  With --no-model (a build without cblas.h):
+   that --model says it is not available.
 Standard library only.  Exit status 0 = pass, 1 = failure.
 """
 import html.parser
@@ -498,13 +512,20 @@ def check_drawn(tag, dom, data, refs, token, head, name, scale=DEFAULT_SCALE):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4, 5) or len(sys.argv) == 4 and sys.argv[3] != "--no-model":
         sys.exit(__doc__)
     demo, exe = sys.argv[1], sys.argv[2]
     tmp = tempfile.mkdtemp(prefix="attn-view-")
     br = Browser(exe, tmp)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     try:
         run(demo, br, tmp)
+        if len(sys.argv) == 5:
+            model(br, demo, sys.argv[3], sys.argv[4], tmp, env)
+        elif len(sys.argv) == 4:
+            no_model(demo, env)
+        else:
+            print("no TINYGPT TEXT arguments: the trained model's page is not checked")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
@@ -905,6 +926,334 @@ def errors(demo, env):
     r = subprocess.run([demo, "--html", out, "--sentence",
                         " ".join("w%d" % i for i in range(MAX_TOKENS))], env=env)
     check(r.returncode == 0, "64 tokens: rc %d" % r.returncode)
+
+
+# ------------------------------------------------------ a trained model
+
+MODEL_TOL = 2e-5        # attn's fp32 forward against the float64 recompute
+MODEL_SENTENCE = 'Caf\u00e9 "<b>&" \u65e5\U0001F600\tok!'
+
+
+def byte_labels(bs):
+    """The page's token labels of the sentence's bytes (docs/VIEW.md)."""
+    out = []
+    for i, c in enumerate(bs):
+        if 0x20 < c < 0x7f:
+            out.append(chr(c))
+        elif c == 0x20:
+            out.append("\u2423")
+        elif c in (9, 10, 13):
+            out.append({9: "\\t", 10: "\\n", 13: "\\r"}[c])
+        elif c < 0x80:
+            out.append("\\x%02X" % c)
+        elif c & 0xC0 == 0x80:
+            out.append("\u00b7%02X" % c)
+        else:
+            k = 2 if c < 0xE0 else 3 if c < 0xF0 else 4
+            out.append(bs[i:i + k].decode("utf-8"))
+    return out
+
+
+def read_checkpoint(path):
+    """A tinygpt checkpoint (examples/tinygpt/gpt.h): sizes and parameters."""
+    b = open(path, "rb").read()
+    if b[:8] != b"ATTNGPT\0":
+        raise ValueError("magic")
+    version, L, E, H, T, V = struct.unpack_from("<I5i", b, 8)
+    (count,) = struct.unpack_from("<Q", b, 32)
+    if version != 1 or V != 256 or len(b) != 40 + 4 * count + 8:
+        raise ValueError("header")
+    return (L, E, H, T), struct.unpack_from("<%df" % count, b, 40)
+
+
+def gpt_attention(sizes, w, tokens):
+    """float64 forward of the tinygpt model over tokens (its gpt.h): every
+    layer's causal attention weights, [L * H][n][n].  The parameter layout
+    is gpt_make_layout's, written out again here; linear layers are
+    y = x W^T + b (W [out][in]), in_proj [3E][E] holds W_q, W_k, W_v."""
+    L, E, H, T = sizes
+    D = E // H
+    n = len(tokens)
+    o = 0
+
+    def take(k):
+        nonlocal o
+        o += k
+        return o - k
+
+    wte, wpe, lnf_g, lnf_b = take(256 * E), take(T * E), take(E), take(E)
+    base = o
+    o = 0
+    names = [("ln1_g", E), ("ln1_b", E), ("in_w", 3 * E * E), ("in_b", 3 * E), ("out_w", E * E),
+             ("out_b", E), ("ln2_g", E), ("ln2_b", E), ("fc1_w", 4 * E * E), ("fc1_b", 4 * E),
+             ("fc2_w", 4 * E * E), ("fc2_b", E)]
+    off = {k: take(s) for k, s in names}
+    per = o
+    if base + L * per != len(w):
+        raise ValueError("parameter count %d, layout %d" % (len(w), base + L * per))
+
+    def vec(a, k):
+        return w[a:a + k]
+
+    def linear(x, a_w, a_b, nin, nout):
+        W = [w[a_w + r * nin:a_w + (r + 1) * nin] for r in range(nout)]
+        b = vec(a_b, nout)
+        return [[sum(p * q for p, q in zip(row, Wr)) + b[r] for r, Wr in enumerate(W)] for row in x]
+
+    def layernorm(x, g, b):
+        out = []
+        for row in x:
+            mu = sum(row) / E
+            var = sum((v - mu) ** 2 for v in row) / E
+            rs = 1.0 / math.sqrt(var + 1e-5)
+            out.append([(v - mu) * rs * g[i] + b[i] for i, v in enumerate(row)])
+        return out
+
+    def gelu(v):
+        return 0.5 * v * (1.0 + math.tanh(0.7978845608028654 * (v + 0.044715 * v ** 3)))
+
+    x = [[w[wte + t * E + i] + w[wpe + p * E + i] for i in range(E)] for p, t in enumerate(tokens)]
+    att_all = []
+    scale = 1.0 / math.sqrt(D)
+    for layer in range(L):
+        a = base + layer * per
+        h = layernorm(x, vec(a + off["ln1_g"], E), vec(a + off["ln1_b"], E))
+        qkv = linear(h, a + off["in_w"], a + off["in_b"], E, 3 * E)
+        heads_out = [[0.0] * E for _ in range(n)]
+        for hd in range(H):
+            qs, ks, vs = (slice(s * E + hd * D, s * E + (hd + 1) * D) for s in range(3))
+            P = []
+            for i in range(n):
+                s = [scale * sum(p * q for p, q in zip(qkv[i][qs], qkv[j][ks])) for j in range(i + 1)]
+                m = max(s)
+                e = [math.exp(v - m) for v in s]
+                tot = sum(e)
+                P.append([v / tot for v in e] + [0.0] * (n - i - 1))
+                for c in range(D):
+                    heads_out[i][hd * D + c] = sum(P[i][j] * qkv[j][vs][c] for j in range(i + 1))
+            att_all.append(P)
+        y = linear(heads_out, a + off["out_w"], a + off["out_b"], E, E)
+        x = [[p + q for p, q in zip(r1, r2)] for r1, r2 in zip(x, y)]
+        h2 = layernorm(x, vec(a + off["ln2_g"], E), vec(a + off["ln2_b"], E))
+        f = [[gelu(v) for v in row] for row in linear(h2, a + off["fc1_w"], a + off["fc1_b"], E, 4 * E)]
+        y = linear(f, a + off["fc2_w"], a + off["fc2_b"], 4 * E, E)
+        x = [[p + q for p, q in zip(r1, r2)] for r1, r2 in zip(x, y)]
+    return att_all
+
+
+MODEL_SNAP_JS = r"""
+window.__msnap = function () {
+  var all = function (sel) { return Array.prototype.slice.call(document.querySelectorAll(sel)); };
+  var v = document.getElementById("view"), cs = function (e) { return getComputedStyle(e); };
+  return {
+    state: [v.dataset.token, v.dataset.layer, v.dataset.head, v.dataset.pattern, v.dataset.scale],
+    hash: location.hash,
+    layers: all("#layers button").map(function (b) { return [b.textContent, b.dataset.layer, b.getAttribute("aria-pressed")]; }),
+    heads: all("#heads button").map(function (b) { return [b.textContent, b.dataset.head, b.getAttribute("aria-pressed")]; }),
+    name: document.getElementById("head-name").textContent,
+    name_shown: cs(document.getElementById("head-name")).display !== "none",
+    layer_shown: cs(document.getElementById("layer-group")).display !== "none",
+    pattern_shown: cs(document.getElementById("pattern-group")).display !== "none",
+    toggles_shown: all("button.toggle").filter(function (b) { return b.getClientRects().length > 0; }).length,
+    cells: all("#matrix rect.cell").map(function (c) {
+      return [+c.dataset.query, +c.dataset.key, +c.dataset.weight, c.getAttribute("fill"), cs(c).fill]; }),
+    beams: all("line.beam").map(function (b) { return [+b.dataset.query, +b.dataset.key, +b.dataset.weight]; }),
+    cols: all("#matrix text.axis[data-col]").map(function (t) { return t.textContent; }),
+    rows: all("#matrix text.axis[data-row]").map(function (t) { return t.textContent; }),
+    qtoks: all("#beams g.qtok text").map(function (t) { return t.textContent; }),
+    note: [document.getElementById("model-note").textContent, cs(document.getElementById("model-note")).display],
+    meta: document.getElementById("meta").textContent,
+    footer: document.getElementById("footer").textContent
+  };
+};
+"""
+
+
+def short_label(t):
+    """The page's short(): 16 UTF-16 units at most."""
+    return t if len(t.encode("utf-16-le")) // 2 <= 16 else t[:15] + "\u2026"
+
+
+def check_model_drawn(tag, snap, data, token, layer, head, scale=DEFAULT_SCALE):
+    """A model page's drawn state: selectors, and the matrix and beams are
+    exactly the selected layer's head's weights, causal."""
+    n, L, H = len(data["tokens"]), data["layers"], data["heads"]
+    t = "%s (token %d, L%d H%d)" % (tag, token, layer + 1, head + 1)
+    check(snap["state"] == [str(token), str(layer), str(head), "causal", scale],
+          "%s: state %r" % (t, snap["state"]))
+    check([b[:2] for b in snap["layers"]] == [["L%d" % (l + 1), str(l)] for l in range(L)],
+          "%s: layer buttons %r" % (t, snap["layers"]))
+    check([b[:2] for b in snap["heads"]] == [["H%d" % (h + 1), str(h)] for h in range(H)],
+          "%s: head buttons %r" % (t, snap["heads"]))
+    check([b[2] for b in snap["layers"]] == ["true" if l == layer else "false" for l in range(L)] and
+          [b[2] for b in snap["heads"]] == ["true" if h == head else "false" for h in range(H)],
+          "%s: pressed %r %r" % (t, snap["layers"], snap["heads"]))
+    check(snap["name"] == "L%d H%d" % (layer + 1, head + 1) and snap["name_shown"],
+          "%s: head name %r" % (t, snap["name"]))
+    check(snap["layer_shown"] and not snap["pattern_shown"] and snap["toggles_shown"] == 0,
+          "%s: layer selector shown %s, pattern toggles shown %s/%d" %
+          (t, snap["layer_shown"], snap["pattern_shown"], snap["toggles_shown"]))
+    w = data["patterns"][0]["weights"][layer * H + head]
+    check(len(snap["cells"]) == n * n, "%s: %d cells" % (t, len(snap["cells"])))
+    for i, j, wt, fill, cfill in snap["cells"]:
+        check(f32(wt) == f32(w[i][j]), "%s: cell (%d,%d) weight %r, JSON %r" % (t, i, j, wt, w[i][j]))
+        if j > i:
+            check(wt == 0.0 and near(parse_rgb(fill), HIDDEN_CELL, 0) and near(parse_rgb(cfill), HIDDEN_CELL, 0),
+                  "%s: cell (%d,%d) above the diagonal: %r %s" % (t, i, j, wt, fill))
+        else:
+            want = heat(level(scale, w[i][j], max(w[i][:i + 1])))
+            check(near(parse_rgb(fill), want), "%s: cell (%d,%d) fill %s, expected %r" % (t, i, j, fill, want))
+    check([(q, k) for q, k, _ in snap["beams"]] == [(token, j) for j in range(token + 1)] and
+          all(f32(wt) == f32(w[token][k]) for _, k, wt in snap["beams"]),
+          "%s: beams %r" % (t, snap["beams"]))
+    labels = [short_label(x) for x in data["tokens"]]
+    check(snap["cols"] == labels and snap["rows"] == labels and snap["qtoks"] == labels,
+          "%s: labels %r, expected %r" % (t, snap["cols"], labels))
+    check(snap["note"][0] == data["model_note"] and snap["note"][1] != "none", "%s: note %r" % (t, snap["note"]))
+    check(snap["meta"].startswith("%d tokens (bytes), %d layers of %d heads" % (n, L, H)),
+          "%s: meta %r" % (t, snap["meta"]))
+
+
+def model(br, demo, tinygpt, text, tmp, env):
+    """A trained model's page: train a tiny checkpoint, render the page,
+    recompute its weights in float64 from the checkpoint, click through
+    every layer and head in Chromium; and the --model errors."""
+    ckpt = os.path.join(tmp, "tiny-test.ckpt")
+    r = subprocess.run([tinygpt, "--data", text, "--steps", "20", "--threads", "1", "--save", ckpt],
+                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if not check(r.returncode == 0 and os.path.exists(ckpt), "model: tinygpt: %s" % r.stderr.decode()):
+        return
+    sizes, params = read_checkpoint(ckpt)
+    L, E, H, T = sizes
+    sentence = MODEL_SENTENCE
+    bs = sentence.encode("utf-8")
+    html_path, json_path = os.path.join(tmp, "model.html"), os.path.join(tmp, "model.json")
+    r = subprocess.run([demo, "--html", html_path, "--json", json_path, "--model", ckpt, "--sentence",
+                        sentence, "--threads", "1"], env=env, stderr=subprocess.PIPE)
+    if not check(r.returncode == 0, "model: attn-demo --model failed: %s" % r.stderr.decode()):
+        return
+    page = open(html_path, encoding="utf-8").read()
+    block = extract_data_block(page)
+    data = json.loads(block)
+    check(data == json.load(open(json_path, encoding="utf-8")), "model: --json equals the block")
+    check("</" not in block and "<!--" not in block, "model: block safe in <script>")
+    check(not re.search(r"https?://", page), "model: the page names a network URL")
+    # The model and its description.
+    check(data["model"] == {"kind": "tinygpt", "checkpoint": "tiny-test.ckpt", "layers": L, "d_model": E,
+                            "heads": H, "context": T, "params": len(params)},
+          "model: model %r, checkpoint %r" % (data["model"], (sizes, len(params))))
+    check(data["layers"] == L and data["heads"] == H and data["d_model"] == E and data["head_dim"] == E // H,
+          "model: sizes")
+    note = data["model_note"]
+    for part in ("trained by tinygpt", "tiny-test.ckpt", "%d layers" % L, "d_model %d" % E,
+                 "%d heads of %d" % (H, E // H), "context %d" % T, "{:,} parameters".format(len(params))):
+        check(part in note, "model: model_note lacks %r: %r" % (part, note))
+    check("Untrained" not in note and "untrained" not in note, "model: model_note %r" % note)
+    # Tokens: the bytes, labelled.
+    check(data["sentence"] == sentence and data["bytes"] == list(bs), "model: sentence and bytes")
+    labels = byte_labels(bs)
+    check(data["tokens"] == labels, "model: labels %r, expected %r" % (data["tokens"], labels))
+    check(labels[:5] == ["C", "a", "f", "\u00e9", "\u00b7A9"] and "\u2423" in labels and "\\t" in labels
+          and "\U0001F600" in labels and labels.count("\u00b7") == 0, "model: the labelling %r" % labels)
+    # The weights: one causal pattern, L * H heads, rows summing to 1, equal
+    # to the float64 forward from the checkpoint.
+    n = len(bs)
+    check(len(data["patterns"]) == 1 and data["patterns"][0]["name"] == "causal", "model: one pattern, causal")
+    p = data["patterns"][0]
+    check(p["visible"] == [[int(j <= i) for j in range(n)] for i in range(n)], "model: visible is causal")
+    check(len(p["weights"]) == L * H and all(len(m) == n and all(len(r) == n for r in m) for m in p["weights"]),
+          "model: weights shape")
+    ref = gpt_attention(sizes, params, list(bs))
+    worst = worst_sum = 0.0
+    for k in range(L * H):
+        for i in range(n):
+            row = p["weights"][k][i]
+            check(all(v == 0.0 for v in row[i + 1:]), "model: head %d row %d above the diagonal %r" % (k, i, row[i + 1:]))
+            worst_sum = max(worst_sum, abs(sum(row) - 1.0))
+            worst = max(worst, max(abs(a - b) for a, b in zip(row, ref[k][i])))
+    print("model page: %d layers x %d heads over %d bytes; attn's weights against the float64 forward "
+          "from the checkpoint: max |difference| %.2e (tolerance %.0e); rows sum to 1 within %.1e" %
+          (L, H, n, worst, MODEL_TOL, worst_sum))
+    check(worst < MODEL_TOL, "model: attn's weights differ from the float64 forward by %g" % worst)
+    check(worst_sum < 1e-5, "model: a row sums to 1 +- %g" % worst_sum)
+    # The heads differ (else the selector checks below could not fail).
+    flat = [tuple(v for r in m for v in r) for m in p["weights"]]
+    check(len(set(flat)) == L * H, "model: some heads have identical weights")
+    # The page in Chromium: every layer and head through the selectors.
+    url = "file://" + html_path
+    cdp = Cdp(br, url)
+    try:
+        cdp.js(MODEL_SNAP_JS)
+        click = lambda sel: cdp.js('document.querySelector(%s).dispatchEvent('
+                                   'new MouseEvent("click", {bubbles: true}))' % json.dumps(sel))
+        snap = cdp.js("window.__msnap()")
+        check_model_drawn("model load", snap, data, 0, 0, 0)
+        check("layer and head from 0" in snap["footer"], "model: footer %r" % snap["footer"])
+        for layer in range(L):
+            click('#layers button[data-layer="%d"]' % layer)
+            for head in range(H):
+                click('#heads button[data-head="%d"]' % head)
+                token = (3 * layer + 5 * head + 2) % n
+                click('g.qtok[data-index="%d"]' % token)
+                snap = cdp.js("window.__msnap()")
+                check_model_drawn("model click", snap, data, token, layer, head)
+                check(snap["hash"] == "#token=%d&layer=%d&head=%d&pattern=causal&scale=row" % (token, layer, head),
+                      "model click: fragment %r" % snap["hash"])
+        click("#s-log")
+        check_model_drawn("model log", cdp.js("window.__msnap()"), data, token, L - 1, H - 1, "log")
+    finally:
+        cdp.close()
+    # Fragments on load (a pattern the model has not falls back to causal),
+    # and nothing fetched.
+    for frag, token, layer, head in (("#token=7&layer=%d&head=%d" % (L - 1, H - 1), 7, L - 1, H - 1),
+                                     ("#token=3&layer=%d&head=1&pattern=dense" % L, 3, 0, 1)):
+        netlog = os.path.join(tmp, "net-model-%d.json" % token)
+        dom = parse_dom(br.dump(url + frag, netlog))
+        view = dom.find(lambda e: e["attrs"].get("id") == "view")[0]["attrs"]
+        got = (view.get("data-token"), view.get("data-layer"), view.get("data-head"), view.get("data-pattern"))
+        check(got == (str(token), str(layer), str(head), "causal"), "model %s: state %r" % (frag, got))
+        w = p["weights"][layer * H + head]
+        cells = dom.find(lambda e: e["tag"] == "rect" and has_class(e, "cell"))
+        check(len(cells) == n * n and all(f32(float(c["attrs"]["data-weight"])) ==
+                                          f32(w[int(c["attrs"]["data-query"])][int(c["attrs"]["data-key"])])
+                                          for c in cells), "model %s: cells" % frag)
+        check(not page_requests(netlog) and not no_resources(dom), "model %s: the page fetched" % frag)
+    model_errors(demo, ckpt, text, tmp, env, T)
+
+
+def model_errors(demo, ckpt, text, tmp, env, T):
+    raw = open(ckpt, "rb").read()
+    flipped, truncated = os.path.join(tmp, "flipped.ckpt"), os.path.join(tmp, "truncated.ckpt")
+    with open(flipped, "wb") as f:
+        f.write(raw[:1000] + bytes([raw[1000] ^ 0x10]) + raw[1001:])
+    with open(truncated, "wb") as f:
+        f.write(raw[:-9])
+    out = os.devnull
+    cases = [
+        ("missing checkpoint", [os.path.join(tmp, "none.ckpt")], "x", b"cannot open"),
+        ("not a checkpoint", [text], "x", b"magic"),
+        ("flipped byte", [flipped], "x", b"checksum"),
+        ("truncated", [truncated], "x", b"truncated"),
+        ("too long", [ckpt], "y" * (T + 1), b"at most %d" % min(T, 128)),
+        ("too long in bytes", [ckpt], "\u00e9" * (T // 2) + "y", b"at most %d" % min(T, 128)),
+        ("empty", [ckpt], "", b"empty"),
+        ("invalid UTF-8", [ckpt], b"caf\xc3", b"not valid UTF-8"),
+        ("window", [ckpt, "--window", "2"], "x", b"toy model"),
+    ]
+    for tag, extra, sentence, msg in cases:
+        args = [os.fsencode(demo), b"--html", os.fsencode(out), b"--model"] + [os.fsencode(a) for a in extra]
+        args += [b"--sentence", sentence if isinstance(sentence, bytes) else sentence.encode()]
+        r = subprocess.run(args, env=env, stderr=subprocess.PIPE)
+        check(r.returncode == 2 and msg in r.stderr, "model error %s: rc %d, %r" % (tag, r.returncode, r.stderr))
+    r = subprocess.run([demo, "--html", out, "--model", ckpt, "--sentence", "z" * min(T, 128)], env=env)
+    check(r.returncode == 0, "model: %d bytes: rc %d" % (min(T, 128), r.returncode))
+
+
+def no_model(demo, env):
+    """A build without cblas.h: --model says so."""
+    r = subprocess.run([demo, "--html", os.devnull, "--model", "x.ckpt"], env=env, stderr=subprocess.PIPE)
+    check(r.returncode == 2 and b"not available in this build" in r.stderr,
+          "no model: rc %d, %r" % (r.returncode, r.stderr))
 
 
 if __name__ == "__main__":
