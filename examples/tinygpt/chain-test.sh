@@ -4,11 +4,13 @@
 # dropout); a short run ends below the unigram baseline on held-out text;
 # some head of the trained checkpoint attends to the previous byte with a
 # mean weight >= EXPECT_PREV; generation through the paged F16 KV cache
-# gives the full forward's logits (within 1e-3 of the largest).
-#   chain-test.sh TINYGPT STEPS EXPECT_PREV DATA_FILE...
+# gives the full forward's logits (within 2e-3 of the largest).
+#   chain-test.sh TINYGPT STEPS EXPECT_PREV DATA_FILE... (or one directory)
 set -uo pipefail
 prog=$1 steps=$2 expect=$3
 shift 3
+# a directory stands for the files in it
+[ $# -eq 1 ] && [ -d "$1" ] && set -- "$1"/*
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -24,7 +26,7 @@ done
 if cmp -s "$tmp/t1.ckpt" "$tmp/t2.ckpt"; then ok "20 steps with dropout 0.1: the same checkpoint bytes at 1 and 2 threads"
 else bad "checkpoints differ between 1 and 2 threads"; fi
 
-if "$prog" --steps "$steps" --lr 3e-3 --threads 2 --save "$tmp/s.ckpt" --data "$@" > "$tmp/train.txt"; then
+if "$prog" --steps "$steps" --threads 2 --save "$tmp/s.ckpt" --data "$@" > "$tmp/train.txt"; then
     line=$(grep '^eval loss' "$tmp/train.txt")
     read -r loss uni < <(echo "$line" | sed -E 's/^eval loss ([0-9.]+).*unigram baseline ([0-9.]+).*/\1 \2/')
     if awk -v a="$loss" -v b="$uni" 'BEGIN { exit !(a + 0.5 < b) }'; then

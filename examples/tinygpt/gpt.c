@@ -11,6 +11,10 @@
  * cblas_sgemm (gemm below).  The tinygpt-threads test checks it: the
  * checkpoints of runs at 1 and 2 threads are the same bytes.
  */
+/* clock_gettime, CLOCK_MONOTONIC under -std=c11 */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
 #include "gpt.h"
 
 #include <cblas.h>

@@ -138,9 +138,10 @@ static int generate(const gpt_config *c, const float *w, const char *prompt, int
         printf("\n");
         /* The cache holds K and V rounded to F16 (a relative error up to
          * 2^-11 each), which moves every later activation by about that
-         * much relative: the bound is 1e-3 of the largest |logit| (about
-         * 2 x 2^-11), at least 1e-3 absolute.  Measured: 1.1e-4 of it
-         * after 2000 steps of the default model. */
+         * much relative, once per layer: the bound is 2e-3 of the largest
+         * |logit| (4 x 2^-11: K and V, two layers), at least 2e-3
+         * absolute.  Measured on the default model: 1.1e-4 of it after
+         * 2000 steps, 5.4e-4 after 30000 (logits up to 34). */
         double maxd = 0, maxl = 0;
         int agree = 0;
         for (int i = 0; i < total - 1; i++) {
@@ -156,9 +157,9 @@ static int generate(const gpt_config *c, const float *w, const char *prompt, int
             }
             agree += ag == af;
         }
-        const double tol = 1e-3 * fmax(1.0, maxl);
+        const double tol = 2e-3 * fmax(1.0, maxl);
         printf("generation check: %d positions, max |logit(cache) - logit(full forward)| = %.3e "
-               "= %.2e of the largest |logit| %.2f (tolerance 1e-3 of it), same argmax at %d/%d\n",
+               "= %.2e of the largest |logit| %.2f (tolerance 2e-3 of it), same argmax at %d/%d\n",
                total - 1, maxd, maxd / fmax(1.0, maxl), maxl, agree, total - 1);
         rc = maxd <= tol ? 0 : 1;
         if (rc)
@@ -170,6 +171,16 @@ static int generate(const gpt_config *c, const float *w, const char *prompt, int
     return rc < 0 ? 1 : rc;
 }
 
+/* The mean weight on i - 1 over rows i = 1..n-1 of uniform causal
+ * attention: (1/2 + 1/3 + ... + 1/n) / (n - 1). */
+static double uniform_prev(int n)
+{
+    double s = 0;
+    for (int i = 1; i < n; i++)
+        s += 1.0 / (i + 1);
+    return s / (n - 1);
+}
+
 /* Every head's mean attention weight on the previous token (i - 1, over
  * rows i >= 1), on the first token (over rows i >= 1) and on itself, over
  * 8 evaluation windows of the context's length. */
@@ -179,7 +190,7 @@ static int heads_report(const gpt_config *c, const float *w, const uint8_t *text
     int n = c->T, LH = c->L * c->H;
     float *aw = malloc((size_t)LH * n * n * sizeof(float));
     double *prev = calloc((size_t)LH, sizeof(double)), *first = calloc((size_t)LH, sizeof(double));
-    double *self = calloc((size_t)LH, sizeof(double));
+    double *self = calloc((size_t)LH, sizeof(double)), *top = calloc((size_t)LH, sizeof(double));
     uint64_t s = 99;
     const int windows = 8;
     for (int k = 0; k < windows; k++) {
@@ -191,22 +202,28 @@ static int heads_report(const gpt_config *c, const float *w, const uint8_t *text
             for (int i = 1; i < n; i++) {
                 prev[h] += a[(size_t)i * n + i - 1] / ((n - 1.0) * windows);
                 first[h] += a[(size_t)i * n] / ((n - 1.0) * windows);
+                int m = 0;      /* the key with the largest weight (the first of ties) */
+                for (int j = 1; j <= i; j++)
+                    if (a[(size_t)i * n + j] > a[(size_t)i * n + m])
+                        m = j;
+                top[h] += (m == i - 1) / ((n - 1.0) * windows);
             }
             for (int i = 0; i < n; i++)
                 self[h] += a[(size_t)i * n + i] / ((double)n * windows);
         }
     }
     int best = 0;
-    printf("head     previous  first   self   (mean weight over %d windows of %d bytes)\n",
-           windows, n);
+    printf("head     previous  first   self   (mean weight over %d windows of %d bytes);"
+           " rows whose largest weight is on the previous byte\n", windows, n);
     for (int h = 0; h < LH; h++) {
-        printf("L%d H%d   %7.3f %7.3f %7.3f\n", h / c->H + 1, h % c->H + 1, prev[h], first[h],
-               self[h]);
+        printf("L%d H%d   %7.3f %7.3f %7.3f   %5.1f%%\n", h / c->H + 1, h % c->H + 1, prev[h],
+               first[h], self[h], 100 * top[h]);
         if (prev[h] > prev[best])
             best = h;
     }
-    printf("previous-token head: L%d H%d, mean weight %.3f on i-1\n", best / c->H + 1,
-           best % c->H + 1, prev[best]);
+    printf("previous-token head: L%d H%d, mean weight %.3f on i-1 (uniform causal attention: "
+           "%.3f), its largest weight on i-1 in %.1f%% of rows\n", best / c->H + 1, best % c->H + 1,
+           prev[best], uniform_prev(n), 100 * top[best]);
     int rc = 0;
     if (expect_prev > 0 && !(prev[best] >= expect_prev)) {
         printf("FAILED: no head puts a mean weight >= %.2f on the previous token\n", expect_prev);
@@ -216,6 +233,7 @@ static int heads_report(const gpt_config *c, const float *w, const uint8_t *text
     free(prev);
     free(first);
     free(self);
+    free(top);
     return rc;
 }
 

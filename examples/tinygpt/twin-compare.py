@@ -4,7 +4,7 @@ twin-compare.py -- tinygpt (C, attn) against twin.py (PyTorch) from the same
 initial parameters, on the same batches, step for step.
 
     twin-compare.py --tinygpt BUILD/examples/tinygpt --data FILES \
-        [--steps 100] [--threads 1] [--svg docs/figures/tinygpt-loss.svg]
+        [--steps 100] [--threads 1] [--svg docs/tinygpt-loss.svg]
 
 1. tinygpt --data FILES [model options] --steps 0 --save init.ckpt
 2. tinygpt --data FILES --load init.ckpt --steps N --log c.tsv --save c.ckpt
