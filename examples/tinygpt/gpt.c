@@ -32,7 +32,7 @@
 struct gpt_acts {
     float *x0;                 /* embeddings [BT][E] */
     float **xin;               /* per layer: residual in [BT][E] */
-    float **h1, **mean1, **rstd1, **att, **xmid, **h2, **mean2, **rstd2, **fc1, **gel;
+    float **h1, **mean1, **rstd1, **att, **xmid, **h2, **mean2, **rstd2, **fc1, **gel, **tnh;
     void **ctx;                /* MHA context per layer */
     float *xf, *meanf, *rstdf, *hf, *logits;
     double *rowloss;
@@ -198,6 +198,7 @@ int gpt_init(gpt_model *M, const gpt_config *c, uint64_t seed)
     PER_LAYER(rstd2, BT);
     PER_LAYER(fc1, BT * 4 * E);
     PER_LAYER(gel, BT * 4 * E);
+    PER_LAYER(tnh, BT * 4 * E);
 #undef PER_LAYER
     a->ctx = xalloc((size_t)(c->L + 1) * sizeof *a->ctx);
     for (int L = 0; L < c->L; L++)
@@ -218,7 +219,7 @@ void gpt_free(gpt_model *M)
     gpt_acts *a = M->a;
     if (a) {
         float **per[] = { a->xin, a->h1, a->mean1, a->rstd1, a->att, a->xmid, a->h2, a->mean2,
-                          a->rstd2, a->fc1, a->gel };
+                          a->rstd2, a->fc1, a->gel, a->tnh };
         for (size_t k = 0; k < sizeof per / sizeof per[0]; k++) {
             for (int L = 0; L < M->c.L; L++)
                 free(per[k][L]);
@@ -305,16 +306,11 @@ static void layernorm_bwd(float *dx, float *dg, float *db, const float *dout, co
     }
 }
 
+/* GELU's tanh form; the forward keeps t = tanh(u) for the backward (one
+ * tanhf per element instead of two). */
 #define GELU_K 0.7978845608028654f
-static float gelu(float x)
+static float gelu_grad(float x, float t)
 {
-    return 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x)));
-}
-
-static float gelu_grad(float x)
-{
-    float u = GELU_K * (x + 0.044715f * x * x * x);
-    float t = tanhf(u);
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_K * (1.0f + 3 * 0.044715f * x * x);
 }
 
@@ -365,11 +361,20 @@ static void linear_bwd(float *dx, float *dW, float *db, const float *dy, const f
             db[o] += dy[(size_t)r * out + o];
 }
 
-static void gelu_rows(float *y, const float *x, size_t n)
+/* y = GELU(x); t = tanh(u) when t is not NULL */
+static void gelu_rows(float *y, float *t, const float *x, size_t n)
 {
 #pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++)
-        y[i] = gelu(x[i]);
+    for (size_t i = 0; i < n; i++) {
+        /* tanh(u) = 1 - 2 / (exp(2u) + 1): one expf, three times faster
+         * than glibc's tanhf here, within 1.8e-7 of tanh (absolute, where
+         * GELU and its derivative use 1 + t and 1 - t^2) */
+        float v = x[i], e = expf(2.0f * GELU_K * (v + 0.044715f * v * v * v));
+        float th = 1.0f - 2.0f / (e + 1.0f);
+        y[i] = 0.5f * v * (1.0f + th);
+        if (t)
+            t[i] = th;
+    }
 }
 
 static void mha_weights(const gpt_layout *l, int L, const float *w, attn_mha_weights *mw)
@@ -383,11 +388,11 @@ static void mha_weights(const gpt_layout *l, int L, const float *w, attn_mha_wei
 }
 
 /* The MLP half of a block on rows h2 = LN2(xmid): y = W2 GELU(W1 h2 + b1) + b2. */
-static void mlp(float *y, float *fc1, float *gel, const float *h2, const float *p,
+static void mlp(float *y, float *fc1, float *gel, float *tnh, const float *h2, const float *p,
                 const gpt_layout *l, int n, int E)
 {
     linear(fc1, h2, p + l->fc1_w, p + l->fc1_b, n, E, 4 * E);
-    gelu_rows(gel, fc1, (size_t)n * 4 * E);
+    gelu_rows(gel, tnh, fc1, (size_t)n * 4 * E);
     linear(y, gel, p + l->fc2_w, p + l->fc2_b, n, 4 * E, E);
 }
 
@@ -413,14 +418,17 @@ static double cross_entropy(float *z, double *rowloss, const uint8_t *tok, int B
         float mx = zr[0];
         for (int k = 1; k < V; k++)
             mx = zr[k] > mx ? zr[k] : mx;
-        double s = 0;
-        for (int k = 0; k < V; k++)
-            s += exp((double)zr[k] - mx);
         size_t b = r / T, t = r % T;
-        int y = tok[b * (T + 1) + t + 1];
-        rowloss[r] = log(s) + mx - zr[y];
-        for (int k = 0; k < V; k++)    /* probabilities, for the backward */
-            zr[k] = (float)(exp((double)zr[k] - mx) / s);
+        float zy = zr[tok[b * (T + 1) + t + 1]];
+        double s = 0;
+        for (int k = 0; k < V; k++) {  /* exp(z - max) in float, summed in double */
+            zr[k] = expf(zr[k] - mx);
+            s += zr[k];
+        }
+        rowloss[r] = log(s) - ((double)zy - mx);
+        float inv = (float)(1.0 / s);  /* probabilities, for the backward */
+        for (int k = 0; k < V; k++)
+            zr[k] *= inv;
     }
     double loss = 0;
     for (size_t r = 0; r < BT; r++)
@@ -463,14 +471,18 @@ double gpt_forward(gpt_model *M, const uint8_t *tok, long step)
         CHECK(attn_mha_train_execute(M->plans[L], &mw, &ma, a->ctx[L], M->ctx_bytes, M->ws,
                                      M->ws_bytes));
         M->attn_seconds += now() - t0;
+        float *xm = a->xmid[L];
+        const float *xi = a->xin[L], *at = a->att[L];
+#pragma omp parallel for schedule(static) if (BT * E > 16384)
         for (size_t i = 0; i < BT * E; i++)
-            a->xmid[L][i] = a->xin[L][i] + a->att[L][i];
+            xm[i] = xi[i] + at[i];
         layernorm(a->h2[L], a->mean2[L], a->rstd2[L], a->xmid[L], p + l->ln2_g, p + l->ln2_b, BT, E);
         float *y = a->scratch[0];
-        mlp(y, a->fc1[L], a->gel[L], a->h2[L], p, l, (int)BT, E);
+        mlp(y, a->fc1[L], a->gel[L], a->tnh[L], a->h2[L], p, l, (int)BT, E);
         float *xo = (L + 1 < c->L) ? a->xin[L + 1] : a->xf;
+#pragma omp parallel for schedule(static) if (BT * E > 16384)
         for (size_t i = 0; i < BT * E; i++)
-            xo[i] = a->xmid[L][i] + y[i];
+            xo[i] = xm[i] + y[i];
         x = xo;
     }
     if (c->L == 0)
@@ -489,13 +501,13 @@ int gpt_backward(gpt_model *M, const uint8_t *tok)
     size_t BT = (size_t)c->B * T;
     memset(M->g, 0, l->total * sizeof(float));
     float *dz = a->logits;                 /* probabilities -> dloss/dlogits, in place */
-    for (int b = 0; b < c->B; b++)
-        for (int t = 0; t < T; t++) {
-            float *z = dz + ((size_t)b * T + t) * V;
-            z[tok[b * (T + 1) + t + 1]] -= 1.0f;
-            for (int k = 0; k < V; k++)
-                z[k] /= (float)BT;
-        }
+#pragma omp parallel for schedule(static) if (BT >= 64)
+    for (size_t r = 0; r < BT; r++) {
+        float *z = dz + r * V;
+        z[tok[(r / T) * (T + 1) + r % T + 1]] -= 1.0f;
+        for (int k = 0; k < V; k++)
+            z[k] /= (float)BT;
+    }
     float *dhf = a->scratch[1], *dx = a->scratch[2];
     /* logits = hf wte^T */
     gemm(CblasNoTrans, CblasNoTrans, (int)BT, E, V, dz, V, M->w + l->wte, E, 0.0f, dhf, E);
@@ -510,10 +522,10 @@ int gpt_backward(gpt_model *M, const uint8_t *tok)
         float *dgel = a->scratch[3], *dh2 = a->scratch[4];
         linear_bwd(dgel, gp + l->fc2_w, gp + l->fc2_b, dx, a->gel[L], p + l->fc2_w, (int)BT,
                    4 * E, E);
-        const float *fc1 = a->fc1[L];
+        const float *fc1 = a->fc1[L], *tnh = a->tnh[L];
 #pragma omp parallel for schedule(static) if (BT * E > 16384)
         for (size_t i = 0; i < BT * 4 * E; i++)
-            dgel[i] *= gelu_grad(fc1[i]);
+            dgel[i] *= gelu_grad(fc1[i], tnh[i]);
         linear_bwd(dh2, gp + l->fc1_w, gp + l->fc1_b, dgel, a->h2[L], p + l->fc1_w, (int)BT, E,
                    4 * E);
         /* dxmid = dx + LN2 backward */
@@ -565,12 +577,14 @@ float gpt_adamw(gpt_model *M, long step, float lr, float wd, float clip)
     float norm = (float)sqrt(ss), k = norm > clip ? clip / norm : 1.0f;
     const float b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
     float c1 = 1.0f - powf(b1, (float)step), c2 = 1.0f - powf(b2, (float)step);
+    float *w = M->w, *gr = M->g, *m = M->m, *v = M->v;
+#pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t i = 0; i < n; i++) {
-        float g = M->g[i] * k;
-        M->m[i] = b1 * M->m[i] + (1 - b1) * g;
-        M->v[i] = b2 * M->v[i] + (1 - b2) * g * g;
-        float mh = M->m[i] / c1, vh = M->v[i] / c2;
-        M->w[i] -= lr * (mh / (sqrtf(vh) + eps) + wd * M->w[i]);
+        float g = gr[i] * k;
+        m[i] = b1 * m[i] + (1 - b1) * g;
+        v[i] = b2 * v[i] + (1 - b2) * g * g;
+        float mh = m[i] / c1, vh = v[i] / c2;
+        w[i] -= lr * (mh / (sqrtf(vh) + eps) + wd * w[i]);
     }
     return norm;
 }
@@ -623,7 +637,7 @@ int gpt_logits(const gpt_config *c, const float *w, const uint8_t *tok, int n, f
         for (size_t i = 0; i < (size_t)n * E; i++)
             x[i] += y[i];
         layernorm(h, NULL, NULL, x, p + l.ln2_g, p + l.ln2_b, n, E);
-        mlp(y, f1, g1, h, p, &l, n, E);
+        mlp(y, f1, g1, NULL, h, p, &l, n, E);
         for (size_t i = 0; i < (size_t)n * E; i++)
             x[i] += y[i];
     }
@@ -785,7 +799,7 @@ int gpt_gen_feed(gpt_gen *G, const uint8_t *tok, int n, float *logits)
         for (size_t i = 0; i < (size_t)n * E; i++)
             G->x[i] += G->y[i];
         layernorm(G->h, NULL, NULL, G->x, p + l->ln2_g, p + l->ln2_b, n, E);
-        mlp(G->y, G->f1, G->g1, G->h, p, l, n, E);
+        mlp(G->y, G->f1, G->g1, NULL, G->h, p, l, n, E);
         for (size_t i = 0; i < (size_t)n * E; i++)
             G->x[i] += G->y[i];
     }
