@@ -127,6 +127,26 @@ static attn_mha_desc mha_desc(const gpt_config *c, int b, int n)
     return d;
 }
 
+/* (Re)makes layer L's plan for the training shapes; with dropout, its keep
+ * mask is that of (step, L): seed = splitmix(seed ^ (step * L_total + L)). */
+static int make_plan(gpt_model *M, int L, long step)
+{
+    attn_mha_desc d = mha_desc(&M->c, M->c.B, M->c.T);
+    if (M->c.dropout > 0) {
+        uint64_t s = M->seed ^ ((uint64_t)step * (uint64_t)M->c.L + (uint64_t)L);
+        d.dropout_p = M->c.dropout;
+        d.dropout_seed = gpt_rng_next(&s);
+    }
+    attn_mha_plan_destroy(M->plans[L]);
+    M->plans[L] = NULL;
+    attn_status st = attn_mha_plan_create(&M->plans[L], &d);
+    if (st != ATTN_OK) {
+        fprintf(stderr, "tinygpt: attn_mha_plan_create: %s\n", attn_status_str(st));
+        return -1;
+    }
+    return 0;
+}
+
 int gpt_init(gpt_model *M, const gpt_config *c, uint64_t seed)
 {
     memset(M, 0, sizeof *M);
@@ -163,13 +183,9 @@ int gpt_init(gpt_model *M, const gpt_config *c, uint64_t seed)
     }
 
     M->plans = xalloc((size_t)(c->L + 1) * sizeof *M->plans);
-    attn_mha_desc d = mha_desc(c, c->B, c->T);
-    attn_status st;
     for (int L = 0; L < c->L; L++)
-        if ((st = attn_mha_plan_create(&M->plans[L], &d)) != ATTN_OK) {
-            fprintf(stderr, "tinygpt: attn_mha_plan_create: %s\n", attn_status_str(st));
+        if (make_plan(M, L, 0))
             return -1;
-        }
     if (c->L) {
         CHECK(attn_mha_context_size(M->plans[0], &M->ctx_bytes));
         CHECK(attn_mha_workspace_size(M->plans[0], &M->ws_bytes));
@@ -306,8 +322,8 @@ static void layernorm_bwd(float *dx, float *dg, float *db, const float *dout, co
     }
 }
 
-/* GELU's tanh form; the forward keeps t = tanh(u) for the backward (one
- * tanhf per element instead of two). */
+/* GELU's tanh form; the forward keeps t = tanh(u) (gelu_rows) for the
+ * backward, which then computes no tanh. */
 #define GELU_K 0.7978845608028654f
 static float gelu_grad(float x, float t)
 {
@@ -451,16 +467,9 @@ double gpt_forward(gpt_model *M, const uint8_t *tok, long step)
         if (x != a->xin[L])
             memcpy(a->xin[L], x, BT * E * sizeof(float));
         layernorm(a->h1[L], a->mean1[L], a->rstd1[L], a->xin[L], p + l->ln1_g, p + l->ln1_b, BT, E);
-        if (c->dropout > 0) {
-            /* a fresh keep mask per layer and step: the seed is plan-bound */
-            attn_mha_desc d = mha_desc(c, c->B, T);
-            uint64_t s = M->seed ^ ((uint64_t)step * (uint64_t)c->L + (uint64_t)L);
-            d.dropout_p = c->dropout;
-            d.dropout_seed = gpt_rng_next(&s);
-            attn_mha_plan_destroy(M->plans[L]);
-            M->plans[L] = NULL;
-            CHECK(attn_mha_plan_create(&M->plans[L], &d));
-        }
+        /* a fresh keep mask per layer and step: the seed is plan-bound */
+        if (c->dropout > 0 && make_plan(M, L, step))
+            exit(1);
         attn_mha_weights mw;
         mha_weights(l, L, M->w, &mw);
         attn_mha_args ma;
@@ -565,6 +574,24 @@ int gpt_backward(gpt_model *M, const uint8_t *tok)
                 gpos[i] += d[i];
             }
         }
+    return 0;
+}
+
+int gpt_set_dropout(gpt_model *M, float p)
+{
+    M->c.dropout = p;
+    for (int L = 0; L < M->c.L; L++) {
+        size_t ctx, ws, bws;
+        if (make_plan(M, L, 0))
+            return -1;
+        CHECK(attn_mha_context_size(M->plans[L], &ctx));
+        CHECK(attn_mha_workspace_size(M->plans[L], &ws));
+        CHECK(attn_mha_bwd_workspace_size(M->plans[L], &bws));
+        if (ctx > M->ctx_bytes || ws > M->ws_bytes || bws > M->bws_bytes) {
+            fprintf(stderr, "tinygpt: dropout %g needs more workspace than the model holds\n", p);
+            return -1;
+        }
+    }
     return 0;
 }
 

@@ -69,6 +69,11 @@ void gpt_free(gpt_model *M);
  * weights with attn's keep mask of seed = splitmix(seed ^ (step * L + l)),
  * offset 0 (one plan per layer per step). */
 double gpt_forward(gpt_model *M, const uint8_t *tok, long step);
+/* Sets the dropout of later gpt_forward calls (0: evaluation, with the
+ * training shapes) and makes the layers' plans again.  Returns 0, or -1
+ * after a message (a plan fails, or needs more workspace than gpt_init's
+ * dropout gave). */
+int gpt_set_dropout(gpt_model *M, float p);
 /* The gradients of the last gpt_forward into M->g (overwritten). */
 int gpt_backward(gpt_model *M, const uint8_t *tok);
 /* One AdamW step (step counts from 1) after clipping the global gradient

@@ -193,10 +193,13 @@ static int heads_report(const gpt_config *c, const float *w, const uint8_t *text
     double *self = calloc((size_t)LH, sizeof(double)), *top = calloc((size_t)LH, sizeof(double));
     uint64_t s = 99;
     const int windows = 8;
+    int rc = 0;
     for (int k = 0; k < windows; k++) {
         size_t o = gpt_rng_next(&s) % (len - (size_t)n);
-        if (gpt_logits(c, w, text + o, n, NULL, aw))
-            return 1;
+        if (gpt_logits(c, w, text + o, n, NULL, aw)) {
+            rc = 1;
+            break;
+        }
         for (int h = 0; h < LH; h++) {
             const float *a = aw + (size_t)h * n * n;
             for (int i = 1; i < n; i++) {
@@ -212,6 +215,8 @@ static int heads_report(const gpt_config *c, const float *w, const uint8_t *text
                 self[h] += a[(size_t)i * n + i] / ((double)n * windows);
         }
     }
+    if (rc)     /* gpt_logits said why */
+        goto out;
     int best = 0;
     printf("head     previous  first   self   (mean weight over %d windows of %d bytes);"
            " rows whose largest weight is on the previous byte\n", windows, n);
@@ -224,11 +229,11 @@ static int heads_report(const gpt_config *c, const float *w, const uint8_t *text
     printf("previous-token head: L%d H%d, mean weight %.3f on i-1 (uniform causal attention: "
            "%.3f), its largest weight on i-1 in %.1f%% of rows\n", best / c->H + 1, best % c->H + 1,
            prev[best], uniform_prev(n), 100 * top[best]);
-    int rc = 0;
     if (expect_prev > 0 && !(prev[best] >= expect_prev)) {
         printf("FAILED: no head puts a mean weight >= %.2f on the previous token\n", expect_prev);
         rc = 1;
     }
+out:
     free(aw);
     free(prev);
     free(first);
@@ -441,21 +446,16 @@ int main(int argc, char **argv)
     /* The same 8 evaluation batches (seed 99) every time: a loaded
      * checkpoint gives the loss its training run printed. */
     {
-        gpt_config ec = c;
-        ec.dropout = 0;
-        gpt_model E;
-        if (gpt_init(&E, &ec, seed)) {
+        if (gpt_set_dropout(&M, 0)) {
             rc = 1;
             goto done;
         }
-        memcpy(E.w, M.w, M.l.total * sizeof(float));
         uint64_t es = 99;
         double eval = 0;
         for (int k = 0; k < 8; k++) {
             gpt_batch(etext, elen, &c, &es, tok);
-            eval += gpt_forward(&E, tok, 0) / 8;
+            eval += gpt_forward(&M, tok, 0) / 8;
         }
-        gpt_free(&E);
         double uni = unigram_loss(text, ntrain, etext, elen);
         printf("eval loss %.6f (%.4f bits/byte); unigram baseline %.4f (%.4f bits/byte)\n", eval,
                eval / log(2.0), uni, uni / log(2.0));
