@@ -931,6 +931,13 @@ static void bf16_fn(void *ctx, result *r)
     r->ok = r->ms_median > 0;
 }
 typedef struct bw_job { int threads; size_t bytes; } bw_job;
+typedef struct runs_job { int threads; size_t bytes, run; } runs_job;
+static void runs_fn(void *ctx, result *r)
+{
+    const runs_job *j = ctx;
+    r->ms_median = read_bandwidth_runs(j->threads, j->bytes, j->run);
+    r->ok = r->ms_median > 0;
+}
 static void bw_fn(void *ctx, result *r)
 {
     const bw_job *j = ctx;
@@ -1421,8 +1428,40 @@ int main(int argc, char **argv)
                 fflush(stdout);
             }
         }
-        const bench_env env = { json, do_naive, runs, rate, read_gbs, fma_gflops, l3,
-                                kv_bytes, bi.loaded, bi.kernel, bi.simd };
+        bench_env env = { .json = json, .do_naive = do_naive, .runs = runs,
+                          .sgemm_gflops = rate, .read_gbs = read_gbs, .fma_gflops = fma_gflops,
+                          .l3_bytes = l3, .kv_target_bytes = kv_bytes, .blas = bi.loaded,
+                          .kernel = bi.kernel, .simd = bi.simd };
+        /* the paged decode rows' runs, read in a random order */
+        for (int ci = 0; any_decode && ci < bench_ncases; ci++) {
+            if (!selected[ci] || bench_cases[ci].kind != K_DECODE)
+                continue;
+            size_t rb[8];
+            const int nr = decode_paged_runs(&bench_cases[ci], rb, 8);
+            for (int i = 0; i < nr && env.nruns < 8; i++) {
+                int seen = 0;
+                for (int k = 0; k < env.nruns; k++)
+                    seen |= env.run_bytes[k] == rb[i];
+                if (seen)
+                    continue;
+                runs_job rj = { nt, bw_bytes, rb[i] };
+                in_child(runs_fn, &rj, &rr);
+                env.run_bytes[env.nruns] = rb[i];
+                env.run_gbs[env.nruns++] = rr.ok ? rr.ms_median : 0.0;
+            }
+        }
+        if (env.nruns > 0) {
+            if (!json) {
+                printf("read bandwidth over runs in a random order (the paged rows' runs: 16 "
+                       "rows of a head):");
+                for (int i = 0; i < env.nruns; i++)
+                    printf("%s %zu B %.1f GB/s", i ? "," : "", env.run_bytes[i], env.run_gbs[i]);
+                printf("\n");
+            } else
+                for (int i = 0; i < env.nruns; i++)
+                    printf("{\"kind\":\"read_runs\",\"threads\":%d,\"run_bytes\":%zu,\"read_gbs\":%.2f}\n",
+                           nt, env.run_bytes[i], env.run_gbs[i]);
+        }
         for (int ci = 0; ci < bench_ncases; ci++)
             if (selected[ci] && bench_cases[ci].kind == K_PLAN)
                 plan_run_case(&bench_cases[ci], nt, runs, &env);

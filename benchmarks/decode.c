@@ -500,6 +500,7 @@ typedef struct kept {
     const char *case_id, *label;
     int impl;
     double ms, gbs, frac, roof;
+    double run_gbs;   /* paged rows: the random-run read bandwidth of their runs */
 } kept;
 static kept done[MAX_ROWS * NIMPL];
 static int ndone;
@@ -523,6 +524,35 @@ void decode_print_header(const bench_env *env)
     printf("%-6s %-10s %-6s %9s %9s %9s %8s %7s %6s %6s %6s %10s %9s %9s %8s\n", "case", "row",
            "impl", "ms(med)", "ms(min)", "ms(max)", "KV MiB", "GB/s", "%bw", "%roof", "copies",
            "workspace", "RSS MiB", "max_err", "vs attn");
+}
+
+/* The distinct bytes of one head's run of a pool block (BLOCK rows of d
+ * values) over c's randomly paged rows, at most max of them. */
+int decode_paged_runs(const bench_case *c, size_t *runs, int max)
+{
+    int n = 0;
+    for (int ri = 0; c->rows[ri].label; ri++) {
+        if (c->rows[ri].paged != 1)
+            continue;
+        const size_t b = stored(c->rows[ri].type, (size_t)(BLOCK * c->d));
+        int seen = 0;
+        for (int i = 0; i < n; i++)
+            seen |= runs[i] == b;
+        if (!seen && n < max && b % 64 == 0)
+            runs[n++] = b;
+    }
+    return n;
+}
+
+/* The read bandwidth over c's paged runs in a random order, 0 if not
+ * measured. */
+static double run_gbs_of(const bench_env *env, const bench_case *c, attn_dtype t)
+{
+    const size_t b = stored(t, (size_t)(BLOCK * c->d));
+    for (int i = 0; i < env->nruns; i++)
+        if (env->run_bytes[i] == b)
+            return env->run_gbs[i];
+    return 0;
 }
 
 void decode_run_case(const bench_case *c, int nthreads, const bench_env *env)
@@ -566,7 +596,8 @@ void decode_run_case(const bench_case *c, int nthreads, const bench_env *env)
             if (impl == IMPL_ATTN)
                 attn_ms = r.ms_median;
             if (ndone < (int)(sizeof done / sizeof done[0]))
-                done[ndone++] = (kept){ c->id, row->label, impl, r.ms_median, gbs, frac, roof };
+                done[ndone++] = (kept){ c->id, row->label, impl, r.ms_median, gbs, frac, roof,
+                                        row->paged == 1 ? run_gbs_of(env, c, row->type) : 0 };
             char err[32];
             json_g(err, sizeof err, r.max_err);
             if (env->json) {
@@ -663,6 +694,27 @@ void decode_print_ratios(int nthreads, const bench_env *env)
             printf("  %-42s %6.2f   (diagnostic: blocks in order)\n",
                    "D2 paged in order/contiguous speed", pc->ms / po->ms);
     }
+    /* What the placement costs this machine's memory: a read loop over
+     * the paged rows' runs in a random order against the streaming one,
+     * and each paged row's GB/s over that loop's. */
+    for (int i = 0; i < ndone; i++) {
+        const kept *k = &done[i];
+        if (k->impl != IMPL_ATTN || k->run_gbs <= 0 || env->read_gbs <= 0)
+            continue;
+        char what[64], what2[64];
+        snprintf(what, sizeof what, "%s %s: random-run read / streaming", k->case_id, k->label);
+        snprintf(what2, sizeof what2, "%s %s fraction of random-run read", k->case_id, k->label);
+        if (env->json) {
+            printf("{\"kind\":\"decode\",\"ratio\":\"%s\",\"threads\":%d,\"value\":%.4f,"
+                   "\"run_gbs\":%.2f}\n", what, nthreads, k->run_gbs / env->read_gbs, k->run_gbs);
+            printf("{\"kind\":\"decode\",\"ratio\":\"%s\",\"threads\":%d,\"value\":%.4f}\n",
+                   what2, nthreads, k->gbs / k->run_gbs);
+        } else {
+            printf("  %-42s %6.2f   (diagnostic: %.1f GB/s in a read loop)\n", what,
+                   k->run_gbs / env->read_gbs, k->run_gbs);
+            printf("  %-42s %6.2f   (diagnostic)\n", what2, k->gbs / k->run_gbs);
+        }
+    }
     /* S5, D1 and D2 are bound by the bytes: >= 80% of the read bandwidth.
      * D3's 4 query rows make compute matter: within 1.3x of its roofline
      * (the longer of the read and the FMAs). */
@@ -731,5 +783,5 @@ void decode_print_notes(void)
            "with many query rows per K/V row, D3 and F16 at 1 thread, is bound by the FMAs, not "
            "by memory); DL (--case DL) is S5 over cache lengths, the data of the plot; "
            "%d timed calls per --runs, after a warm-up pass over every copy; max_err against float64 on %d query heads of every "
-           "sequence from the same stored (rounded) values.\n", CALLS_PER_RUN, SAMPLE_HEADS);
+           "sequence from the same stored (rounded) values; D2's \"random-run read\" is a read loop over runs of its paged rows' size (16 rows of a head) in a random order, asking for the run two ahead as it reads (benchmarks/harness.c): against the streaming bandwidth it tells what the random placement costs this machine's memory, and each paged row is given as a fraction of it (not a ceiling: the kernels, with work between the loads, can do better).\n", CALLS_PER_RUN, SAMPLE_HEADS);
 }

@@ -500,6 +500,123 @@ double read_bandwidth(int nthreads, size_t bytes)
     return best;
 }
 
+/* The read bandwidth over runs of `run` bytes (a multiple of 64) taken in
+ * the order of a random permutation, as a paged KV cache is read: each
+ * thread sums its share of the permutation, run by run, asking for the run
+ * RUNS_AHEAD places on a line at a time as it reads (without that, a
+ * plain loop read such runs at a third of the streaming rate here).
+ * Against read_bandwidth it tells what the placement costs this machine's
+ * memory (D2's paged rows read runs of 16 rows of one head); not a
+ * ceiling: attn's kernels, with work between the loads, can do better. */
+enum { RUNS_AHEAD = 2 };
+typedef struct runs_ctx {
+    const char *buf;
+    const uint32_t *order;
+    size_t nruns, run;
+    int parts, isa;
+    float *sums;
+} runs_ctx;
+
+#if ATTN_HAVE_X86_KERNELS
+__attribute__((target("avx512f"))) static float run_sum_avx512(const char *p, const char *ahead,
+                                                               size_t bytes)
+{
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    size_t o = 0;
+    for (; o + 128 <= bytes; o += 128) {
+        _mm_prefetch(ahead + o, _MM_HINT_T0);
+        _mm_prefetch(ahead + o + 64, _MM_HINT_T0);
+        a0 = _mm512_add_ps(a0, _mm512_load_ps((const float *)(p + o)));
+        a1 = _mm512_add_ps(a1, _mm512_load_ps((const float *)(p + o + 64)));
+    }
+    if (o < bytes) {
+        _mm_prefetch(ahead + o, _MM_HINT_T0);
+        a0 = _mm512_add_ps(a0, _mm512_load_ps((const float *)(p + o)));
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+#endif
+
+static float run_sum_c(const char *p, const char *ahead, size_t bytes)
+{
+    float acc[16] = { 0 };
+    for (size_t o = 0; o < bytes; o += 64) {
+        __builtin_prefetch(ahead + o, 0, 3);
+        for (int k = 0; k < 16; k++)
+            acc[k] += ((const float *)(const void *)(p + o))[k];
+    }
+    float s = 0;
+    for (int k = 0; k < 16; k++)
+        s += acc[k];
+    return s;
+}
+
+static void runs_body(void *arg, int tid)
+{
+    const runs_ctx *x = arg;
+    (void)tid;
+#if ATTN_HAVE_OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (int part = 0; part < x->parts; part++) {
+        const size_t per = x->nruns / (size_t)x->parts;
+        float acc = 0;
+        const size_t i0 = per * (size_t)part, i1 = i0 + per;
+        for (size_t i = i0; i < i1; i++) {
+            const char *r = x->buf + (size_t)x->order[i] * x->run;
+            const char *ahead = x->buf + (size_t)x->order[i + RUNS_AHEAD < i1 ? i + RUNS_AHEAD : i] * x->run;
+#if ATTN_HAVE_X86_KERNELS
+            if (x->isa)
+                acc += run_sum_avx512(r, ahead, x->run);
+            else
+#endif
+                acc += run_sum_c(r, ahead, x->run);
+        }
+        x->sums[part] = acc;
+    }
+}
+
+double read_bandwidth_runs(int nthreads, size_t bytes, size_t run)
+{
+    if (run == 0 || run % 64 || nthreads > 64)
+        return 0;
+    const size_t nruns = bytes / run / (size_t)nthreads * (size_t)nthreads;
+    float *buf = aligned_alloc(64, nruns * run), sums[64] = { 0 };
+    uint32_t *order = malloc(nruns * sizeof *order);
+    if (!buf || !order || nruns == 0 || nruns > UINT32_MAX) {
+        free(buf);
+        free(order);
+        return 0;
+    }
+    for (size_t i = 0; i < nruns * run / sizeof(float); i++)
+        buf[i] = (float)(i & 7);
+    /* Fisher-Yates with SplitMix64, a fixed seed: the same order each run */
+    uint64_t z = 0x9E3779B97F4A7C15u;
+    for (size_t i = 0; i < nruns; i++)
+        order[i] = (uint32_t)i;
+    for (size_t i = nruns - 1; i > 0; i--) {
+        z += 0x9E3779B97F4A7C15u;
+        uint64_t v = z;
+        v = (v ^ (v >> 30)) * 0xBF58476D1CE4E5B9u;
+        v = (v ^ (v >> 27)) * 0x94D049BB133111EBu;
+        v ^= v >> 31;
+        const size_t j = (size_t)(v % (i + 1));
+        const uint32_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    int isa = 0;
+#if ATTN_HAVE_X86_KERNELS
+    isa = __builtin_cpu_supports("avx512f") ? 1 : 0;
+#endif
+    const runs_ctx ctx = { (const char *)buf, order, nruns, run, nthreads, isa, sums };
+    const double best =
+        best_rate(nthreads, runs_body, (void *)&ctx, (double)(nruns * run), 1, 3, sums);
+    free(buf);
+    free(order);
+    return best;
+}
+
 size_t l3_size(void)
 {
     long v = -1;

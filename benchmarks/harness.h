@@ -33,6 +33,9 @@ typedef struct bench_env {
     double fma_gflops;         /* FMA peak (registers only) at this thread count */
     size_t l3_bytes;           /* as read from sysconf or /sys (0: unknown) */
     size_t kv_target_bytes;    /* K/V copies per decode case: at least this much */
+    int nruns;                 /* D2's paged runs: the read bandwidth over runs of */
+    size_t run_bytes[8];       /* run_bytes in a random order (read_bandwidth_runs) */
+    double run_gbs[8];         /* at this thread count, 0 where not measured */
     const char *blas, *kernel, *simd;
 } bench_env;
 
@@ -115,6 +118,9 @@ double fma_peak(int nthreads);
 double bf16_peak(int nthreads);
 /* GB/s of a streaming read of `bytes`, every thread its own part. */
 double read_bandwidth(int nthreads, size_t bytes);
+/* The same over runs of `run` bytes (a multiple of 64) in a random order,
+ * as a paged KV cache is read (0 on failure). */
+double read_bandwidth_runs(int nthreads, size_t bytes, size_t run);
 /* The last-level cache's size: sysconf, else /sys, else 0. */
 size_t l3_size(void);
 
