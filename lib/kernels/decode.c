@@ -29,8 +29,9 @@ static inline float load_st(int st, const void *base, int64_t i)
 }
 
 static void qk_c(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
-                 int64_t nk, int64_t d, float scale, float *s, int64_t lds)
+                 int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far)
 {
+    (void)far;   /* (no prefetching in C) */
     for (int64_t c = 0; c < nk; c++) {
         const void *kc = k[c];
         for (int64_t r = 0; r < R; r++) {
@@ -44,8 +45,9 @@ static void qk_c(int st, const float *q, int64_t ldq, int64_t R, const void *con
 }
 
 static void pv_c(int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
-                 int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
+                 int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
 {
+    (void)far;
     for (int64_t r = 0; r < R; r++) {
         float *orow = o + r * ldo;
         if (!acc)

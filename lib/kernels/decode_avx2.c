@@ -64,16 +64,19 @@ static inline float hsum8(__m256 a)
 }
 
 INLINE void qk_impl(const int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
-                    int64_t nk, int64_t d, float scale, float *s, int64_t lds)
+                    int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far)
 {
     const int64_t d8 = d & ~(int64_t)7;
     for (int64_t c0 = 0; c0 < nk; c0 += 4) {
         const void *kr[4];
         for (int c = 0; c < 4; c++)
             kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
-        for (int c = 0; c < 4; c++)
+        for (int c = 0; c < 4; c++) {
             if (c0 + PF_KEYS + c < nk)
                 prefetch_row(k[c0 + PF_KEYS + c], attn_st_bytes(st, d));
+            if (far && c0 + far + c < nk)
+                prefetch_row(k[c0 + far + c], attn_st_bytes(st, d));
+        }
         for (int64_t r0 = 0; r0 < R; r0 += 2) {
             const float *qr[2];
             for (int r = 0; r < 2; r++)
@@ -104,7 +107,7 @@ INLINE void qk_impl(const int st, const float *q, int64_t ldq, int64_t R, const 
 }
 
 INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
-                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
+                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
 {
     const int64_t d8 = d & ~(int64_t)7;
     for (int64_t r0 = 0; r0 < R; r0 += 2) {
@@ -120,6 +123,9 @@ INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const 
                 const void *vc = v[c];
                 if (c + PF_KEYS < nk)
                     prefetch_row((const char *)v[c + PF_KEYS] + attn_st_bytes(st, x0),
+                                 attn_st_bytes(st, nv * 8));
+                if (far && c + far < nk)
+                    prefetch_row((const char *)v[c + far] + attn_st_bytes(st, x0),
                                  attn_st_bytes(st, nv * 8));
                 __m256 vv[4];
                 for (int j = 0; j < nv; j++)
@@ -149,33 +155,33 @@ INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const 
 /* Instantiated per storage type: a run-time type test inside the key
  * loops costs the streaming kernels much of their speed. */
 static void qk_avx2(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
-                    int64_t nk, int64_t d, float scale, float *s, int64_t lds)
+                    int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far)
 {
     if (st == ATTN_ST_Q8_0)
-        qk_impl(ATTN_ST_Q8_0, q, ldq, R, k, nk, d, scale, s, lds);
+        qk_impl(ATTN_ST_Q8_0, q, ldq, R, k, nk, d, scale, s, lds, far);
     else if (st == ATTN_ST_Q4_0)
-        qk_impl(ATTN_ST_Q4_0, q, ldq, R, k, nk, d, scale, s, lds);
+        qk_impl(ATTN_ST_Q4_0, q, ldq, R, k, nk, d, scale, s, lds, far);
     else if (st == ATTN_ST_F16)
-        qk_impl(ATTN_ST_F16, q, ldq, R, k, nk, d, scale, s, lds);
+        qk_impl(ATTN_ST_F16, q, ldq, R, k, nk, d, scale, s, lds, far);
     else if (st == ATTN_ST_BF16)
-        qk_impl(ATTN_ST_BF16, q, ldq, R, k, nk, d, scale, s, lds);
+        qk_impl(ATTN_ST_BF16, q, ldq, R, k, nk, d, scale, s, lds, far);
     else
-        qk_impl(ATTN_ST_F32, q, ldq, R, k, nk, d, scale, s, lds);
+        qk_impl(ATTN_ST_F32, q, ldq, R, k, nk, d, scale, s, lds, far);
 }
 
 static void pv_avx2(int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
-                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
+                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
 {
     if (st == ATTN_ST_Q8_0)
-        pv_impl(ATTN_ST_Q8_0, p, ldp, R, v, nk, d, o, ldo, acc);
+        pv_impl(ATTN_ST_Q8_0, p, ldp, R, v, nk, d, o, ldo, acc, far);
     else if (st == ATTN_ST_Q4_0)
-        pv_impl(ATTN_ST_Q4_0, p, ldp, R, v, nk, d, o, ldo, acc);
+        pv_impl(ATTN_ST_Q4_0, p, ldp, R, v, nk, d, o, ldo, acc, far);
     else if (st == ATTN_ST_F16)
-        pv_impl(ATTN_ST_F16, p, ldp, R, v, nk, d, o, ldo, acc);
+        pv_impl(ATTN_ST_F16, p, ldp, R, v, nk, d, o, ldo, acc, far);
     else if (st == ATTN_ST_BF16)
-        pv_impl(ATTN_ST_BF16, p, ldp, R, v, nk, d, o, ldo, acc);
+        pv_impl(ATTN_ST_BF16, p, ldp, R, v, nk, d, o, ldo, acc, far);
     else
-        pv_impl(ATTN_ST_F32, p, ldp, R, v, nk, d, o, ldo, acc);
+        pv_impl(ATTN_ST_F32, p, ldp, R, v, nk, d, o, ldo, acc, far);
 }
 
 const attn_dec_kernels attn_dec_avx2 = { "avx2", qk_avx2, pv_avx2 };

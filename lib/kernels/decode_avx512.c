@@ -101,7 +101,7 @@ INLINE __m512 reduce16(const __m512 a[16])
 /* Blocks of 4 keys x 4 rows; a short block repeats its last key or row
  * (computed again, not stored), so every score goes through the same code. */
 INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const void *const *k,
-                    int64_t nk, int64_t d, float scale, float *s, int64_t lds)
+                    int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far)
 {
     const __m512 vs = _mm512_set1_ps(scale);
     const int64_t dfull = d & ~(int64_t)15, rowb = attn_st_bytes(ST, d);
@@ -113,6 +113,8 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
         for (int c = 0; c < 4; c++) {
             if (c0 + PF_KEYS + c < nk)
                 prefetch_row((const char *)k[c0 + PF_KEYS + c], rowb);
+            if (far && c0 + far + c < nk)
+                prefetch_row((const char *)k[c0 + far + c], rowb);
         }
         for (int64_t r0 = 0; r0 < R; r0 += 4) {
             const float *qr[4];
@@ -170,7 +172,7 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
  * (masked); otherwise all NV chunks are whole. */
 INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, const float *p,
                      int64_t ldp, const void *const *v, int64_t nk, int64_t x0, int64_t d,
-                     float *o, int64_t ldo, int acc, int pf)
+                     float *o, int64_t ldo, int acc, int pf, int64_t far)
 {
     const __mmask16 mt = tail ? lanes(d - x0 - 16 * (NV - 1)) : (__mmask16)0xffff;
     const int64_t off = attn_st_bytes(ST, x0);
@@ -186,6 +188,8 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
         const void *vc = v[c];
         if (pf && c + PF_KEYS < nk)
             prefetch_row((const char *)v[c + PF_KEYS] + off, span);
+        if (pf && far && c + far < nk)
+            prefetch_row((const char *)v[c + far] + off, span);
         __m512 vv[8];
         /* (block types: NV is even and no chunk is partial, as d and x0
          * are multiples of 32) */
@@ -218,17 +222,17 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
         int64_t r = 0;                                                                       \
         for (; r + (RB) <= R; r += (RB))                                                     \
             pv_block(RB, NV, ST, TAIL, p + r * ldp, ldp, v, nk, x0, d, o + r * ldo, ldo,     \
-                     acc, r == 0);                                                           \
+                     acc, r == 0, far);                                                      \
         for (; r < R; r++)                                                                   \
             pv_block(1, NV, ST, TAIL, p + r * ldp, ldp, v, nk, x0, d, o + r * ldo, ldo, acc, \
-                     r == 0);                                                                \
+                     r == 0, far);                                                           \
     } while (0)
 
 /* Columns in whole chunks of 128 (2 rows at a time: 16 accumulators and 8
  * row vectors in registers; a V row of 128 floats read whole), then of 64
  * (4 rows at a time), then the last partial chunk of 64. */
 INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const void *const *v,
-                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
+                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
 {
     int64_t x0 = 0;
     /* (the block types with 3 or 4 rows: 64 columns for 4 rows, so each
@@ -258,12 +262,14 @@ enum { QBUF_FLOATS = 4096, QROWS_IN_REGS_QK = 4, QROWS_IN_REGS_PV = 4 };
 
 INLINE void dequant_rows(const int ST, const void *const *rows, int64_t nk, int64_t d,
                          float *buf, const void **out, int64_t c_all, const void *const *all,
-                         int64_t n_all)
+                         int64_t n_all, int64_t far)
 {
     const int64_t rowb = attn_st_bytes(ST, d);
     for (int64_t c = 0; c < nk; c++) {
         if (c_all + c + PF_KEYS < n_all)
             prefetch_row((const char *)all[c_all + c + PF_KEYS], rowb);
+        if (far && c_all + c + far < n_all)
+            prefetch_row((const char *)all[c_all + c + far], rowb);
         float *dst = buf + c * d;
         for (int64_t x = 0; x < d; x += 32) {
             __m512 lo, hi;
@@ -276,10 +282,10 @@ INLINE void dequant_rows(const int ST, const void *const *rows, int64_t nk, int6
 }
 
 static void qk_blocks(const int ST, const float *q, int64_t ldq, int64_t R, const void *const *k,
-                      int64_t nk, int64_t d, float scale, float *s, int64_t lds)
+                      int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far)
 {
     if (R <= QROWS_IN_REGS_QK || d > QBUF_FLOATS / 4) {
-        qk_impl(ST, q, ldq, R, k, nk, d, scale, s, lds);
+        qk_impl(ST, q, ldq, R, k, nk, d, scale, s, lds, far);
         return;
     }
     float buf[QBUF_FLOATS] __attribute__((aligned(64)));
@@ -287,31 +293,32 @@ static void qk_blocks(const int ST, const float *q, int64_t ldq, int64_t R, cons
     const int64_t run = QBUF_FLOATS / d;
     for (int64_t c0 = 0; c0 < nk; c0 += run) {
         const int64_t n = nk - c0 < run ? nk - c0 : run;
-        dequant_rows(ST, k + c0, n, d, buf, rows, c0, k, nk);
-        qk_impl(ATTN_ST_F32, q, ldq, R, rows, n, d, scale, s + c0, lds);
+        dequant_rows(ST, k + c0, n, d, buf, rows, c0, k, nk, far);
+        qk_impl(ATTN_ST_F32, q, ldq, R, rows, n, d, scale, s + c0, lds, 0);
     }
 }
 
 static void qk_avx512(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
-                      int64_t nk, int64_t d, float scale, float *s, int64_t lds)
+                      int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far)
 {
     if (st == ATTN_ST_Q8_0)
-        qk_blocks(ATTN_ST_Q8_0, q, ldq, R, k, nk, d, scale, s, lds);
+        qk_blocks(ATTN_ST_Q8_0, q, ldq, R, k, nk, d, scale, s, lds, far);
     else if (st == ATTN_ST_Q4_0)
-        qk_blocks(ATTN_ST_Q4_0, q, ldq, R, k, nk, d, scale, s, lds);
+        qk_blocks(ATTN_ST_Q4_0, q, ldq, R, k, nk, d, scale, s, lds, far);
     else if (st == ATTN_ST_F16)
-        qk_impl(ATTN_ST_F16, q, ldq, R, k, nk, d, scale, s, lds);
+        qk_impl(ATTN_ST_F16, q, ldq, R, k, nk, d, scale, s, lds, far);
     else if (st == ATTN_ST_BF16)
-        qk_impl(ATTN_ST_BF16, q, ldq, R, k, nk, d, scale, s, lds);
+        qk_impl(ATTN_ST_BF16, q, ldq, R, k, nk, d, scale, s, lds, far);
     else
-        qk_impl(ATTN_ST_F32, q, ldq, R, k, nk, d, scale, s, lds);
+        qk_impl(ATTN_ST_F32, q, ldq, R, k, nk, d, scale, s, lds, far);
 }
 
 static void pv_blocks(const int ST, const float *p, int64_t ldp, int64_t R,
-                      const void *const *v, int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
+                      const void *const *v, int64_t nk, int64_t d, float *o, int64_t ldo, int acc,
+                      int64_t far)
 {
     if (R <= QROWS_IN_REGS_PV || d > QBUF_FLOATS / 4) {
-        pv_impl(ST, p, ldp, R, v, nk, d, o, ldo, acc);
+        pv_impl(ST, p, ldp, R, v, nk, d, o, ldo, acc, far);
         return;
     }
     float buf[QBUF_FLOATS] __attribute__((aligned(64)));
@@ -319,24 +326,24 @@ static void pv_blocks(const int ST, const float *p, int64_t ldp, int64_t R,
     const int64_t run = QBUF_FLOATS / d;
     for (int64_t c0 = 0; c0 < nk; c0 += run) {
         const int64_t n = nk - c0 < run ? nk - c0 : run;
-        dequant_rows(ST, v + c0, n, d, buf, rows, c0, v, nk);
-        pv_impl(ATTN_ST_F32, p + c0, ldp, R, rows, n, d, o, ldo, acc || c0 > 0);
+        dequant_rows(ST, v + c0, n, d, buf, rows, c0, v, nk, far);
+        pv_impl(ATTN_ST_F32, p + c0, ldp, R, rows, n, d, o, ldo, acc || c0 > 0, 0);
     }
 }
 
 static void pv_avx512(int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
-                      int64_t nk, int64_t d, float *o, int64_t ldo, int acc)
+                      int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
 {
     if (st == ATTN_ST_Q8_0)
-        pv_blocks(ATTN_ST_Q8_0, p, ldp, R, v, nk, d, o, ldo, acc);
+        pv_blocks(ATTN_ST_Q8_0, p, ldp, R, v, nk, d, o, ldo, acc, far);
     else if (st == ATTN_ST_Q4_0)
-        pv_blocks(ATTN_ST_Q4_0, p, ldp, R, v, nk, d, o, ldo, acc);
+        pv_blocks(ATTN_ST_Q4_0, p, ldp, R, v, nk, d, o, ldo, acc, far);
     else if (st == ATTN_ST_F16)
-        pv_impl(ATTN_ST_F16, p, ldp, R, v, nk, d, o, ldo, acc);
+        pv_impl(ATTN_ST_F16, p, ldp, R, v, nk, d, o, ldo, acc, far);
     else if (st == ATTN_ST_BF16)
-        pv_impl(ATTN_ST_BF16, p, ldp, R, v, nk, d, o, ldo, acc);
+        pv_impl(ATTN_ST_BF16, p, ldp, R, v, nk, d, o, ldo, acc, far);
     else
-        pv_impl(ATTN_ST_F32, p, ldp, R, v, nk, d, o, ldo, acc);
+        pv_impl(ATTN_ST_F32, p, ldp, R, v, nk, d, o, ldo, acc, far);
 }
 
 const attn_dec_kernels attn_dec_avx512 = { "avx512", qk_avx512, pv_avx512 };

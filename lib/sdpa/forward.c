@@ -239,7 +239,8 @@ static void qk_decode(const attn_sdpa_plan *p, const kvtile *kt, const void *q, 
     (void)t;
     (void)ah;
     kv_rows(&kt->k, j0, nk, rows);
-    p->x.dec->qk(kt->k.st, (const float *)q, ldq, R, rows, nk, p->d.qk_dim, p->scale, s, lds);
+    p->x.dec->qk(kt->k.st, (const float *)q, ldq, R, rows, nk, p->d.qk_dim, p->scale, s, lds,
+                 kt->k.table ? attn_dec_far_rows(attn_st_bytes(kt->k.st, p->d.qk_dim)) : 0);
 }
 
 static void pv_decode(const attn_sdpa_plan *p, const kvtile *kt, const float *s, int64_t lds,
@@ -251,7 +252,8 @@ static void pv_decode(const attn_sdpa_plan *p, const kvtile *kt, const float *s,
     (void)rs;
     (void)ah;
     kv_rows(&kt->v, j0, nk, rows);
-    p->x.dec->pv(kt->v.st, s, lds, R, rows, nk, p->d.v_dim, o, ldo, acc);
+    p->x.dec->pv(kt->v.st, s, lds, R, rows, nk, p->d.v_dim, o, ldo, acc,
+                 kt->v.table ? attn_dec_far_rows(attn_st_bytes(kt->v.st, p->d.v_dim)) : 0);
 }
 
 /* BF16 products (the tile engine with Q, K and V in BF16): Q's pairs read
