@@ -74,6 +74,7 @@ typedef struct kvsrc {
     int64_t ld, step;
     const int32_t *table;
     int64_t bs, bstep;
+    int64_t far;    /* the decode kernels' second prefetch distance (decode.h) */
 } kvsrc;
 
 static inline const void *kv_row(const kvsrc *s, int64_t j)
@@ -126,10 +127,12 @@ static void kv_source(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t 
         s->table = a->block_table + b * d->kv_max_blocks;
         s->bs = d->kv_block_size;
         s->bstep = attn_st_bytes(s->st, vw->batch);
+        s->far = attn_dec_far_rows(attn_st_bytes(s->st, is_v ? d->v_dim : d->qk_dim));
     } else {
         s->base = ptr + attn_st_bytes(s->st, b * vw->batch + hk * vw->head);
         s->table = NULL;
         s->bs = s->bstep = 0;
+        s->far = 0;
     }
 }
 
@@ -240,7 +243,7 @@ static void qk_decode(const attn_sdpa_plan *p, const kvtile *kt, const void *q, 
     (void)ah;
     kv_rows(&kt->k, j0, nk, rows);
     p->x.dec->qk(kt->k.st, (const float *)q, ldq, R, rows, nk, p->d.qk_dim, p->scale, s, lds,
-                 kt->k.table ? attn_dec_far_rows(attn_st_bytes(kt->k.st, p->d.qk_dim)) : 0);
+                 kt->k.far);
 }
 
 static void pv_decode(const attn_sdpa_plan *p, const kvtile *kt, const float *s, int64_t lds,
@@ -252,8 +255,7 @@ static void pv_decode(const attn_sdpa_plan *p, const kvtile *kt, const float *s,
     (void)rs;
     (void)ah;
     kv_rows(&kt->v, j0, nk, rows);
-    p->x.dec->pv(kt->v.st, s, lds, R, rows, nk, p->d.v_dim, o, ldo, acc,
-                 kt->v.table ? attn_dec_far_rows(attn_st_bytes(kt->v.st, p->d.v_dim)) : 0);
+    p->x.dec->pv(kt->v.st, s, lds, R, rows, nk, p->d.v_dim, o, ldo, acc, kt->v.far);
 }
 
 /* BF16 products (the tile engine with Q, K and V in BF16): Q's pairs read
