@@ -1436,10 +1436,10 @@ int main(int argc, char **argv)
         for (int ci = 0; any_decode && ci < bench_ncases; ci++) {
             if (!selected[ci] || bench_cases[ci].kind != K_DECODE)
                 continue;
-            size_t rb[8];
-            const int nr = decode_paged_runs(&bench_cases[ci], rb, 8);
-            for (int i = 0; i < nr && env.nruns < 8; i++) {
-                int seen = 0;
+            size_t rb[MAX_DECODE_ROWS];
+            const int nr = decode_paged_runs(&bench_cases[ci], rb, MAX_DECODE_ROWS);
+            for (int i = 0; i < nr && env.nruns < BENCH_MAX_RUNS; i++) {
+                int seen = rb[i] % 64 != 0;   /* (read_bandwidth_runs: whole lines) */
                 for (int k = 0; k < env.nruns; k++)
                     seen |= env.run_bytes[k] == rb[i];
                 if (seen)

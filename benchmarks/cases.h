@@ -81,8 +81,8 @@ const char *long_other_name(const bench_case *c);
 /* decode.c, called in the driver (each row runs in its own child). */
 void decode_print_header(const bench_env *env);
 void decode_run_case(const bench_case *c, int nthreads, const bench_env *env);
-/* The distinct run sizes (bytes of one head's rows in a pool block) of c's
- * randomly paged rows, at most max; their count. */
+/* The run sizes (bytes of one head's rows in a pool block) of c's randomly
+ * paged rows, at most max; their count. */
 int decode_paged_runs(const bench_case *c, size_t *runs, int max);
 void decode_print_ratios(int nthreads, const bench_env *env);
 void decode_print_notes(void);

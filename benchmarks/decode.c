@@ -404,14 +404,7 @@ static void run_decode_row(const djob *j, result *res)
         int32_t *perm = malloc(sizeof(int32_t) * (size_t)nblocks);
         if (!table || !perm)
             return fail(res, "out of memory", ATTN_OK);
-        for (int64_t i = 0; i < nblocks; i++)
-            perm[i] = (int32_t)i;
-        for (int64_t i = row->paged == 2 ? 0 : nblocks - 1; i > 0; i--) {
-            const int64_t r = (int64_t)((frand() * 0.5f + 0.5f) * (float)(i + 1)) % (i + 1);
-            const int32_t tmp = perm[i];
-            perm[i] = perm[r];
-            perm[r] = tmp;
-        }
+        permutation(perm, nblocks, row->paged != 2);
         int64_t next = 0;
         for (int64_t b = 0; b < B; b++)
             for (int64_t lb = 0; lb < (kvl[b] + BLOCK - 1) / BLOCK; lb++)
@@ -526,21 +519,14 @@ void decode_print_header(const bench_env *env)
            "workspace", "RSS MiB", "max_err", "vs attn");
 }
 
-/* The distinct bytes of one head's run of a pool block (BLOCK rows of d
- * values) over c's randomly paged rows, at most max of them. */
+/* The bytes of one head's run of a pool block (BLOCK rows of d values) of
+ * each of c's randomly paged rows, at most max of them. */
 int decode_paged_runs(const bench_case *c, size_t *runs, int max)
 {
     int n = 0;
-    for (int ri = 0; c->rows[ri].label; ri++) {
-        if (c->rows[ri].paged != 1)
-            continue;
-        const size_t b = stored(c->rows[ri].type, (size_t)(BLOCK * c->d));
-        int seen = 0;
-        for (int i = 0; i < n; i++)
-            seen |= runs[i] == b;
-        if (!seen && n < max && b % 64 == 0)
-            runs[n++] = b;
-    }
+    for (int ri = 0; c->rows[ri].label && n < max; ri++)
+        if (c->rows[ri].paged == 1)
+            runs[n++] = stored(c->rows[ri].type, (size_t)(BLOCK * c->d));
     return n;
 }
 

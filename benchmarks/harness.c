@@ -169,6 +169,18 @@ float *alloc_fill(size_t count, int fill)
     return p;
 }
 
+void permutation(int32_t *perm, int64_t n, int shuffle)
+{
+    for (int64_t i = 0; i < n; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = shuffle ? n - 1 : 0; i > 0; i--) {
+        const int64_t r = (int64_t)((frand() * 0.5f + 0.5f) * (float)(i + 1)) % (i + 1);
+        const int32_t tmp = perm[i];
+        perm[i] = perm[r];
+        perm[r] = tmp;
+    }
+}
+
 void bench_parallel(int nthreads, int64_t nitems, void (*body)(void *, int), void *ctx)
 {
 #if ATTN_HAVE_OPENMP
@@ -511,7 +523,7 @@ double read_bandwidth(int nthreads, size_t bytes)
 enum { RUNS_AHEAD = 2 };
 typedef struct runs_ctx {
     const char *buf;
-    const uint32_t *order;
+    const int32_t *order;
     size_t nruns, run;
     int parts, isa;
     float *sums;
@@ -582,29 +594,15 @@ double read_bandwidth_runs(int nthreads, size_t bytes, size_t run)
         return 0;
     const size_t nruns = bytes / run / (size_t)nthreads * (size_t)nthreads;
     float *buf = aligned_alloc(64, nruns * run), sums[64] = { 0 };
-    uint32_t *order = malloc(nruns * sizeof *order);
-    if (!buf || !order || nruns == 0 || nruns > UINT32_MAX) {
+    int32_t *order = malloc(nruns * sizeof *order);
+    if (!buf || !order || nruns == 0 || nruns > INT32_MAX) {
         free(buf);
         free(order);
         return 0;
     }
     for (size_t i = 0; i < nruns * run / sizeof(float); i++)
         buf[i] = (float)(i & 7);
-    /* Fisher-Yates with SplitMix64, a fixed seed: the same order each run */
-    uint64_t z = 0x9E3779B97F4A7C15u;
-    for (size_t i = 0; i < nruns; i++)
-        order[i] = (uint32_t)i;
-    for (size_t i = nruns - 1; i > 0; i--) {
-        z += 0x9E3779B97F4A7C15u;
-        uint64_t v = z;
-        v = (v ^ (v >> 30)) * 0xBF58476D1CE4E5B9u;
-        v = (v ^ (v >> 27)) * 0x94D049BB133111EBu;
-        v ^= v >> 31;
-        const size_t j = (size_t)(v % (i + 1));
-        const uint32_t t = order[i];
-        order[i] = order[j];
-        order[j] = t;
-    }
+    permutation(order, (int64_t)nruns, 1);
     int isa = 0;
 #if ATTN_HAVE_X86_KERNELS
     isa = __builtin_cpu_supports("avx512f") ? 1 : 0;

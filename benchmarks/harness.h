@@ -24,6 +24,8 @@ typedef struct result {
 } result;
 
 /* What the driver measured in this run, for the decode cases. */
+enum { BENCH_MAX_RUNS = 8 };   /* run sizes bench_env holds */
+
 typedef struct bench_env {
     int json;
     int do_naive;
@@ -34,8 +36,9 @@ typedef struct bench_env {
     size_t l3_bytes;           /* as read from sysconf or /sys (0: unknown) */
     size_t kv_target_bytes;    /* K/V copies per decode case: at least this much */
     int nruns;                 /* D2's paged runs: the read bandwidth over runs of */
-    size_t run_bytes[8];       /* run_bytes in a random order (read_bandwidth_runs) */
-    double run_gbs[8];         /* at this thread count, 0 where not measured */
+    size_t run_bytes[BENCH_MAX_RUNS]; /* run_bytes in a random order */
+    double run_gbs[BENCH_MAX_RUNS];   /* (read_bandwidth_runs) at this thread
+                                         count, 0 where not measured */
     const char *blas, *kernel, *simd;
 } bench_env;
 
@@ -83,6 +86,8 @@ const char *status_str(int status);
 
 float frand(void);                          /* uniform in [-1, 1), a fixed stream */
 float *alloc_fill(size_t count, int fill);  /* 64-byte aligned; filled with frand() */
+/* perm[i] = i, then (shuffle) a Fisher-Yates permutation drawn from frand() */
+void permutation(int32_t *perm, int64_t n, int shuffle);
 long peak_rss_kb(void);
 
 /* body(ctx, tid) on nthreads OpenMP threads (one when nitems < 2), each
