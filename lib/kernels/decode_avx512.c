@@ -105,8 +105,9 @@ INLINE __m512 reduce16(const __m512 a[16])
  * product of zeros may come out -0), not from zeroed registers, and the
  * block's accumulators are kept key-major (a[4 c + r]), so reduce16
  * returns row r's four scores in lanes 4 r to 4 r + 3, stored as one
- * 16-byte run per row.  Both together took 14-24% off a block of F16, Q8_0
- * or Q4_0 keys from the L1/L2 cache on a Xeon (Cascade Lake, 4 rows). */
+ * 16-byte run per row.  Both together took 6-17% off Q K^T of F16, Q8_0
+ * and Q4_0 keys from the L1/L2 cache on a Xeon (Cascade Lake, 4 rows, d
+ * 128; docs/DESIGN.md). */
 INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const void *const *k,
                     int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far)
 {
