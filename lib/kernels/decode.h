@@ -8,7 +8,10 @@
  * neighbours (which keys and rows share a register block), and every output
  * element one chain of fused multiply-adds in key order, so results do not
  * depend on how the keys are cut into runs (pages of a paged cache, tiles,
- * split-K chunks): paged and contiguous caches give the same bits.
+ * split-K chunks): paged and contiguous caches give the same bits.  How a
+ * score is summed may depend on the call's row count R and on d (the
+ * AVX-512 table's Q K^T for many rows), never on the storage type or the
+ * paging.
  *
  * The block types (Q8_0, Q4_0; d a multiple of 32) are de-quantized in
  * registers to their exact fp32 values (q x scale) and then go through the
