@@ -74,7 +74,7 @@ extern "C" {
 
 #define ATTN_VERSION_MAJOR 1
 #define ATTN_VERSION_MINOR 3
-#define ATTN_VERSION_PATCH 2
+#define ATTN_VERSION_PATCH 3
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define ATTN_VERSION (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + \
                       ATTN_VERSION_PATCH)
@@ -854,9 +854,11 @@ ATTN_API attn_status attn_dtype_bytes(attn_dtype type, int64_t n, size_t *bytes)
  *   item's rows at a time into the workspace, or in registers) and the
  *   products are the fp32 ones: the result is bitwise that of the same call
  *   in fp32 on the widened values (then O rounded to o_type), except that
- *   on the dense path a 16-bit Q or O (held [g][rows][d] in the workspace)
- *   can stack a GQA group's heads into one GEMM where the fp32 views (BSHD,
- *   say) do not, and then agrees within rounding.  F16 costs
+ *   on the engines (more than 16 queries, or ATTN_DECODE=0) a 16-bit Q or
+ *   O (held [g][rows][d] in the workspace) can stack a GQA group's heads
+ *   into one GEMM where the fp32 views (BSHD, say) do not, and then agrees
+ *   within rounding.  The decode path (16 queries or fewer) stacks a group
+ *   in every layout (1.3.3), so there the bits are always the fp32 call's.  F16 costs
  *   what fp32 costs and reads half the bytes.  (AVX512_FP16 has no
  *   fp32-accumulating product, so it is not used for F16.)
  *

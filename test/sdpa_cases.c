@@ -1051,6 +1051,29 @@ static void gen_types(trows *rs)
             c.wr = n > 1 ? 0 : -1;
             trows_add(rs, &c);
         }
+        /* the decode path with Q and O whose heads do not lie at one row
+         * stride (BSHD, padded): it stacks the group all the same, so the
+         * calls' row counts (16 and 32 here, past which the AVX-512 Q K^T
+         * takes its many-rows form) are those of the fp32 call; bitwise
+         * that call, causal and not, d 64 and 128 */
+        {
+            const unsigned keep = rs->next.checks;
+            rs->next.checks |= CHK_WIDENED;
+            for (int v = 0; v < 3; v++) {
+                /* g 4 x n 4, g 8 x n 2, g 8 x n 4 */
+                tcase c = full(2, v ? 16 : 8, 2, v == 1 ? 2 : 4, 300, v == 1 ? 128 : 64,
+                               v == 1 ? 128 : 40, seed++);
+                c.dtype = ty;
+                c.layout = v == 2 ? LAY_PADDED : LAY_BSHD;
+                c.out_layout = v == 2 ? OUT_PADDED : OUT_BSHD;
+                c.align = ATTN_ALIGN_BOTTOM_RIGHT;
+                c.wr = v != 1 ? 0 : -1;
+                c.want_probs = c.want_lse = 1;
+                c.poison = 1;
+                trows_add(rs, &c);
+            }
+            rs->next.checks = keep;
+        }
         /* large logits (inputs x30, bias up to 100) and a long row */
         {
             tcase c = full(1, 2, 1, 40, 97, 64, 32, seed++);

@@ -305,15 +305,20 @@ static int check_widened(const trow *r, tinst *t, const tsnap *base, tstats *st)
 }
 
 /* Rows check_widened applies to: the sparse rows, which never run the
- * BF16 products.  (Not the dense F16 rows: there 16-bit Q or O can stack
- * a GQA group's heads into one GEMM where the fp32 views do not allow it,
- * BSHD Q or O, and the sums then differ within rounding.) */
+ * BF16 products, and the dense rows of the decode path (n <= 16, unless
+ * ATTN_DECODE=0 sends them to the engines), which never do either and
+ * stack a GQA group in any layout.  (Not the other dense 16-bit rows:
+ * there 16-bit Q or O can stack a group's heads into one GEMM where the
+ * fp32 views do not allow it, BSHD Q or O, and the sums then differ within
+ * rounding.) */
 static int widened_applies(const trow *r)
 {
     /* With MKL the sgemm path's sums depend on the operands' alignment and
      * leading dimensions, and the widened copies have others than the fp32
      * buffers: within rounding only, which the reference check covers. */
-    return r->c.dtype != ATTN_DTYPE_F32 && tcase_sparse(&r->c) && !tblas_mkl();
+    const char *dec = getenv("ATTN_DECODE");
+    const int decode = r->c.n <= 16 && !(dec && !strcmp(dec, "0"));
+    return r->c.dtype != ATTN_DTYPE_F32 && (tcase_sparse(&r->c) || decode) && !tblas_mkl();
 }
 
 static int check_plan(const trow *r, tinst *t, const tsnap *base, tstats *st)

@@ -11,7 +11,9 @@
  * split-K chunks): paged and contiguous caches give the same bits.  How a
  * score is summed may depend on the call's row count R and on d (the
  * AVX-512 table's Q K^T for many rows), never on the storage type or the
- * paging.
+ * paging; the decode path's R follows the shape alone (a GQA group is
+ * stacked in every layout: sdpa/plan.c), so a 16-bit Q or O and its fp32
+ * twin give the same bits too.
  *
  * The block types (Q8_0, Q4_0; d a multiple of 32) are de-quantized in
  * registers to their exact fp32 values (q x scale) and then go through the

@@ -346,7 +346,9 @@ INLINE void qk_blocks(const int ST, const float *q, int64_t ldq, int64_t R, cons
  * fused multiply-adds over x in order (the first a multiply), whatever
  * its place, though not the 4 x 4 path's bits (which sums 16 lanes, then a
  * tree).  The choice depends on R and d only, never on the storage type or
- * the paging, so those still give the same bits.  A call of more than 16
+ * the paging, so those still give the same bits; and the decode path's R
+ * depends on the shape only (sdpa/plan.c stacks a GQA group in every
+ * layout), so a 16-bit Q or O gives its fp32 twin's bits.  A call of more than 16
  * rows widens each panel again per 16 rows.  From
  * cache on a Xeon (Cascade Lake), against the 4 x 4 path, 256 keys: at 16
  * rows and d 128, F32 11%, F16 23%, BF16 26%, Q8_0 29% and Q4_0 24% less
@@ -354,11 +356,11 @@ INLINE void qk_blocks(const int ST, const float *q, int64_t ldq, int64_t R, cons
  * With 12 rows (a quarter of the lanes idle) F32 was 13% slower, and at d
  * 256 (a 16 KiB Q^T beside the panels) 12% slower: those stay on the 4 x 4
  * path. */
-/* Off: the fuzzer found a 16-bit Q call whose widened fp32 twin runs with
- * another row count, so the two took different paths and P differed
- * bitwise (CI of 6249d32; crash input in note).  Kept for a fix that
- * makes the choice independent of how rows are grouped. */
-enum { QK_MANY_ON = 0, QK_MANY_ROWS = 13, QK_MANY_D = 128, QK_PANEL = 64 };
+/* (Off in 1.3.2: a 16-bit call's fp32 twin, whose BSHD O did not stack,
+ * ran with other row counts, so the two took different forms; the fuzzer
+ * found it, test/fuzz/regressions/qo-twin-stacking.  1.3.3 stacks in every
+ * layout.) */
+enum { QK_MANY_ON = 1, QK_MANY_ROWS = 13, QK_MANY_D = 128, QK_PANEL = 64 };
 
 INLINE void qk_many(const int ST, const float *q, int64_t ldq, int64_t R, const void *const *k,
                     int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far)

@@ -699,12 +699,18 @@ static int item_begin(item *it, const partials *part, int64_t qb, int64_t chunk)
         out->seq = d->o.seq;
         out->m = out->l = NULL;
     }
-    /* 16-bit Q off the BF16 products: the rows of the group, widened. */
+    /* 16-bit Q off the BF16 products: the rows of the group, widened (the
+     * decode path's fp32 Q that would not stack: copied). */
     if (p->qw)
         for (int64_t hh = 0; hh < g; hh++)
             for (int64_t r = 0; r < rows; r++) {
-                const uint16_t *src = ATTN_VIEW_AT(a->q16, d->q, b, h0 + hh, i0 + r);
                 float *dst = w->qbuf + (hh * rows + r) * d->qk_dim;
+                if (d->q_type == ATTN_DTYPE_F32) {
+                    memcpy(dst, ATTN_VIEW_AT(a->q, d->q, b, h0 + hh, i0 + r),
+                           (size_t)d->qk_dim * sizeof(float));
+                    continue;
+                }
+                const uint16_t *src = ATTN_VIEW_AT(a->q16, d->q, b, h0 + hh, i0 + r);
                 if (d->q_type == ATTN_DTYPE_F16)
                     p->x.cvt->f16_to_f32(src, dst, d->qk_dim);
                 else
@@ -830,10 +836,15 @@ static void item_tile(item *it, int64_t t, int64_t nt)
     }
 }
 
-/* Row (b, h, i) of a 16-bit O from its fp32 values. */
+/* Row (b, h, i) of a 16-bit O from its fp32 values (an fp32 O that went
+ * through the workspace: copied). */
 static void store_o16(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
                       int64_t i, const float *row)
 {
+    if (p->d.o_type == ATTN_DTYPE_F32) {
+        memcpy(ATTN_VIEW_AT(a->o, p->d.o, b, h, i), row, (size_t)p->d.v_dim * sizeof(float));
+        return;
+    }
     uint16_t *dst = ATTN_VIEW_AT(a->o16, p->d.o, b, h, i);
     /* (BF16: the BF16 table's rounding, the same rule as the conversion
      * table's, whose per-call set-up short rows notice: S8 0.95x) */

@@ -311,6 +311,21 @@ static attn_status plan_dense(attn_sdpa_plan *p)
                     : n == 1 ? desc->q.head : desc->q.head == n * desc->q.seq ? desc->q.seq : 0;
         int64_t ldo = p->nchunks > 1 || p->ow ? dv
                     : n == 1 ? desc->o.head : desc->o.head == n * desc->o.seq ? desc->o.seq : 0;
+        /* The decode path always stacks: an fp32 Q or O whose heads do not
+         * lie at a constant row stride goes through the workspace as a
+         * 16-bit one does.  Its calls' row counts then follow the shape
+         * alone, never the layout or the element types; the AVX-512 Q K^T
+         * chooses its form by the row count (kernels/decode.h), and a
+         * 16-bit call must give the bits of its fp32 twin on the widened
+         * values in any layout. */
+        if (p->decode && !(ldq >= desc->qk_dim && ldq <= INT32_MAX)) {
+            p->qw = 1;
+            ldq = desc->qk_dim;
+        }
+        if (p->decode && !(ldo >= dv && ldo <= INT32_MAX)) {
+            p->ow = 1;
+            ldo = dv;
+        }
         if (ldq >= desc->qk_dim && ldq <= INT32_MAX && ldo >= dv && ldo <= INT32_MAX) {
             p->stack_ldq = ldq;
             p->stack_ldo = ldo;

@@ -96,10 +96,13 @@ struct attn_sdpa_plan {
     int bf;                   /* BF16 products (Q, K, V all BF16 on the tile
                                * engine): K and V packed in pairs (ws.kt,
                                * ws.vbuf), P rounded to BF16 in place */
-    int qw;                   /* 16-bit Q otherwise: an item's Q rows widened
-                               * into ws.qbuf ([g][rows][dk]) */
-    int ow;                   /* 16-bit O: an item's O rows accumulated in
-                               * ws.obuf ([g][rows][dv]), rounded at its end */
+    int qw;                   /* 16-bit Q otherwise (or the decode path's
+                               * fp32 Q that would not stack): an item's Q
+                               * rows widened into ws.qbuf ([g][rows][dk]) */
+    int ow;                   /* 16-bit O (or the decode path's fp32 O that
+                               * would not stack): an item's O rows
+                               * accumulated in ws.obuf ([g][rows][dv]),
+                               * rounded (copied) at its end */
     int sparse;               /* global tokens or a layout: sparse.c's items */
     const attn_sdpa_products *prod;   /* attn_sdpa_products_for(decode, tile, bf) */
 
