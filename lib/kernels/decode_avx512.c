@@ -348,9 +348,9 @@ INLINE void qk_blocks(const int ST, const float *q, int64_t ldq, int64_t R, cons
  * tree).  The choice depends on R and d only, never on the storage type or
  * the paging, so those still give the same bits; and the decode path's R
  * depends on the shape only (sdpa/plan.c stacks a GQA group in every
- * layout), so a 16-bit Q or O gives its fp32 twin's bits.  A call of more than 16
- * rows widens each panel again per 16 rows.  From
- * cache on a Xeon (Cascade Lake), against the 4 x 4 path, 256 keys: at 16
+ * layout), so a 16-bit Q or O gives its fp32 twin's bits.  A call of more
+ * than 16 rows widens each panel again per 16 rows.  From cache on a Xeon
+ * (Cascade Lake), against the 4 x 4 path, 256 keys: at 16
  * rows and d 128, F32 11%, F16 23%, BF16 26%, Q8_0 29% and Q4_0 24% less
  * time; 13-15 rows: F32 3-4%, Q8_0 22-31%; 64 rows 20%; F16 at d 64 35%.
  * With 12 rows (a quarter of the lanes idle) F32 was 13% slower, and at d
