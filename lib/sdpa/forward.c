@@ -836,10 +836,10 @@ static void item_tile(item *it, int64_t t, int64_t nt)
     }
 }
 
-/* Row (b, h, i) of a 16-bit O from its fp32 values (an fp32 O that went
- * through the workspace: copied). */
-static void store_o16(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
-                      int64_t i, const float *row)
+/* Row (b, h, i) of O from its fp32 values in the workspace (ow): rounded to
+ * a 16-bit O, copied to an fp32 one. */
+static void store_orow(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
+                       int64_t i, const float *row)
 {
     if (p->d.o_type == ATTN_DTYPE_F32) {
         memcpy(ATTN_VIEW_AT(a->o, p->d.o, b, h, i), row, (size_t)p->d.v_dim * sizeof(float));
@@ -861,7 +861,7 @@ static void item_store(const item *it)
         return;
     const int64_t rows = it->rows, dv = it->p->d.v_dim;
     for (int64_t vr = 0; vr < it->p->group * rows; vr++)
-        store_o16(it->p, it->a, it->b, it->h0 + vr / rows, it->i0 + vr % rows,
+        store_orow(it->p, it->a, it->b, it->h0 + vr / rows, it->i0 + vr % rows,
                   it->out.o + vr * dv);
 }
 
@@ -984,7 +984,7 @@ static void merge_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, const p
                     orow[j] += wgt * oc[j];
             }
         if (p->ow)
-            store_o16(p, a, b, h, i, orow);
+            store_orow(p, a, b, h, i, orow);
         if (d->want_lse)
             *attn_sdpa_lse_at(p, a, b, h, i) = lse;
         if (d->want_probs) {

@@ -244,6 +244,13 @@ static attn_status plan_sparse(attn_sdpa_plan *p)
     return ATTN_OK;
 }
 
+/* A stacked group's row stride ld over rows of d elements: at least a row,
+ * and within the int of a GEMM's leading dimension. */
+static int stack_ld_ok(int64_t ld, int64_t d)
+{
+    return ld >= d && ld <= INT32_MAX;
+}
+
 static attn_status plan_dense(attn_sdpa_plan *p)
 {
     const attn_sdpa_desc *desc = &p->d;
@@ -318,15 +325,15 @@ static attn_status plan_dense(attn_sdpa_plan *p)
          * chooses its form by the row count (kernels/decode.h), and a
          * 16-bit call must give the bits of its fp32 twin on the widened
          * values in any layout. */
-        if (p->decode && !(ldq >= desc->qk_dim && ldq <= INT32_MAX)) {
+        if (p->decode && !stack_ld_ok(ldq, desc->qk_dim)) {
             p->qw = 1;
             ldq = desc->qk_dim;
         }
-        if (p->decode && !(ldo >= dv && ldo <= INT32_MAX)) {
+        if (p->decode && !stack_ld_ok(ldo, dv)) {
             p->ow = 1;
             ldo = dv;
         }
-        if (ldq >= desc->qk_dim && ldq <= INT32_MAX && ldo >= dv && ldo <= INT32_MAX) {
+        if (stack_ld_ok(ldq, desc->qk_dim) && stack_ld_ok(ldo, dv)) {
             p->stack_ldq = ldq;
             p->stack_ldo = ldo;
         }
