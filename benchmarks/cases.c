@@ -6,6 +6,7 @@
 
 #define SHAPE(b, hq, hkv, n_, m_, d_) .B = b, .Hq = hq, .Hkv = hkv, .n = n_, .m = m_, .d = d_
 #define ROW(label, type, paged) { label, ATTN_DTYPE_##type, paged }
+#define ROWI(label, type, paged) { label, ATTN_DTYPE_##type, paged, 1 }
 
 /* long sequences (B = 1, H = 8, d = 64; only when named, --case L1 naming
  * every L1-*): causal linear attention; window 256 + 256 and the first 32
@@ -69,7 +70,8 @@ const bench_case bench_cases[] = {
     { .id = "D1", .name = "decode-f16/bf16", .kind = K_DECODE, SHAPE(1, 32, 8, 1, 4096, 128),
       .extra = 1, .group = "D",
       .rows = { ROW("f32", F32, 0), ROW("f16", F16, 0), ROW("bf16", BF16, 0),
-                ROW("q8_0", Q8_0, 0), ROW("q4_0", Q4_0, 0) } },
+                ROW("q8_0", Q8_0, 0), ROW("q4_0", Q4_0, 0),
+                ROWI("q8_0-int8", Q8_0, 0), ROWI("q4_0-int8", Q4_0, 0) } },
     /* kv lengths 512, 1024, ..., 4096; a paged cache (block 16), the same
      * values contiguous, and the pool's blocks in order (diagnostic) */
     { .id = "D2", .name = "decode-paged", .kind = K_DECODE, SHAPE(8, 32, 8, 1, 4096, 128),
@@ -78,11 +80,13 @@ const bench_case bench_cases[] = {
                 ROW("f32-paged", F32, 1), ROW("f32-contig", F32, 0),
                 ROW("bf16-paged", BF16, 1), ROW("bf16-contig", BF16, 0),
                 ROW("q8_0-paged", Q8_0, 1), ROW("q8_0-contig", Q8_0, 0),
-                ROW("q4_0-paged", Q4_0, 1), ROW("q4_0-contig", Q4_0, 0) } },
+                ROW("q4_0-paged", Q4_0, 1), ROW("q4_0-contig", Q4_0, 0),
+                ROWI("q8_0-int8-paged", Q8_0, 1), ROWI("q4_0-int8-paged", Q4_0, 1) } },
     /* 4 queries, bottom-right causal */
     { .id = "D3", .name = "decode-4q-causal", .kind = K_DECODE, SHAPE(1, 32, 8, 4, 4096, 128),
       .causal = 1, .extra = 1, .group = "D",
-      .rows = { ROW("f32", F32, 0), ROW("f16", F16, 0), ROW("q8_0", Q8_0, 0), ROW("q4_0", Q4_0, 0) },
+      .rows = { ROW("f32", F32, 0), ROW("f16", F16, 0), ROW("q8_0", Q8_0, 0), ROW("q4_0", Q4_0, 0),
+                ROWI("q8_0-int8", Q8_0, 0), ROWI("q4_0-int8", Q4_0, 0) },
       .ort = "gqa" },
     DL("DL-512", 512), DL("DL-1k", 1024), DL("DL-2k", 2048), DL("DL-4k", 4096),
     DL("DL-8k", 8192), DL("DL-16k", 16384), DL("DL-32k", 32768),

@@ -30,8 +30,9 @@ typedef struct decode_row {
     attn_dtype type;
     int paged;              /* 1: the block table a random permutation; 2: in
                                order (a diagnostic row: attn only, no target) */
+    int qk_int8;            /* desc.qk_int8 (the integer Q K^T; block types) */
 } decode_row;
-enum { MAX_DECODE_ROWS = 11 };
+enum { MAX_DECODE_ROWS = 13 };
 
 typedef struct bench_case {
     const char *id, *name;

@@ -428,6 +428,7 @@ static void run_decode_row(const djob *j, result *res)
     desc.q = desc.o = attn_view_bhsd(Hq, n, d);
     desc.k = desc.v = row->paged ? attn_view_bhsd(Hkv, BLOCK, d) : attn_view_bhsd(Hkv, m, d);
     desc.k_type = desc.v_type = type;
+    desc.qk_int8 = row->qk_int8;
     if (row->paged) {
         desc.kv_block_size = BLOCK;
         desc.kv_num_blocks = nblocks;
@@ -618,6 +619,14 @@ static void ratio(const bench_env *env, int nthreads, const char *what, double v
                   double target, int higher_better)
 {
     const int met = higher_better ? value >= target : value <= target;
+    if (target <= 0) {   /* a gain to report, with no target */
+        if (env->json)
+            printf("{\"kind\":\"decode\",\"ratio\":\"%s\",\"threads\":%d,\"value\":%.4f}\n",
+                   what, nthreads, value);
+        else
+            printf("  %-42s %6.2f\n", what, value);
+        return;
+    }
     if (env->json)
         printf("{\"kind\":\"decode\",\"ratio\":\"%s\",\"threads\":%d,\"value\":%.4f,"
                "\"target\":%.2f,\"met\":%s}\n", what, nthreads, value, target,
@@ -658,6 +667,15 @@ void decode_print_ratios(int nthreads, const bench_env *env)
         { "D2", "bf16-paged", "bf16-contig", "D2 BF16 paged/contiguous speed", 0.9 },
         { "D2", "q8_0-paged", "q8_0-contig", "D2 Q8_0 paged/contiguous speed", 0.9 },
         { "D2", "q4_0-paged", "q4_0-contig", "D2 Q4_0 paged/contiguous speed", 0.9 },
+        /* the integer Q K^T (desc.qk_int8): against F16, and its gain */
+        { "D1", "q8_0-int8", "f16", "D1 Q8_0 int8/F16 speed", 1.7 },
+        { "D1", "q4_0-int8", "f16", "D1 Q4_0 int8/F16 speed", 2.8 },
+        { "D2", "q8_0-int8-paged", "f16-paged", "D2 paged Q8_0 int8/F16 speed", 1.7 },
+        { "D2", "q4_0-int8-paged", "f16-paged", "D2 paged Q4_0 int8/F16 speed", 2.8 },
+        { "D1", "q8_0-int8", "q8_0", "D1 Q8_0 int8/fp32 scores speed", 0 },
+        { "D1", "q4_0-int8", "q4_0", "D1 Q4_0 int8/fp32 scores speed", 0 },
+        { "D3", "q8_0-int8", "q8_0", "D3 Q8_0 int8/fp32 scores speed", 0 },
+        { "D3", "q4_0-int8", "q4_0", "D3 Q4_0 int8/fp32 scores speed", 0 },
     };
     for (size_t i = 0; i < sizeof speed / sizeof speed[0]; i++) {
         const kept *a = find(speed[i].c, speed[i].num, IMPL_ATTN);

@@ -425,8 +425,16 @@ typedef struct attn_sdpa_desc {
     int64_t q_pos0;
     int64_t kv_pos0;
 
+    /* Integer scores (1.4, in the room of reserved[0]; see "Integer
+     * scores" below): 0 (the default) or 1, Q K^T against a Q8_0 or Q4_0
+     * K rounds each 32-value block of Q to int8 and sums integer products,
+     * as ggml's CPU kernels do, at a stated accuracy cost.  Anything but
+     * 0 or 1, or 1 with any other k_type, is ATTN_ERR_BAD_OPTION. */
+    int qk_int8;
+    int reserved_pad2;           /* must be zero */
+
     /* Must be zero (attn_sdpa_desc_init does it). */
-    int64_t reserved[2];
+    int64_t reserved[1];
 } attn_sdpa_desc;
 
 /* Fill *desc with the defaults: all sizes 0, every view ATTN_STRIDE_UNSET,
@@ -803,6 +811,40 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  * to binary16 adds (relative 2^-11 of the value for normal scales; more
  * where the scale falls in binary16's subnormal range, below 6.1e-5).
  * docs/TYPES.md measures the attention error it causes.
+ */
+
+/*
+ * Integer scores (1.4).  With desc.qk_int8 = 1 and a Q8_0 or Q4_0 K, Q K^T
+ * is summed in integers, as ggml's CPU kernels do (vec_dot of a Q row
+ * rounded to q8_0): each 32-value block x of a fp32 Q row (a 16-bit Q
+ * widened first) is rounded to int8 with its own fp32 scale,
+ *
+ *   amax = max |x_i|;  s = amax / 127;
+ *   s < FLT_MIN (zeros, or values below about 1.5e-36): s = 0, every q_i 0;
+ *   a NaN or an infinity in the block: s = NaN, every q_i 0;
+ *   otherwise q_i = roundf(x_i x (1 / s))   (ties away from zero),
+ *
+ * and the score of that row and a key whose blocks have binary16 scales
+ * k_b and quants v_b (Q4_0: q - 8) is
+ *
+ *   a = (float)i_0 x (k_0 x s_0);  a = fmaf((float)i_b, k_b x s_b, a) for b = 1, 2, ...
+ *   score = scale x a,   i_b = the exact integer sum of q_i v_i over block b,
+ *
+ * every step one fp32 operation.  So a score depends only on its Q row and
+ * its key: the decode path (AVX512_VNNI's VPDPBUSD where the CPU has it,
+ * else portable C, the same bits), the sgemm path and every paging, tiling
+ * and thread count give the same scores, and the rest of the call (the
+ * softmax, P V in fp32 on V's de-quantized values) is as without the
+ * option.  A row with a NaN or an infinity gets NaN scores.
+ *
+ * Accuracy: rounding Q moves a score by at most |scale| x sum_b (s_b / 2)
+ * x sum_i |v_i k_b| (half a step of Q's grid per value; a block read as
+ * zeros loses all of itself), plus fp32 rounding; test/test_qk8.c holds
+ * both kernels to it.  For Q of unit size and d 128 that is about 0.4% of
+ * sum |q_i k_i|; docs/TYPES.md gives the attention error it causes.  Where
+ * it pays: Q K^T costs about half of the fp32 kernel's time on a Xeon with
+ * AVX512_VNNI (docs/BENCHMARKS.md); without the unit the C version is
+ * slower than the fp32 kernels, so leave the option off there.
  */
 
 /*

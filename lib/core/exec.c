@@ -12,6 +12,7 @@ void attn_exec_init(attn_exec *x, attn_engine engine, int threads)
     x->gk = x->tile ? attn_gemm_at(level) : NULL;
     x->bf = attn_bf16_at(level);
     x->dec = attn_dec_at(level);
+    x->qk8 = attn_dec_qk8_at(level);
     x->cvt = attn_cvt_at(level);
     x->blas = attn_blas_hooks_get();
     x->nthreads = attn_resolve_threads(threads);

@@ -25,6 +25,7 @@ typedef struct attn_exec {
     const attn_gemm_kernels *gk;
     const attn_bf16_kernels *bf;   /* the tile engine's BF16 products */
     const attn_dec_kernels *dec;   /* the decode path's streaming kernels */
+    attn_dec_qk_fn qk8;            /* the integer Q K^T (desc.qk_int8) */
     const attn_cvt_kernels *cvt;   /* fp32 <-> F16 / BF16 */
     const attn_blas_hooks *blas;   /* the loaded BLAS's thread controls */
     int nthreads;                  /* resolved, >= 1 */

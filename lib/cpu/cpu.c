@@ -106,6 +106,10 @@ static void cpu_detect(void)
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512vl")) {
             f |= ATTN_CPU_AVX512;
+#if ATTN_HAVE_VNNI
+            if (__builtin_cpu_supports("avx512vnni"))
+                f |= ATTN_CPU_AVX512VNNI;
+#endif
 #if ATTN_HAVE_AVX512BF16
             if (__builtin_cpu_supports("avx512bf16")) {
                 f |= ATTN_CPU_AVX512BF16;

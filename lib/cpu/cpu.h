@@ -53,6 +53,11 @@ enum {
                                       this process; only with
                                       ATTN_CPU_AVX512BF16, only in a build
                                       with the kernel (ATTN_HAVE_AMX) */
+    ATTN_CPU_AVX512VNNI = 1 << 4,  /* AVX512_VNNI (VPDPBUSD), with
+                                      ATTN_CPU_AVX512, in a build with the
+                                      kernel (ATTN_HAVE_VNNI): not a level
+                                      but a unit the integer Q K^T uses
+                                      from the AVX-512 level up */
 };
 
 /* The features of this CPU (once per process; the same answer after). */

@@ -74,4 +74,38 @@ extern const attn_dec_kernels attn_dec_avx512;
 /* The table of a level (cpu/cpu.h). */
 const attn_dec_kernels *attn_dec_at(int level);
 
+/* The integer Q K^T against a Q8_0 or Q4_0 K (desc.qk_int8, 1.4; attn.h,
+ * "Integer scores"), the signature of attn_dec_kernels.qk.  Each query
+ * row's 32-value block b is rounded to int8 (attn_qk8_round_block), and
+ * the score of row r and key c is, with i_b the exact integer dot product
+ * of the block's int8 values with the key's block quants (Q4_0: q - 8) and
+ * k_b the key's block scale (binary16, widened):
+ *     a = (float)i_0 x (k_0 x s_0);  a = fmaf((float)i_b, k_b x s_b, a), b = 1, 2, ...
+ *     score = scale x a
+ * every operation one fp32 operation ((float)i_b is exact: |i_b| <= 32 x
+ * 127 x 128 < 2^24).  Nothing depends on R, on the other keys or on the
+ * paging, so every implementation gives the same bits: the C one below
+ * and the AVX512_VNNI one (VPDPBUSD; cpu/cpu.h's ATTN_CPU_AVX512VNNI). */
+enum { ATTN_QK8_MAX_D = 512 };   /* the VNNI kernel's largest d (larger: C) */
+
+/* Rounds x[0..31] as the integer Q K^T does: amax = max |x_i|, s = amax /
+ * 127; s below FLT_MIN (a block of zeros or of tiny values) gives s 0 and
+ * all q 0; a NaN or an infinity gives s NaN and all q 0; otherwise q_i =
+ * roundf(x_i x (1 / s)) (to nearest, ties away from zero, in [-127, 127]).
+ * Returns s and the sum of the q_i in *sum. */
+float attn_qk8_round_block(const float *x, int8_t q[32], int32_t *sum);
+
+void attn_dec_qk8_c(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
+                    int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far);
+#if ATTN_HAVE_VNNI
+void attn_dec_qk8_vnni(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
+                       int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far);
+#endif
+typedef void (*attn_dec_qk_fn)(int st, const float *q, int64_t ldq, int64_t R,
+                               const void *const *k, int64_t nk, int64_t d, float scale,
+                               float *s, int64_t lds, int64_t far);
+/* The integer Q K^T of a level: VNNI from the AVX-512 level up where the
+ * CPU has AVX512_VNNI, else the C one (the same bits). */
+attn_dec_qk_fn attn_dec_qk8_at(int level);
+
 #endif

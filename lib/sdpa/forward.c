@@ -297,13 +297,38 @@ static void pv_bf16(const attn_sdpa_plan *p, const kvtile *kt, const float *s, i
                 p->d.v_dim, o, ldo, acc, ah);
 }
 
+/* Integer scores (desc.qk_int8): on every path, the integer Q K^T on K's
+ * Q8_0 or Q4_0 rows in place (kernels/decode.h), in runs of at most
+ * ATTN_DECODE_TILE keys; each score is computed alone, so the paths, the
+ * paging and the tiling give the same scores. */
+static void qk_int8(const attn_sdpa_plan *p, const kvtile *kt, const void *q, int64_t ldq,
+                    int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds,
+                    attn_ahead *ah)
+{
+    const void *rows[ATTN_DECODE_TILE];
+    (void)t;
+    (void)ah;
+    for (int64_t c = 0; c < nk; c += ATTN_DECODE_TILE) {
+        const int64_t n = nk - c < ATTN_DECODE_TILE ? nk - c : ATTN_DECODE_TILE;
+        kv_rows(&kt->k, j0 + c, n, rows);
+        p->x.qk8(kt->k.st, (const float *)q, ldq, R, rows, n, p->d.qk_dim, p->scale, s + c, lds,
+                 kt->k.far);
+    }
+}
+
 static const attn_sdpa_products products_blas = { qk_blas, pv_blas };
 static const attn_sdpa_products products_bf16 = { qk_bf16, pv_bf16 };
 static const attn_sdpa_products products_tile = { qk_tile, pv_tile };
 static const attn_sdpa_products products_decode = { qk_decode, pv_decode };
+static const attn_sdpa_products products_blas_i8 = { qk_int8, pv_blas };
+static const attn_sdpa_products products_tile_i8 = { qk_int8, pv_tile };
+static const attn_sdpa_products products_decode_i8 = { qk_int8, pv_decode };
 
-const attn_sdpa_products *attn_sdpa_products_for(int decode, int tile, int bf)
+const attn_sdpa_products *attn_sdpa_products_for(int decode, int tile, int bf, int qk8)
 {
+    /* (bf: Q, K and V BF16, never with a block type K, so never qk8) */
+    if (qk8)
+        return decode ? &products_decode_i8 : tile ? &products_tile_i8 : &products_blas_i8;
     return decode ? &products_decode : bf ? &products_bf16 : tile ? &products_tile
                                                                   : &products_blas;
 }

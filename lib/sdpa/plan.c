@@ -80,7 +80,11 @@ attn_status attn_kv_validate(const attn_sdpa_desc *d)
 attn_status attn_sdpa_validate(const attn_sdpa_desc *d)
 {
     if (!attn_reserved_zero(d->reserved, sizeof d->reserved / sizeof d->reserved[0]) ||
-        (d->use_positions != 0 && d->use_positions != 1))
+        d->reserved_pad2 != 0 || (d->use_positions != 0 && d->use_positions != 1))
+        return ATTN_ERR_BAD_OPTION;
+    /* Integer scores: 0 or 1, and only against a Q8_0 or Q4_0 K. */
+    if ((d->qk_int8 != 0 && d->qk_int8 != 1) ||
+        (d->qk_int8 && !attn_dtype_is_block(d->k_type)))
         return ATTN_ERR_BAD_OPTION;
     if (!attn_engine_valid(d->engine))
         return ATTN_ERR_BAD_OPTION;
@@ -415,7 +419,7 @@ attn_status attn_sdpa_plan_create(attn_sdpa_plan **plan, const attn_sdpa_desc *d
     p->ahead = p->tile && !p->decode && !p->kv_copy && !desc->kv_block_size &&
                p->nchunks == 1 && !p->sparse &&
                (kv_bytes >= (double)ATTN_AHEAD_MIN_KV || all_bytes >= (double)ATTN_AHEAD_MIN_ALL);
-    p->prod = attn_sdpa_products_for(p->decode, p->tile, p->bf);
+    p->prod = attn_sdpa_products_for(p->decode, p->tile, p->bf, desc->qk_int8);
     p->alike = !p->sparse && desc->window_left < 0 && desc->window_right < 0 &&
                !desc->use_kv_lens && !desc->use_q_lens;
     *plan = p;

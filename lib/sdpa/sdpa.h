@@ -65,7 +65,7 @@ static inline int64_t attn_sparse_rows(const attn_sdpa_desc *d)
 /* The dense forward's products {Q K^T, P V} of one engine (forward.c):
  * the decode kernels, the tile engine or the BLAS, chosen at plan time. */
 typedef struct attn_sdpa_products attn_sdpa_products;
-const attn_sdpa_products *attn_sdpa_products_for(int decode, int tile, int bf);
+const attn_sdpa_products *attn_sdpa_products_for(int decode, int tile, int bf, int qk8);
 
 struct attn_sdpa_plan {
     attn_sdpa_desc d;
@@ -104,7 +104,7 @@ struct attn_sdpa_plan {
                                * accumulated in ws.obuf ([g][rows][dv]),
                                * rounded (copied) at its end */
     int sparse;               /* global tokens or a layout: sparse.c's items */
-    const attn_sdpa_products *prod;   /* attn_sdpa_products_for(decode, tile, bf) */
+    const attn_sdpa_products *prod;   /* attn_sdpa_products_for(decode, tile, bf, qk_int8) */
 
     /* Blocking, fixed by the shape only. */
     int64_t bq, bk;           /* query block rows, key tile columns */
