@@ -57,6 +57,7 @@
 #include <string.h>
 #include "harness.h"
 #include "reference.h"
+#include "qk8_ref.h"
 
 /* ------------------------------------------------------------- values */
 
@@ -617,11 +618,6 @@ static void kv_sources(const tinst *t, const float *korig, const float *vorig, k
 
 /* The quantized forms of one row (see the header).  Returns the failures;
  * counts the forms compared bitwise and to the reference. */
-typedef struct qtally {
-    int bitwise, ref, bad_size, turn;
-    tstats *sd, *sg;
-} qtally;
-
 static const struct {
     int64_t bs;
     int pool_kind, own, threads;
@@ -632,6 +628,68 @@ static const struct {
     { 3, 2, 0, 4 },      /* paged, bs 3, [bs][H][d] with gaps */
     { 16, 1, 0, 2 },     /* paged, bs 16, [bs][H][d] */
 };
+
+typedef struct qtally {
+    int bitwise, ref, bad_size, turn, int8;
+    tstats *sd, *sg, *sid, *sig;
+} qtally;
+
+/* Q's rows (as the views place them) replaced by what integer scores use
+ * of them (qk8_ref.h); the caller keeps a copy to restore. */
+static void round_q_rows(tinst *t)
+{
+    const tcase *c = &t->c;
+    const attn_view *v = &t->desc.q;
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t h = 0; h < c->Hq; h++)
+            for (int64_t i = 0; i < c->n; i++)
+                qk8_ref_round_row((float *)t->args.q + b * v->batch + h * v->head + i * v->seq,
+                                  c->dk);
+}
+
+/* Integer scores (desc.qk_int8) on one combination with a block-type K:
+ * both paths against float64 on Q rounded by attn.h's rule (and K, V the
+ * stored values), then placement pi (strided or paged) with its thread
+ * count giving each path's bits (MKL: the sgemm path to the reference). */
+static long q_int8(tinst *t, const drow *row, const kvsrc src[2], int kt, int vt, int pi,
+                   int blas_is_mkl, qtally *qt)
+{
+    long bad = 0;
+    float *qsave = malloc(t->q.count * sizeof(float));
+    memcpy(qsave, t->q.base, t->q.count * sizeof(float));
+    t->desc.qk_int8 = 1;
+    for (int dec = 1; dec >= 0; dec--) {
+        const form f0 = { kt, vt, 0, 0, 0 };
+        tsnap base;
+        attn_status st = run_form(t, &f0, src, dec, 1, &base, 21);
+        round_q_rows(t);
+        const long e = st == ATTN_OK ? tinst_check(t, dec ? qt->sid : qt->sig) : 1;
+        memcpy(t->q.base, qsave, t->q.count * sizeof(float));
+        qt->int8++;
+        if (e) {
+            print_message("FAIL %s (%s path, integer scores, K %d V %d): %s\n", row->what,
+                          dec ? "decode" : "sgemm", kt, vt,
+                          st == ATTN_OK ? "off the reference on the rounded Q"
+                                        : attn_status_str(st));
+            bad++;
+        }
+        const form f = { kt, vt, qplace[pi].bs, qplace[pi].pool_kind, qplace[pi].own };
+        tsnap s;
+        st = run_form(t, &f, src, dec, qplace[pi].threads, &s, 31 + (uint64_t)pi);
+        if (st != ATTN_OK || (dec || !blas_is_mkl ? !tsnap_equal(&s, &base) : 0)) {
+            print_message("FAIL %s: %s path, integer scores, K %d V %d, placement %d, %d "
+                          "threads: %s\n", row->what, dec ? "decode" : "sgemm", kt, vt, pi,
+                          qplace[pi].threads,
+                          st != ATTN_OK ? attn_status_str(st) : "bits differ from contiguous");
+            bad++;
+        }
+        tsnap_free(&s);
+        tsnap_free(&base);
+    }
+    t->desc.qk_int8 = 0;
+    free(qsave);
+    return bad;
+}
 
 static long q_forms(tinst *t, const drow *row, const float *korig, const float *vorig,
                     int blas_is_mkl, int quick, qtally *qt)
@@ -726,6 +784,8 @@ static long q_forms(tinst *t, const drow *row, const float *korig, const float *
         }
         tsnap_free(&base[0]);
         tsnap_free(&base[1]);
+        if (is_q(kt))
+            bad += q_int8(t, row, src, kt, vt, other, blas_is_mkl, qt);
     }
     free(src[0].q);
     free(src[1].q);
@@ -738,12 +798,14 @@ static void test_decode_table(void **state)
 {
     (void)state;
     build_table();
-    tstats sd, sg, sqd, sqg;
+    tstats sd, sg, sqd, sqg, sid, sig;
     tstats_init(&sd, "decode path");
     tstats_init(&sg, "sgemm path (ATTN_DECODE=0)");
     tstats_init(&sqd, "decode path, Q8_0/Q4_0 values");
     tstats_init(&sqg, "sgemm path, Q8_0/Q4_0 values");
-    qtally qt = { 0, 0, 0, 0, &sqd, &sqg };
+    tstats_init(&sid, "decode path, integer scores (Q rounded)");
+    tstats_init(&sig, "sgemm path, integer scores (Q rounded)");
+    qtally qt = { 0, 0, 0, 0, 0, &sqd, &sqg, &sid, &sig };
     long bad = 0;
     int forms_checked = 0, forms_ref = 0;
     const int quick = tquick();
@@ -844,10 +906,13 @@ static void test_decode_table(void **state)
     tstats_print(&sg);
     tstats_print(&sqd);
     tstats_print(&sqg);
+    tstats_print(&sid);
+    tstats_print(&sig);
     print_message("  %d cases, %d storage/paging forms compared bitwise, %d to the reference\n",
                   nrows, forms_checked - forms_ref, forms_ref);
     print_message("  Q8_0/Q4_0: %d forms compared bitwise, %d to the reference, %d "
-                  "BAD_SIZE checks\n", qt.bitwise, qt.ref, qt.bad_size);
+                  "BAD_SIZE checks; integer scores: %d calls against the reference\n",
+                  qt.bitwise, qt.ref, qt.bad_size, qt.int8);
     assert_int_equal(bad, 0);
 }
 

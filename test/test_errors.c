@@ -397,13 +397,13 @@ static const desc_row desc_rows[] = {
     {"mask_mode = 3", ATTN_ERR_BAD_OPTION, FULL, {SI(mask_mode, 3)}},
     {"mask_mode = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(mask_mode, -1)}},
     {"reserved[0] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[0], 1)}},
-    {"reserved[1] != 0", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[1], 1)}},
     /* reserved[] shrank from 13 to 10 when the sparse fields took three
      * slots, to 6 for the storage types and the paged cache, to 5 for the
-     * engine, to 4 for q_type and o_type, then to 2 for q_pos0 and
-     * kv_pos0 (1.3; the desc keeps its size); the last one is reserved[1] */
-    {"reserved[1] = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[1], INT64_MIN)}},
-    {"reserved[1] = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[1], -1)}},
+     * engine, to 4 for q_type and o_type, to 2 for q_pos0 and kv_pos0
+     * (1.3), then to 1 for qk_int8 and reserved_pad2 (1.4; the desc keeps
+     * its size); the last one is reserved[0] */
+    {"reserved[0] = INT64_MIN", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[0], INT64_MIN)}},
+    {"reserved[0] = -1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved[0], -1)}},
     /* positions (1.3): only with use_positions (test_positions.c has the
      * rest of their statuses) */
     {"q_pos0 without use_positions", ATTN_ERR_BAD_OPTION, FULL, {SI(q_pos0, 3)}},
@@ -470,6 +470,21 @@ static const desc_row desc_rows[] = {
     {"control: K BF16, V Q8_0, Q and O F16", ATTN_OK, QPLAIN,
      {SI(k_type, ATTN_DTYPE_BF16), SI(v_type, ATTN_DTYPE_Q8_0), SI(q_type, ATTN_DTYPE_F16),
       SI(o_type, ATTN_DTYPE_F16)}},
+    /* integer scores (1.4): qk_int8 0 or 1, and 1 only with a Q8_0 or
+     * Q4_0 K (whatever V); reserved_pad2 zero */
+    {"control: qk_int8 = 1, K Q8_0, V F32", ATTN_OK, QPLAIN,
+     {SI(k_type, ATTN_DTYPE_Q8_0), SI(qk_int8, 1)}},
+    {"control: qk_int8 = 1, K Q4_0, V Q8_0, Q and O F16", ATTN_OK, QPLAIN,
+     {SI(k_type, ATTN_DTYPE_Q4_0), SI(v_type, ATTN_DTYPE_Q8_0), SI(qk_int8, 1),
+      SI(q_type, ATTN_DTYPE_F16), SI(o_type, ATTN_DTYPE_F16)}},
+    {"qk_int8 = 2", ATTN_ERR_BAD_OPTION, QPLAIN, {SI(k_type, ATTN_DTYPE_Q8_0), SI(qk_int8, 2)}},
+    {"qk_int8 = -1", ATTN_ERR_BAD_OPTION, QPLAIN, {SI(k_type, ATTN_DTYPE_Q4_0), SI(qk_int8, -1)}},
+    {"qk_int8 = 1 with K F32", ATTN_ERR_BAD_OPTION, FULL, {SI(qk_int8, 1)}},
+    {"qk_int8 = 1 with K F16, V Q8_0", ATTN_ERR_BAD_OPTION, QPLAIN,
+     {SI(k_type, ATTN_DTYPE_F16), SI(v_type, ATTN_DTYPE_Q8_0), SI(qk_int8, 1)}},
+    {"qk_int8 = 1 with K BF16", ATTN_ERR_BAD_OPTION, FULL,
+     {SI(k_type, ATTN_DTYPE_BF16), SI(qk_int8, 1)}},
+    {"reserved_pad2 = 1", ATTN_ERR_BAD_OPTION, FULL, {SI(reserved_pad2, 1)}},
     {"control: V Q8_0 (dv 32) with dk 8", ATTN_OK, PLAIN(2, 4, 2, 6, 9, 8, 32),
      {SI(v_type, ATTN_DTYPE_Q8_0)}},
     {"K Q8_0, qk_dim 48", ATTN_ERR_BAD_SIZE, PLAIN(2, 4, 2, 6, 9, 48, 32),

@@ -39,6 +39,7 @@
 #include "attn_config.h"
 #include "cpu/cpu.h"
 #include "kernels/decode.h"
+#include "qk8_ref.h"
 
 static uint64_t rng = 88172645463325252ull;
 static uint32_t next(void)
@@ -96,33 +97,6 @@ static int key_q(int st, const uint8_t *row, int64_t x, float *sc)
     if (st == 3)
         return (int8_t)blk[2 + e];
     return (e < 16 ? blk[2 + e] & 0xF : blk[2 + e - 16] >> 4) - 8;
-}
-
-/* attn.h's rule, written independently: s and the rounded values. */
-static float ref_round(const float *x, int q[32])
-{
-    float amax = 0.0f;
-    int bad = 0;
-    for (int i = 0; i < 32; i++) {
-        if (isnan(x[i]) || isinf(x[i]))
-            bad = 1;
-        else if (fabsf(x[i]) > amax)
-            amax = fabsf(x[i]);
-    }
-    const float s = amax / 127.0f;
-    for (int i = 0; i < 32; i++)
-        q[i] = 0;
-    if (bad)
-        return NAN;
-    if (s < FLT_MIN)
-        return 0.0f;
-    const float id = 1.0f / s;
-    for (int i = 0; i < 32; i++) {
-        const float v = x[i] * id;   /* one fp32 multiply */
-        const double a = floor(fabs((double)v) + 0.5);
-        q[i] = (int)(v < 0 ? -a : a);
-    }
-    return s;
 }
 
 typedef struct shape {
@@ -228,7 +202,7 @@ static long check_rule(const inst *t)
         for (int64_t c = 0; c < sh->nk; c++) {
             float a = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
-                const float sq = ref_round(t->q + r * sh->d + 32 * b, qv);
+                const float sq = qk8_ref_round(t->q + r * sh->d + 32 * b, qv);
                 int64_t dot = 0;
                 float sk = 0.0f;
                 for (int i = 0; i < 32; i++)
@@ -269,7 +243,7 @@ static long check_bound(const inst *t, double *worst)
             }
             double exact = 0.0, mag = 0.0, lim = 0.0;
             for (int64_t b = 0; b < nb; b++) {
-                const double sq = ref_round(qr + 32 * b, qv);
+                const double sq = qk8_ref_round(qr + 32 * b, qv);
                 double kab = 0.0;
                 for (int i = 0; i < 32; i++) {
                     float sk;

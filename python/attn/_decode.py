@@ -370,7 +370,7 @@ class KVCache:
 
 def decode(query, cache, *, scale=None, is_causal=False, align="bottom_right",
            window_left=None, window_right=None, q_lens=None, kv_lens=None,
-           return_lse=False, threads=0, engine="auto"):
+           return_lse=False, threads=0, engine="auto", int8_scores=False):
     """Attention of a few queries over a KVCache (attn_sdpa with the cache's
     storage types and paging; q_len <= 16 takes attn's decode kernels).
 
@@ -386,6 +386,10 @@ def decode(query, cache, *, scale=None, is_causal=False, align="bottom_right",
       cache needs).  q_lens: per-batch query lengths (rows past are 0).
     return_lse: also return the logsumexp (batch, Hq, L) (-inf for a row
       with no visible key), what merge_partials takes.
+    int8_scores: Q K^T in integers against a q8_0 or q4_0 K (desc.qk_int8,
+      attn.h "Integer scores": each 32-value block of Q rounded to int8,
+      as ggml's CPU kernels do; faster on CPUs with AVX512_VNNI, at an
+      accuracy cost attn.h bounds); other K types raise ValueError.
     Returns the output (batch, Hq, L, v_dim) float32, or (output, lse).
     """
     if not isinstance(cache, KVCache):
@@ -438,6 +442,10 @@ def decode(query, cache, *, scale=None, is_causal=False, align="bottom_right",
         args.lse = ptr(lse)
     d.threads = int(threads)
     d.engine = _engine(engine)
+    if int8_scores:
+        if ktype not in ("q8_0", "q4_0"):
+            raise ValueError("int8_scores needs a q8_0 or q4_0 K, not %s" % ktype)
+        d.qk_int8 = 1
     _check(_lib.sdpa(ctypes.byref(d), ctypes.byref(args)), "attn_sdpa")
     del qa, kl, ql
     return (out, lse) if return_lse else out

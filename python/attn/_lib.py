@@ -115,7 +115,8 @@ class SdpaDesc(ctypes.Structure):
         ("kv_num_blocks", c_int64),
         ("kv_max_blocks", c_int64),
     ] + [("engine", c_int), ("use_positions", c_int), ("q_type", c_int), ("o_type", c_int),
-         ("q_pos0", c_int64), ("kv_pos0", c_int64), ("reserved", c_int64 * 2)]
+         ("q_pos0", c_int64), ("kv_pos0", c_int64), ("qk_int8", c_int),
+         ("reserved_pad2", c_int), ("reserved", c_int64 * 1)]
 
 
 class SdpaArgs(ctypes.Structure):

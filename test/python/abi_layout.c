@@ -32,6 +32,7 @@ int main(void)
     F(attn_sdpa_desc, kv_max_blocks); F(attn_sdpa_desc, engine);
     F(attn_sdpa_desc, use_positions); F(attn_sdpa_desc, q_type); F(attn_sdpa_desc, o_type);
     F(attn_sdpa_desc, q_pos0); F(attn_sdpa_desc, kv_pos0);
+    F(attn_sdpa_desc, qk_int8); F(attn_sdpa_desc, reserved_pad2);
     F(attn_sdpa_desc, reserved);
 
     S(attn_sdpa_args);

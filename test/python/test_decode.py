@@ -57,6 +57,23 @@ def np_quantize(x, dtype):
     return np.concatenate(out)
 
 
+def np_round_q(q):
+    """Q as the integer scores use it (attn.h, "Integer scores"): each
+    32-value block rounded to int8 with the scale amax / 127, ties away
+    from zero, back as q x s in float64."""
+    f32 = np.float32
+    x = np.asarray(q, np.float32).reshape(-1, 32)
+    out = np.empty(x.shape, np.float64)
+    for i, blk in enumerate(x):
+        s = f32(np.max(np.abs(blk)) / f32(127))
+        if s < np.finfo(np.float32).tiny:
+            out[i] = 0
+            continue
+        v = (blk * f32(f32(1) / s)).astype(np.float32).astype(np.float64)
+        out[i] = np.sign(v) * np.floor(np.abs(v) + 0.5) * float(s)
+    return out.reshape(np.shape(q))
+
+
 def np_dequantize(b, dtype, n):
     per = 34 if dtype == "q8_0" else 18
     b = np.asarray(b, np.uint8)[:n // 32 * per].reshape(-1, per)
@@ -182,6 +199,32 @@ class TestDecode(unittest.TestCase):
                         wo, _, wl = ref_sdpa(q, K, V, vis=vis)
                         ERR.check(self, "decode %s" % dt, o, wo, 2e-5)
                         ERR.check(self, "decode lse", lse, wl, 2e-5, 1e-6)
+
+    def test_int8_scores(self):
+        """int8_scores: against float64 on Q rounded by attn.h's rule
+        (np_round_q), paged == contiguous bitwise; other K types refused."""
+        for dt in ("q8_0", "q4_0"):
+            outs = []
+            for paged in (None, "managed"):
+                with self.subTest(dtype=dt, paged=paged):
+                    rng = np.random.default_rng(5)
+                    c = make_cache(dt, paged, rng=np.random.default_rng(98))
+                    fill(c, rng, STEPS)
+                    q = rng.standard_normal((2, 4, 3, 64)).astype(np.float32)
+                    o = attn.decode(q, c, is_causal=True, int8_scores=True)
+                    K, V = c.to_float()
+                    vis = np.stack([visible_window(3, K.shape[2], None, 0, True,
+                                                   int(c.lengths[b])) for b in range(2)])[:, None]
+                    wo, _, _ = ref_sdpa(np_round_q(q), K, V, vis=vis)
+                    ERR.check(self, "int8 scores %s" % dt, o, wo, 2e-5)
+                    plain, _, _ = ref_sdpa(q, K, V, vis=vis)
+                    # the rounding of Q moves the output by more than fp32 does
+                    self.assertGreater(np.max(np.abs(o - plain)), 2e-5)
+                    outs.append(o)
+            self.assertTrue(np.array_equal(outs[0], outs[1]))
+        c = make_cache("f16", None)
+        with self.assertRaises(ValueError):
+            attn.decode(np.zeros((2, 4, 1, 64), np.float32), c, int8_scores=True)
 
     def test_paged_equals_contiguous(self):
         for dt in TYPES:

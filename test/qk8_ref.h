@@ -1,0 +1,17 @@
+/* The integer Q K^T's rounding of Q (attn.h, "Integer scores"), written
+ * from attn.h's words for the tests (test_qk8.c, test_decode.c), apart
+ * from the library's: the nearest integer, ties away from zero, taken in
+ * double (where |x| x (1 / s) + 0.5 is exact), not with roundf. */
+#ifndef ATTN_TEST_QK8_REF_H
+#define ATTN_TEST_QK8_REF_H
+
+/* Block x[0..31]: returns s (0 for a block read as zeros, NaN for one
+ * with a NaN or an infinity) and the rounded integers in q. */
+float qk8_ref_round(const float *x, int q[32]);
+
+/* A row of d values (d a multiple of 32) replaced by the values the
+ * integer Q K^T uses, q_i x s of each block (in float: a tolerance's
+ * worth off the exact product, which the float64 checks allow). */
+void qk8_ref_round_row(float *x, long long d);
+
+#endif
