@@ -81,6 +81,8 @@ static void print_counts(void)
             "attn_kv_append error %ld, checked %ld\n", counts[N_KV_NODECODE_TWIN],
             counts[N_KVQ_ERROR], counts[N_KVQ_CHECKED], counts[N_APPENDQ_ERROR],
             counts[N_APPENDQ_CHECKED]);
+    fprintf(stderr, "fuzz_attn: integer scores (qk_int8) checked against the rounded Q %ld\n",
+            counts[N_KV_INT8]);
     fprintf(stderr, "fuzz_attn: SDPA with Q/O element types: error %ld, checked %ld (BF16 "
             "products %ld, ATTN_DECODE=0 %ld, bitwise the fp32 call on the widened values %ld, "
             "backward statuses %ld)\n", counts[N_QO_ERROR], counts[N_QO_CHECKED],

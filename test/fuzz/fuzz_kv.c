@@ -32,8 +32,17 @@
  * random bytes where unused, exactly to its last block.  The F32 twins
  * (qo_twin; here the ATTN_DECODE=0 one) must give the quantized call's
  * bits.
+ *
+ * Integer scores (attn.h): bit 6 of that byte sets desc.qk_int8 when K is
+ * Q8_0 or Q4_0, Q is F32 and nothing KV-related is planted invalid (bits
+ * 6 and 7 were unused; committed inputs with bit 6 set now take the
+ * option).  The reference then reads Q rounded by attn.h's rule
+ * (test/qk8_ref.c) from a copy of the pool; the paged, thread and
+ * ATTN_DECODE=0 reruns hold as before, the F32 twin on the stored values
+ * does not apply (an F32 K takes no integer scores).
  */
 #include "fuzz_sdpa.h"
+#include "../qk8_ref.h"
 
 
 /* attn.h, "Decoding and the KV cache": k_type and v_type F32, F16 or
@@ -168,6 +177,7 @@ void decode_kvq(rd *r, kv_q *q)
     q->which = (b >> 5) & 1;
     if (!dtype_block(q->qt[q->which]))
         q->which ^= 1;
+    q->int8 = (b >> 6) & 1;
     if (q->badst) {
         const unsigned w = u8(r);
         q->st = (int)(w % 3);
@@ -600,6 +610,7 @@ void kv_reference(sdpa_case *C)
     C->kv_refd.k = *C->kvw; /* contiguous: the final views (a planted stride may */
     C->kv_refd.v = *C->vvw; /* have changed them, validly, before the buffers)   */
     C->kv_refd.k_type = C->kv_refd.v_type = ATTN_DTYPE_F32;
+    C->kv_refd.qk_int8 = 0;   /* (the rounded Q below instead) */
     C->kv_refd.kv_block_size = C->kv_refd.kv_num_blocks = C->kv_refd.kv_max_blocks = 0;
     C->kv_refa = P->a;
     C->kv_refa.k = KS->w[0] ? KS->w[0] : KS->cf[0] ? KS->cf[0] : P->pool + C->okk;
@@ -607,6 +618,20 @@ void kv_reference(sdpa_case *C)
     C->kv_refa.k16 = C->kv_refa.v16 = NULL;
     C->kv_refa.kq = C->kv_refa.vq = NULL;
     C->kv_refa.block_table = NULL;
+    if (P->d.qk_int8) {
+        /* Q as the integer scores use it, in a copy of the pool */
+        C->kv_qpool = xmalloc(P->pool_len * sizeof(float));
+        memcpy(C->kv_qpool, P->pool, P->pool_len * sizeof(float));
+        float *q0 = C->kv_qpool + (P->a.q - P->pool);
+        const attn_view *v = &P->d.q;
+        for (int64_t b = 0; b < P->d.batch; b++)
+            for (int64_t h = 0; h < P->d.q_heads; h++)
+                for (int64_t i = 0; i < P->d.q_len; i++)
+                    qk8_ref_round_row(q0 + b * v->batch + h * v->head + i * v->seq,
+                                      P->d.qk_dim);
+        C->kv_refa.q = q0;
+        counts[N_KV_INT8]++;
+    }
     P->refd = &C->kv_refd;
     P->refa = &C->kv_refa;
 }
@@ -634,7 +659,7 @@ static void kv_nodecode_twin(sdpa_case *C)
 {
     sdpa_prob *P = &C->P;
     const attn_sdpa_desc *d = &P->d;
-    if (kv_plain(d) || !P->refd || d->q_type != ATTN_DTYPE_F32 ||
+    if (kv_plain(d) || !P->refd || d->qk_int8 || d->q_type != ATTN_DTYPE_F32 ||
         d->o_type != ATTN_DTYPE_F32 || (d->k_type == ATTN_DTYPE_F32 &&
                                         d->v_type == ATTN_DTYPE_F32) || blas_mkl())
         return;

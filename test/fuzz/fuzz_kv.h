@@ -44,6 +44,7 @@ typedef struct kv_q {
     attn_dtype qt[2];     /* block type of K, V (F32: not quantized) */
     int odd, badst, which, st;
     int64_t off;
+    int int8;             /* bit 6: integer scores where valid (sdpa_decode) */
 } kv_q;
 
 void decode_kvq(rd *r, kv_q *q);

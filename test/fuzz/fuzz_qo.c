@@ -220,7 +220,7 @@ void qo_twin(sdpa_case *C)
 {
     sdpa_prob *P = &C->P;
     const attn_sdpa_desc *d = &P->d;
-    if (!P->refd || qo_bf16_products(d, 0))
+    if (!P->refd || qo_bf16_products(d, 0) || d->qk_int8)   /* (int8: an F32 K takes none) */
         return;
     attn_sdpa_desc td = *P->refd;
     attn_sdpa_args ta = *P->refa;

@@ -371,6 +371,9 @@ static void sdpa_decode_options(rd *r, unsigned sel, sdpa_case *C)
         d->v_dim = C->dv;
         d->k_type = C->kv.kt;
         d->v_type = C->kv.vt;
+        /* integer scores: only where they are valid (fuzz_kv.c) */
+        d->qk_int8 = C->kv.q.on && C->kv.q.int8 && dtype_block(C->kv.kt) && !C->kv.q.odd &&
+                     !C->kv.q.badst && C->kv.bad == KB_NONE && d->q_type == ATTN_DTYPE_F32;
     }
 }
 
@@ -1057,6 +1060,7 @@ static void sdpa_case_free(sdpa_case *C)
     sdpa_prob *P = &C->P;
     free(C->inputs_copy);
     free(C->mask_copy);
+    free(C->kv_qpool);
     free(P->pool);
     free(P->mpool);
     obuf_free(&P->o);

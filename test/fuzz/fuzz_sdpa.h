@@ -54,6 +54,7 @@ typedef struct sdpa_case {
     uint8_t *mask_copy;
     attn_sdpa_desc kv_refd;            /* SEL_KV, SEL_QO: what the reference reads */
     attn_sdpa_args kv_refa;
+    float *kv_qpool;                   /* integer scores: the pool with Q rounded */
 } sdpa_case;
 
 expect expect_sdpa_plan(const attn_sdpa_desc *d);
