@@ -73,8 +73,8 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 3
-#define ATTN_VERSION_PATCH 3
+#define ATTN_VERSION_MINOR 4
+#define ATTN_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define ATTN_VERSION (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + \
                       ATTN_VERSION_PATCH)
