@@ -7,7 +7,11 @@
  *
  *   ggml-compare [--case S5|D2|D3 ...] [--type f16|q8_0|q4_0 ...]
  *                [--threads 1 --threads 2] [--runs 20] [--kv-mib M]
- *                [--bw-mib M]
+ *                [--bw-mib M] [--int8-scores]
+ *
+ * --int8-scores runs attn's Q8_0 and Q4_0 rows with desc.qk_int8 (attn.h,
+ * "Integer scores"): Q rounded to int8 per block and integer dot
+ * products, the arithmetic of ggml's own Q K^T on those types.
  *
  * The shapes are attn-bench's case table (cases.c):
  *
@@ -86,6 +90,7 @@ enum {
 
 enum { LAY_CONTIG, LAY_PAGED };
 static const char *const layout_name[] = { "contig", "paged" };
+static int int8_scores;   /* --int8-scores: desc.qk_int8 on the block types */
 
 typedef struct ktype {
     const char *name;
@@ -351,6 +356,7 @@ static void attn_build(setup *s)
     dd->qk_dim = dd->v_dim = d;
     dd->scale = 1.0f / sqrtf((float)d);
     dd->k_type = dd->v_type = s->t->a;
+    dd->qk_int8 = int8_scores && s->t->a != ATTN_DTYPE_F16;
     /* the output in ggml's layout [B][n][Hq][d] */
     dd->o = attn_view_bshd(Hq, s->n, d);
     if (s->layout == LAY_PAGED) {
@@ -711,10 +717,13 @@ int main(int argc, char **argv)
             kv_mib = atol(argv[++i]);
         else if (!strcmp(argv[i], "--bw-mib") && i + 1 < argc)
             bw_mib = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--int8-scores"))
+            int8_scores = 1;
         else {
             fprintf(stderr,
                     "usage: %s [--case S5|D2|D3 ...] [--type f16|q8_0|q4_0 ...] "
-                    "[--threads N ...] [--runs N] [--kv-mib M] [--bw-mib M (0: skip)]\n",
+                    "[--threads N ...] [--runs N] [--kv-mib M] [--bw-mib M (0: skip)] "
+                    "[--int8-scores]\n",
                     argv[0]);
             return 2;
         }
@@ -754,6 +763,8 @@ int main(int argc, char **argv)
     const int have_info = attn_blas_query(&info) == ATTN_OK;
     printf("ggml-compare: ggml %s (commit %s, CPU backend) vs attn %s (SIMD %s)\n",
            ggml_version(), ggml_commit(), attn_version(), have_info ? info.simd : "?");
+    if (int8_scores)
+        printf("attn's Q8_0 and Q4_0 rows with integer scores (desc.qk_int8)\n");
     double load[3] = { 0, 0, 0 };
     if (getloadavg(load, 3) < 0)
         load[0] = load[1] = load[2] = NAN;
