@@ -792,7 +792,8 @@ static void item_tile(item *it, int64_t t, int64_t nt)
         ahead_spread(w->ah, nseg * ((nr + 11) / 12) * ((nt + 31) / 32 + (dv + 31) / 32));
     }
     if (p->kv_copy) {
-        kv_fill(p, &kt->k, w->kbuf, d->qk_dim, t, nt);
+        if (!d->qk_int8)   /* (integer scores read K's blocks in place) */
+            kv_fill(p, &kt->k, w->kbuf, d->qk_dim, t, nt);
         kv_fill(p, &kt->v, w->vbuf, dv, t, nt);
     }
     if (p->bf) {
@@ -812,7 +813,9 @@ static void item_tile(item *it, int64_t t, int64_t nt)
          * for it now, so that it comes from memory meanwhile. */
         if (!p->kv_copy)
             attn_prefetch_rows((const float *)kv_row(&kt->v, 0), kt->v.ld, t, t + nt, dv, 0);
-        p->x.gk->transpose(k0, p->kv_copy ? d->qk_dim : kt->k.ld, nt, d->qk_dim, w->kt, p->ldt);
+        if (!d->qk_int8)
+            p->x.gk->transpose(k0, p->kv_copy ? d->qk_dim : kt->k.ld, nt, d->qk_dim, w->kt,
+                               p->ldt);
     }
     /* Q's rows: the user's (fp32, or BF16 for the BF16 products) or the
      * item's widened copy. */
