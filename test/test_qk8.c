@@ -275,26 +275,41 @@ static long check_bound(const inst *t, double *worst)
     return bad;
 }
 
-static void test_qk8_table(void **state)
+/* Every instance of the table (each shape plain and with the special
+ * blocks): the C kernel's scores into t.s, then check; returns the
+ * failures, *n the instances. */
+static long each_instance(long (*check)(inst *t, double *worst), double *worst, int *n)
 {
-    (void)state;
     long bad = 0;
-    double worst = 0.0;
-    int n = 0;
+    *n = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int special = 0; special < 2; special++) {
             inst t;
             inst_make(&t, &shapes[i], special);
             run(attn_dec_qk8_c, &t, t.s);
-            const long e1 = check_rule(&t), e2 = check_bound(&t, &worst);
-            if (e1 || e2)
-                print_message("FAIL R %lld nk %lld d %lld type %d special %d: rule %ld, "
-                              "bound %ld\n", (long long)t.sh.R, (long long)t.sh.nk,
-                              (long long)t.sh.d, t.sh.st, special, e1, e2);
-            bad += e1 + e2;
-            n++;
+            const long e = check(&t, worst);
+            if (e)
+                print_message("FAIL R %lld nk %lld d %lld type %d special %d: %ld\n",
+                              (long long)t.sh.R, (long long)t.sh.nk, (long long)t.sh.d,
+                              t.sh.st, special, e);
+            bad += e;
+            ++*n;
             inst_free(&t);
         }
+    return bad;
+}
+
+static long check_c(inst *t, double *worst)
+{
+    return check_rule(t) + check_bound(t, worst);
+}
+
+static void test_qk8_table(void **state)
+{
+    (void)state;
+    double worst = 0.0;
+    int n;
+    const long bad = each_instance(check_c, &worst, &n);
     print_message("  %d instances: the C kernel bitwise to the rule; largest error against "
                   "float64 %.3f of the stated bound\n", n, worst);
     assert_int_equal(bad, 0);
@@ -309,6 +324,22 @@ static int have_vnni(void)
 #endif
 }
 
+#if ATTN_HAVE_VNNI
+/* vnni: the AVX512_VNNI kernel's scores (and untouched gaps) bitwise the
+ * C kernel's */
+static long check_vnni(inst *t, double *worst)
+{
+    (void)worst;
+    run(attn_dec_qk8_vnni, t, t->s2);
+    long e = 0;
+    for (int64_t j = 0; j < t->sh.R * t->lds; j++)
+        if (!same_bits(t->s[j], t->s2[j]) && e++ < 3)
+            print_message("  [%lld] %.9g, C %.9g\n", (long long)j, (double)t->s2[j],
+                          (double)t->s[j]);
+    return e;
+}
+#endif
+
 static void test_qk8_vnni(void **state)
 {
     (void)state;
@@ -317,25 +348,9 @@ static void test_qk8_vnni(void **state)
         print_message("  SKIPPED: this CPU has no AVX512_VNNI\n");
         skip();
     }
-    long bad = 0;
-    int n = 0;
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (int special = 0; special < 2; special++) {
-            inst t;
-            inst_make(&t, &shapes[i], special);
-            run(attn_dec_qk8_c, &t, t.s);
-            run(attn_dec_qk8_vnni, &t, t.s2);
-            long e = 0;
-            for (int64_t j = 0; j < t.sh.R * t.lds; j++)
-                if (!same_bits(t.s[j], t.s2[j]) && e++ < 3)
-                    print_message("  R %lld nk %lld d %lld type %d special %d: [%lld] %.9g, "
-                                  "C %.9g\n", (long long)t.sh.R, (long long)t.sh.nk,
-                                  (long long)t.sh.d, t.sh.st, special, (long long)j,
-                                  (double)t.s2[j], (double)t.s[j]);
-            bad += e;
-            n++;
-            inst_free(&t);
-        }
+    double unused = 0.0;
+    int n;
+    const long bad = each_instance(check_vnni, &unused, &n);
     print_message("  %d instances: the AVX512_VNNI kernel gives the C kernel's bits\n", n);
     assert_int_equal(bad, 0);
     /* ATTN_QK8_BENCH: time from cache (4 rows, 256 keys, d 128) */

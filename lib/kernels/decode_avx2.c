@@ -4,6 +4,7 @@
  * output element one chain of fused multiply-adds in key order. */
 #include "attn_config.h"
 #include "kernels/decode.h"
+#include "kernels/decode_pf.h"
 #include "kernels/convert.h"
 #include "kernels/quant.h"
 #include <immintrin.h>
@@ -12,12 +13,6 @@
 
 #define INLINE static inline __attribute__((always_inline))
 #define PF_KEYS ATTN_DEC_PF_KEYS
-
-INLINE void prefetch_row(const void *row, int64_t bytes)
-{
-    for (int64_t o = 0; o < bytes; o += 64)
-        _mm_prefetch((const char *)row + o, _MM_HINT_T0);
-}
 
 /* 8 values from element x (a multiple of 8) of a row, as floats; the block
  * types de-quantized exactly (q x scale, Q4_0 (q - 8) x scale). */
@@ -71,12 +66,8 @@ INLINE void qk_impl(const int st, const float *q, int64_t ldq, int64_t R, const 
         const void *kr[4];
         for (int c = 0; c < 4; c++)
             kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
-        for (int c = 0; c < 4; c++) {
-            if (c0 + PF_KEYS + c < nk)
-                prefetch_row(k[c0 + PF_KEYS + c], attn_st_bytes(st, d));
-            if (far && c0 + far + c < nk)
-                prefetch_row(k[c0 + far + c], attn_st_bytes(st, d));
-        }
+        for (int c = 0; c < 4; c++)
+            attn_dec_prefetch_ahead(k, c0 + c, nk, PF_KEYS, far, 0, attn_st_bytes(st, d));
         for (int64_t r0 = 0; r0 < R; r0 += 2) {
             const float *qr[2];
             for (int r = 0; r < 2; r++)
@@ -121,12 +112,8 @@ INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const 
                                   : _mm256_setzero_ps();
             for (int64_t c = 0; c < nk; c++) {
                 const void *vc = v[c];
-                if (c + PF_KEYS < nk)
-                    prefetch_row((const char *)v[c + PF_KEYS] + attn_st_bytes(st, x0),
-                                 attn_st_bytes(st, nv * 8));
-                if (far && c + far < nk)
-                    prefetch_row((const char *)v[c + far] + attn_st_bytes(st, x0),
-                                 attn_st_bytes(st, nv * 8));
+                attn_dec_prefetch_ahead(v, c, nk, PF_KEYS, far, attn_st_bytes(st, x0),
+                                        attn_st_bytes(st, nv * 8));
                 __m256 vv[4];
                 for (int j = 0; j < nv; j++)
                     vv[j] = load8(st, vc, x0 + 8 * j);

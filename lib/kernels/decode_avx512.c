@@ -6,6 +6,7 @@
  * kernels two thirds of their speed (docs/DESIGN.md). */
 #include "attn_config.h"
 #include "kernels/decode.h"
+#include "kernels/decode_pf.h"
 #include "kernels/quant.h"
 #include "kernels/tr16_avx512.h"
 #include <immintrin.h>
@@ -73,11 +74,6 @@ INLINE __m512 ld16m(const int ST, const void *base, int64_t x, __mmask16 m)
     return widen16(ST, _mm256_maskz_loadu_epi16(m, (const uint16_t *)base + x));
 }
 
-INLINE void prefetch_row(const char *row, int64_t bytes)
-{
-    for (int64_t o = 0; o < bytes; o += 64)
-        _mm_prefetch(row + o, _MM_HINT_T0);
-}
 
 /* The 16 dot products of a 4 x 4 block (a[4 i + j]), each summed by the
  * same tree: lane i + lane i + 8, then i + 4, i + 2, i + 1, whatever its
@@ -119,12 +115,8 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
         const void *kr[4];
         for (int c = 0; c < 4; c++)
             kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
-        for (int c = 0; c < 4; c++) {
-            if (c0 + PF_KEYS + c < nk)
-                prefetch_row((const char *)k[c0 + PF_KEYS + c], rowb);
-            if (far && c0 + far + c < nk)
-                prefetch_row((const char *)k[c0 + far + c], rowb);
-        }
+        for (int c = 0; c < 4; c++)
+            attn_dec_prefetch_ahead(k, c0 + c, nk, PF_KEYS, far, 0, rowb);
         for (int64_t r0 = 0; r0 < R; r0 += 4) {
             const float *qr[4];
             for (int r = 0; r < 4; r++)
@@ -216,10 +208,8 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
         }
     for (int64_t c = 0; c < nk; c++) {
         const void *vc = v[c];
-        if (pf && c + PF_KEYS < nk)
-            prefetch_row((const char *)v[c + PF_KEYS] + off, span);
-        if (pf && far && c + far < nk)
-            prefetch_row((const char *)v[c + far] + off, span);
+        if (pf)
+            attn_dec_prefetch_ahead(v, c, nk, PF_KEYS, far, off, span);
         __m512 vv[8];
         /* (block types: NV is even and no chunk is partial, as d and x0
          * are multiples of 32) */
@@ -312,10 +302,7 @@ INLINE void dequant_rows(const int ST, const void *const *rows, int64_t nk, int6
 {
     const int64_t rowb = attn_st_bytes(ST, d);
     for (int64_t c = 0; c < nk; c++) {
-        if (c_all + c + PF_KEYS < n_all)
-            prefetch_row((const char *)all[c_all + c + PF_KEYS], rowb);
-        if (far && c_all + c + far < n_all)
-            prefetch_row((const char *)all[c_all + c + far], rowb);
+        attn_dec_prefetch_ahead(all, c_all + c, n_all, PF_KEYS, far, 0, rowb);
         float *dst = buf + c * d;
         widen_span(ST, rows[c], 0, d, dst);
         out[c] = dst;
@@ -386,13 +373,8 @@ INLINE void qk_many(const int ST, const float *q, int64_t ldq, int64_t R, const 
             const void *kr[16];
             for (int c = 0; c < 16; c++)
                 kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
-            if (r0 == 0)
-                for (int c = 0; c < 16; c++) {
-                    if (c0 + 16 + c < nk)
-                        prefetch_row((const char *)k[c0 + 16 + c], rowb);
-                    if (far && c0 + far + c < nk)
-                        prefetch_row((const char *)k[c0 + far + c], rowb);
-                }
+            for (int c = 0; r0 == 0 && c < 16; c++)
+                attn_dec_prefetch_ahead(k, c0 + c, nk, 16, far, 0, rowb);
             __m512 a[16];
             for (int c = 0; c < 16; c++)
                 a[c] = _mm512_setzero_ps();   /* (set by the first multiply) */

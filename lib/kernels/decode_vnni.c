@@ -16,6 +16,7 @@
  * the offset exactly.  The group's transposes are shared by all R rows. */
 #include "attn_config.h"
 #include "kernels/decode.h"
+#include "kernels/decode_pf.h"
 #include "kernels/quant.h"
 #include <float.h>
 #include <immintrin.h>
@@ -123,22 +124,6 @@ INLINE void tr_q4_0(const uint8_t *const kr[16], int64_t b, __m512i kt[8])
     }
 }
 
-/* The lines of a row; rows of at most 192 bytes (Q8_0 up to d 160, Q4_0
- * up to 320) by three fixed prefetches, without the loop's tests (from
- * cache, a quarter of the one-row call's time went to them). */
-INLINE void prefetch_row(const char *row, int64_t bytes)
-{
-    if (bytes <= 192) {
-        _mm_prefetch(row, _MM_HINT_T0);
-        _mm_prefetch(row + (bytes - 1) / 2, _MM_HINT_T0);
-        _mm_prefetch(row + bytes - 1, _MM_HINT_T0);
-        return;
-    }
-    for (int64_t o = 0; o < bytes; o += 64)
-        _mm_prefetch(row + o, _MM_HINT_T0);
-    _mm_prefetch(row + bytes - 1, _MM_HINT_T0);
-}
-
 /* NR rows (of the ROWS rounded ones, from rr) against the 16 keys of kt:
  * acc chains over the blocks, stored times scale into s (lanes of mk). */
 INLINE void rows_pass(const int NR, const int32_t *kt, const float *ks, int64_t nb,
@@ -193,13 +178,8 @@ INLINE void qk8_impl(const int ST, const float *q, int64_t ldq, int64_t R, const
             const uint8_t *kr[16];
             for (int c = 0; c < 16; c++)
                 kr[c] = (const uint8_t *)k[c0 + c < nk ? c0 + c : nk - 1];
-            if (r0 == 0)
-                for (int c = 0; c < 16; c++) {
-                    if (c0 + 16 + c < nk)
-                        prefetch_row((const char *)k[c0 + 16 + c], rowb);
-                    if (far && c0 + far + c < nk)
-                        prefetch_row((const char *)k[c0 + far + c], rowb);
-                }
+            for (int c = 0; r0 == 0 && c < 16; c++)
+                attn_dec_prefetch_ahead(k, c0 + c, nk, 16, far, 0, rowb);
             const int64_t bb = ST == ATTN_ST_Q8_0 ? ATTN_Q8_0_BYTES : ATTN_Q4_0_BYTES;
             for (int64_t b = 0; b < nb; b++)
                 for (int c = 0; c < 16; c++)

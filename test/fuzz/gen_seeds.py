@@ -286,8 +286,8 @@ def main():
         (0, 0, 11, 7, None, 0, 2, (1 + 3 * 2, 0)),         # F16 Q, BF16 O
     ) + tuple((9 if kind not in (3,) else 0, 0x15 + kind, kb_z(kind), (4, 5, 6, 7)[kind % 4],
                None, 0, 2, None) for kind in range(1, 10))  # every KB_* kind
-    for k, (x, y, z, q, w, shape, nb, qo) in enumerate(kvq_sdpa):
-        b = bytearray(rng8.randrange(256) for _ in range(rng8.randrange(80, 120)))
+    def kvq_seed(rng, x, y, z, q, w, shape, nb, qo):
+        b = bytearray(rng.randrange(256) for _ in range(rng.randrange(80, 120)))
         b[0], b[1] = 64 | (128 if qo else 0), 0
         b[2] = nb - 1
         b[9] = shape
@@ -305,7 +305,9 @@ def main():
             at += 1
         if qo:
             b[at], b[at + 1] = qo
-        seeds["sdpa-kvq-%02d" % k] = bytes(b)
+        return bytes(b)
+    for k, row in enumerate(kvq_sdpa):
+        seeds["sdpa-kvq-%02d" % k] = kvq_seed(rng8, *row)
     # integer scores (desc.qk_int8): q's bit 6 with a Q8_0 or Q4_0 K, Q F32
     # (own generator, so the seeds above and below keep their bytes)
     rng9 = random.Random(20261127)
@@ -317,23 +319,8 @@ def main():
         (9, 0x51, 11, 64 + 5, None, 0, 2, None),     # Q8_0/Q4_0 paged, NaN garbage
         (0, 0, 11, 64 + 4, None, 0, 2, (1 + 3 * 0, 0)),  # O F16 (Q F32)
     )
-    for k, (x, y, z, q, w, shape, nb, qo) in enumerate(kvq_int8):
-        b = bytearray(rng9.randrange(256) for _ in range(rng9.randrange(80, 120)))
-        b[0], b[1] = 64 | (128 if qo else 0), 0
-        b[2] = nb - 1
-        b[9] = shape
-        opt = 10 + (0, 4, 2)[shape]
-        b[opt] &= ~5 & 0xff
-        if shape:
-            nb = 1
-        if shape == 1:
-            b[opt + 4] &= 0xfe
-        at = opt + 3 + (3 if shape == 1 else 2) * nb
-        b[at], b[at + 1], b[at + 2], b[at + 3] = x, y, z, q
-        at += 4
-        if qo:
-            b[at], b[at + 1] = qo
-        seeds["sdpa-kvq-int8-%02d" % k] = bytes(b)
+    for k, row in enumerate(kvq_int8):
+        seeds["sdpa-kvq-int8-%02d" % k] = kvq_seed(rng9, *row)
     # attn_kv_append: x = 216 + u (u % 4: contiguous when 0; u / 4 % 3 and
     # u / 12 % 3 the types of K and V where not quantized), then y, then
     # the q byte (and w) as above
