@@ -1027,6 +1027,29 @@ static void run_failures(void)
         plan = NULL;
     }
 
+    /* Decode: integer scores (1.4) on rank 0 only, against a Q8_0 K. */
+    {
+        attn_mpi_decode_desc dd;
+        attn_mpi_decode_desc_init(&dd);
+        attn_sdpa_desc *d = &dd.local;
+        d->batch = 1;
+        d->q_heads = d->kv_heads = 2;
+        d->q_len = 1;
+        d->kv_len = 10 + g_rank;
+        d->qk_dim = d->v_dim = 32;
+        d->q = d->o = attn_view_bhsd(2, 1, 32);
+        d->k = d->v = attn_view_bhsd(2, d->kv_len, 32);
+        d->k_type = ATTN_DTYPE_Q8_0;
+        d->use_positions = 1;
+        d->kv_pos0 = 100 * g_rank;
+        d->qk_int8 = g_rank == 0;
+        st = attn_mpi_decode_plan_create(&plan, &dd, MPI_COMM_WORLD);
+        expect_all("fail: decode, integer scores on rank 0 only", st,
+                   g_size > 1 ? ATTN_ERR_DESC_MISMATCH : ATTN_OK);
+        attn_mpi_plan_destroy(plan);
+        plan = NULL;
+    }
+
     /* NULL arguments: every rank the same. */
     st = attn_mpi_plan_create(&plan, NULL, MPI_COMM_WORLD);
     expect_all("fail: NULL desc", st, ATTN_ERR_NULL_ARGUMENT);

@@ -155,6 +155,8 @@ uint64_t attn_mpi_fp_sdpa_common(uint64_t h, const attn_sdpa_desc *d)
     const int64_t types[] = { d->q_type, d->k_type, d->v_type, d->o_type };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         h = attn_mpi_fp_i64(h, types[i]);
+    /* integer scores change every score (1.4) */
+    h = attn_mpi_fp_i64(h, d->qk_int8);
     return h;
 }
 
