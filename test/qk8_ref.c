@@ -30,6 +30,15 @@ float qk8_ref_round(const float *x, int q[32])
     return s;
 }
 
+void qk8_ref_round_view(float *q0, const attn_view *v, int64_t B, int64_t H, int64_t n,
+                        int64_t d)
+{
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < n; i++)
+                qk8_ref_round_row(q0 + b * v->batch + h * v->head + i * v->seq, d);
+}
+
 void qk8_ref_round_row(float *x, long long d)
 {
     int q[32];

@@ -634,19 +634,6 @@ typedef struct qtally {
     tstats *sd, *sg, *sid, *sig;
 } qtally;
 
-/* Q's rows (as the views place them) replaced by what integer scores use
- * of them (qk8_ref.h); the caller keeps a copy to restore. */
-static void round_q_rows(tinst *t)
-{
-    const tcase *c = &t->c;
-    const attn_view *v = &t->desc.q;
-    for (int64_t b = 0; b < c->B; b++)
-        for (int64_t h = 0; h < c->Hq; h++)
-            for (int64_t i = 0; i < c->n; i++)
-                qk8_ref_round_row((float *)t->args.q + b * v->batch + h * v->head + i * v->seq,
-                                  c->dk);
-}
-
 /* Integer scores (desc.qk_int8) on one combination with a block-type K:
  * both paths against float64 on Q rounded by attn.h's rule (and K, V the
  * stored values), then placement pi (strided or paged) with its thread
@@ -662,7 +649,8 @@ static long q_int8(tinst *t, const drow *row, const kvsrc src[2], int kt, int vt
         const form f0 = { kt, vt, 0, 0, 0 };
         tsnap base;
         attn_status st = run_form(t, &f0, src, dec, 1, &base, 21);
-        round_q_rows(t);
+        /* Q's rows replaced by what integer scores use of them (restored below) */
+        qk8_ref_round_view((float *)t->args.q, &t->desc.q, t->c.B, t->c.Hq, t->c.n, t->c.dk);
         const long e = st == ATTN_OK ? tinst_check(t, dec ? qt->sid : qt->sig) : 1;
         memcpy(t->q.base, qsave, t->q.count * sizeof(float));
         qt->int8++;

@@ -39,6 +39,7 @@
 #include "attn_config.h"
 #include "cpu/cpu.h"
 #include "kernels/decode.h"
+#include "cvt_ref.h"
 #include "qk8_ref.h"
 
 static uint64_t rng = 88172645463325252ull;
@@ -54,23 +55,6 @@ static float unif(void)
     return (float)(next() & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
 }
 
-static uint16_t f16_bits(float x)   /* x exactly representable, normal */
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7fffffff) == 0)
-        return (uint16_t)(u >> 16);
-    const int e = (int)((u >> 23) & 0xff) - 127 + 15;
-    return (uint16_t)((u >> 16 & 0x8000) | (uint32_t)e << 10 | (u >> 13 & 0x3ff));
-}
-
-static float f16_value(uint16_t h)
-{
-    const int e = h >> 10 & 0x1f, m = h & 0x3ff;
-    const double v = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
-    return (float)((h & 0x8000) ? -v : v);
-}
-
 /* A key row of nb blocks: scales 2^-e x (1 + j/64), random quants. */
 static void make_key(int st, uint8_t *row, int64_t nb, int zero_scale_block)
 {
@@ -80,7 +64,9 @@ static void make_key(int st, uint8_t *row, int64_t nb, int zero_scale_block)
         float sc = ldexpf(1.0f + (float)(next() % 64) / 64.0f, -(int)(next() % 6) - 2);
         if (b == zero_scale_block)
             sc = 0.0f;
-        const uint16_t h = f16_bits(sc);
+        uint32_t bits;
+        memcpy(&bits, &sc, 4);
+        const uint16_t h = cvt_ref_from_f32(0, bits);   /* (exact: sc is a binary16 value) */
         blk[0] = (uint8_t)h;
         blk[1] = (uint8_t)(h >> 8);
         for (int i = 0; i < (st == 3 ? 32 : 16); i++)
@@ -92,7 +78,7 @@ static int key_q(int st, const uint8_t *row, int64_t x, float *sc)
 {
     const int bb = st == 3 ? 34 : 18;
     const uint8_t *blk = row + (x / 32) * bb;
-    *sc = f16_value((uint16_t)(blk[0] | blk[1] << 8));
+    *sc = (float)cvt_ref_value(0, (uint16_t)(blk[0] | blk[1] << 8));
     const int e = (int)(x % 32);
     if (st == 3)
         return (int8_t)blk[2 + e];

@@ -232,18 +232,31 @@ static void pv_tile(const attn_sdpa_plan *p, const kvtile *kt, const float *s, i
     p->x.gk->mm(R, dv, nk, 1.0f, rs, s, lds, 1, v, ldv, o, ldo, acc, ah);
 }
 
+/* A Q K^T kernel of kernels/decode.h (the decode path's, or the integer
+ * one) over K's rows [j0, j0 + nk) by address, in runs of at most
+ * ATTN_DECODE_TILE keys (the decode path's tiles are one run). */
+static void qk_rows(attn_dec_qk_fn fn, const attn_sdpa_plan *p, const kvtile *kt,
+                    const void *q, int64_t ldq, int64_t R, int64_t j0, int64_t nk, float *s,
+                    int64_t lds)
+{
+    const void *rows[ATTN_DECODE_TILE];
+    for (int64_t c = 0; c < nk; c += ATTN_DECODE_TILE) {
+        const int64_t n = nk - c < ATTN_DECODE_TILE ? nk - c : ATTN_DECODE_TILE;
+        kv_rows(&kt->k, j0 + c, n, rows);
+        fn(kt->k.st, (const float *)q, ldq, R, rows, n, p->d.qk_dim, p->scale, s + c, lds,
+           kt->k.far);
+    }
+}
+
 /* The decode path: the streaming kernels over the rows' addresses, K and
  * V in their storage type. */
 static void qk_decode(const attn_sdpa_plan *p, const kvtile *kt, const void *q, int64_t ldq,
                       int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds,
                       attn_ahead *ah)
 {
-    const void *rows[ATTN_DECODE_TILE];
     (void)t;
     (void)ah;
-    kv_rows(&kt->k, j0, nk, rows);
-    p->x.dec->qk(kt->k.st, (const float *)q, ldq, R, rows, nk, p->d.qk_dim, p->scale, s, lds,
-                 kt->k.far);
+    qk_rows(p->x.dec->qk, p, kt, q, ldq, R, j0, nk, s, lds);
 }
 
 static void pv_decode(const attn_sdpa_plan *p, const kvtile *kt, const float *s, int64_t lds,
@@ -305,15 +318,9 @@ static void qk_int8(const attn_sdpa_plan *p, const kvtile *kt, const void *q, in
                     int64_t R, int64_t t, int64_t j0, int64_t nk, float *s, int64_t lds,
                     attn_ahead *ah)
 {
-    const void *rows[ATTN_DECODE_TILE];
     (void)t;
     (void)ah;
-    for (int64_t c = 0; c < nk; c += ATTN_DECODE_TILE) {
-        const int64_t n = nk - c < ATTN_DECODE_TILE ? nk - c : ATTN_DECODE_TILE;
-        kv_rows(&kt->k, j0 + c, n, rows);
-        p->x.qk8(kt->k.st, (const float *)q, ldq, R, rows, n, p->d.qk_dim, p->scale, s + c, lds,
-                 kt->k.far);
-    }
+    qk_rows(p->x.qk8, p, kt, q, ldq, R, j0, nk, s, lds);
 }
 
 static const attn_sdpa_products products_blas = { qk_blas, pv_blas };

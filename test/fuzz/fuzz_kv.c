@@ -623,12 +623,7 @@ void kv_reference(sdpa_case *C)
         C->kv_qpool = xmalloc(P->pool_len * sizeof(float));
         memcpy(C->kv_qpool, P->pool, P->pool_len * sizeof(float));
         float *q0 = C->kv_qpool + (P->a.q - P->pool);
-        const attn_view *v = &P->d.q;
-        for (int64_t b = 0; b < P->d.batch; b++)
-            for (int64_t h = 0; h < P->d.q_heads; h++)
-                for (int64_t i = 0; i < P->d.q_len; i++)
-                    qk8_ref_round_row(q0 + b * v->batch + h * v->head + i * v->seq,
-                                      P->d.qk_dim);
+        qk8_ref_round_view(q0, &P->d.q, P->d.batch, P->d.q_heads, P->d.q_len, P->d.qk_dim);
         C->kv_refa.q = q0;
         counts[N_KV_INT8]++;
     }
