@@ -13,6 +13,8 @@
  *   vnni     the AVX512_VNNI kernel (attn_dec_qk8_vnni) against the C one:
  *            bitwise ("skipped" on a CPU without AVX512_VNNI, or a build
  *            without the kernel);
+ *   avx2     the AVX2 kernel (attn_dec_qk8_avx2) against the C one, the
+ *            same way ("skipped" without AVX2);
  *   bound    the scores against float64 on the unrounded Q and the
  *            de-quantized K: within |scale| x sum_b (s_b / 2) x
  *            sum_i |k_bi| + 2^-20 x |scale| x sum |q_i k_i| (the rounding
@@ -20,8 +22,10 @@
  * on keys read through a list of addresses in random order (as a paged
  * cache's), with special blocks planted: Q blocks of zeros, of tiny
  * values (amax below 127 x FLT_MIN: read as zeros), of exact ties, with a
- * NaN or an infinity (their rows' scores NaN), and K blocks with a zero
- * scale.  ATTN_QK8_BENCH=1 also prints the kernels' time from cache.
+ * NaN or an infinity (their rows' scores NaN), K blocks with a zero
+ * scale, and the largest products: a Q block of -127s against K blocks of
+ * -128s (Q8_0; Q4_0: nibbles 0, -8), where the AVX2 kernel's 16-bit pair
+ * sums are at their largest (32512).  ATTN_QK8_BENCH=1 also prints the kernels' time from cache.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -56,7 +60,7 @@ static float unif(void)
 }
 
 /* A key row of nb blocks: scales 2^-e x (1 + j/64), random quants. */
-static void make_key(int st, uint8_t *row, int64_t nb, int zero_scale_block)
+static void make_key(int st, uint8_t *row, int64_t nb, int zero_scale_block, int extreme)
 {
     const int bb = st == 3 ? 34 : 18;
     for (int64_t b = 0; b < nb; b++) {
@@ -70,7 +74,7 @@ static void make_key(int st, uint8_t *row, int64_t nb, int zero_scale_block)
         blk[0] = (uint8_t)h;
         blk[1] = (uint8_t)(h >> 8);
         for (int i = 0; i < (st == 3 ? 32 : 16); i++)
-            blk[2 + i] = (uint8_t)next();
+            blk[2 + i] = extreme && b == 0 ? (st == 3 ? 0x80 : 0x00) : (uint8_t)next();
     }
 }
 
@@ -129,6 +133,9 @@ static void inst_make(inst *t, const shape *sh, int special)
                 tie[i] = (float)(i % 2 ? -(i / 2) : i / 2) + 0.5f;
             tie[31] = 127.0f;
         }
+        if (sh->R > 1)
+            for (int i = 0; i < 32; i++)
+                t->q[sh->d + i] = -127.0f;   /* (row 1 block 0: s 1, q -127) */
         if (sh->R > 2)
             t->q[(sh->R - 1) * sh->d + 5] = NAN;
         if (sh->R > 3)
@@ -138,7 +145,8 @@ static void inst_make(inst *t, const shape *sh, int special)
     const int64_t slots = 2 * sh->nk;
     t->pool = malloc((size_t)(slots * rowb));
     for (int64_t j = 0; j < slots; j++)
-        make_key(sh->st, t->pool + j * rowb, nb, special && j % 5 == 0 ? (int)(j % nb) : -1);
+        make_key(sh->st, t->pool + j * rowb, nb, special && j % 5 == 0 ? (int)(j % nb) : -1,
+                 special && j % 7 == 3);
     t->k = malloc((size_t)sh->nk * sizeof(void *));
     int64_t *perm = malloc((size_t)slots * sizeof(int64_t));
     for (int64_t j = 0; j < slots; j++)
@@ -310,13 +318,14 @@ static int have_vnni(void)
 #endif
 }
 
-#if ATTN_HAVE_VNNI
-/* vnni: the AVX512_VNNI kernel's scores (and untouched gaps) bitwise the
- * C kernel's */
-static long check_vnni(inst *t, double *worst)
+/* The SIMD kernel under test: its scores (and untouched gaps) bitwise the
+ * C kernel's. */
+static attn_dec_qk_fn simd_fn;
+
+static long check_simd(inst *t, double *worst)
 {
     (void)worst;
-    run(attn_dec_qk8_vnni, t, t->s2);
+    run(simd_fn, t, t->s2);
     long e = 0;
     for (int64_t j = 0; j < t->sh.R * t->lds; j++)
         if (!same_bits(t->s[j], t->s2[j]) && e++ < 3)
@@ -324,7 +333,42 @@ static long check_vnni(inst *t, double *worst)
                           (double)t->s[j]);
     return e;
 }
-#endif
+
+/* The whole table through fn (name: its unit), then, under
+ * ATTN_QK8_BENCH=1, its time and that of the fp32 Q K^T of the same
+ * level (fp32) from cache: 4 rows, 256 keys, d 128. */
+static void check_kernel(attn_dec_qk_fn fn, const char *name, attn_dec_qk_fn fp32)
+{
+    simd_fn = fn;
+    double unused = 0.0;
+    int n;
+    const long bad = each_instance(check_simd, &unused, &n);
+    print_message("  %d instances: the %s kernel gives the C kernel's bits\n", n, name);
+    assert_int_equal(bad, 0);
+    const char *bench = getenv("ATTN_QK8_BENCH");
+    if (!bench || *bench != '1')
+        return;
+    const shape sh[2] = { { 4, 256, 128, 3, 0.125f }, { 4, 256, 128, 4, 0.125f } };
+    for (int ti = 0; ti < 2; ti++) {
+        inst t;
+        inst_make(&t, &sh[ti], 0);
+        for (int kind = 0; kind < 2; kind++) {
+            double best = 1e30;
+            for (int rep = 0; rep < 2000; rep++) {
+                struct timespec a, b;
+                clock_gettime(CLOCK_MONOTONIC, &a);
+                (kind ? fn : fp32)(t.sh.st, t.q, 128, 4, t.k, 256, 128, 0.125f, t.s, t.lds, 0);
+                clock_gettime(CLOCK_MONOTONIC, &b);
+                const double us = (double)(b.tv_sec - a.tv_sec) * 1e6 +
+                                  (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+                best = us < best ? us : best;
+            }
+            print_message("  %s %s %s: %.2f us per call (4 rows x 256 keys, d 128)\n",
+                          ti ? "Q4_0" : "Q8_0", name, kind ? "integer" : "fp32   ", best);
+        }
+        inst_free(&t);
+    }
+}
 
 static void test_qk8_vnni(void **state)
 {
@@ -334,40 +378,24 @@ static void test_qk8_vnni(void **state)
         print_message("  SKIPPED: this CPU has no AVX512_VNNI\n");
         skip();
     }
-    double unused = 0.0;
-    int n;
-    const long bad = each_instance(check_vnni, &unused, &n);
-    print_message("  %d instances: the AVX512_VNNI kernel gives the C kernel's bits\n", n);
-    assert_int_equal(bad, 0);
-    /* ATTN_QK8_BENCH: time from cache (4 rows, 256 keys, d 128) */
-    const char *bench = getenv("ATTN_QK8_BENCH");
-    if (bench && *bench == '1') {
-        const shape sh[2] = { { 4, 256, 128, 3, 0.125f }, { 4, 256, 128, 4, 0.125f } };
-        for (int ti = 0; ti < 2; ti++) {
-            inst t;
-            inst_make(&t, &sh[ti], 0);
-            for (int kind = 0; kind < 2; kind++) {
-                double best = 1e30;
-                for (int rep = 0; rep < 2000; rep++) {
-                    struct timespec a, b;
-                    clock_gettime(CLOCK_MONOTONIC, &a);
-                    if (kind)
-                        attn_dec_qk8_vnni(t.sh.st, t.q, 128, 4, t.k, 256, 128, 0.125f, t.s, t.lds, 0);
-                    else
-                        attn_dec_avx512.qk(t.sh.st, t.q, 128, 4, t.k, 256, 128, 0.125f, t.s, t.lds, 0);
-                    clock_gettime(CLOCK_MONOTONIC, &b);
-                    const double us = (double)(b.tv_sec - a.tv_sec) * 1e6 +
-                                      (double)(b.tv_nsec - a.tv_nsec) / 1e3;
-                    best = us < best ? us : best;
-                }
-                print_message("  %s %s: %.2f us per call (4 rows x 256 keys, d 128)\n",
-                              ti ? "Q4_0" : "Q8_0", kind ? "qk8 VNNI" : "fp32 qk ", best);
-            }
-            inst_free(&t);
-        }
-    }
+    check_kernel(attn_dec_qk8_vnni, "AVX512_VNNI", attn_dec_avx512.qk);
 #else
     print_message("  SKIPPED: built without the AVX512_VNNI kernel\n");
+    skip();
+#endif
+}
+
+static void test_qk8_avx2(void **state)
+{
+    (void)state;
+#if ATTN_HAVE_X86_KERNELS
+    if (!(attn_cpu_flags() & ATTN_CPU_AVX2)) {
+        print_message("  SKIPPED: this CPU has no AVX2\n");
+        skip();
+    }
+    check_kernel(attn_dec_qk8_avx2, "AVX2", attn_dec_avx2.qk);
+#else
+    print_message("  SKIPPED: built without the x86 kernels\n");
     skip();
 #endif
 }
@@ -377,6 +405,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qk8_table),
         cmocka_unit_test(test_qk8_vnni),
+        cmocka_unit_test(test_qk8_avx2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

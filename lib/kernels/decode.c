@@ -139,6 +139,10 @@ attn_dec_qk_fn attn_dec_qk8_at(int level)
     if (level >= ATTN_SIMD_AVX512 && (attn_cpu_flags() & ATTN_CPU_AVX512VNNI))
         return attn_dec_qk8_vnni;
 #endif
+#if ATTN_HAVE_X86_KERNELS
+    if (level >= ATTN_SIMD_AVX2)
+        return attn_dec_qk8_avx2;
+#endif
     (void)level;
     return attn_dec_qk8_c;
 }

@@ -84,8 +84,9 @@ const attn_dec_kernels *attn_dec_at(int level);
  *     score = scale x a
  * every operation one fp32 operation ((float)i_b is exact: |i_b| <= 32 x
  * 127 x 128 < 2^24).  Nothing depends on R, on the other keys or on the
- * paging, so every implementation gives the same bits: the C one below
- * and the AVX512_VNNI one (VPDPBUSD; cpu/cpu.h's ATTN_CPU_AVX512VNNI). */
+ * paging, so every implementation gives the same bits: the C one below,
+ * the AVX512_VNNI one (VPDPBUSD; cpu/cpu.h's ATTN_CPU_AVX512VNNI) and the
+ * AVX2 one (VPMADDUBSW, decode_qk8_avx2.c). */
 enum { ATTN_QK8_MAX_D = 512 };   /* the VNNI kernel's largest d (larger: C) */
 
 /* Rounds x[0..31] as the integer Q K^T does: amax = max |x_i|, s = amax /
@@ -97,6 +98,10 @@ float attn_qk8_round_block(const float *x, int8_t q[32], int32_t *sum);
 
 void attn_dec_qk8_c(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
                     int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far);
+#if ATTN_HAVE_X86_KERNELS
+void attn_dec_qk8_avx2(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
+                       int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far);
+#endif
 #if ATTN_HAVE_VNNI
 void attn_dec_qk8_vnni(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
                        int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far);
@@ -105,7 +110,8 @@ typedef void (*attn_dec_qk_fn)(int st, const float *q, int64_t ldq, int64_t R,
                                const void *const *k, int64_t nk, int64_t d, float scale,
                                float *s, int64_t lds, int64_t far);
 /* The integer Q K^T of a level: VNNI from the AVX-512 level up where the
- * CPU has AVX512_VNNI, else the C one (the same bits). */
+ * CPU has AVX512_VNNI, else AVX2 (VPMADDUBSW) from the AVX2 level up, else
+ * the C one (all three the same bits). */
 attn_dec_qk_fn attn_dec_qk8_at(int level);
 
 #endif

@@ -871,10 +871,8 @@ static void item_tile(item *it, int64_t t, int64_t nt)
     }
 }
 
-/* Row (b, h, i) of O from its fp32 values in the workspace (ow): rounded to
- * a 16-bit O, copied to an fp32 one. */
-static void store_orow(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
-                       int64_t i, const float *row)
+void attn_sdpa_store_orow(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
+                          int64_t i, const float *row)
 {
     if (p->d.o_type == ATTN_DTYPE_F32) {
         memcpy(ATTN_VIEW_AT(a->o, p->d.o, b, h, i), row, (size_t)p->d.v_dim * sizeof(float));
@@ -896,8 +894,8 @@ static void item_store(const item *it)
         return;
     const int64_t rows = it->rows, dv = it->p->d.v_dim;
     for (int64_t vr = 0; vr < it->p->group * rows; vr++)
-        store_orow(it->p, it->a, it->b, it->h0 + vr / rows, it->i0 + vr % rows,
-                  it->out.o + vr * dv);
+        attn_sdpa_store_orow(it->p, it->a, it->b, it->h0 + vr / rows, it->i0 + vr % rows,
+                             it->out.o + vr * dv);
 }
 
 /* An item's end: O /= l (unless folded), the logsumexp and the
@@ -1019,7 +1017,7 @@ static void merge_rows(const attn_sdpa_plan *p, const attn_sdpa_args *a, const p
                     orow[j] += wgt * oc[j];
             }
         if (p->ow)
-            store_orow(p, a, b, h, i, orow);
+            attn_sdpa_store_orow(p, a, b, h, i, orow);
         if (d->want_lse)
             *attn_sdpa_lse_at(p, a, b, h, i) = lse;
         if (d->want_probs) {

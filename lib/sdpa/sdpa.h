@@ -182,6 +182,12 @@ static inline float *attn_sdpa_o_row(const attn_sdpa_plan *p, const attn_sdpa_ar
     return ATTN_VIEW_AT(a->o, p->d.o, b, h, i);
 }
 
+/* Row (b, h, i) of O from its fp32 values: rounded to a 16-bit O (F16 by
+ * the conversion table, BF16 by the BF16 table's rounding), copied to an
+ * fp32 one (forward.c; sparse.c uses it too). */
+void attn_sdpa_store_orow(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
+                          int64_t i, const float *row);
+
 static inline float *attn_sdpa_probs_row(const attn_sdpa_plan *p, const attn_sdpa_args *a,
                                          int64_t b, int64_t h, int64_t i)
 {

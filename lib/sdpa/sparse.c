@@ -134,26 +134,12 @@ static void widen_segments(const attn_sdpa_plan *p, const attn_sdpa_args *a, int
                    buf + seg[x].c0 * width);
 }
 
-/* Row i of (b, h) of a 16-bit O: its fp32 values rounded (as forward.c's
- * store_o16), or zero (row NULL). */
-static void store_o16(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
-                      int64_t i, const float *row)
-{
-    uint16_t *dst = ATTN_VIEW_AT(a->o16, p->d.o, b, h, i);
-    if (!row)
-        memset(dst, 0, (size_t)p->d.v_dim * sizeof(uint16_t));
-    else if (p->d.o_type == ATTN_DTYPE_F16)
-        p->x.cvt->f32_to_f16(row, dst, p->d.v_dim);
-    else
-        p->x.bf->round(row, dst, p->d.v_dim);
-}
-
 /* Row i of (b, h) of O (any type) set to 0. */
 static void zero_o_row(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t b, int64_t h,
                        int64_t i)
 {
     if (p->ow)
-        store_o16(p, a, b, h, i, NULL);
+        memset(ATTN_VIEW_AT(a->o16, p->d.o, b, h, i), 0, (size_t)p->d.v_dim * sizeof(uint16_t));
     else
         memset(attn_sdpa_o_row(p, a, b, h, i), 0, (size_t)p->d.v_dim * sizeof(float));
 }
@@ -454,7 +440,7 @@ static void finish_group(const attn_sdpa_plan *p, const attn_sdpa_args *a, swork
         else
             kern->scale(orow, d->v_dim, 1.0f / l);
         if (p->ow)
-            store_o16(p, a, b, h, i, orow);   /* (rounded once, here) */
+            attn_sdpa_store_orow(p, a, b, h, i, orow);   /* (rounded once, here) */
         else if (g->idx)
             memcpy(attn_sdpa_o_row(p, a, b, h, i), orow, (size_t)d->v_dim * sizeof(float));
         if (d->want_lse)
