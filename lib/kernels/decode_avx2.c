@@ -97,44 +97,84 @@ INLINE void qk_impl(const int st, const float *q, int64_t ldq, int64_t R, const 
     }
 }
 
+/* RB rows x NV chunks of 8 columns from x0 of O in registers over every
+ * key in order.  RB and NV are constants at every call, so the
+ * accumulators stay in registers (with a run-time count they lived on the
+ * stack, each fused multiply-add a load and a store: 4-5x slower). */
+INLINE void pv_block(const int RB, const int NV, const int st, const float *p, int64_t ldp,
+                     const void *const *v, int64_t nk, int64_t x0, float *o, int64_t ldo,
+                     int acc, int64_t far)
+{
+    __m256 a[4][4];
+    for (int r = 0; r < RB; r++)
+        for (int j = 0; j < NV; j++)
+            a[r][j] = acc ? _mm256_loadu_ps(o + r * ldo + x0 + 8 * j) : _mm256_setzero_ps();
+    const int64_t off = attn_st_bytes(st, x0), span = attn_st_bytes(st, 8 * NV);
+    for (int64_t c = 0; c < nk; c++) {
+        const void *vc = v[c];
+        attn_dec_prefetch_ahead(v, c, nk, PF_KEYS, far, off, span);
+        __m256 vv[4];
+        for (int j = 0; j < NV; j++)
+            vv[j] = load8(st, vc, x0 + 8 * j);
+        for (int r = 0; r < RB; r++) {
+            const __m256 w = _mm256_set1_ps(p[r * ldp + c]);
+            for (int j = 0; j < NV; j++)
+                a[r][j] = _mm256_fmadd_ps(w, vv[j], a[r][j]);
+        }
+    }
+    for (int r = 0; r < RB; r++)
+        for (int j = 0; j < NV; j++)
+            _mm256_storeu_ps(o + r * ldo + x0 + 8 * j, a[r][j]);
+}
+
+/* RB rows over the whole chunks of 8: NV at a time, then the rest. */
+#define PV_COLS(RB, NV)                                                                     \
+    do {                                                                                    \
+        int64_t x0 = 0;                                                                     \
+        for (; x0 + 8 * (NV) <= d8; x0 += 8 * (NV))                                         \
+            pv_block(RB, NV, st, pr, ldp, v, nk, x0, orr, ldo, acc, far);                   \
+        for (; x0 < d8; x0 += 8)                                                            \
+            pv_block(RB, 1, st, pr, ldp, v, nk, x0, orr, ldo, acc, far);                    \
+    } while (0)
+
+/* Rows 4 at a time over 16 columns (each value widened or de-quantized
+ * once for the 4 rows: 8 accumulators, 2 values and a weight in 16
+ * registers), 3 last rows the same way, else the last 2 or 1 at a time
+ * over 32; the columns past
+ * the last multiple of 8 in scalar chains. */
 INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
                     int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
 {
     const int64_t d8 = d & ~(int64_t)7;
-    for (int64_t r0 = 0; r0 < R; r0 += 2) {
-        const int rb = R - r0 >= 2 ? 2 : 1;
-        for (int64_t x0 = 0; x0 < d8; x0 += 32) {
-            const int nv = d8 - x0 >= 32 ? 4 : (int)((d8 - x0) / 8);
-            __m256 a[2][4];
-            for (int r = 0; r < rb; r++)
-                for (int j = 0; j < nv; j++)
-                    a[r][j] = acc ? _mm256_loadu_ps(o + (r0 + r) * ldo + x0 + 8 * j)
-                                  : _mm256_setzero_ps();
-            for (int64_t c = 0; c < nk; c++) {
-                const void *vc = v[c];
-                attn_dec_prefetch_ahead(v, c, nk, PF_KEYS, far, attn_st_bytes(st, x0),
-                                        attn_st_bytes(st, nv * 8));
-                __m256 vv[4];
-                for (int j = 0; j < nv; j++)
-                    vv[j] = load8(st, vc, x0 + 8 * j);
-                for (int r = 0; r < rb; r++) {
-                    const __m256 w = _mm256_set1_ps(p[(r0 + r) * ldp + c]);
-                    for (int j = 0; j < nv; j++)
-                        a[r][j] = _mm256_fmadd_ps(w, vv[j], a[r][j]);
-                }
-            }
-            for (int r = 0; r < rb; r++)
-                for (int j = 0; j < nv; j++)
-                    _mm256_storeu_ps(o + (r0 + r) * ldo + x0 + 8 * j, a[r][j]);
-        }
-        for (int r = 0; r < rb; r++) {
-            float *orow = o + (r0 + r) * ldo;
-            for (int64_t x = d8; x < d; x++) {
-                float t = acc ? orow[x] : 0.0f;
-                for (int64_t c = 0; c < nk; c++)
-                    t = fmaf(p[(r0 + r) * ldp + c], load1(st, v[c], x), t);
-                orow[x] = t;
-            }
+    int64_t r0 = 0;
+    for (; r0 + 4 <= R; r0 += 4) {
+        const float *pr = p + r0 * ldp;
+        float *orr = o + r0 * ldo;
+        PV_COLS(4, 2);
+    }
+    if (R - r0 == 3) {
+        const float *pr = p + r0 * ldp;
+        float *orr = o + r0 * ldo;
+        PV_COLS(3, 2);
+        r0 += 3;
+    }
+    for (; r0 + 2 <= R; r0 += 2) {
+        const float *pr = p + r0 * ldp;
+        float *orr = o + r0 * ldo;
+        PV_COLS(2, 4);
+    }
+    for (; r0 < R; r0++) {
+        const float *pr = p + r0 * ldp;
+        float *orr = o + r0 * ldo;
+        PV_COLS(1, 4);
+    }
+    for (int64_t r = 0; r < R; r++) {
+        float *orow = o + r * ldo;
+        for (int64_t x = d8; x < d; x++) {
+            float t = acc ? orow[x] : 0.0f;
+            for (int64_t c = 0; c < nk; c++)
+                t = fmaf(p[r * ldp + c], load1(st, v[c], x), t);
+            orow[x] = t;
         }
     }
 }
