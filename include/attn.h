@@ -74,7 +74,7 @@ extern "C" {
 
 #define ATTN_VERSION_MAJOR 1
 #define ATTN_VERSION_MINOR 4
-#define ATTN_VERSION_PATCH 0
+#define ATTN_VERSION_PATCH 1
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
 #define ATTN_VERSION (ATTN_VERSION_MAJOR * 10000 + ATTN_VERSION_MINOR * 100 + \
                       ATTN_VERSION_PATCH)
@@ -832,7 +832,7 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  *
  * every step one fp32 operation.  So a score depends only on its Q row and
  * its key: the decode path (AVX512_VNNI's VPDPBUSD where the CPU has it,
- * else portable C, the same bits), the sgemm path and every paging, tiling
+ * else AVX2's VPMADDUBSW, else portable C, the same bits), the sgemm path and every paging, tiling
  * and thread count give the same scores, and the rest of the call (the
  * softmax, P V in fp32 on V's de-quantized values) is as without the
  * option.  A row with a NaN or an infinity gets NaN scores.
@@ -843,7 +843,8 @@ ATTN_API attn_status attn_layout_build_fixed(uint8_t *layout, int64_t nb, int64_
  * both kernels to it.  For Q of unit size and d 128 that is about 0.4% of
  * sum |q_i k_i|; docs/TYPES.md gives the attention error it causes.  Where
  * it pays: Q K^T costs about half of the fp32 kernel's time on a Xeon with
- * AVX512_VNNI (docs/BENCHMARKS.md); without the unit the C version is
+ * AVX512_VNNI, and a third to a half with AVX2 alone (1.4.1;
+ * docs/BENCHMARKS.md); below AVX2 (ATTN_SIMD=scalar) the C version is
  * slower than the fp32 kernels, so leave the option off there.
  */
 
