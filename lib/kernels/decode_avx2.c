@@ -58,42 +58,73 @@ static inline float hsum8(__m256 a)
     return _mm_cvtss_f32(s);
 }
 
+/* Rows [r0, r0 + RB) against keys [c0, c0 + KB) (a short group repeats
+ * its last key, computed but not stored).  RB and KB are constants and
+ * every loop over the accumulators has a constant count (the sums taken
+ * before the stores, whose counts are not), so they stay in registers. */
+INLINE void qk_block(const int RB, const int KB, const int st, const float *q, int64_t ldq,
+                     int64_t R, const void *const *k, int64_t nk, int64_t c0, int64_t r0,
+                     int64_t d, float scale, float *s, int64_t lds)
+{
+    const int64_t d8 = d & ~(int64_t)7;
+    const void *kr[4];
+    for (int c = 0; c < KB; c++)
+        kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
+    const float *qr[4];
+    for (int r = 0; r < RB; r++)
+        qr[r] = q + (r0 + r) * ldq;
+    __m256 a[4][4];
+    for (int r = 0; r < RB; r++)
+        for (int c = 0; c < KB; c++)
+            a[r][c] = _mm256_setzero_ps();
+    for (int64_t x = 0; x < d8; x += 8) {
+        __m256 kv[4];
+        for (int c = 0; c < KB; c++)
+            kv[c] = load8(st, kr[c], x);
+        for (int r = 0; r < RB; r++) {
+            const __m256 qv = _mm256_loadu_ps(qr[r] + x);
+            for (int c = 0; c < KB; c++)
+                a[r][c] = _mm256_fmadd_ps(qv, kv[c], a[r][c]);
+        }
+    }
+    float t[4][4];
+    for (int r = 0; r < RB; r++)
+        for (int c = 0; c < KB; c++)
+            t[r][c] = hsum8(a[r][c]);
+    for (int r = 0; r < RB; r++)
+        for (int c = 0; c < KB && c0 + c < nk; c++) {
+            float u = t[r][c];
+            for (int64_t x = d8; x < d; x++)
+                u = fmaf(qr[r][x], load1(st, kr[c], x), u);
+            s[(r0 + r) * lds + c0 + c] = scale * u;
+        }
+}
+
+/* Keys KB at a time for rows [r0, r0 + RB). */
+#define QK_KEYS(RB, KB)                                                                     \
+    for (int64_t c0 = 0; c0 < nk; c0 += (KB)) {                                             \
+        for (int c = 0; c < (KB); c++)                                                      \
+            attn_dec_prefetch_ahead(k, c0 + c, nk, PF_KEYS, far, 0, rowb);                  \
+        qk_block(RB, KB, st, q, ldq, R, k, nk, c0, r0, d, scale, s, lds);                   \
+    }
+
+/* Every dot product is one chain over the chunks of 8, then the same
+ * tree, whatever the blocking: rows 4 at a time against 2 keys (each key
+ * value widened or de-quantized once for the 4 rows), the last rows 2 or
+ * 1 at a time against 4 keys. */
 INLINE void qk_impl(const int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
                     int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far)
 {
-    const int64_t d8 = d & ~(int64_t)7;
-    for (int64_t c0 = 0; c0 < nk; c0 += 4) {
-        const void *kr[4];
-        for (int c = 0; c < 4; c++)
-            kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
-        for (int c = 0; c < 4; c++)
-            attn_dec_prefetch_ahead(k, c0 + c, nk, PF_KEYS, far, 0, attn_st_bytes(st, d));
-        for (int64_t r0 = 0; r0 < R; r0 += 2) {
-            const float *qr[2];
-            for (int r = 0; r < 2; r++)
-                qr[r] = q + (r0 + r < R ? r0 + r : R - 1) * ldq;
-            __m256 a[2][4];
-            for (int r = 0; r < 2; r++)
-                for (int c = 0; c < 4; c++)
-                    a[r][c] = _mm256_setzero_ps();
-            for (int64_t x = 0; x < d8; x += 8) {
-                __m256 kv[4];
-                for (int c = 0; c < 4; c++)
-                    kv[c] = load8(st, kr[c], x);
-                for (int r = 0; r < 2; r++) {
-                    const __m256 qv = _mm256_loadu_ps(qr[r] + x);
-                    for (int c = 0; c < 4; c++)
-                        a[r][c] = _mm256_fmadd_ps(qv, kv[c], a[r][c]);
-                }
-            }
-            for (int r = 0; r < 2 && r0 + r < R; r++)
-                for (int c = 0; c < 4 && c0 + c < nk; c++) {
-                    float t = hsum8(a[r][c]);
-                    for (int64_t x = d8; x < d; x++)
-                        t = fmaf(qr[r][x], load1(st, kr[c], x), t);
-                    s[(r0 + r) * lds + c0 + c] = scale * t;
-                }
-        }
+    const int64_t rowb = attn_st_bytes(st, d);
+    int64_t r0 = 0;
+    for (; r0 + 4 <= R; r0 += 4) {
+        QK_KEYS(4, 2);
+    }
+    for (; r0 + 2 <= R; r0 += 2) {
+        QK_KEYS(2, 4);
+    }
+    for (; r0 < R; r0++) {
+        QK_KEYS(1, 4);
     }
 }
 
