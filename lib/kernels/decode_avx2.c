@@ -63,8 +63,8 @@ static inline float hsum8(__m256 a)
  * every loop over the accumulators has a constant count (the sums taken
  * before the stores, whose counts are not), so they stay in registers. */
 INLINE void qk_block(const int RB, const int KB, const int st, const float *q, int64_t ldq,
-                     int64_t R, const void *const *k, int64_t nk, int64_t c0, int64_t r0,
-                     int64_t d, float scale, float *s, int64_t lds)
+                     const void *const *k, int64_t nk, int64_t c0, int64_t r0, int64_t d,
+                     float scale, float *s, int64_t lds)
 {
     const int64_t d8 = d & ~(int64_t)7;
     const void *kr[4];
@@ -105,7 +105,7 @@ INLINE void qk_block(const int RB, const int KB, const int st, const float *q, i
     for (int64_t c0 = 0; c0 < nk; c0 += (KB)) {                                             \
         for (int c = 0; c < (KB); c++)                                                      \
             attn_dec_prefetch_ahead(k, c0 + c, nk, PF_KEYS, far, 0, rowb);                  \
-        qk_block(RB, KB, st, q, ldq, R, k, nk, c0, r0, d, scale, s, lds);                   \
+        qk_block(RB, KB, st, q, ldq, k, nk, c0, r0, d, scale, s, lds);                      \
     }
 
 /* Every dot product is one chain over the chunks of 8, then the same
@@ -158,47 +158,36 @@ INLINE void pv_block(const int RB, const int NV, const int st, const float *p, i
             _mm256_storeu_ps(o + r * ldo + x0 + 8 * j, a[r][j]);
 }
 
-/* RB rows over the whole chunks of 8: NV at a time, then the rest. */
+/* Rows [r0, r0 + RB) over the whole chunks of 8: NV at a time, then the
+ * rest. */
 #define PV_COLS(RB, NV)                                                                     \
     do {                                                                                    \
         int64_t x0 = 0;                                                                     \
         for (; x0 + 8 * (NV) <= d8; x0 += 8 * (NV))                                         \
-            pv_block(RB, NV, st, pr, ldp, v, nk, x0, orr, ldo, acc, far);                   \
+            pv_block(RB, NV, st, p + r0 * ldp, ldp, v, nk, x0, o + r0 * ldo, ldo, acc, far); \
         for (; x0 < d8; x0 += 8)                                                            \
-            pv_block(RB, 1, st, pr, ldp, v, nk, x0, orr, ldo, acc, far);                    \
+            pv_block(RB, 1, st, p + r0 * ldp, ldp, v, nk, x0, o + r0 * ldo, ldo, acc, far);  \
     } while (0)
 
 /* Rows 4 at a time over 16 columns (each value widened or de-quantized
  * once for the 4 rows: 8 accumulators, 2 values and a weight in 16
  * registers), 3 last rows the same way, else the last 2 or 1 at a time
- * over 32; the columns past
- * the last multiple of 8 in scalar chains. */
+ * over 32; the columns past the last multiple of 8 in scalar chains. */
 INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
                     int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
 {
     const int64_t d8 = d & ~(int64_t)7;
     int64_t r0 = 0;
-    for (; r0 + 4 <= R; r0 += 4) {
-        const float *pr = p + r0 * ldp;
-        float *orr = o + r0 * ldo;
+    for (; r0 + 4 <= R; r0 += 4)
         PV_COLS(4, 2);
-    }
     if (R - r0 == 3) {
-        const float *pr = p + r0 * ldp;
-        float *orr = o + r0 * ldo;
         PV_COLS(3, 2);
         r0 += 3;
     }
-    for (; r0 + 2 <= R; r0 += 2) {
-        const float *pr = p + r0 * ldp;
-        float *orr = o + r0 * ldo;
+    for (; r0 + 2 <= R; r0 += 2)
         PV_COLS(2, 4);
-    }
-    for (; r0 < R; r0++) {
-        const float *pr = p + r0 * ldp;
-        float *orr = o + r0 * ldo;
+    for (; r0 < R; r0++)
         PV_COLS(1, 4);
-    }
     for (int64_t r = 0; r < R; r++) {
         float *orow = o + r * ldo;
         for (int64_t x = d8; x < d; x++) {
