@@ -22,7 +22,7 @@ INLINE __m256 load8(const int st, const void *base, int64_t x)
         const uint8_t *blk = (const uint8_t *)base + (x >> 5) * (st == ATTN_ST_Q8_0 ? ATTN_Q8_0_BYTES : ATTN_Q4_0_BYTES);
         uint16_t h;
         memcpy(&h, blk, 2);
-        const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+        const __m256 d = _mm256_set1_ps(attn_f16_values[h]);   /* (kernels/quant.h) */
         __m256i q;
         if (st == ATTN_ST_Q8_0) {
             q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + (x & 31))));
@@ -200,10 +200,13 @@ INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const 
 }
 
 /* Instantiated per storage type: a run-time type test inside the key
- * loops costs the streaming kernels much of their speed. */
+ * loops costs the streaming kernels much of their speed.  The block types
+ * read their scales from attn_f16_values, built here first. */
 static void qk_avx2(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
                     int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far)
 {
+    if (st == ATTN_ST_Q8_0 || st == ATTN_ST_Q4_0)
+        (void)attn_f16_table();
     if (st == ATTN_ST_Q8_0)
         qk_impl(ATTN_ST_Q8_0, q, ldq, R, k, nk, d, scale, s, lds, far);
     else if (st == ATTN_ST_Q4_0)
@@ -219,6 +222,8 @@ static void qk_avx2(int st, const float *q, int64_t ldq, int64_t R, const void *
 static void pv_avx2(int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
                     int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
 {
+    if (st == ATTN_ST_Q8_0 || st == ATTN_ST_Q4_0)
+        (void)attn_f16_table();
     if (st == ATTN_ST_Q8_0)
         pv_impl(ATTN_ST_Q8_0, p, ldp, R, v, nk, d, o, ldo, acc, far);
     else if (st == ATTN_ST_Q4_0)

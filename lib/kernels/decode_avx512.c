@@ -30,14 +30,15 @@ INLINE __m512 widen16(const int ST, __m256i h)
 
 /* The 32 values of the block holding element x (x a multiple of 32) of a
  * Q8_0 or Q4_0 row, de-quantized exactly: q x scale (Q4_0: (q - 8) x
- * scale), the scale widened from binary16 by VCVTPH2PS. */
+ * scale), the scale read from attn_f16_values (kernels/quant.h: the
+ * entry points below build it first). */
 INLINE void ld32q(const int ST, const void *base, int64_t x, __m512 *lo, __m512 *hi)
 {
     const int64_t bb = ST == ATTN_ST_Q8_0 ? ATTN_Q8_0_BYTES : ATTN_Q4_0_BYTES;
     const uint8_t *blk = (const uint8_t *)base + (x >> 5) * bb;
     uint16_t h;
     memcpy(&h, blk, 2);
-    const __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
+    const __m512 d = _mm512_set1_ps(attn_f16_values[h]);
     __m512i a, b;
     if (ST == ATTN_ST_Q8_0) {
         a = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2)));
@@ -436,9 +437,13 @@ static __attribute__((noinline)) void qk_many_any(int st, const float *q, int64_
     }
 }
 
+/* (the block types read their scales from attn_f16_values, built here
+ * first, as in pv_avx512) */
 static void qk_avx512(int st, const float *q, int64_t ldq, int64_t R, const void *const *k,
                       int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far)
 {
+    if (IS_BLOCK(st))
+        (void)attn_f16_table();
     if (QK_MANY_ON && R >= QK_MANY_ROWS && d <= QK_MANY_D) {
         qk_many_any(st, q, ldq, R, k, nk, d, scale, s, lds, far);
         return;
@@ -479,6 +484,8 @@ static void pv_blocks(const int ST, const float *p, int64_t ldp, int64_t R,
 static void pv_avx512(int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
                       int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
 {
+    if (IS_BLOCK(st))
+        (void)attn_f16_table();
     if (st == ATTN_ST_Q8_0)
         pv_blocks(ATTN_ST_Q8_0, p, ldp, R, v, nk, d, o, ldo, acc, far);
     else if (st == ATTN_ST_Q4_0)

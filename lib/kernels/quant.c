@@ -8,6 +8,7 @@
 #include "kernels/quant.h"
 #include "kernels/convert.h"
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 /* The scale and quants of a block holding a NaN or an infinity. */
@@ -142,4 +143,19 @@ void attn_load_values(const struct attn_cvt_kernels *cvt, int st, const void *sr
     case 3: attn_dequantize_q8_0(src, dst, n); break;
     default: attn_dequantize_q4_0(src, dst, n); break;
     }
+}
+
+float attn_f16_values[65536];
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+
+static void f16_table_build(void)
+{
+    for (uint32_t h = 0; h < 65536; h++)
+        attn_f16_values[h] = attn_f16_to_f32((uint16_t)h);
+}
+
+const float *attn_f16_table(void)
+{
+    pthread_once(&f16_once, f16_table_build);
+    return attn_f16_values;
 }

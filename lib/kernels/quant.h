@@ -44,4 +44,16 @@ void attn_store_values(const struct attn_cvt_kernels *cvt, int st, const float *
 void attn_load_values(const struct attn_cvt_kernels *cvt, int st, const void *src, float *dst,
                       int64_t n);
 
+/* The 65536 binary16 values widened to fp32 (entry h: the value of the
+ * bits h, as VCVTPH2PS gives it, NaNs made quiet).  The decode kernels
+ * read a block's scale from it: a scalar load that the multiply
+ * broadcasts from memory, where VPBROADCASTW and VCVTPH2PS took three
+ * vector uops per block (docs/DESIGN.md); a cache's scales are of a few
+ * magnitudes, so the lines it touches are few.  attn_f16_table builds it
+ * once per process (pthread_once; until then 256 KiB of zero pages) and
+ * returns it: every kernel that reads attn_f16_values calls it first, at
+ * its entry. */
+extern float attn_f16_values[65536];
+const float *attn_f16_table(void);
+
 #endif
