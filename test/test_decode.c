@@ -231,6 +231,11 @@ static void build_table(void)
     c.align = ATTN_ALIGN_BOTTOM_RIGHT;
     c.wr = 0;
     addq("4 queries, bottom-right causal", c, 1, 9, -1, 0);
+    c = dcase(1, 8, 2, 4, 600, 128, 160);
+    c.align = ATTN_ALIGN_BOTTOM_RIGHT;
+    c.wr = 0;
+    addq("D3-like: 4 queries, GQA 4 (16 rows), dk 128, dv 160, bottom-right causal", c, 1, 4,
+         -1, 0);
     c = dcase(3, 4, 2, 16, 300, 32, 48);
     c.align = ATTN_ALIGN_BOTTOM_RIGHT;
     c.wr = 0;

@@ -481,9 +481,39 @@ static void pv_blocks(const int ST, const float *p, int64_t ldp, int64_t R,
     }
 }
 
+/* Many rows of a 16-bit or F32 V (several queries of a GQA group, 5 rows
+ * or more, d >= 128): each of pv_impl's row blocks streams all the call's
+ * V rows, which the later blocks found in L2 only, so the keys go in runs
+ * of about 16 KiB, which they find in L1.  O carries the sums from run to
+ * run (exact), so every chain and every bit is unchanged.  From cache on
+ * a Xeon (Cascade Lake; 256 keys, cycles per key, d 128): F32 at 5, 8,
+ * 16 and 32 rows 47 -> 41, 64 -> 54, 124 -> 99, 244 -> 185; F16 3-7%
+ * less; BF16 within 2% either way, also at d 160 and 256. */
+enum { PV_RUN_BYTES = 16384, PV_RUN_MIN_ROWS = 5, PV_RUN_MIN_D = 128 };
+
+static void pv_runs(const int ST, const float *p, int64_t ldp, int64_t R, const void *const *v,
+                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
+{
+    int64_t run = PV_RUN_BYTES / attn_st_bytes(ST, d);
+    run = run < 16 ? 16 : run;
+    for (int64_t c0 = 0; c0 < nk; c0 += run) {
+        const int64_t n = nk - c0 < run ? nk - c0 : run;
+        pv_impl(ST, p + c0, ldp, R, v + c0, n, d, o, ldo, acc || c0 > 0, far);
+    }
+}
+
 static void pv_avx512(int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
                       int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
 {
+    if (R >= PV_RUN_MIN_ROWS && d >= PV_RUN_MIN_D && st != ATTN_ST_Q8_0 && st != ATTN_ST_Q4_0) {
+        if (st == ATTN_ST_F16)
+            pv_runs(ATTN_ST_F16, p, ldp, R, v, nk, d, o, ldo, acc, far);
+        else if (st == ATTN_ST_BF16)
+            pv_runs(ATTN_ST_BF16, p, ldp, R, v, nk, d, o, ldo, acc, far);
+        else
+            pv_runs(ATTN_ST_F32, p, ldp, R, v, nk, d, o, ldo, acc, far);
+        return;
+    }
     if (IS_BLOCK(st))
         (void)attn_f16_table();
     if (st == ATTN_ST_Q8_0)
