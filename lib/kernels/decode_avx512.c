@@ -192,10 +192,11 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
 
 /* RB rows x 16 NV columns [x0, x0 + 16 NV) of O in registers, over every
  * key in order.  tail: the last chunk holds only the columns below d
- * (masked); otherwise all NV chunks are whole. */
+ * (masked); otherwise all NV chunks are whole.  nv: the rows of the
+ * stream from v[0] (nk or more), which the prefetches may reach. */
 INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, const float *p,
-                     int64_t ldp, const void *const *v, int64_t nk, int64_t x0, int64_t d,
-                     float *o, int64_t ldo, int acc, int pf, int64_t far)
+                     int64_t ldp, const void *const *v, int64_t nk, int64_t nv, int64_t x0,
+                     int64_t d, float *o, int64_t ldo, int acc, int pf, int64_t far)
 {
     const __mmask16 mt = tail ? lanes(d - x0 - 16 * (NV - 1)) : (__mmask16)0xffff;
     const int64_t off = attn_st_bytes(ST, x0);
@@ -210,7 +211,7 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
     for (int64_t c = 0; c < nk; c++) {
         const void *vc = v[c];
         if (pf)
-            attn_dec_prefetch_ahead(v, c, nk, PF_KEYS, far, off, span);
+            attn_dec_prefetch_ahead(v, c, nv, PF_KEYS, far, off, span);
         __m512 vv[8];
         /* (block types: NV is even and no chunk is partial, as d and x0
          * are multiples of 32) */
@@ -242,18 +243,20 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
     do {                                                                                     \
         int64_t r = 0;                                                                       \
         for (; r + (RB) <= R; r += (RB))                                                     \
-            pv_block(RB, NV, ST, TAIL, p + r * ldp, ldp, v, nk, x0, d, o + r * ldo, ldo,     \
+            pv_block(RB, NV, ST, TAIL, p + r * ldp, ldp, v, nk, nv, x0, d, o + r * ldo, ldo, \
                      acc, r == 0, far);                                                      \
         for (; r < R; r++)                                                                   \
-            pv_block(1, NV, ST, TAIL, p + r * ldp, ldp, v, nk, x0, d, o + r * ldo, ldo, acc, \
-                     r == 0, far);                                                           \
+            pv_block(1, NV, ST, TAIL, p + r * ldp, ldp, v, nk, nv, x0, d, o + r * ldo, ldo,  \
+                     acc, r == 0, far);                                                      \
     } while (0)
 
 /* Columns in whole chunks of 128 (2 rows at a time: 16 accumulators and 8
  * row vectors in registers; a V row of 128 floats read whole), then of 64
- * (4 rows at a time), then the last partial chunk of 64. */
-INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const void *const *v,
-                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
+ * (4 rows at a time), then the last partial chunk of 64; nv as for
+ * pv_block. */
+INLINE void pv_chunks(const int ST, const float *p, int64_t ldp, int64_t R,
+                      const void *const *v, int64_t nk, int64_t nv, int64_t d, float *o,
+                      int64_t ldo, int acc, int64_t far)
 {
     int64_t x0 = 0;
     /* (the block types with 3 or 4 rows: 64 columns for 4 rows, so each
@@ -270,6 +273,36 @@ INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const 
         else if (left > 16) PV_ROWS(4, 2, 1);
         else PV_ROWS(4, 1, 1);
     }
+}
+
+/* Many rows of a 16-bit or F32 V (several queries of a GQA group, 5 rows
+ * or more, d >= 128): each of pv_chunks's row blocks streams all the
+ * call's V rows, which the later blocks found in L2 only, so the keys go
+ * in runs of about 16 KiB, which they find in L1 (the block types do
+ * this in pv_blocks, de-quantizing each run into a buffer).  O carries
+ * the sums from run to run (exact), so every chain and every bit is
+ * unchanged, and the prefetches look ahead along the whole stream, across
+ * the runs.  From cache on a Xeon (Cascade Lake; 256 keys, cycles per key,
+ * d 128): F32 at 5, 8, 16 and 32 rows 47 -> 41, 64 -> 54, 124 -> 99,
+ * 244 -> 185; F16 3-7% less; BF16 within 2% either way, also at d 160 and
+ * 256.  Otherwise one run of all nk keys (none when nk is 0: O is then
+ * cleared or kept, as acc says). */
+enum { PV_RUN_BYTES = 16384, PV_RUN_MIN_ROWS = 5, PV_RUN_MIN_D = 128 };
+
+INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const void *const *v,
+                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
+{
+    int64_t run = nk > 0 ? nk : 1;
+    if (!IS_BLOCK(ST) && R >= PV_RUN_MIN_ROWS && d >= PV_RUN_MIN_D) {
+        run = PV_RUN_BYTES / attn_st_bytes(ST, d);
+        run = run < 16 ? 16 : run;
+    }
+    int64_t c0 = 0;
+    do {
+        const int64_t n = nk - c0 < run ? nk - c0 : run;
+        pv_chunks(ST, p + c0, ldp, R, v + c0, n, nk - c0, d, o, ldo, acc || c0 > 0, far);
+        c0 += run;
+    } while (c0 < nk);
 }
 
 /* The block types with many rows per key (a GQA group times several
@@ -481,39 +514,9 @@ static void pv_blocks(const int ST, const float *p, int64_t ldp, int64_t R,
     }
 }
 
-/* Many rows of a 16-bit or F32 V (several queries of a GQA group, 5 rows
- * or more, d >= 128): each of pv_impl's row blocks streams all the call's
- * V rows, which the later blocks found in L2 only, so the keys go in runs
- * of about 16 KiB, which they find in L1.  O carries the sums from run to
- * run (exact), so every chain and every bit is unchanged.  From cache on
- * a Xeon (Cascade Lake; 256 keys, cycles per key, d 128): F32 at 5, 8,
- * 16 and 32 rows 47 -> 41, 64 -> 54, 124 -> 99, 244 -> 185; F16 3-7%
- * less; BF16 within 2% either way, also at d 160 and 256. */
-enum { PV_RUN_BYTES = 16384, PV_RUN_MIN_ROWS = 5, PV_RUN_MIN_D = 128 };
-
-static void pv_runs(const int ST, const float *p, int64_t ldp, int64_t R, const void *const *v,
-                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
-{
-    int64_t run = PV_RUN_BYTES / attn_st_bytes(ST, d);
-    run = run < 16 ? 16 : run;
-    for (int64_t c0 = 0; c0 < nk; c0 += run) {
-        const int64_t n = nk - c0 < run ? nk - c0 : run;
-        pv_impl(ST, p + c0, ldp, R, v + c0, n, d, o, ldo, acc || c0 > 0, far);
-    }
-}
-
 static void pv_avx512(int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
                       int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
 {
-    if (R >= PV_RUN_MIN_ROWS && d >= PV_RUN_MIN_D && st != ATTN_ST_Q8_0 && st != ATTN_ST_Q4_0) {
-        if (st == ATTN_ST_F16)
-            pv_runs(ATTN_ST_F16, p, ldp, R, v, nk, d, o, ldo, acc, far);
-        else if (st == ATTN_ST_BF16)
-            pv_runs(ATTN_ST_BF16, p, ldp, R, v, nk, d, o, ldo, acc, far);
-        else
-            pv_runs(ATTN_ST_F32, p, ldp, R, v, nk, d, o, ldo, acc, far);
-        return;
-    }
     if (IS_BLOCK(st))
         (void)attn_f16_table();
     if (st == ATTN_ST_Q8_0)
