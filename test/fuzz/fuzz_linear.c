@@ -364,7 +364,12 @@ static void lin_plant_plan1(rd *r, lin_case *C, unsigned bad)
         lin_plant_huge(r, bd, bwd);
         C->huge = 1;
         break;
-    case LB_HEAD_RATIO: d->kv_heads = d->q_heads + 1 + pick(r, 3); break;
+    case LB_HEAD_RATIO:
+        /* more KV heads than Q heads, or (q_heads near INT64_MAX, from
+         * another plant: q_heads + 1 would overflow) one fewer, which
+         * does not divide it either */
+        d->kv_heads = d->q_heads <= INT64_MAX - 4 ? d->q_heads + 1 + pick(r, 3) : d->q_heads - 1;
+        break;
     case LB_STRIDE_NEG: *sp = -1 - (int64_t)u8(r) * (int64_t)(u8(r) + 1); break;
     case LB_STRIDE_ZERO: *sp = 0; break;
     case LB_STRIDE_SHORT: vw->seq = vw->seq > 0 ? vw->seq - 1 - pick(r, 2) : 0; if (vw->seq < 0) vw->seq = 0; break;
