@@ -58,15 +58,52 @@ static inline float hsum8(__m256 a)
     return _mm_cvtss_f32(s);
 }
 
+/* The 8 values of chunk j (0-3) of a Q8_0 or Q4_0 block, q x dv (Q4_0:
+ * (q - 8) x dv): load8's values, with the block's scale dv read once. */
+INLINE __m256 blk8(const int st, const uint8_t *blk, int j, __m256 dv)
+{
+    __m256i q;
+    if (st == ATTN_ST_Q8_0) {
+        q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + 8 * j)));
+    } else {
+        q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + 8 * (j & 1))));
+        q = (j & 2) ? _mm256_srli_epi32(q, 4) : _mm256_and_si256(q, _mm256_set1_epi32(15));
+        q = _mm256_sub_epi32(q, _mm256_set1_epi32(8));
+    }
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), dv);
+}
+
+/* hsum8 of eight accumulators at once, by the same tree: returns
+ * (hsum8(A), hsum8(C), hsum8(E), hsum8(G) | hsum8(B), hsum8(D), hsum8(F),
+ * hsum8(H)) for v = A..H. */
+INLINE __m256 hsum8x8(const __m256 v[8])
+{
+    __m256 p[4], w[2];
+    for (int i = 0; i < 4; i++)     /* lo + hi of each */
+        p[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+    for (int i = 0; i < 2; i++)     /* lanes 0 + 2, 1 + 3 */
+        w[i] = _mm256_add_ps(_mm256_shuffle_ps(p[2 * i], p[2 * i + 1], 0x44),
+                             _mm256_shuffle_ps(p[2 * i], p[2 * i + 1], 0xEE));
+    return _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], 0x88),   /* then 0 + 1 */
+                         _mm256_shuffle_ps(w[0], w[1], 0xDD));
+}
+
 /* Rows [r0, r0 + RB) against keys [c0, c0 + KB) (a short group repeats
  * its last key, computed but not stored).  RB and KB are constants and
  * every loop over the accumulators has a constant count (the sums taken
- * before the stores, whose counts are not), so they stay in registers. */
+ * before the stores, whose counts are not), so they stay in registers.
+ * Each row's q chunk is loaded once into a register for the KB keys (as
+ * memory operands the compiler loaded it once per key, and the loads, not
+ * the multiply-adds, bound the loop); a block type's scale is read once
+ * per block and key.  With RB x KB = 8 and d a multiple of 8, the eight
+ * sums come from one hsum8x8 and go out as vectors. */
 INLINE void qk_block(const int RB, const int KB, const int st, const float *q, int64_t ldq,
                      const void *const *k, int64_t nk, int64_t c0, int64_t r0, int64_t d,
                      float scale, float *s, int64_t lds)
 {
     const int64_t d8 = d & ~(int64_t)7;
+    const int blocks = st == ATTN_ST_Q8_0 || st == ATTN_ST_Q4_0;
     const void *kr[4];
     for (int c = 0; c < KB; c++)
         kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
@@ -77,15 +114,62 @@ INLINE void qk_block(const int RB, const int KB, const int st, const float *q, i
     for (int r = 0; r < RB; r++)
         for (int c = 0; c < KB; c++)
             a[r][c] = _mm256_setzero_ps();
-    for (int64_t x = 0; x < d8; x += 8) {
-        __m256 kv[4];
-        for (int c = 0; c < KB; c++)
-            kv[c] = load8(st, kr[c], x);
-        for (int r = 0; r < RB; r++) {
-            const __m256 qv = _mm256_loadu_ps(qr[r] + x);
-            for (int c = 0; c < KB; c++)
-                a[r][c] = _mm256_fmadd_ps(qv, kv[c], a[r][c]);
+    if (blocks) {
+        /* (d is a multiple of 32) */
+        const int64_t bb = st == ATTN_ST_Q8_0 ? ATTN_Q8_0_BYTES : ATTN_Q4_0_BYTES;
+        for (int64_t x0 = 0; x0 < d; x0 += 32) {
+            const uint8_t *blk[4];
+            __m256 dv[4];
+            for (int c = 0; c < KB; c++) {
+                uint16_t h;
+                blk[c] = (const uint8_t *)kr[c] + (x0 >> 5) * bb;
+                memcpy(&h, blk[c], 2);
+                dv[c] = _mm256_set1_ps(attn_f16_values[h]);   /* (kernels/quant.h) */
+            }
+            for (int j = 0; j < 4; j++) {
+                __m256 kv[4];
+                for (int c = 0; c < KB; c++)
+                    kv[c] = blk8(st, blk[c], j, dv[c]);
+                for (int r = 0; r < RB; r++) {
+                    __m256 qv = _mm256_loadu_ps(qr[r] + x0 + 8 * j);
+                    __asm__("" : "+x"(qv));
+                    for (int c = 0; c < KB; c++)
+                        a[r][c] = _mm256_fmadd_ps(qv, kv[c], a[r][c]);
+                }
+            }
         }
+    } else {
+        for (int64_t x = 0; x < d8; x += 8) {
+            __m256 kv[4];
+            for (int c = 0; c < KB; c++)
+                kv[c] = load8(st, kr[c], x);
+            for (int r = 0; r < RB; r++) {
+                __m256 qv = _mm256_loadu_ps(qr[r] + x);
+                __asm__("" : "+x"(qv));
+                for (int c = 0; c < KB; c++)
+                    a[r][c] = _mm256_fmadd_ps(qv, kv[c], a[r][c]);
+            }
+        }
+    }
+    if (RB * KB == 8 && d8 == d && c0 + KB <= nk) {
+        /* out = (row 0's KB scores, ... | the other half's rows) */
+        __m256 v[8];
+        for (int i = 0; i < 8; i++) {
+            const int lane = i & 1 ? 4 + i / 2 : i / 2;   /* of v[i] in the result */
+            v[i] = a[lane / KB][lane % KB];
+        }
+        const __m256 out = _mm256_mul_ps(_mm256_set1_ps(scale), hsum8x8(v));
+        const __m128 lo = _mm256_castps256_ps128(out), hi = _mm256_extractf128_ps(out, 1);
+        if (KB == 4) {
+            _mm_storeu_ps(s + r0 * lds + c0, lo);
+            _mm_storeu_ps(s + (r0 + 1) * lds + c0, hi);
+        } else {
+            _mm_storel_pi((__m64 *)(void *)(s + r0 * lds + c0), lo);
+            _mm_storeh_pi((__m64 *)(void *)(s + (r0 + 1) * lds + c0), lo);
+            _mm_storel_pi((__m64 *)(void *)(s + (r0 + 2) * lds + c0), hi);
+            _mm_storeh_pi((__m64 *)(void *)(s + (r0 + 3) * lds + c0), hi);
+        }
+        return;
     }
     float t[4][4];
     for (int r = 0; r < RB; r++)
