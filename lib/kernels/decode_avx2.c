@@ -189,8 +189,8 @@ INLINE void qk_block(const int RB, const int KB, const int st, const float *q, i
  * in L1 or L2. */
 #define QK_KEYS(RB, KB)                                                                     \
     for (int64_t c0 = 0; c0 < nk; c0 += (KB)) {                                             \
-        for (int c = 0; r0 == 0 && c < (KB); c++)                                           \
-            attn_dec_prefetch_ahead(k, c0 + c, nk, PF_KEYS, far, 0, rowb);                  \
+        if (r0 == 0)                                                                        \
+            attn_dec_prefetch_group(k, c0, KB, nk, PF_KEYS, far, rowb);                     \
         qk_block(RB, KB, st, q, ldq, k, nk, c0, r0, d, scale, s, lds);                      \
     }
 

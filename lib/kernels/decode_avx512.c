@@ -116,8 +116,7 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
         const void *kr[4];
         for (int c = 0; c < 4; c++)
             kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
-        for (int c = 0; c < 4; c++)
-            attn_dec_prefetch_ahead(k, c0 + c, nk, PF_KEYS, far, 0, rowb);
+        attn_dec_prefetch_group(k, c0, 4, nk, PF_KEYS, far, rowb);
         for (int64_t r0 = 0; r0 < R; r0 += 4) {
             const float *qr[4];
             for (int r = 0; r < 4; r++)
@@ -407,8 +406,8 @@ INLINE void qk_many(const int ST, const float *q, int64_t ldq, int64_t R, const 
             const void *kr[16];
             for (int c = 0; c < 16; c++)
                 kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
-            for (int c = 0; r0 == 0 && c < 16; c++)
-                attn_dec_prefetch_ahead(k, c0 + c, nk, 16, far, 0, rowb);
+            if (r0 == 0)
+                attn_dec_prefetch_group(k, c0, 16, nk, PF_KEYS, far, rowb);
             __m512 a[16];
             for (int c = 0; c < 16; c++)
                 a[c] = _mm512_setzero_ps();   /* (set by the first multiply) */

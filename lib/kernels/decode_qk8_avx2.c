@@ -205,8 +205,8 @@ INLINE void qk8_impl(const int ST, const float *q, int64_t ldq, int64_t R, const
             const uint8_t *kr[KEYS];
             for (int c = 0; c < KEYS; c++)
                 kr[c] = (const uint8_t *)k[c0 + c < nk ? c0 + c : nk - 1];
-            for (int c = 0; r0 == 0 && c < KEYS; c++)
-                attn_dec_prefetch_ahead(k, c0 + c, nk, 16, far, 0, rowb);
+            if (r0 == 0)
+                attn_dec_prefetch_group(k, c0, KEYS, nk, ATTN_DEC_PF_KEYS, far, rowb);
             for (int64_t b = 0; b < nb; b++)
                 for (int c = 0; c < KEYS; c++)
                     memcpy(&h[KEYS * b + c], kr[c] + b * bb, 2);

@@ -178,8 +178,8 @@ INLINE void qk8_impl(const int ST, const float *q, int64_t ldq, int64_t R, const
             const uint8_t *kr[16];
             for (int c = 0; c < 16; c++)
                 kr[c] = (const uint8_t *)k[c0 + c < nk ? c0 + c : nk - 1];
-            for (int c = 0; r0 == 0 && c < 16; c++)
-                attn_dec_prefetch_ahead(k, c0 + c, nk, ATTN_DEC_PF_KEYS, far, 0, rowb);
+            if (r0 == 0)
+                attn_dec_prefetch_group(k, c0, 16, nk, ATTN_DEC_PF_KEYS, far, rowb);
             const int64_t bb = ST == ATTN_ST_Q8_0 ? ATTN_Q8_0_BYTES : ATTN_Q4_0_BYTES;
             for (int64_t b = 0; b < nb; b++)
                 for (int c = 0; c < 16; c++)
