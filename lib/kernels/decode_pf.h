@@ -28,29 +28,37 @@ static inline __attribute__((always_inline)) void attn_dec_prefetch_ahead(
         attn_dec_prefetch_row((const char *)rows[c + far] + off, bytes);
 }
 
-/* Of rows[0, n): the g rows from c + dist (those that exist), each whole
+/* Of rows[0, n): the g rows from a (those that exist), each whole
  * (bytes).  When they lie back to back, bytes apart (a contiguous cache,
- * or within a page of a paged one), and there is no far distance, as one
- * span of lines: no line asked for twice (a Q8_0 row of 136 bytes spans
- * three lines, two of them shared) and no test per row.  Otherwise row
- * by row, with the far rows, as attn_dec_prefetch_ahead.  (Only the first
- * and last rows are compared: should the rows between lie elsewhere, the
+ * or within a page of a paged one), as one span of lines: no line asked
+ * for twice (a Q8_0 row of 136 bytes spans three lines, two of them
+ * shared) and no test per row; otherwise row by row.  (Only the first and
+ * last rows are compared: should the rows between lie elsewhere, the
  * lines asked for are only useless, as a prefetch never faults.) */
-static inline __attribute__((always_inline)) void attn_dec_prefetch_group(
-    const void *const *rows, int64_t c, int64_t g, int64_t n, int64_t dist, int64_t far,
-    int64_t bytes)
+static inline __attribute__((always_inline)) void attn_dec_prefetch_span(
+    const void *const *rows, int64_t a, int64_t g, int64_t n, int64_t bytes)
 {
-    const int64_t a = c + dist;
-    if (!far && a + g <= n &&
-        (const char *)rows[a + g - 1] - (const char *)rows[a] == (g - 1) * bytes) {
+    if (a + g <= n && (const char *)rows[a + g - 1] - (const char *)rows[a] == (g - 1) * bytes) {
         const char *p = (const char *)rows[a];
         for (int64_t o = 0; o < g * bytes; o += 64)
             _mm_prefetch(p + o, _MM_HINT_T0);
         _mm_prefetch(p + g * bytes - 1, _MM_HINT_T0);
         return;
     }
-    for (int64_t i = 0; i < g; i++)
-        attn_dec_prefetch_ahead(rows, c + i, n, dist, far, 0, bytes);
+    for (int64_t i = 0; i < g && a + i < n; i++)
+        attn_dec_prefetch_row(rows[a + i], bytes);
+}
+
+/* The g rows from c + dist, and from c + far when far > 0, as
+ * attn_dec_prefetch_ahead asks for them row by row, by
+ * attn_dec_prefetch_span. */
+static inline __attribute__((always_inline)) void attn_dec_prefetch_group(
+    const void *const *rows, int64_t c, int64_t g, int64_t n, int64_t dist, int64_t far,
+    int64_t bytes)
+{
+    attn_dec_prefetch_span(rows, c + dist, g, n, bytes);
+    if (far)
+        attn_dec_prefetch_span(rows, c + far, g, n, bytes);
 }
 
 #endif
