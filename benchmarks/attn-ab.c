@@ -1,0 +1,354 @@
+/* attn-ab: two builds of libattn timed side by side in one process.
+ *
+ * A virtual machine's speed can drift by 1.5x within minutes (another
+ * tenant on the core's sibling, the host's frequency), so two builds timed
+ * one after the other, even alternating runs of attn-bench, cannot show a
+ * change of a few per cent.  attn-ab loads both libraries (dlopen,
+ * RTLD_LOCAL: each keeps its own symbols), plans the same call in each,
+ * and alternates the calls (A B, then B A, ...), each reading the next of
+ * `copies` copies of the K/V cache, so both see the same machine at the
+ * same moments and K/V from memory.  It prints each build's median and
+ * 10th percentile and the ratios B / A; a run of a library against itself
+ * (A/A) shows the resolution, usually within 1-2%.
+ *
+ * The shape is attn-bench's S5/D1 (batch 1, 32 query heads, 8 KV heads,
+ * d 128, 4096 keys by default); more than one query is D3's bottom-right
+ * causal step.  Only attn.h's interface is used, through dlsym.
+ *
+ * Exit status: 0; 1 when a library cannot be loaded or a call fails; 2 for
+ * a bad command line. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "attn.h"
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { HQ = 32, HKV = 8, D = 128, BLOCK = 16 };
+
+typedef struct build {
+    const char *path;
+    void *h;
+    const char *(*version)(void);
+    const char *(*status_str)(attn_status);
+    void (*desc_init)(attn_sdpa_desc *);
+    attn_status (*plan_create)(attn_sdpa_plan **, const attn_sdpa_desc *);
+    attn_status (*plan_destroy)(attn_sdpa_plan *);
+    attn_status (*workspace_size)(const attn_sdpa_plan *, size_t *);
+    attn_status (*execute)(const attn_sdpa_plan *, const attn_sdpa_args *, void *, size_t);
+    attn_status (*dtype_bytes)(attn_dtype, int64_t, int64_t *);
+    attn_status (*quantize)(attn_dtype, const float *, void *, int64_t);
+    attn_sdpa_plan *plan;
+    void *ws;
+    size_t ws_bytes;
+    double *ms;
+} build;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: attn-ab LIB_A LIB_B [--type T] [--queries N] [--kv-len M] [--paged]\n"
+            "               [--int8] [--threads T] [--calls N] [--copies C]\n"
+            "\n"
+            "Times one attn call in two builds of libattn (paths to their shared\n"
+            "libraries) loaded side by side, the calls alternating, and prints each\n"
+            "build's median and 10th percentile and the ratios B / A (below 1: B is\n"
+            "faster).  LIB_B may be LIB_A (an A/A run: the resolution).\n"
+            "\n"
+            "  --type T     K/V storage: f32 (default), f16, bf16, q8_0, q4_0\n"
+            "  --queries N  queries per sequence, 1-4096 (default 1; more: bottom-right\n"
+            "               causal); 16 or fewer take the decode path\n"
+            "  --kv-len M   keys, a multiple of 16, 16-1048576 (default 4096)\n"
+            "  --paged      a paged cache: blocks of 16 rows in a random order\n"
+            "  --int8       integer scores (desc.qk_int8; q8_0 and q4_0 only)\n"
+            "  --threads T  threads of each call, 1-1024 (default 1)\n"
+            "  --calls N    timed calls of each build, 10-1000000 (default 400)\n"
+            "  --copies C   copies of the K/V cache, read in turn, 1-64 (default: at\n"
+            "               least 256 MiB of them, at most 64)\n"
+            "\n"
+            "Shape: batch 1, 32 query heads, 8 KV heads, d 128 (attn-bench's S5/D1;\n"
+            "--queries 4 is D3).\n");
+}
+
+static int arg_int(const char *opt, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    const long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "attn-ab: %s needs an integer in [%ld, %ld]\n", opt, lo, hi);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static int load(build *b, const char *path)
+{
+    b->path = path;
+    b->h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!b->h) {
+        fprintf(stderr, "attn-ab: %s\n", dlerror());
+        return 0;
+    }
+#define SYM(f, name)                                                                 \
+    do {                                                                             \
+        *(void **)(&b->f) = dlsym(b->h, name);                                       \
+        if (!b->f) {                                                                 \
+            fprintf(stderr, "attn-ab: %s has no %s (not libattn?)\n", path, name);   \
+            return 0;                                                                \
+        }                                                                            \
+    } while (0)
+    SYM(version, "attn_version");
+    SYM(status_str, "attn_status_str");
+    SYM(desc_init, "attn_sdpa_desc_init");
+    SYM(plan_create, "attn_sdpa_plan_create");
+    SYM(plan_destroy, "attn_sdpa_plan_destroy");
+    SYM(workspace_size, "attn_sdpa_workspace_size");
+    SYM(execute, "attn_sdpa_execute");
+    SYM(dtype_bytes, "attn_dtype_bytes");
+    SYM(quantize, "attn_quantize");
+#undef SYM
+    return 1;
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A uniform value in [-1, 1) from a 64-bit LCG (the same data every run). */
+static float next_value(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(*s >> 40) / (double)(1ull << 23)) - 1.0f;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc < 3) {
+        fprintf(stderr, "attn-ab: two libraries needed, LIB_A and LIB_B\n\n");
+        usage(stderr);
+        return 2;
+    }
+    static const struct { const char *name; attn_dtype t; } types[] = {
+        { "f32", ATTN_DTYPE_F32 }, { "f16", ATTN_DTYPE_F16 }, { "bf16", ATTN_DTYPE_BF16 },
+        { "q8_0", ATTN_DTYPE_Q8_0 }, { "q4_0", ATTN_DTYPE_Q4_0 },
+    };
+    const char *tname = "f32";
+    attn_dtype type = ATTN_DTYPE_F32;
+    long n = 1, m = 4096, threads = 1, calls = 400, copies = 0;
+    int paged = 0, int8 = 0;
+    for (int i = 3; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--type")) {
+            int found = 0;
+            for (size_t j = 0; v && j < sizeof types / sizeof types[0]; j++)
+                if (!strcmp(v, types[j].name)) {
+                    tname = types[j].name;
+                    type = types[j].t;
+                    found = 1;
+                }
+            if (!found) {
+                fprintf(stderr, "attn-ab: --type needs f32, f16, bf16, q8_0 or q4_0\n");
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--queries")) {
+            if (!arg_int(a, v, 1, 4096, &n)) return 2;
+            i++;
+        } else if (!strcmp(a, "--kv-len")) {
+            if (!arg_int(a, v, BLOCK, 1048576, &m) || m % BLOCK) {
+                if (m % BLOCK) fprintf(stderr, "attn-ab: --kv-len must be a multiple of 16\n");
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--threads")) {
+            if (!arg_int(a, v, 1, 1024, &threads)) return 2;
+            i++;
+        } else if (!strcmp(a, "--calls")) {
+            if (!arg_int(a, v, 10, 1000000, &calls)) return 2;
+            i++;
+        } else if (!strcmp(a, "--copies")) {
+            if (!arg_int(a, v, 1, 64, &copies)) return 2;
+            i++;
+        } else if (!strcmp(a, "--paged")) {
+            paged = 1;
+        } else if (!strcmp(a, "--int8")) {
+            int8 = 1;
+        } else {
+            fprintf(stderr, "attn-ab: unknown option '%s' (attn-ab --help)\n", a);
+            return 2;
+        }
+    }
+    if (int8 && type != ATTN_DTYPE_Q8_0 && type != ATTN_DTYPE_Q4_0) {
+        fprintf(stderr, "attn-ab: --int8 needs --type q8_0 or q4_0\n");
+        return 2;
+    }
+
+    build b[2];
+    memset(b, 0, sizeof b);
+    if (!load(&b[0], argv[1]) || !load(&b[1], argv[2]))
+        return 1;
+
+    attn_sdpa_desc d;
+    b[0].desc_init(&d);
+    d.batch = 1;
+    d.q_heads = HQ;
+    d.kv_heads = HKV;
+    d.q_len = n;
+    d.kv_len = m;
+    d.qk_dim = d.v_dim = D;
+    d.q = d.o = attn_view_bhsd(HQ, n, D);
+    d.k = d.v = attn_view_bhsd(HKV, m, D);
+    d.k_type = d.v_type = type;
+    d.qk_int8 = int8;
+    d.threads = (int)threads;
+    if (n > 1) {
+        d.align = ATTN_ALIGN_BOTTOM_RIGHT;
+        d.window_right = 0;
+    }
+    const int64_t nblk = m / BLOCK;
+    if (paged) {
+        d.kv_block_size = BLOCK;
+        d.kv_num_blocks = nblk;
+        d.kv_max_blocks = nblk;
+        d.k = d.v = attn_view_bhsd(HKV, BLOCK, D);   /* a pool block [HKV][16][D] */
+    }
+
+    /* The cache: values in [-1, 1) stored as the type, `copies` copies (by
+     * default at least 256 MiB of them), one block table (a random order)
+     * for all. */
+    const int64_t values = (int64_t)HKV * m * D;
+    int64_t bytes = 0;
+    attn_status st = b[0].dtype_bytes(type, values, &bytes);
+    if (st != ATTN_OK) {
+        fprintf(stderr, "attn-ab: attn_dtype_bytes: %s\n", b[0].status_str(st));
+        return 1;
+    }
+    if (!copies) {
+        copies = (256l << 20) / (2 * bytes) + 1;
+        copies = copies > 64 ? 64 : copies;
+    }
+    float *f = malloc((size_t)values * sizeof(float));
+    float *q = malloc((size_t)(HQ * n * D) * sizeof(float));
+    float *o = malloc((size_t)(HQ * n * D) * sizeof(float));
+    int32_t *table = malloc((size_t)nblk * sizeof(int32_t));
+    void **kv = calloc((size_t)copies * 2, sizeof(void *));
+    if (!f || !q || !o || !table || !kv) {
+        fprintf(stderr, "attn-ab: out of memory\n");
+        return 1;
+    }
+    uint64_t seed = 42;
+    for (int64_t i = 0; i < values; i++)
+        f[i] = next_value(&seed);
+    for (int64_t i = 0; i < (int64_t)HQ * n * D; i++)
+        q[i] = next_value(&seed);
+    for (int64_t i = 0; i < nblk; i++)
+        table[i] = (int32_t)i;
+    for (int64_t i = nblk - 1; i > 0; i--) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        const int64_t j = (int64_t)((seed >> 33) % (uint64_t)(i + 1));
+        const int32_t t = table[i];
+        table[i] = table[j];
+        table[j] = t;
+    }
+    for (long c = 0; c < 2 * copies; c++) {
+        kv[c] = aligned_alloc(64, ((size_t)bytes + 63) / 64 * 64);
+        if (!kv[c]) {
+            fprintf(stderr, "attn-ab: out of memory (%ld copies of %lld bytes)\n", copies,
+                    (long long)bytes);
+            return 1;
+        }
+        st = b[0].quantize(type, f, kv[c], values);
+        if (st != ATTN_OK) {
+            fprintf(stderr, "attn-ab: attn_quantize: %s\n", b[0].status_str(st));
+            return 1;
+        }
+    }
+    free(f);
+
+    for (int l = 0; l < 2; l++) {
+        st = b[l].plan_create(&b[l].plan, &d);
+        if (st == ATTN_OK)
+            st = b[l].workspace_size(b[l].plan, &b[l].ws_bytes);
+        if (st != ATTN_OK) {
+            fprintf(stderr, "attn-ab: %s: plan: %s\n", b[l].path, b[l].status_str(st));
+            return 1;
+        }
+        b[l].ws = aligned_alloc(64, (b[l].ws_bytes + 63) / 64 * 64 + 64);
+        b[l].ms = malloc((size_t)calls * sizeof(double));
+        if (!b[l].ws || !b[l].ms) {
+            fprintf(stderr, "attn-ab: out of memory\n");
+            return 1;
+        }
+    }
+
+    /* Two warm-up rounds, then the timed ones: A B, B A, A B, ... */
+    long next = 0;
+    for (long r = -2; r < calls; r++)
+        for (int i = 0; i < 2; i++) {
+            const int l = (r & 1) ? 1 - i : i;
+            attn_sdpa_args a;
+            memset(&a, 0, sizeof a);
+            a.q = q;
+            a.o = o;
+            const long c = next++ % copies;
+            const void *k = kv[2 * c], *v = kv[2 * c + 1];
+            if (type == ATTN_DTYPE_F32) {
+                a.k = k;
+                a.v = v;
+            } else if (type == ATTN_DTYPE_F16 || type == ATTN_DTYPE_BF16) {
+                a.k16 = k;
+                a.v16 = v;
+            } else {
+                a.kq = k;
+                a.vq = v;
+            }
+            if (paged)
+                a.block_table = table;
+            const double t0 = now_ms();
+            st = b[l].execute(b[l].plan, &a, b[l].ws, b[l].ws_bytes);
+            const double t1 = now_ms();
+            if (st != ATTN_OK) {
+                fprintf(stderr, "attn-ab: %s: execute: %s\n", b[l].path, b[l].status_str(st));
+                return 1;
+            }
+            if (r >= 0)
+                b[l].ms[r] = t1 - t0;
+        }
+
+    printf("attn-ab: %s%s%s, %ld quer%s, %ld keys, %ld thread%s; %ld calls each, alternating, "
+           "over %ld copies of %.1f MiB\n",
+           tname, paged ? " paged" : "", int8 ? " int8" : "", n, n == 1 ? "y" : "ies", m,
+           threads, threads == 1 ? "" : "s", calls, copies, 2.0 * (double)bytes / 1048576.0);
+    double med[2], p10[2];
+    for (int l = 0; l < 2; l++) {
+        qsort(b[l].ms, (size_t)calls, sizeof(double), cmp_double);
+        med[l] = b[l].ms[calls / 2];
+        p10[l] = b[l].ms[calls / 10];
+        printf("%c  attn %-8s median %9.3f ms  p10 %9.3f ms  min %9.3f ms  %s\n", 'A' + l,
+               b[l].version(), med[l], p10[l], b[l].ms[0], b[l].path);
+    }
+    printf("B / A  median %.3f  p10 %.3f\n", med[1] / med[0], p10[1] / p10[0]);
+    for (int l = 0; l < 2; l++)
+        b[l].plan_destroy(b[l].plan);
+    return 0;
+}
