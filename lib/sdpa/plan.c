@@ -255,6 +255,27 @@ static int stack_ld_ok(int64_t ld, int64_t d)
     return ld >= d && ld <= INT32_MAX;
 }
 
+/* The decode path's tile: ATTN_DECODE_TILE_MIN keys, doubled up to
+ * ATTN_DECODE_TILE while the score rows of the tile (vrows x keys floats)
+ * stay within ATTN_DECODE_SCORE_BYTES and its K or V rows within
+ * ATTN_DECODE_TILE_VALUES values.  Longer tiles spend less per key on
+ * what each tile does once (the kernels' calls and first rows, the
+ * softmax's rescaling of O, the integer scores' rounding of Q); past the
+ * bounds they lost (docs/DESIGN.md).  The tiles change the bits (the
+ * online softmax's steps), so they follow the shape alone: never the
+ * storage types (a 16-bit or quantized cache gives the bits of its fp32
+ * twin) nor the paging. */
+static int64_t decode_tile(const attn_sdpa_desc *d, int64_t vrows)
+{
+    const uint64_t dmax = (uint64_t)(d->qk_dim > d->v_dim ? d->qk_dim : d->v_dim);
+    int64_t t = ATTN_DECODE_TILE_MIN;
+    while (t < ATTN_DECODE_TILE &&
+           (uint64_t)vrows * (uint64_t)(2 * t) * sizeof(float) <= ATTN_DECODE_SCORE_BYTES &&
+           dmax * (uint64_t)(2 * t) <= ATTN_DECODE_TILE_VALUES)
+        t *= 2;
+    return t;
+}
+
 static attn_status plan_dense(attn_sdpa_plan *p)
 {
     const attn_sdpa_desc *desc = &p->d;
@@ -278,11 +299,11 @@ static attn_status plan_dense(attn_sdpa_plan *p)
     p->kv_copy = !p->decode && !p->bf &&
                  (desc->k_type != ATTN_DTYPE_F32 || desc->v_type != ATTN_DTYPE_F32 ||
                   desc->kv_block_size != 0);
-    const int64_t tile_k = p->decode ? ATTN_DECODE_TILE : ATTN_TILE_K;
     p->bq = n < ATTN_BLOCK_Q ? n : ATTN_BLOCK_Q;
-    p->bk = m < tile_k ? m : tile_k;
     p->nqblocks = (n + p->bq - 1) / p->bq;
     p->vrows = (int64_t)attn_size_mul((uint64_t)g, (uint64_t)p->bq, &ok);
+    const int64_t tile_k = p->decode ? decode_tile(desc, p->vrows) : ATTN_TILE_K;
+    p->bk = m < tile_k ? m : tile_k;
     const int64_t base = (int64_t)attn_size_mul(
         attn_size_mul((uint64_t)B, (uint64_t)desc->kv_heads, &ok), (uint64_t)p->nqblocks, &ok);
     if (!ok)
