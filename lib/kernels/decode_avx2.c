@@ -14,24 +14,32 @@
 #define INLINE static inline __attribute__((always_inline))
 #define PF_KEYS ATTN_DEC_PF_KEYS
 
+/* The 8 values of chunk j (0-3) of a Q8_0 or Q4_0 block, q x dv (Q4_0:
+ * (q - 8) x dv), dv the block's scale as the caller read it: load8 per
+ * chunk, qk_block once per block. */
+INLINE __m256 blk8(const int st, const uint8_t *blk, int j, __m256 dv)
+{
+    __m256i q;
+    if (st == ATTN_ST_Q8_0) {
+        q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + 8 * j)));
+    } else {
+        q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + 8 * (j & 1))));
+        q = (j & 2) ? _mm256_srli_epi32(q, 4) : _mm256_and_si256(q, _mm256_set1_epi32(15));
+        q = _mm256_sub_epi32(q, _mm256_set1_epi32(8));
+    }
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), dv);
+}
+
 /* 8 values from element x (a multiple of 8) of a row, as floats; the block
- * types de-quantized exactly (q x scale, Q4_0 (q - 8) x scale). */
+ * types de-quantized exactly (q x scale, Q4_0 (q - 8) x scale) by blk8. */
 INLINE __m256 load8(const int st, const void *base, int64_t x)
 {
     if (st == ATTN_ST_Q8_0 || st == ATTN_ST_Q4_0) {
         const uint8_t *blk = (const uint8_t *)base + (x >> 5) * (st == ATTN_ST_Q8_0 ? ATTN_Q8_0_BYTES : ATTN_Q4_0_BYTES);
         uint16_t h;
         memcpy(&h, blk, 2);
-        const __m256 d = _mm256_set1_ps(attn_f16_values[h]);   /* (kernels/quant.h) */
-        __m256i q;
-        if (st == ATTN_ST_Q8_0) {
-            q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + (x & 31))));
-        } else {
-            q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + (x & 15))));
-            q = (x & 16) ? _mm256_srli_epi32(q, 4) : _mm256_and_si256(q, _mm256_set1_epi32(15));
-            q = _mm256_sub_epi32(q, _mm256_set1_epi32(8));
-        }
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
+        /* (the scale from attn_f16_values, kernels/quant.h) */
+        return blk8(st, blk, (int)((x & 31) >> 3), _mm256_set1_ps(attn_f16_values[h]));
     }
     if (st == ATTN_ST_F32)
         return _mm256_loadu_ps((const float *)base + x);
@@ -56,21 +64,6 @@ static inline float hsum8(__m256 a)
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
-}
-
-/* The 8 values of chunk j (0-3) of a Q8_0 or Q4_0 block, q x dv (Q4_0:
- * (q - 8) x dv): load8's values, with the block's scale dv read once. */
-INLINE __m256 blk8(const int st, const uint8_t *blk, int j, __m256 dv)
-{
-    __m256i q;
-    if (st == ATTN_ST_Q8_0) {
-        q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + 8 * j)));
-    } else {
-        q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + 8 * (j & 1))));
-        q = (j & 2) ? _mm256_srli_epi32(q, 4) : _mm256_and_si256(q, _mm256_set1_epi32(15));
-        q = _mm256_sub_epi32(q, _mm256_set1_epi32(8));
-    }
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), dv);
 }
 
 /* hsum8 of eight accumulators at once, by the same tree: returns
