@@ -217,6 +217,22 @@ uint32_t tround_bits(int dtype, uint32_t bits)
     return bits;
 }
 
+void tround_all(int dtype, uint32_t *bits, size_t n)
+{
+    enum { CHUNK = 1024 };
+    float f[CHUNK];
+    uint16_t h[CHUNK];
+    for (size_t x0 = 0; x0 < n; x0 += CHUNK) {
+        const size_t m = n - x0 < CHUNK ? n - x0 : CHUNK;
+        memcpy(f, bits + x0, m * sizeof *f);
+        attn_dtype_encode((attn_dtype)dtype, f, h, (int64_t)m);
+        attn_dtype_decode((attn_dtype)dtype, h, f, (int64_t)m);
+        for (size_t x = 0; x < m; x++)
+            if (bits[x0 + x] != TSENTINEL)
+                memcpy(&bits[x0 + x], &f[x], sizeof f[x]);
+    }
+}
+
 int tblas_mkl(void)
 {
     static int mkl = -1;

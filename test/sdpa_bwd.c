@@ -522,8 +522,7 @@ static int bwd_widened(bwd *w, const tcase *c, const snap4 *first)
         return 1;
     }
     for (int k = 0; k < 3; k++)
-        for (size_t x = 0; x < g[k]->count; x++)
-            g[k]->base[x] = tround_bits(c->dtype, g[k]->base[x]);
+        tround_all(c->dtype, g[k]->base, g[k]->count);
     if (!snap_same(first, w)) {
         printf("FAIL [bwd widened] not the fp32 backward's bits rounded to the type: %s\n",
                tcase_str(c));

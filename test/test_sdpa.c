@@ -286,8 +286,9 @@ static int check_widened(const trow *r, tinst *t, const tsnap *base, tstats *st)
     tsnap got;
     tsnap_take(&got, t);
     long bad = 0;
+    tround_all(r->c.dtype, got.o, got.no);
     for (size_t x = 0; x < got.no; x++) {
-        const uint32_t want = tround_bits(r->c.dtype, got.o[x]);
+        const uint32_t want = got.o[x];
         if (want != base->o[x] && bad++ < 4)
             printf("  widened O element %zu: 0x%08x, the fp32 call's rounded 0x%08x\n", x,
                    (unsigned)base->o[x], (unsigned)want);
@@ -1494,8 +1495,16 @@ int main(int argc, char **argv)
 {
     const char *suite = argc > 1 ? argv[1] : NULL;
     /* "types" also reruns the generated forward families of sdpa, paths,
-     * random and sparse at BF16 and F16. */
+     * random and sparse at BF16 and F16; "types bf16" does the types
+     * families and the BF16 reruns only, "types f16" the F16 reruns only
+     * (meson's types-bf16 and types-f16: two halves that run side by
+     * side). */
     const int types = suite && !strcmp(suite, "types");
+    const char *half = types && argc > 2 ? argv[2] : NULL;
+    if (half && strcmp(half, "bf16") != 0 && strcmp(half, "f16") != 0) {
+        fprintf(stderr, "%s: types takes bf16 or f16, not '%s'\n", argv[0], half);
+        return 1;
+    }
     static const int dtypes[] = {ATTN_DTYPE_BF16, ATTN_DTYPE_F16};
     struct CMUnitTest *tests = calloc((size_t)tfamily_count * 3, sizeof *tests);
     typed_family *typed = calloc((size_t)tfamily_count * 2, sizeof *typed);
@@ -1508,6 +1517,8 @@ int main(int argc, char **argv)
             (!strcmp(f->suite, "sdpa") || !strcmp(f->suite, "paths") ||
              !strcmp(f->suite, "random") || !strcmp(f->suite, "sparse")))
             for (int x = 0; x < 2; x++) {
+                if (half && strcmp(half, dtypes[x] == ATTN_DTYPE_BF16 ? "bf16" : "f16") != 0)
+                    continue;
                 typed_family *tf = &typed[ntyped++];
                 tf->f = *f;
                 tf->dtype = dtypes[x];
@@ -1518,7 +1529,7 @@ int main(int argc, char **argv)
                 tests[count].initial_state = tf;
                 count++;
             }
-        if (suite && strcmp(suite, f->suite) != 0)
+        if ((suite && strcmp(suite, f->suite) != 0) || (half && !strcmp(half, "f16")))
             continue;
         tests[count].name = f->name;
         tests[count].test_func = f->special ? f->special : run_family;
