@@ -204,19 +204,6 @@ double tdtype_u(int dtype)
                                                                                 : 0.0;
 }
 
-uint32_t tround_bits(int dtype, uint32_t bits)
-{
-    if (bits == TSENTINEL)
-        return bits;
-    float f;
-    uint16_t h;
-    memcpy(&f, &bits, sizeof f);
-    attn_dtype_encode((attn_dtype)dtype, &f, &h, 1);
-    attn_dtype_decode((attn_dtype)dtype, &h, &f, 1);
-    memcpy(&bits, &f, sizeof f);
-    return bits;
-}
-
 void tround_all(int dtype, uint32_t *bits, size_t n)
 {
     enum { CHUNK = 1024 };

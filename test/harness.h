@@ -207,13 +207,12 @@ void tinst_widen_o(tinst *t);
  * 2^-8; 2^-10 F16: 11 bits, u = 2^-11; 0 for F32):
  * the relative error allowed for one rounding to it. */
 double tdtype_u(int dtype);
-/* fp32 bits rounded to a 16-bit dtype (attn_dtype_encode) and widened
- * back; TSENTINEL stays. */
-uint32_t tround_bits(int dtype, uint32_t bits);
-/* The same for n fp32 bit patterns in place, a few conversion calls per
- * thousand elements (attn_dtype_encode and _decode look the conversion
- * table up, and read ATTN_SIMD, per call: element by element that was a
- * fifth of the types suite's time). */
+/* n fp32 bit patterns rounded in place to a 16-bit dtype
+ * (attn_dtype_encode) and widened back; TSENTINEL stays.  A few
+ * conversion calls per thousand elements: attn_dtype_encode and _decode
+ * look the conversion table up, and read ATTN_SIMD, per call, and
+ * element by element (tround_bits until 1.4.3) that was a fifth of the
+ * types suite's time. */
 void tround_all(int dtype, uint32_t *bits, size_t n);
 /* 1 when the BLAS in use is MKL, whose sgemm sums depend on the operands'
  * alignment and leading dimensions (attn.h, "Decoding and the KV cache"):
