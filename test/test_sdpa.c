@@ -1500,12 +1500,13 @@ int main(int argc, char **argv)
      * (meson's types-bf16 and types-f16: two halves that run side by
      * side). */
     const int types = suite && !strcmp(suite, "types");
+    static const int dtypes[] = {ATTN_DTYPE_BF16, ATTN_DTYPE_F16};
+    static const char *const dtype_names[] = {"bf16", "f16"};
     const char *half = types && argc > 2 ? argv[2] : NULL;
-    if (half && strcmp(half, "bf16") != 0 && strcmp(half, "f16") != 0) {
+    if (half && strcmp(half, dtype_names[0]) != 0 && strcmp(half, dtype_names[1]) != 0) {
         fprintf(stderr, "%s: types takes bf16 or f16, not '%s'\n", argv[0], half);
         return 1;
     }
-    static const int dtypes[] = {ATTN_DTYPE_BF16, ATTN_DTYPE_F16};
     struct CMUnitTest *tests = calloc((size_t)tfamily_count * 3, sizeof *tests);
     typed_family *typed = calloc((size_t)tfamily_count * 2, sizeof *typed);
     if (!tests || !typed)
@@ -1517,19 +1518,18 @@ int main(int argc, char **argv)
             (!strcmp(f->suite, "sdpa") || !strcmp(f->suite, "paths") ||
              !strcmp(f->suite, "random") || !strcmp(f->suite, "sparse")))
             for (int x = 0; x < 2; x++) {
-                if (half && strcmp(half, dtypes[x] == ATTN_DTYPE_BF16 ? "bf16" : "f16") != 0)
+                if (half && strcmp(half, dtype_names[x]) != 0)
                     continue;
                 typed_family *tf = &typed[ntyped++];
                 tf->f = *f;
                 tf->dtype = dtypes[x];
-                snprintf(tf->name, sizeof tf->name, "%s %s", f->name,
-                         dtypes[x] == ATTN_DTYPE_BF16 ? "bf16" : "f16");
+                snprintf(tf->name, sizeof tf->name, "%s %s", f->name, dtype_names[x]);
                 tests[count].name = tf->name;
                 tests[count].test_func = run_typed_family;
                 tests[count].initial_state = tf;
                 count++;
             }
-        if ((suite && strcmp(suite, f->suite) != 0) || (half && !strcmp(half, "f16")))
+        if ((suite && strcmp(suite, f->suite) != 0) || (half && !strcmp(half, dtype_names[1])))
             continue;
         tests[count].name = f->name;
         tests[count].test_func = f->special ? f->special : run_family;
