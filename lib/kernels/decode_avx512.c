@@ -380,7 +380,7 @@ INLINE void qk_blocks(const int ST, const float *q, int64_t ldq, int64_t R, cons
  * ran with other row counts, so the two took different forms; the fuzzer
  * found it, test/fuzz/regressions/qo-twin-stacking.  1.3.3 stacks in every
  * layout.) */
-enum { QK_MANY_ON = 1, QK_MANY_ROWS = 13, QK_MANY_D = 128, QK_PANEL = 64 };
+enum { QK_MANY_ON = 1, QK_MANY_ROWS = 13, QK_MANY_D = 128, QK_PANEL = 64, QK_SPREAD_BYTES = 4096 };
 
 INLINE void qk_many(const int ST, const float *q, int64_t ldq, int64_t R, const void *const *k,
                     int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far)
@@ -406,8 +406,20 @@ INLINE void qk_many(const int ST, const float *q, int64_t ldq, int64_t R, const 
             const void *kr[16];
             for (int c = 0; c < 16; c++)
                 kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
-            if (r0 == 0)
-                attn_dec_prefetch_group(k, c0, 16, nk, PF_KEYS, far, rowb);
+            /* the rows PF_KEYS ahead: spread over the FMA loop below when
+             * they are 4 KiB or more and lie back to back, else at once
+             * (and a paged cache's far rows at once; decode_pf.h) */
+            attn_dec_spread sp = { 0, 0 };
+            int64_t per = 0;
+            if (r0 == 0) {
+                if (16 * rowb >= QK_SPREAD_BYTES &&
+                    attn_dec_spread_start(&sp, k, c0 + PF_KEYS, 16, nk, rowb))
+                    per = (sp.left + d - 1) / d;
+                else
+                    attn_dec_prefetch_span(k, c0 + PF_KEYS, 16, nk, rowb);
+                if (far)
+                    attn_dec_prefetch_span(k, c0 + far, 16, nk, rowb);
+            }
             __m512 a[16];
             for (int c = 0; c < 16; c++)
                 a[c] = _mm512_setzero_ps();   /* (set by the first multiply) */
@@ -425,11 +437,13 @@ INLINE void qk_many(const int ST, const float *q, int64_t ldq, int64_t R, const 
                     x = 1;
                 }
                 for (; x < w; x++) {
+                    attn_dec_spread_step(&sp, per);
                     const __m512 qv = _mm512_load_ps(qx + x * 16);
                     for (int c = 0; c < 16; c++)
                         a[c] = _mm512_fmadd_ps(_mm512_set1_ps(kp[c * QK_PANEL + x]), qv, a[c]);
                 }
             }
+            attn_dec_spread_finish(&sp);
             /* a[c] holds key c's scores of the 16 rows; rows out */
             __m512 out[16];
             for (int c = 0; c < 16; c++)

@@ -49,6 +49,42 @@ static inline __attribute__((always_inline)) void attn_dec_prefetch_span(
         attn_dec_prefetch_row(rows[a + i], bytes);
 }
 
+/* The lines of a span asked for a few at a time between a kernel's FMAs
+ * rather than all at once: a burst of 128 prefetches (16 F32 rows of d
+ * 128) fills the core's miss buffers, and the loads and FMAs behind it
+ * wait until lines arrive.  attn_dec_spread_start takes the g rows from a
+ * when they lie back to back (as attn_dec_prefetch_span) and returns 0
+ * otherwise (then the caller asks for them row by row); _step asks for the
+ * next k lines, _finish for the rest. */
+typedef struct attn_dec_spread {
+    const char *p;   /* the next line */
+    int64_t left;    /* lines not yet asked for */
+} attn_dec_spread;
+
+static inline __attribute__((always_inline)) int attn_dec_spread_start(
+    attn_dec_spread *sp, const void *const *rows, int64_t a, int64_t g, int64_t n, int64_t bytes)
+{
+    sp->left = 0;
+    if (a + g > n || (const char *)rows[a + g - 1] - (const char *)rows[a] != (g - 1) * bytes)
+        return 0;
+    const uintptr_t b = (uintptr_t)rows[a], e = b + (uintptr_t)(g * bytes) - 1;
+    sp->p = (const char *)(b & ~(uintptr_t)63);
+    sp->left = (int64_t)((e >> 6) - (b >> 6)) + 1;
+    return 1;
+}
+
+static inline __attribute__((always_inline)) void attn_dec_spread_step(attn_dec_spread *sp,
+                                                                       int64_t k)
+{
+    for (; k > 0 && sp->left > 0; k--, sp->left--, sp->p += 64)
+        _mm_prefetch(sp->p, _MM_HINT_T0);
+}
+
+static inline __attribute__((always_inline)) void attn_dec_spread_finish(attn_dec_spread *sp)
+{
+    attn_dec_spread_step(sp, sp->left);
+}
+
 /* The g rows from c + dist, and from c + far when far > 0, as
  * attn_dec_prefetch_ahead asks for them row by row, by
  * attn_dec_prefetch_span. */
