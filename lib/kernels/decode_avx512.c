@@ -192,14 +192,19 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
 /* RB rows x 16 NV columns [x0, x0 + 16 NV) of O in registers, over every
  * key in order.  tail: the last chunk holds only the columns below d
  * (masked); otherwise all NV chunks are whole.  nv: the rows of the
- * stream from v[0] (nk or more), which the prefetches may reach. */
+ * stream from v[0] (nk or more), which the prefetches may reach.  pf,
+ * far, sdist, bi, nb: the prefetches (PV_ROWS). */
 INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, const float *p,
                      int64_t ldp, const void *const *v, int64_t nk, int64_t nv, int64_t x0,
-                     int64_t d, float *o, int64_t ldo, int acc, int pf, int64_t far)
+                     int64_t d, float *o, int64_t ldo, int acc, int pf, int64_t far,
+                     int64_t sdist, int64_t bi, int64_t nb)
 {
     const __mmask16 mt = tail ? lanes(d - x0 - 16 * (NV - 1)) : (__mmask16)0xffff;
     const int64_t off = attn_st_bytes(ST, x0);
     const int64_t span = attn_st_bytes(ST, d - x0 < 16 * NV ? d - x0 : 16 * NV);
+    /* block bi of nb: its share of the lines of the rows sdist ahead */
+    const int64_t lines = (span + 63) / 64, lo = sdist ? bi * lines / nb : 0,
+                  sbytes = sdist ? 64 * ((bi + 1) * lines / nb - lo) : 0;
     __m512 a[4][8];
     for (int r = 0; r < RB; r++)
         for (int j = 0; j < NV; j++) {
@@ -211,6 +216,8 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
         const void *vc = v[c];
         if (pf)
             attn_dec_prefetch_ahead(v, c, nv, PF_KEYS, far, off, span);
+        if (sbytes)
+            attn_dec_prefetch_ahead(v, c, nv, sdist, 0, off + 64 * lo, sbytes);
         __m512 vv[8];
         /* (block types: NV is even and no chunk is partial, as d and x0
          * are multiples of 32) */
@@ -236,17 +243,22 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
 }
 
 /* Rows in blocks of RB over one column chunk.  Only the first block
- * prefetches: the later ones find the chunk's V rows in L1 or L2, and their
- * prefetches would only take load slots from the FMAs. */
+ * prefetches PF_KEYS rows ahead: the later ones find the chunk's V rows in
+ * L1 or L2, and their prefetches would only take load slots from the FMAs.
+ * With sdist (pv_impl: F32 rows in runs of keys), block bi of the chunk's
+ * nb also asks for its share (a bi-th of the lines) of the rows sdist
+ * ahead, the next run's, so that the next run arrives over the whole run's
+ * work, not during its first block alone. */
 #define PV_ROWS(RB, NV, TAIL)                                                                \
     do {                                                                                     \
-        int64_t r = 0;                                                                       \
-        for (; r + (RB) <= R; r += (RB))                                                     \
+        int64_t r = 0, bi = 0;                                                               \
+        const int64_t nb = R / (RB) + R % (RB);                                              \
+        for (; r + (RB) <= R; r += (RB), bi++)                                               \
             pv_block(RB, NV, ST, TAIL, p + r * ldp, ldp, v, nk, nv, x0, d, o + r * ldo, ldo, \
-                     acc, r == 0, far);                                                      \
-        for (; r < R; r++)                                                                   \
+                     acc, r == 0, far, sdist, bi, nb);                                       \
+        for (; r < R; r++, bi++)                                                             \
             pv_block(1, NV, ST, TAIL, p + r * ldp, ldp, v, nk, nv, x0, d, o + r * ldo, ldo,  \
-                     acc, r == 0, far);                                                      \
+                     acc, r == 0, far, sdist, bi, nb);                                       \
     } while (0)
 
 /* Columns in whole chunks of 128 (2 rows at a time: 16 accumulators and 8
@@ -255,7 +267,7 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
  * pv_block. */
 INLINE void pv_chunks(const int ST, const float *p, int64_t ldp, int64_t R,
                       const void *const *v, int64_t nk, int64_t nv, int64_t d, float *o,
-                      int64_t ldo, int acc, int64_t far)
+                      int64_t ldo, int acc, int64_t sdist, int64_t far)
 {
     int64_t x0 = 0;
     /* (the block types with 3 or 4 rows: 64 columns for 4 rows, so each
@@ -285,21 +297,35 @@ INLINE void pv_chunks(const int ST, const float *p, int64_t ldp, int64_t R,
  * d 128): F32 at 5, 8, 16 and 32 rows 47 -> 41, 64 -> 54, 124 -> 99,
  * 244 -> 185; F16 3-7% less; BF16 within 2% either way, also at d 160 and
  * 256.  Otherwise one run of all nk keys (none when nk is 0: O is then
- * cleared or kept, as acc says). */
+ * cleared or kept, as acc says).  F32 rows (512 bytes at d 128: D3 reads
+ * them at 8 cycles a key in the first row block, 16 keys ahead is 128
+ * cycles, far less than memory's latency) also ask for the next run over
+ * all the row blocks (PV_ROWS); with qk_many's spread prefetches, D3 F32
+ * from memory took 0.74-0.77x the time on Zen 5 (1.4.3 -> 1.4.4; the
+ * slices alone 0.94-0.96x).  mem: 0 when v is the block types' buffer
+ * (in L1 already), which is not prefetched. */
 enum { PV_RUN_BYTES = 16384, PV_RUN_MIN_ROWS = 5, PV_RUN_MIN_D = 128 };
 
 INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const void *const *v,
-                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
+                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far,
+                    int mem)
 {
-    int64_t run = nk > 0 ? nk : 1;
+    int64_t run = nk > 0 ? nk : 1, sdist = 0;
     if (!IS_BLOCK(ST) && R >= PV_RUN_MIN_ROWS && d >= PV_RUN_MIN_D) {
         run = PV_RUN_BYTES / attn_st_bytes(ST, d);
         run = run < 16 ? 16 : run;
+        if (ST == ATTN_ST_F32 && mem)
+            sdist = run;
     }
     int64_t c0 = 0;
     do {
         const int64_t n = nk - c0 < run ? nk - c0 : run;
-        pv_chunks(ST, p + c0, ldp, R, v + c0, n, nk - c0, d, o, ldo, acc || c0 > 0, far);
+        /* (the slices' arguments as constants where there are none) */
+        if (ST == ATTN_ST_F32 && sdist)
+            pv_chunks(ST, p + c0, ldp, R, v + c0, n, nk - c0, d, o, ldo, acc || c0 > 0, sdist,
+                      far);
+        else
+            pv_chunks(ST, p + c0, ldp, R, v + c0, n, nk - c0, d, o, ldo, acc || c0 > 0, 0, far);
         c0 += run;
     } while (c0 < nk);
 }
@@ -514,7 +540,7 @@ static void pv_blocks(const int ST, const float *p, int64_t ldp, int64_t R,
                       int64_t far)
 {
     if (R <= QROWS_IN_REGS_PV || d > QBUF_FLOATS / 4) {
-        pv_impl(ST, p, ldp, R, v, nk, d, o, ldo, acc, far);
+        pv_impl(ST, p, ldp, R, v, nk, d, o, ldo, acc, far, 1);
         return;
     }
     float buf[QBUF_FLOATS] __attribute__((aligned(64)));
@@ -523,7 +549,7 @@ static void pv_blocks(const int ST, const float *p, int64_t ldp, int64_t R,
     for (int64_t c0 = 0; c0 < nk; c0 += run) {
         const int64_t n = nk - c0 < run ? nk - c0 : run;
         dequant_rows(ST, v + c0, n, d, buf, rows, c0, v, nk, far);
-        pv_impl(ATTN_ST_F32, p + c0, ldp, R, rows, n, d, o, ldo, acc || c0 > 0, 0);
+        pv_impl(ATTN_ST_F32, p + c0, ldp, R, rows, n, d, o, ldo, acc || c0 > 0, 0, 0);
     }
 }
 
@@ -537,11 +563,11 @@ static void pv_avx512(int st, const float *p, int64_t ldp, int64_t R, const void
     else if (st == ATTN_ST_Q4_0)
         pv_blocks(ATTN_ST_Q4_0, p, ldp, R, v, nk, d, o, ldo, acc, far);
     else if (st == ATTN_ST_F16)
-        pv_impl(ATTN_ST_F16, p, ldp, R, v, nk, d, o, ldo, acc, far);
+        pv_impl(ATTN_ST_F16, p, ldp, R, v, nk, d, o, ldo, acc, far, 1);
     else if (st == ATTN_ST_BF16)
-        pv_impl(ATTN_ST_BF16, p, ldp, R, v, nk, d, o, ldo, acc, far);
+        pv_impl(ATTN_ST_BF16, p, ldp, R, v, nk, d, o, ldo, acc, far, 1);
     else
-        pv_impl(ATTN_ST_F32, p, ldp, R, v, nk, d, o, ldo, acc, far);
+        pv_impl(ATTN_ST_F32, p, ldp, R, v, nk, d, o, ldo, acc, far, 1);
 }
 
 const attn_dec_kernels attn_dec_avx512 = { "avx512", qk_avx512, pv_avx512 };
