@@ -33,16 +33,29 @@
 #define ATTN_DEC_PF_KEYS 16
 
 /* A paged cache's blocks lie where the hardware prefetchers do not look,
- * so for one the callers ask the kernels to prefetch rows about 16 KiB
- * ahead as well (into L1, within the call's rows; at most 128 rows).  On
- * Zen 5 (2 vCPUs, pools in a random order, d 128) this took 6-15% off a
- * paged call of F16, Q8_0 and Q4_0 rows at 1 and 2 threads; rows of 512
- * bytes or more (F32 at d 128: ATTN_DEC_PF_KEYS rows are 8 KiB already)
- * and contiguous caches only lost by it, so there it is 0 (none). */
-#define ATTN_DEC_FAR_BYTES 16384
-static inline int64_t attn_dec_far_rows(int64_t row_bytes)
+ * so for one the callers ask the kernels to prefetch rows further ahead as
+ * well (into L1, within the call's rows): half the decode tile (`tile`
+ * keys, sdpa/plan.c: 512 rows at d 128), or none when that is no more
+ * than twice ATTN_DEC_PF_KEYS.  Contiguous caches only lost by it, so
+ * there it is 0 (none).  Until 1.4.4 the distance was about 16 KiB (at
+ * most 128 rows; none for F32 at d 128); against that, on Zen 5 (2
+ * vCPUs, pools in a random order, D1's shape, attn-ab, two runs), 512
+ * rows took 5-12% off F32, 11-20% off F16, 3-19% off BF16, 3-7% off
+ * Q8_0 and 4-9% off Q4_0 at 1 and 2 threads; 256 rows and 768 gained
+ * about half as much, 1000 rows less still (docs/DESIGN.md). */
+static inline int64_t attn_dec_far_rows(int64_t tile)
 {
-    const int64_t r = row_bytes > 0 ? ATTN_DEC_FAR_BYTES / row_bytes : 0;
+    const int64_t r = tile / 2;
+    return r <= 2 * ATTN_DEC_PF_KEYS ? 0 : r;
+}
+
+/* The integer Q K^T's K rows (decode_vnni.c, decode_qk8_avx2.c: 16 or 8
+ * keys a step, at several times the fp32 kernels' rate per key) keep the
+ * distance of 1.4.3, about 16 KiB (at most 128 rows): half a tile made
+ * Q8_0's paged D1 2-8% slower there. */
+static inline int64_t attn_dec_far_rows_int8(int64_t row_bytes)
+{
+    const int64_t r = row_bytes > 0 ? 16384 / row_bytes : 0;
     return r <= 2 * ATTN_DEC_PF_KEYS ? 0 : r > 128 ? 128 : r;
 }
 

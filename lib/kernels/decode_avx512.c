@@ -432,18 +432,20 @@ INLINE void qk_many(const int ST, const float *q, int64_t ldq, int64_t R, const 
             const void *kr[16];
             for (int c = 0; c < 16; c++)
                 kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
-            /* the rows PF_KEYS ahead: spread over the FMA loop below when
-             * they are 4 KiB or more and lie back to back, else at once
-             * (and a paged cache's far rows at once; decode_pf.h) */
-            attn_dec_spread sp = { 0, 0 };
-            int64_t per = 0;
+            /* the rows PF_KEYS ahead, and a paged cache's far rows: each
+             * spread over the FMA loop below when they are 4 KiB or more
+             * and lie back to back, else at once (decode_pf.h) */
+            attn_dec_spread sp = { 0, 0 }, spf = { 0, 0 };
+            int64_t per = 0, perf = 0;
             if (r0 == 0) {
-                if (16 * rowb >= QK_SPREAD_BYTES &&
-                    attn_dec_spread_start(&sp, k, c0 + PF_KEYS, 16, nk, rowb))
+                const int spread = 16 * rowb >= QK_SPREAD_BYTES;
+                if (spread && attn_dec_spread_start(&sp, k, c0 + PF_KEYS, 16, nk, rowb))
                     per = (sp.left + d - 1) / d;
                 else
                     attn_dec_prefetch_span(k, c0 + PF_KEYS, 16, nk, rowb);
-                if (far)
+                if (far && spread && attn_dec_spread_start(&spf, k, c0 + far, 16, nk, rowb))
+                    perf = (spf.left + d - 1) / d;
+                else if (far)
                     attn_dec_prefetch_span(k, c0 + far, 16, nk, rowb);
             }
             __m512 a[16];
@@ -464,12 +466,14 @@ INLINE void qk_many(const int ST, const float *q, int64_t ldq, int64_t R, const 
                 }
                 for (; x < w; x++) {
                     attn_dec_spread_step(&sp, per);
+                    attn_dec_spread_step(&spf, perf);
                     const __m512 qv = _mm512_load_ps(qx + x * 16);
                     for (int c = 0; c < 16; c++)
                         a[c] = _mm512_fmadd_ps(_mm512_set1_ps(kp[c * QK_PANEL + x]), qv, a[c]);
                 }
             }
             attn_dec_spread_finish(&sp);
+            attn_dec_spread_finish(&spf);
             /* a[c] holds key c's scores of the 16 rows; rows out */
             __m512 out[16];
             for (int c = 0; c < 16; c++)

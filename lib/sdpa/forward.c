@@ -127,7 +127,9 @@ static void kv_source(const attn_sdpa_plan *p, const attn_sdpa_args *a, int64_t 
         s->table = a->block_table + b * d->kv_max_blocks;
         s->bs = d->kv_block_size;
         s->bstep = attn_st_bytes(s->st, vw->batch);
-        s->far = attn_dec_far_rows(attn_st_bytes(s->st, is_v ? d->v_dim : d->qk_dim));
+        s->far = !is_v && d->qk_int8
+                     ? attn_dec_far_rows_int8(attn_st_bytes(s->st, d->qk_dim))
+                     : attn_dec_far_rows(p->bk);
     } else {
         s->base = ptr + attn_st_bytes(s->st, b * vw->batch + hk * vw->head);
         s->table = NULL;
