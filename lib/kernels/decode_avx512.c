@@ -246,9 +246,9 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
  * prefetches PF_KEYS rows ahead: the later ones find the chunk's V rows in
  * L1 or L2, and their prefetches would only take load slots from the FMAs.
  * With sdist (pv_impl: F32 rows in runs of keys), block bi of the chunk's
- * nb also asks for its share (a bi-th of the lines) of the rows sdist
- * ahead, the next run's, so that the next run arrives over the whole run's
- * work, not during its first block alone. */
+ * nb also asks for its share of the rows sdist ahead (the next run's): the
+ * bi-th of nb equal parts of each row's lines, so that the next run
+ * arrives over the whole run's work, not during its first block alone. */
 #define PV_ROWS(RB, NV, TAIL)                                                                \
     do {                                                                                     \
         int64_t r = 0, bi = 0;                                                               \
