@@ -320,12 +320,7 @@ INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const 
     int64_t c0 = 0;
     do {
         const int64_t n = nk - c0 < run ? nk - c0 : run;
-        /* (the slices' arguments as constants where there are none) */
-        if (ST == ATTN_ST_F32 && sdist)
-            pv_chunks(ST, p + c0, ldp, R, v + c0, n, nk - c0, d, o, ldo, acc || c0 > 0, sdist,
-                      far);
-        else
-            pv_chunks(ST, p + c0, ldp, R, v + c0, n, nk - c0, d, o, ldo, acc || c0 > 0, 0, far);
+        pv_chunks(ST, p + c0, ldp, R, v + c0, n, nk - c0, d, o, ldo, acc || c0 > 0, sdist, far);
         c0 += run;
     } while (c0 < nk);
 }
@@ -439,14 +434,9 @@ INLINE void qk_many(const int ST, const float *q, int64_t ldq, int64_t R, const 
             int64_t per = 0, perf = 0;
             if (r0 == 0) {
                 const int spread = 16 * rowb >= QK_SPREAD_BYTES;
-                if (spread && attn_dec_spread_start(&sp, k, c0 + PF_KEYS, 16, nk, rowb))
-                    per = (sp.left + d - 1) / d;
-                else
-                    attn_dec_prefetch_span(k, c0 + PF_KEYS, 16, nk, rowb);
-                if (far && spread && attn_dec_spread_start(&spf, k, c0 + far, 16, nk, rowb))
-                    perf = (spf.left + d - 1) / d;
-                else if (far)
-                    attn_dec_prefetch_span(k, c0 + far, 16, nk, rowb);
+                per = attn_dec_spread_or_span(&sp, spread, d, k, c0 + PF_KEYS, 16, nk, rowb);
+                if (far)
+                    perf = attn_dec_spread_or_span(&spf, spread, d, k, c0 + far, 16, nk, rowb);
             }
             __m512 a[16];
             for (int c = 0; c < 16; c++)

@@ -85,6 +85,20 @@ static inline __attribute__((always_inline)) void attn_dec_spread_finish(attn_de
     attn_dec_spread_step(sp, sp->left);
 }
 
+/* The g rows from a: spread (sp started, and the lines to ask for per step
+ * returned, for a loop of `steps` steps) when spread is set and they lie
+ * back to back, else asked for at once (sp empty, 0 returned). */
+static inline __attribute__((always_inline)) int64_t attn_dec_spread_or_span(
+    attn_dec_spread *sp, int spread, int64_t steps, const void *const *rows, int64_t a, int64_t g,
+    int64_t n, int64_t bytes)
+{
+    if (spread && attn_dec_spread_start(sp, rows, a, g, n, bytes))
+        return (sp->left + steps - 1) / steps;
+    sp->left = 0;
+    attn_dec_prefetch_span(rows, a, g, n, bytes);
+    return 0;
+}
+
 /* The g rows from c + dist, and from c + far when far > 0, as
  * attn_dec_prefetch_ahead asks for them row by row, by
  * attn_dec_prefetch_span. */
