@@ -5,6 +5,10 @@
 set -u
 ab=$1 lib=$2
 fail=0
+# attn-ab copies the libraries into a folder of its own under $TMPDIR and
+# must leave nothing behind
+TMPDIR=$(mktemp -d) || exit 1
+export TMPDIR
 check_run() {
     out=$("$ab" "$lib" "$lib" "$@" --kv-len 256 --calls 10 --copies 2) || {
         echo "FAIL: attn-ab $* exited $?"; fail=1; return; }
@@ -18,6 +22,8 @@ check_run --type f32
 check_run --type f16 --queries 4
 check_run --type q8_0 --paged --int8 --threads 2
 check_run --type q4_0 --queries 32
+check_run --type bf16 --lib-copies 1
+check_run --type f32 --lib-copies 16
 check_bad() {
     "$ab" "$@" > /dev/null 2> err.txt
     rc=$?
@@ -33,9 +39,14 @@ check_bad "$lib" "$lib" --kv-len 100
 check_bad "$lib" "$lib" --calls 5
 check_bad "$lib" "$lib" --int8 --type f16
 check_bad "$lib" "$lib" --frobnicate
+check_bad "$lib" "$lib" --lib-copies 0
+check_bad "$lib" "$lib" --lib-copies 17
 "$ab" /nonexistent/libattn.so "$lib" > /dev/null 2> err.txt
 rc=$?
 if [ "$rc" != 1 ]; then echo "FAIL: a missing library exited $rc"; fail=1; else echo "ok: a missing library exits 1"; fi
 "$ab" --help | grep -q "^usage: attn-ab" || { echo "FAIL: --help"; fail=1; }
 rm -f err.txt
+left=$(ls -A "$TMPDIR")
+if [ -n "$left" ]; then echo "FAIL: attn-ab left in \$TMPDIR: $left"; fail=1; else echo "ok: nothing left in \$TMPDIR"; fi
+rmdir "$TMPDIR"
 exit $fail

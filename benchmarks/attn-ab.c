@@ -8,8 +8,18 @@
  * and alternates the calls (A B, then B A, ...), each reading the next of
  * `copies` copies of the K/V cache, so both see the same machine at the
  * same moments and K/V from memory.  It prints each build's median and
- * 10th percentile and the ratios B / A; a run of a library against itself
- * (A/A) shows the resolution, usually within 1-2%.
+ * 10th percentile and the ratios B / A.
+ *
+ * The same library loaded from two files is not timed the same: on the
+ * Zen 5 VM of 1.4.5, two byte-identical copies of one build differed by
+ * 7% (the faster copy was faster in either slot, so the difference goes
+ * with the file, that is with where the kernel placed its pages), while a
+ * path given twice (one file, dlopen's one handle) reads 1.000.  So each
+ * build is loaded from `--lib-copies` fresh copies of its file (default 6,
+ * in a private folder under $TMPDIR or /tmp, removed at exit), the calls
+ * go round the copies, and the medians pool them; the spread of the
+ * copies' own medians is printed beside, and an A/A run (one library
+ * given twice, now also copied) shows the resolution.
  *
  * The shape is attn-bench's S5/D1 (batch 1, 32 query heads, 8 KV heads,
  * d 128, 4096 keys by default); more than one query is D3's bottom-right
@@ -29,10 +39,11 @@
 #include <string.h>
 #include <time.h>
 
-enum { HQ = 32, HKV = 8, D = 128, BLOCK = 16 };
+enum { HQ = 32, HKV = 8, D = 128, BLOCK = 16, LIB_COPIES_MAX = 16 };
 
 typedef struct build {
-    const char *path;
+    const char *path;   /* the library as given */
+    char *file;         /* the copy loaded */
     void *h;
     const char *(*version)(void);
     const char *(*status_str)(attn_status);
@@ -54,11 +65,14 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: attn-ab LIB_A LIB_B [--type T] [--queries N] [--kv-len M] [--paged]\n"
             "               [--int8] [--threads T] [--calls N] [--copies C]\n"
+            "               [--lib-copies L]\n"
             "\n"
             "Times one attn call in two builds of libattn (paths to their shared\n"
             "libraries) loaded side by side, the calls alternating, and prints each\n"
             "build's median and 10th percentile and the ratios B / A (below 1: B is\n"
-            "faster).  LIB_B may be LIB_A (an A/A run: the resolution).\n"
+            "faster).  LIB_B may be LIB_A (an A/A run: the resolution).  Each library\n"
+            "is loaded from L fresh copies of its file, used in turn, since where a\n"
+            "file's pages lie moves its speed by several per cent.\n"
             "\n"
             "  --type T     K/V storage: f32 (default), f16, bf16, q8_0, q4_0\n"
             "  --queries N  queries per sequence, 1-4096 (default 1; more: bottom-right\n"
@@ -70,6 +84,7 @@ static void usage(FILE *f)
             "  --calls N    timed calls of each build, 10-1000000 (default 400)\n"
             "  --copies C   copies of the K/V cache, read in turn, 1-64 (default: at\n"
             "               least 256 MiB of them, at most 64)\n"
+            "  --lib-copies L  copies of each library's file, 1-16 (default 6)\n"
             "\n"
             "Shape: batch 1, 32 query heads, 8 KV heads, d 128 (attn-bench's S5/D1;\n"
             "--queries 4 is D3).\n");
@@ -88,10 +103,35 @@ static int arg_int(const char *opt, const char *s, long lo, long hi, long *out)
     return 1;
 }
 
-static int load(build *b, const char *path)
+/* Copies file `from` to `to`; 1 on success. */
+static int copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    char buf[65536];
+    size_t n;
+    int ok = in && out;
+    while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        ok = fwrite(buf, 1, n, out) == n;
+    ok = ok && !ferror(in);
+    if (in)
+        fclose(in);
+    if (out && fclose(out))
+        ok = 0;
+    if (!ok)
+        fprintf(stderr, "attn-ab: cannot copy %s to %s: %s\n", from, to, strerror(errno));
+    return ok;
+}
+
+static int load(build *b, const char *path, const char *dir, int index)
 {
     b->path = path;
-    b->h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    b->file = malloc(strlen(dir) + 32);
+    if (!b->file)
+        return 0;
+    sprintf(b->file, "%s/lib%d.so", dir, index);
+    if (!copy_file(path, b->file))
+        return 0;
+    b->h = dlopen(b->file, RTLD_NOW | RTLD_LOCAL);
     if (!b->h) {
         fprintf(stderr, "attn-ab: %s\n", dlerror());
         return 0;
@@ -154,7 +194,7 @@ int main(int argc, char **argv)
     };
     const char *tname = "f32";
     attn_dtype type = ATTN_DTYPE_F32;
-    long n = 1, m = 4096, threads = 1, calls = 400, copies = 0;
+    long n = 1, m = 4096, threads = 1, calls = 400, copies = 0, lcopies = 6;
     int paged = 0, int8 = 0;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -189,6 +229,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--copies")) {
             if (!arg_int(a, v, 1, 64, &copies)) return 2;
             i++;
+        } else if (!strcmp(a, "--lib-copies")) {
+            if (!arg_int(a, v, 1, LIB_COPIES_MAX, &lcopies)) return 2;
+            i++;
         } else if (!strcmp(a, "--paged")) {
             paged = 1;
         } else if (!strcmp(a, "--int8")) {
@@ -198,14 +241,33 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (lcopies > calls)
+        lcopies = calls;   /* (every copy timed at least once) */
     if (int8 && type != ATTN_DTYPE_Q8_0 && type != ATTN_DTYPE_Q4_0) {
         fprintf(stderr, "attn-ab: --int8 needs --type q8_0 or q4_0\n");
         return 2;
     }
 
-    build b[2];
+    /* b[l * lcopies + j]: copy j of library l */
+    const int nb = 2 * (int)lcopies;
+    build b[2 * LIB_COPIES_MAX];
     memset(b, 0, sizeof b);
-    if (!load(&b[0], argv[1]) || !load(&b[1], argv[2]))
+    const char *tmp = getenv("TMPDIR");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/attn-ab-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "attn-ab: mkdtemp %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    int loaded = 1;
+    for (int i = 0; i < nb && loaded; i++)
+        loaded = load(&b[i], argv[1 + i / (int)lcopies], dir, i);
+    /* the copies stay mapped; their names are not needed once loaded */
+    for (int i = 0; i < nb; i++)
+        if (b[i].file)
+            remove(b[i].file);
+    remove(dir);
+    if (!loaded)
         return 1;
 
     attn_sdpa_desc d;
@@ -285,7 +347,7 @@ int main(int argc, char **argv)
     }
     free(f);
 
-    for (int l = 0; l < 2; l++) {
+    for (int l = 0; l < nb; l++) {
         st = b[l].plan_create(&b[l].plan, &d);
         if (st == ATTN_OK)
             st = b[l].workspace_size(b[l].plan, &b[l].ws_bytes);
@@ -301,11 +363,12 @@ int main(int argc, char **argv)
         }
     }
 
-    /* Two warm-up rounds, then the timed ones: A B, B A, A B, ... */
+    /* Two warm-up rounds over every copy, then the timed ones: A B, B A,
+     * A B, ..., round j of a build on its copy j mod lcopies */
     long next = 0;
-    for (long r = -2; r < calls; r++)
+    for (long r = -2 * lcopies; r < calls; r++)
         for (int i = 0; i < 2; i++) {
-            const int l = (r & 1) ? 1 - i : i;
+            const int l = ((r & 1) ? 1 - i : i) * (int)lcopies + (int)((r + 2 * lcopies) % lcopies);
             attn_sdpa_args a;
             memset(&a, 0, sizeof a);
             a.q = q;
@@ -332,23 +395,45 @@ int main(int argc, char **argv)
                 return 1;
             }
             if (r >= 0)
-                b[l].ms[r] = t1 - t0;
+                b[l].ms[r / lcopies] = t1 - t0;
         }
 
     printf("attn-ab: %s%s%s, %ld quer%s, %ld keys, %ld thread%s; %ld calls each, alternating, "
-           "over %ld copies of %.1f MiB\n",
+           "over %ld copies of %.1f MiB; each library from %ld copies of its file\n",
            tname, paged ? " paged" : "", int8 ? " int8" : "", n, n == 1 ? "y" : "ies", m,
-           threads, threads == 1 ? "" : "s", calls, copies, 2.0 * (double)bytes / 1048576.0);
+           threads, threads == 1 ? "" : "s", calls, copies, 2.0 * (double)bytes / 1048576.0,
+           lcopies);
     double med[2], p10[2];
-    for (int l = 0; l < 2; l++) {
-        qsort(b[l].ms, (size_t)calls, sizeof(double), cmp_double);
-        med[l] = b[l].ms[calls / 2];
-        p10[l] = b[l].ms[calls / 10];
-        printf("%c  attn %-8s median %9.3f ms  p10 %9.3f ms  min %9.3f ms  %s\n", 'A' + l,
-               b[l].version(), med[l], p10[l], b[l].ms[0], b[l].path);
+    double *all = malloc((size_t)calls * sizeof(double));
+    if (!all) {
+        fprintf(stderr, "attn-ab: out of memory\n");
+        return 1;
     }
+    for (int l = 0; l < 2; l++) {
+        /* the pooled calls, and each copy's own median */
+        long k = 0;
+        double lo = 0, hi = 0;
+        for (int j = 0; j < lcopies; j++) {
+            build *c = &b[l * lcopies + j];
+            const long nc = calls / lcopies + (j < calls % lcopies);
+            for (long i = 0; i < nc; i++)
+                all[k++] = c->ms[i];
+            qsort(c->ms, (size_t)nc, sizeof(double), cmp_double);
+            const double mc = c->ms[nc / 2];
+            lo = j == 0 || mc < lo ? mc : lo;
+            hi = j == 0 || mc > hi ? mc : hi;
+        }
+        qsort(all, (size_t)calls, sizeof(double), cmp_double);
+        med[l] = all[calls / 2];
+        p10[l] = all[calls / 10];
+        printf("%c  attn %-8s median %9.3f ms  p10 %9.3f ms  min %9.3f ms  copies' medians "
+               "%.3f-%.3f  %s\n",
+               'A' + l, b[l * lcopies].version(), med[l], p10[l], all[0], lo, hi,
+               b[l * lcopies].path);
+    }
+    free(all);
     printf("B / A  median %.3f  p10 %.3f\n", med[1] / med[0], p10[1] / p10[0]);
-    for (int l = 0; l < 2; l++)
+    for (int l = 0; l < nb; l++)
         b[l].plan_destroy(b[l].plan);
     return 0;
 }
