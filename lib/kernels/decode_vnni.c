@@ -138,18 +138,23 @@ INLINE void rows_pass(const int NR, const int32_t *kt, const float *ks, int64_t 
         for (int j = 0; j < 8; j++)
             k[j] = _mm512_load_si512((const void *)(kt + (b * 8 + j) * 16));
         const __m512 kb = _mm512_load_ps(ks + b * 16);
-        /* the rows' integer sums side by side (independent chains) */
-        __m512i a[8];
-        for (int r = 0; r < NR; r++)
-            a[r] = _mm512_set1_epi32(qb[(rr + r) * NB_MAX + b]);
+        /* the rows' integer sums side by side (independent chains); up to
+         * 4 rows, two chains a row (even and odd j), added at the end
+         * (exact: integers) */
+        const int CH = NR <= 4 ? 2 : 1;
+        __m512i a[2][8];
+        for (int r = 0; r < NR; r++) {
+            a[0][r] = _mm512_set1_epi32(qb[(rr + r) * NB_MAX + b]);
+            a[1][r] = _mm512_setzero_si512();
+        }
         for (int j = 0; j < 8; j++)
             for (int r = 0; r < NR; r++) {
                 int32_t w;
                 memcpy(&w, qq + (rr + r) * d + 32 * b + 4 * j, 4);
-                a[r] = _mm512_dpbusd_epi32(a[r], k[j], _mm512_set1_epi32(w));
+                a[j % CH][r] = _mm512_dpbusd_epi32(a[j % CH][r], k[j], _mm512_set1_epi32(w));
             }
         for (int r = 0; r < NR; r++) {
-            const __m512 f = _mm512_cvtepi32_ps(a[r]);
+            const __m512 f = _mm512_cvtepi32_ps(CH == 2 ? _mm512_add_epi32(a[0][r], a[1][r]) : a[0][r]);
             const __m512 wv = _mm512_mul_ps(kb, _mm512_set1_ps(qs[(rr + r) * NB_MAX + b]));
             acc[r] = b == 0 ? _mm512_mul_ps(f, wv) : _mm512_fmadd_ps(f, wv, acc[r]);
         }
