@@ -65,7 +65,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: attn-ab LIB_A LIB_B [--type T] [--queries N] [--kv-len M] [--paged]\n"
             "               [--int8] [--threads T] [--calls N] [--copies C]\n"
-            "               [--lib-copies L]\n"
+            "               [--lib-copies L] [--offset B]\n"
             "\n"
             "Times one attn call in two builds of libattn (paths to their shared\n"
             "libraries) loaded side by side, the calls alternating, and prints each\n"
@@ -85,6 +85,8 @@ static void usage(FILE *f)
             "  --copies C   copies of the K/V cache, read in turn, 1-64 (default: at\n"
             "               least 256 MiB of them, at most 64)\n"
             "  --lib-copies L  copies of each library's file, 1-16 (default 6)\n"
+            "  --offset B   each copy of the cache B bytes past a 4 KiB page boundary,\n"
+            "               0-4095 (default 0: page-aligned)\n"
             "\n"
             "Shape: batch 1, 32 query heads, 8 KV heads, d 128 (attn-bench's S5/D1;\n"
             "--queries 4 is D3).\n");
@@ -194,7 +196,7 @@ int main(int argc, char **argv)
     };
     const char *tname = "f32";
     attn_dtype type = ATTN_DTYPE_F32;
-    long n = 1, m = 4096, threads = 1, calls = 400, copies = 0, lcopies = 6;
+    long n = 1, m = 4096, threads = 1, calls = 400, copies = 0, lcopies = 6, offset = 0;
     int paged = 0, int8 = 0;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -231,6 +233,9 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--lib-copies")) {
             if (!arg_int(a, v, 1, LIB_COPIES_MAX, &lcopies)) return 2;
+            i++;
+        } else if (!strcmp(a, "--offset")) {
+            if (!arg_int(a, v, 0, 4095, &offset)) return 2;
             i++;
         } else if (!strcmp(a, "--paged")) {
             paged = 1;
@@ -297,7 +302,10 @@ int main(int argc, char **argv)
 
     /* The cache: values in [-1, 1) stored as the type, `copies` copies (by
      * default at least 256 MiB of them), one block table (a random order)
-     * for all. */
+     * for all.  Each copy starts `offset` bytes past a page boundary: a
+     * paged pool 64 bytes past one (what aligned_alloc(64) gave until
+     * 1.4.5) ran D1's paged F16 call at 1.39 ms against 0.93 page-aligned
+     * on Zen 5, as every block's 4 KiB run of a head then spans two pages. */
     const int64_t values = (int64_t)HKV * m * D;
     int64_t bytes = 0;
     attn_status st = b[0].dtype_bytes(type, values, &bytes);
@@ -333,7 +341,8 @@ int main(int argc, char **argv)
         table[j] = t;
     }
     for (long c = 0; c < 2 * copies; c++) {
-        kv[c] = aligned_alloc(64, ((size_t)bytes + 63) / 64 * 64);
+        char *mem = aligned_alloc(4096, ((size_t)bytes + (size_t)offset + 4095) / 4096 * 4096);
+        kv[c] = mem ? mem + offset : NULL;
         if (!kv[c]) {
             fprintf(stderr, "attn-ab: out of memory (%ld copies of %lld bytes)\n", copies,
                     (long long)bytes);
@@ -399,10 +408,11 @@ int main(int argc, char **argv)
         }
 
     printf("attn-ab: %s%s%s, %ld quer%s, %ld keys, %ld thread%s; %ld calls each, alternating, "
-           "over %ld copies of %.1f MiB; each library from %ld copies of its file\n",
+           "over %ld copies of %.1f MiB (%ld bytes past a page); each library from %ld copies "
+           "of its file\n",
            tname, paged ? " paged" : "", int8 ? " int8" : "", n, n == 1 ? "y" : "ies", m,
            threads, threads == 1 ? "" : "s", calls, copies, 2.0 * (double)bytes / 1048576.0,
-           lcopies);
+           offset, lcopies);
     double med[2], p10[2];
     double *all = malloc((size_t)calls * sizeof(double));
     if (!all) {
