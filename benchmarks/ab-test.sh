@@ -25,6 +25,7 @@ check_run --type q4_0 --queries 32
 check_run --type bf16 --lib-copies 1
 check_run --type f32 --lib-copies 16
 check_run --type q4_0 --paged --offset 64
+check_run --type f16 --queries 4 --head-dim 64
 check_bad() {
     "$ab" "$@" > /dev/null 2> err.txt
     rc=$?
@@ -43,6 +44,8 @@ check_bad "$lib" "$lib" --frobnicate
 check_bad "$lib" "$lib" --lib-copies 0
 check_bad "$lib" "$lib" --lib-copies 17
 check_bad "$lib" "$lib" --offset 4096
+check_bad "$lib" "$lib" --head-dim 48
+check_bad "$lib" "$lib" --head-dim 512
 "$ab" /nonexistent/libattn.so "$lib" > /dev/null 2> err.txt
 rc=$?
 if [ "$rc" != 1 ]; then echo "FAIL: a missing library exited $rc"; fail=1; else echo "ok: a missing library exits 1"; fi

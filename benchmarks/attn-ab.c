@@ -39,7 +39,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { HQ = 32, HKV = 8, D = 128, BLOCK = 16, LIB_COPIES_MAX = 16 };
+enum { HQ = 32, HKV = 8, BLOCK = 16, LIB_COPIES_MAX = 16 };
 
 typedef struct build {
     const char *path;   /* the library as given */
@@ -65,7 +65,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: attn-ab LIB_A LIB_B [--type T] [--queries N] [--kv-len M] [--paged]\n"
             "               [--int8] [--threads T] [--calls N] [--copies C]\n"
-            "               [--lib-copies L] [--offset B]\n"
+            "               [--lib-copies L] [--offset B] [--head-dim D]\n"
             "\n"
             "Times one attn call in two builds of libattn (paths to their shared\n"
             "libraries) loaded side by side, the calls alternating, and prints each\n"
@@ -87,9 +87,10 @@ static void usage(FILE *f)
             "  --lib-copies L  copies of each library's file, 1-16 (default 6)\n"
             "  --offset B   each copy of the cache B bytes past a 4 KiB page boundary,\n"
             "               0-4095 (default 0: page-aligned)\n"
+            "  --head-dim D dk = dv, a multiple of 32, 32-256 (default 128)\n"
             "\n"
-            "Shape: batch 1, 32 query heads, 8 KV heads, d 128 (attn-bench's S5/D1;\n"
-            "--queries 4 is D3).\n");
+            "Shape: batch 1, 32 query heads, 8 KV heads, d 128 unless --head-dim\n"
+            "(attn-bench's S5/D1; --queries 4 is D3).\n");
 }
 
 static int arg_int(const char *opt, const char *s, long lo, long hi, long *out)
@@ -196,7 +197,7 @@ int main(int argc, char **argv)
     };
     const char *tname = "f32";
     attn_dtype type = ATTN_DTYPE_F32;
-    long n = 1, m = 4096, threads = 1, calls = 400, copies = 0, lcopies = 6, offset = 0;
+    long n = 1, m = 4096, threads = 1, calls = 400, copies = 0, lcopies = 6, offset = 0, D = 128;
     int paged = 0, int8 = 0;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -233,6 +234,12 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--lib-copies")) {
             if (!arg_int(a, v, 1, LIB_COPIES_MAX, &lcopies)) return 2;
+            i++;
+        } else if (!strcmp(a, "--head-dim")) {
+            if (!arg_int(a, v, 32, 256, &D) || D % 32) {
+                if (D % 32) fprintf(stderr, "attn-ab: --head-dim must be a multiple of 32\n");
+                return 2;
+            }
             i++;
         } else if (!strcmp(a, "--offset")) {
             if (!arg_int(a, v, 0, 4095, &offset)) return 2;
@@ -407,10 +414,10 @@ int main(int argc, char **argv)
                 b[l].ms[r / lcopies] = t1 - t0;
         }
 
-    printf("attn-ab: %s%s%s, %ld quer%s, %ld keys, %ld thread%s; %ld calls each, alternating, "
-           "over %ld copies of %.1f MiB (%ld bytes past a page); each library from %ld copies "
-           "of its file\n",
-           tname, paged ? " paged" : "", int8 ? " int8" : "", n, n == 1 ? "y" : "ies", m,
+    printf("attn-ab: %s%s%s, %ld quer%s, %ld keys, d %ld, %ld thread%s; %ld calls each, "
+           "alternating, over %ld copies of %.1f MiB (%ld bytes past a page); each library from "
+           "%ld copies of its file\n",
+           tname, paged ? " paged" : "", int8 ? " int8" : "", n, n == 1 ? "y" : "ies", m, D,
            threads, threads == 1 ? "" : "s", calls, copies, 2.0 * (double)bytes / 1048576.0,
            offset, lcopies);
     double med[2], p10[2];

@@ -469,11 +469,15 @@ INLINE void qk_many(const int ST, const float *q, int64_t ldq, int64_t R, const 
             __m512 a[16];
             for (int c = 0; c < 16; c++)
                 a[c] = _mm512_setzero_ps();   /* (set by the first multiply) */
-            if (ST == ATTN_ST_F32 && d == QK_MANY_D &&
-                (const char *)kr[15] - (const char *)kr[0] == 15 * rowb) {
-                /* 16 F32 rows of d 128 back to back: broadcast from the
-                 * rows themselves (a constant pitch, as the panel's) */
+            const int direct = ST == ATTN_ST_F32 && (d == QK_MANY_D || d == QK_PANEL) &&
+                               (const char *)kr[15] - (const char *)kr[0] == 15 * rowb;
+            if (direct && d == QK_MANY_D) {
+                /* 16 F32 rows of d 128 (or 64) back to back: broadcast
+                 * from the rows themselves (a constant pitch, as the
+                 * panel's) */
                 qk_many_fma(QK_MANY_D, (const float *)kr[0], qt, 0, d, a, &sp, per, &spf, perf);
+            } else if (direct) {
+                qk_many_fma(QK_PANEL, (const float *)kr[0], qt, 0, d, a, &sp, per, &spf, perf);
             } else {
                 for (int64_t x0 = 0; x0 < d; x0 += QK_PANEL) {
                     const int64_t w = d - x0 < QK_PANEL ? d - x0 : QK_PANEL;
