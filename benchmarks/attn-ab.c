@@ -16,7 +16,8 @@
  * with the file, that is with where the kernel placed its pages), while a
  * path given twice (one file, dlopen's one handle) reads 1.000.  So each
  * build is loaded from `--lib-copies` fresh copies of its file (default 6,
- * in a private folder under $TMPDIR or /tmp, removed at exit), the calls
+ * in a private folder under $TMPDIR or /tmp, removed once they are
+ * loaded), the calls
  * go round the copies, and the medians pool them; the spread of the
  * copies' own medians is printed beside, and an A/A run (one library
  * given twice, now also copied) shows the resolution.
@@ -309,10 +310,10 @@ int main(int argc, char **argv)
 
     /* The cache: values in [-1, 1) stored as the type, `copies` copies (by
      * default at least 256 MiB of them), one block table (a random order)
-     * for all.  Each copy starts `offset` bytes past a page boundary: a
-     * paged pool 64 bytes past one (what aligned_alloc(64) gave until
-     * 1.4.5) ran D1's paged F16 call at 1.39 ms against 0.93 page-aligned
-     * on Zen 5, as every block's 4 KiB run of a head then spans two pages. */
+     * for all.  Each copy starts `offset` bytes past a page boundary
+     * (aligned_alloc(64) put them 64 bytes past one until 1.4.5): on Zen 5
+     * D1's paged F16 call took 1.00 ms page-aligned, 1.08 at 64 bytes past,
+     * 1.14 at 128 and 0.95 at 4032, the same library in one spell. */
     const int64_t values = (int64_t)HKV * m * D;
     int64_t bytes = 0;
     attn_status st = b[0].dtype_bytes(type, values, &bytes);

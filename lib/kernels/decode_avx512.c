@@ -271,10 +271,10 @@ INLINE void pv_chunks(const int ST, const float *p, int64_t ldp, int64_t R,
 {
     int64_t x0 = 0;
     /* (the block types with 3 or 4 rows: 64 columns for 4 rows, so each
-     * value is de-quantized once; F32 in whole blocks of 4 rows, 8 or more
-     * of them (D3's 16): 4 rows x 64 columns took 0.94-0.97x the time of
-     * 2 x 128 on Zen 5, from memory and from L3, where F16 was 4% slower,
-     * BF16 the same, and F32 with 4 rows the same) */
+     * value is de-quantized once; F32 with 8 or more rows, a multiple of
+     * 4 (D3's 16): 4 rows x 64 columns took 0.94-0.97x the time of 2 x 128
+     * on Zen 5, from memory and from L3, where F16 was 4% slower, BF16 the
+     * same, and F32 with 4 rows the same) */
     const int by64 = R > 2 && (IS_BLOCK(ST) || (ST == ATTN_ST_F32 && R >= 8 && R % 4 == 0));
     for (; x0 + 128 <= d && !by64; x0 += 128)
         PV_ROWS(2, 8, 0);

@@ -145,7 +145,8 @@ INLINE void rows_pass(const int NR, const int32_t *kt, const float *ks, int64_t 
         __m512i a[2][8];
         for (int r = 0; r < NR; r++) {
             a[0][r] = _mm512_set1_epi32(qb[(rr + r) * NB_MAX + b]);
-            a[1][r] = _mm512_setzero_si512();
+            if (CH == 2)
+                a[1][r] = _mm512_setzero_si512();
         }
         for (int j = 0; j < 8; j++)
             for (int r = 0; r < NR; r++) {
@@ -154,7 +155,8 @@ INLINE void rows_pass(const int NR, const int32_t *kt, const float *ks, int64_t 
                 a[j % CH][r] = _mm512_dpbusd_epi32(a[j % CH][r], k[j], _mm512_set1_epi32(w));
             }
         for (int r = 0; r < NR; r++) {
-            const __m512 f = _mm512_cvtepi32_ps(CH == 2 ? _mm512_add_epi32(a[0][r], a[1][r]) : a[0][r]);
+            const __m512i t = CH == 2 ? _mm512_add_epi32(a[0][r], a[1][r]) : a[0][r];
+            const __m512 f = _mm512_cvtepi32_ps(t);
             const __m512 wv = _mm512_mul_ps(kb, _mm512_set1_ps(qs[(rr + r) * NB_MAX + b]));
             acc[r] = b == 0 ? _mm512_mul_ps(f, wv) : _mm512_fmadd_ps(f, wv, acc[r]);
         }
