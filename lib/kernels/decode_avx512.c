@@ -189,11 +189,33 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
     }
 }
 
+/* One key's row vc into the RB x NV accumulators (pv_block). */
+INLINE void pv_key(const int RB, const int NV, const int ST, const int tail, __m512 a[4][8],
+                   const char *vc, const float *p, int64_t ldp, int64_t c, int64_t x0,
+                   __mmask16 mt)
+{
+    __m512 vv[8];
+    /* (block types: NV is even and no chunk is partial, as d and x0 are
+     * multiples of 32) */
+    for (int j = 0; IS_BLOCK(ST) && j + 1 < NV; j += 2)
+        ld32q(ST, vc, x0 + 16 * j, &vv[j], &vv[j + 1]);
+    for (int j = 0; !IS_BLOCK(ST) && j < NV; j++)
+        vv[j] = tail && j == NV - 1 ? ld16m(ST, vc, x0 + 16 * j, mt) : ld16(ST, vc, x0 + 16 * j);
+    for (int r = 0; r < RB; r++) {
+        const __m512 w = _mm512_set1_ps(p[r * ldp + c]);
+        for (int j = 0; j < NV; j++)
+            a[r][j] = _mm512_fmadd_ps(w, vv[j], a[r][j]);
+    }
+}
+
 /* RB rows x 16 NV columns [x0, x0 + 16 NV) of O in registers, over every
  * key in order.  tail: the last chunk holds only the columns below d
  * (masked); otherwise all NV chunks are whole.  nv: the rows of the
  * stream from v[0] (nk or more), which the prefetches may reach.  pf,
- * far, sdist, bi, nb: the prefetches (PV_ROWS). */
+ * far, sdist, bi, nb: the prefetches (PV_ROWS).  When the stream looks
+ * linear (decode_pf.h) and has no far rows, the addresses of the rows
+ * ahead come from it, in a loop with no test but for the keys whose rows
+ * ahead lie past the stream. */
 INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, const float *p,
                      int64_t ldp, const void *const *v, int64_t nk, int64_t nv, int64_t x0,
                      int64_t d, float *o, int64_t ldo, int acc, int pf, int64_t far,
@@ -201,7 +223,7 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
 {
     const __mmask16 mt = tail ? lanes(d - x0 - 16 * (NV - 1)) : (__mmask16)0xffff;
     const int64_t off = attn_st_bytes(ST, x0);
-    const int64_t span = attn_st_bytes(ST, d - x0 < 16 * NV ? d - x0 : 16 * NV);
+    const int64_t span = tail ? attn_st_bytes(ST, d - x0) : attn_st_bytes(ST, 16 * NV);
     /* block bi of nb: its share of the lines of the rows sdist ahead */
     const int64_t lines = (span + 63) / 64, lo = sdist ? bi * lines / nb : 0,
                   sbytes = sdist ? 64 * ((bi + 1) * lines / nb - lo) : 0;
@@ -212,25 +234,27 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
             a[r][j] = !acc ? _mm512_setzero_ps()
                     : tail && j == NV - 1 ? _mm512_maskz_loadu_ps(mt, oj) : _mm512_loadu_ps(oj);
         }
-    for (int64_t c = 0; c < nk; c++) {
-        const void *vc = v[c];
+    uintptr_t step;
+    int64_t c = 0;
+    if (!far && (pf || sbytes) && attn_dec_linear(v, nv, &step)) {
+        const int64_t ahead = sdist > PF_KEYS ? sdist : PF_KEYS,
+                      m = nv - ahead < nk ? nv - ahead : nk;
+        const uintptr_t v0 = (uintptr_t)v[0];
+        for (; c < m; c++) {
+            const char *ra = (const char *)(v0 + (uintptr_t)c * step);
+            if (pf)
+                attn_dec_prefetch_row(ra + PF_KEYS * step + off, span);
+            if (sbytes)
+                attn_dec_prefetch_row(ra + sdist * step + off + 64 * lo, sbytes);
+            pv_key(RB, NV, ST, tail, a, (const char *)v[c], p, ldp, c, x0, mt);
+        }
+    }
+    for (; c < nk; c++) {
         if (pf)
             attn_dec_prefetch_ahead(v, c, nv, PF_KEYS, far, off, span);
         if (sbytes)
             attn_dec_prefetch_ahead(v, c, nv, sdist, 0, off + 64 * lo, sbytes);
-        __m512 vv[8];
-        /* (block types: NV is even and no chunk is partial, as d and x0
-         * are multiples of 32) */
-        for (int j = 0; IS_BLOCK(ST) && j + 1 < NV; j += 2)
-            ld32q(ST, vc, x0 + 16 * j, &vv[j], &vv[j + 1]);
-        for (int j = 0; !IS_BLOCK(ST) && j < NV; j++)
-            vv[j] = tail && j == NV - 1 ? ld16m(ST, vc, x0 + 16 * j, mt)
-                                        : ld16(ST, vc, x0 + 16 * j);
-        for (int r = 0; r < RB; r++) {
-            const __m512 w = _mm512_set1_ps(p[r * ldp + c]);
-            for (int j = 0; j < NV; j++)
-                a[r][j] = _mm512_fmadd_ps(w, vv[j], a[r][j]);
-        }
+        pv_key(RB, NV, ST, tail, a, (const char *)v[c], p, ldp, c, x0, mt);
     }
     for (int r = 0; r < RB; r++)
         for (int j = 0; j < NV; j++) {
@@ -318,7 +342,7 @@ INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const 
     if (!IS_BLOCK(ST) && R >= PV_RUN_MIN_ROWS && d >= PV_RUN_MIN_D) {
         run = PV_RUN_BYTES / attn_st_bytes(ST, d);
         run = run < 16 ? 16 : run;
-        if (ST == ATTN_ST_F32 && mem)
+        if (mem && ST == ATTN_ST_F32)
             sdist = run;
     }
     int64_t c0 = 0;
