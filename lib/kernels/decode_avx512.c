@@ -269,20 +269,24 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
 /* Rows in blocks of RB over one column chunk.  Only the first block
  * prefetches PF_KEYS rows ahead: the later ones find the chunk's V rows in
  * L1 or L2, and their prefetches would only take load slots from the FMAs.
- * With sdist (pv_impl: F32 rows in runs of keys), block bi of the chunk's
- * nb also asks for its share of the rows sdist ahead (the next run's): the
+ * With sdist (pv_impl: rows in runs of keys), block bi of the chunk's nb
+ * also asks for its share of the rows sdist ahead (the next run's): the
  * bi-th of nb equal parts of each row's lines, so that the next run
- * arrives over the whole run's work, not during its first block alone. */
-#define PV_ROWS(RB, NV, TAIL)                                                                \
-    do {                                                                                     \
-        int64_t r = 0, bi = 0;                                                               \
-        const int64_t nb = R / (RB) + R % (RB);                                              \
-        for (; r + (RB) <= R; r += (RB), bi++)                                               \
-            pv_block(RB, NV, ST, TAIL, p + r * ldp, ldp, v, nk, nv, x0, d, o + r * ldo, ldo, \
-                     acc, r == 0, far, sdist, bi, nb);                                       \
-        for (; r < R; r++, bi++)                                                             \
-            pv_block(1, NV, ST, TAIL, p + r * ldp, ldp, v, nk, nv, x0, d, o + r * ldo, ldo,  \
-                     acc, r == 0, far, sdist, bi, nb);                                       \
+ * arrives over the whole run's work, not during its first block alone.
+ * With last set instead, the first block asks for nothing and the last
+ * block for the whole of the next run's rows. */
+#define PV_BLOCK(RB, NV, TAIL, r, bi, nb)                                                      \
+    pv_block(RB, NV, ST, TAIL, p + (r) * ldp, ldp, v, nk, nv, x0, d, o + (r) * ldo, ldo, acc, \
+             !last && (r) == 0, far, !last || (bi) == (nb) - 1 ? sdist : 0, last ? 0 : (bi),  \
+             last ? 1 : (nb))
+#define PV_ROWS(RB, NV, TAIL)                                 \
+    do {                                                      \
+        int64_t r = 0, bi = 0;                                \
+        const int64_t nb = R / (RB) + R % (RB);               \
+        for (; r + (RB) <= R; r += (RB), bi++)                \
+            PV_BLOCK(RB, NV, TAIL, r, bi, nb);                \
+        for (; r < R; r++, bi++)                              \
+            PV_BLOCK(1, NV, TAIL, r, bi, nb);                 \
     } while (0)
 
 /* Columns in whole chunks of 128 (2 rows at a time: 16 accumulators and 8
@@ -291,7 +295,7 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
  * pv_block. */
 INLINE void pv_chunks(const int ST, const float *p, int64_t ldp, int64_t R,
                       const void *const *v, int64_t nk, int64_t nv, int64_t d, float *o,
-                      int64_t ldo, int acc, int64_t sdist, int64_t far)
+                      int64_t ldo, int acc, int64_t sdist, int last, int64_t far)
 {
     int64_t x0 = 0;
     /* (the block types with 3 or 4 rows: 64 columns for 4 rows, so each
@@ -330,16 +334,31 @@ INLINE void pv_chunks(const int ST, const float *p, int64_t ldp, int64_t R,
  * cycles, far less than memory's latency) also ask for the next run over
  * all the row blocks (PV_ROWS); with qk_many's spread prefetches, D3 F32
  * from memory took 0.74-0.77x the time on Zen 5 (1.4.3 -> 1.4.4; the
- * slices alone 0.94-0.96x).  mem: 0 when v is the block types' buffer
- * (in L1 already), which is not prefetched. */
-enum { PV_RUN_BYTES = 16384, PV_RUN_MIN_ROWS = 5, PV_RUN_MIN_D = 128 };
+ * slices alone 0.94-0.96x).  A 16-bit V of d 128 with 3 or 4 rows (a
+ * GQA group of 4: D1's shape) has two row blocks, the second reading each
+ * row again from L2 while memory idled: in runs of 8 KiB instead, the
+ * second block reads the run from L1 and asks for the whole of the next
+ * run, the first asks for nothing (the last keyword of PV_ROWS).  On Zen 5
+ * from memory, 4 rows of F16 (the kernel alone): 13.9 -> 12.4 ns a key,
+ * BF16 12.9 -> 11.6; the whole D1 call 0.87-0.94x (F16), 0.94x (BF16).
+ * F32 (runs of 16 or 32 keys) took 1.00-1.03x, so keeps one run.  mem: 0
+ * when v is the block types' buffer (in L1 already), which is not
+ * prefetched. */
+enum { PV_RUN_BYTES = 16384, PV_RUN_MIN_ROWS = 5, PV_RUN_MIN_D = 128, PV_RUN2_BYTES = 8192,
+       PV_RUN2_D = 128 };
 
 INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const void *const *v,
                     int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far,
                     int mem)
 {
     int64_t run = nk > 0 ? nk : 1, sdist = 0;
-    if (!IS_BLOCK(ST) && R >= PV_RUN_MIN_ROWS && d >= PV_RUN_MIN_D) {
+    int last = 0;
+    if ((ST == ATTN_ST_F16 || ST == ATTN_ST_BF16) && R > 2 && R <= 4 && d == PV_RUN2_D && mem &&
+        !far) {
+        run = PV_RUN2_BYTES / attn_st_bytes(ST, d);
+        sdist = run;
+        last = 1;
+    } else if (!IS_BLOCK(ST) && R >= PV_RUN_MIN_ROWS && d >= PV_RUN_MIN_D) {
         run = PV_RUN_BYTES / attn_st_bytes(ST, d);
         run = run < 16 ? 16 : run;
         if (mem && ST == ATTN_ST_F32)
@@ -348,7 +367,8 @@ INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const 
     int64_t c0 = 0;
     do {
         const int64_t n = nk - c0 < run ? nk - c0 : run;
-        pv_chunks(ST, p + c0, ldp, R, v + c0, n, nk - c0, d, o, ldo, acc || c0 > 0, sdist, far);
+        pv_chunks(ST, p + c0, ldp, R, v + c0, n, nk - c0, d, o, ldo, acc || c0 > 0, sdist, last,
+                  far);
         c0 += run;
     } while (c0 < nk);
 }
