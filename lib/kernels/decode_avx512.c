@@ -106,86 +106,112 @@ INLINE __m512 reduce16(const __m512 a[16])
  * 16-byte run per row.  Both together took 6-17% off Q K^T of F16, Q8_0
  * and Q4_0 keys from the L1/L2 cache on a Xeon (Cascade Lake, 4 rows, d
  * 128; docs/DESIGN.md). */
+INLINE void qk_block(const int ST, const float *q, int64_t ldq, int64_t R,
+                     const void *const kr[4], int64_t c0, int64_t nk, int64_t d, __m512 vs,
+                     float *s, int64_t lds)
+{
+    const int64_t dfull = d & ~(int64_t)15;
+    const __mmask16 mt = lanes(d - dfull);
+    for (int64_t r0 = 0; r0 < R; r0 += 4) {
+        const float *qr[4];
+        for (int r = 0; r < 4; r++)
+            qr[r] = q + (r0 + r < R ? r0 + r : R - 1) * ldq;
+        __m512 a[16];
+        /* Block types: a block (two chunks) per step, the same FMA
+         * chains as F32 chunk by chunk (d is a multiple of 32). */
+        if (IS_BLOCK(ST)) {
+            __m512 k0[4], k1[4];
+            for (int c = 0; c < 4; c++)
+                ld32q(ST, kr[c], 0, &k0[c], &k1[c]);
+            for (int r = 0; r < 4; r++) {
+                const __m512 q0 = _mm512_loadu_ps(qr[r]), q1 = _mm512_loadu_ps(qr[r] + 16);
+                for (int c = 0; c < 4; c++)
+                    a[4 * c + r] = _mm512_fmadd_ps(q1, k1[c], _mm512_mul_ps(q0, k0[c]));
+            }
+            for (int64_t x = 32; x < d; x += 32) {
+                for (int c = 0; c < 4; c++)
+                    ld32q(ST, kr[c], x, &k0[c], &k1[c]);
+                for (int r = 0; r < 4; r++) {
+                    const __m512 q0 = _mm512_loadu_ps(qr[r] + x);
+                    const __m512 q1 = _mm512_loadu_ps(qr[r] + x + 16);
+                    for (int c = 0; c < 4; c++) {
+                        a[4 * c + r] = _mm512_fmadd_ps(q0, k0[c], a[4 * c + r]);
+                        a[4 * c + r] = _mm512_fmadd_ps(q1, k1[c], a[4 * c + r]);
+                    }
+                }
+            }
+        }
+        else {
+            /* the first chunk (whole, or the masked one if d < 16) */
+            __m512 kv[4];
+            const int part = dfull == 0;
+            for (int c = 0; c < 4; c++)
+                kv[c] = part ? ld16m(ST, kr[c], 0, mt) : ld16(ST, kr[c], 0);
+            for (int r = 0; r < 4; r++) {
+                const __m512 qv = part ? _mm512_maskz_loadu_ps(mt, qr[r]) : _mm512_loadu_ps(qr[r]);
+                for (int c = 0; c < 4; c++)
+                    a[4 * c + r] = _mm512_mul_ps(qv, kv[c]);
+            }
+            for (int64_t x = 16; x < dfull; x += 16) {
+                for (int c = 0; c < 4; c++)
+                    kv[c] = ld16(ST, kr[c], x);
+                for (int r = 0; r < 4; r++) {
+                    const __m512 qv = _mm512_loadu_ps(qr[r] + x);
+                    for (int c = 0; c < 4; c++)
+                        a[4 * c + r] = _mm512_fmadd_ps(qv, kv[c], a[4 * c + r]);
+                }
+            }
+            if (!part && dfull < d) {
+                for (int c = 0; c < 4; c++)
+                    kv[c] = ld16m(ST, kr[c], dfull, mt);
+                for (int r = 0; r < 4; r++) {
+                    const __m512 qv = _mm512_maskz_loadu_ps(mt, qr[r] + dfull);
+                    for (int c = 0; c < 4; c++)
+                        a[4 * c + r] = _mm512_fmadd_ps(qv, kv[c], a[4 * c + r]);
+                }
+            }
+        }
+        float out[16];
+        _mm512_storeu_ps(out, _mm512_mul_ps(reduce16(a), vs));
+        if (r0 + 4 <= R && c0 + 4 <= nk)
+            for (int r = 0; r < 4; r++)
+                _mm_storeu_ps(s + (r0 + r) * lds + c0, _mm_loadu_ps(out + 4 * r));
+        else
+            for (int r = 0; r < 4 && r0 + r < R; r++)
+                for (int c = 0; c < 4 && c0 + c < nk; c++)
+                    s[(r0 + r) * lds + c0 + c] = out[4 * r + c];
+    }
+}
+
+/* Q K^T in blocks of 4 keys (qk_block); the rows PF_KEYS ahead from the
+ * stream when it looks linear (decode_pf.h) and has no far rows, else
+ * from k. */
 INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const void *const *k,
                     int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far)
 {
     const __m512 vs = _mm512_set1_ps(scale);
-    const int64_t dfull = d & ~(int64_t)15, rowb = attn_st_bytes(ST, d);
-    const __mmask16 mt = lanes(d - dfull);
-    for (int64_t c0 = 0; c0 < nk; c0 += 4) {
+    const int64_t rowb = attn_st_bytes(ST, d);
+    uintptr_t step;
+    int64_t c0 = 0;
+    if (!far && attn_dec_linear(k, nk, &step) && step == (uintptr_t)rowb) {
+        const char *k0 = (const char *)k[0];
+        for (; c0 + PF_KEYS + 4 <= nk; c0 += 4) {
+            const void *kr[4];
+            for (int c = 0; c < 4; c++)
+                kr[c] = k[c0 + c];
+            const char *a = k0 + (c0 + PF_KEYS) * rowb;
+            for (int64_t o = 0; o < 4 * rowb; o += 64)
+                _mm_prefetch(a + o, _MM_HINT_T0);
+            _mm_prefetch(a + 4 * rowb - 1, _MM_HINT_T0);
+            qk_block(ST, q, ldq, R, kr, c0, nk, d, vs, s, lds);
+        }
+    }
+    for (; c0 < nk; c0 += 4) {
         const void *kr[4];
         for (int c = 0; c < 4; c++)
             kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
         attn_dec_prefetch_group(k, c0, 4, nk, PF_KEYS, far, rowb);
-        for (int64_t r0 = 0; r0 < R; r0 += 4) {
-            const float *qr[4];
-            for (int r = 0; r < 4; r++)
-                qr[r] = q + (r0 + r < R ? r0 + r : R - 1) * ldq;
-            __m512 a[16];
-            /* Block types: a block (two chunks) per step, the same FMA
-             * chains as F32 chunk by chunk (d is a multiple of 32). */
-            if (IS_BLOCK(ST)) {
-                __m512 k0[4], k1[4];
-                for (int c = 0; c < 4; c++)
-                    ld32q(ST, kr[c], 0, &k0[c], &k1[c]);
-                for (int r = 0; r < 4; r++) {
-                    const __m512 q0 = _mm512_loadu_ps(qr[r]), q1 = _mm512_loadu_ps(qr[r] + 16);
-                    for (int c = 0; c < 4; c++)
-                        a[4 * c + r] = _mm512_fmadd_ps(q1, k1[c], _mm512_mul_ps(q0, k0[c]));
-                }
-                for (int64_t x = 32; x < d; x += 32) {
-                    for (int c = 0; c < 4; c++)
-                        ld32q(ST, kr[c], x, &k0[c], &k1[c]);
-                    for (int r = 0; r < 4; r++) {
-                        const __m512 q0 = _mm512_loadu_ps(qr[r] + x);
-                        const __m512 q1 = _mm512_loadu_ps(qr[r] + x + 16);
-                        for (int c = 0; c < 4; c++) {
-                            a[4 * c + r] = _mm512_fmadd_ps(q0, k0[c], a[4 * c + r]);
-                            a[4 * c + r] = _mm512_fmadd_ps(q1, k1[c], a[4 * c + r]);
-                        }
-                    }
-                }
-            }
-            else {
-                /* the first chunk (whole, or the masked one if d < 16) */
-                __m512 kv[4];
-                const int part = dfull == 0;
-                for (int c = 0; c < 4; c++)
-                    kv[c] = part ? ld16m(ST, kr[c], 0, mt) : ld16(ST, kr[c], 0);
-                for (int r = 0; r < 4; r++) {
-                    const __m512 qv = part ? _mm512_maskz_loadu_ps(mt, qr[r]) : _mm512_loadu_ps(qr[r]);
-                    for (int c = 0; c < 4; c++)
-                        a[4 * c + r] = _mm512_mul_ps(qv, kv[c]);
-                }
-                for (int64_t x = 16; x < dfull; x += 16) {
-                    for (int c = 0; c < 4; c++)
-                        kv[c] = ld16(ST, kr[c], x);
-                    for (int r = 0; r < 4; r++) {
-                        const __m512 qv = _mm512_loadu_ps(qr[r] + x);
-                        for (int c = 0; c < 4; c++)
-                            a[4 * c + r] = _mm512_fmadd_ps(qv, kv[c], a[4 * c + r]);
-                    }
-                }
-                if (!part && dfull < d) {
-                    for (int c = 0; c < 4; c++)
-                        kv[c] = ld16m(ST, kr[c], dfull, mt);
-                    for (int r = 0; r < 4; r++) {
-                        const __m512 qv = _mm512_maskz_loadu_ps(mt, qr[r] + dfull);
-                        for (int c = 0; c < 4; c++)
-                            a[4 * c + r] = _mm512_fmadd_ps(qv, kv[c], a[4 * c + r]);
-                    }
-                }
-            }
-            float out[16];
-            _mm512_storeu_ps(out, _mm512_mul_ps(reduce16(a), vs));
-            if (r0 + 4 <= R && c0 + 4 <= nk)
-                for (int r = 0; r < 4; r++)
-                    _mm_storeu_ps(s + (r0 + r) * lds + c0, _mm_loadu_ps(out + 4 * r));
-            else
-                for (int r = 0; r < 4 && r0 + r < R; r++)
-                    for (int c = 0; c < 4 && c0 + c < nk; c++)
-                        s[(r0 + r) * lds + c0 + c] = out[4 * r + c];
-        }
+        qk_block(ST, q, ldq, R, kr, c0, nk, d, vs, s, lds);
     }
 }
 
@@ -341,7 +367,9 @@ INLINE void pv_chunks(const int ST, const float *p, int64_t ldp, int64_t R,
  * run, the first asks for nothing (the last keyword of PV_ROWS).  On Zen 5
  * from memory, 4 rows of F16 (the kernel alone): 13.9 -> 12.4 ns a key,
  * BF16 12.9 -> 11.6; the whole D1 call 0.87-0.94x (F16), 0.94x (BF16).
- * F32 (runs of 16 or 32 keys) took 1.00-1.03x, so keeps one run.  mem: 0
+ * F32 (runs of 16 or 32 keys) took 1.00-1.03x, Q8_0 and Q4_0 (4 x 64
+ * blocks, each column pass asking for its part of the next run)
+ * 0.97-1.03x, so they keep one run.  mem: 0
  * when v is the block types' buffer (in L1 already), which is not
  * prefetched. */
 enum { PV_RUN_BYTES = 16384, PV_RUN_MIN_ROWS = 5, PV_RUN_MIN_D = 128, PV_RUN2_BYTES = 8192,
