@@ -226,6 +226,8 @@ static void build_table(void)
     nrows = 0;
     addq("S5-like: 1 query, GQA 4, d 128", dcase(1, 8, 2, 1, 700, 128, 128), 1, 3, -1, 0);
     addq("MQA, d 64", dcase(2, 4, 1, 1, 300, 64, 64), 1, 6, 3, 0);
+    /* (3 rows of d 128: two row blocks, a 16-bit V in runs of keys) */
+    addq("GQA 3, d 128, 1 query", dcase(1, 6, 2, 1, 333, 128, 128), 1, 2, -1, 0);
     add("no GQA, odd dims (dk 37, dv 19)", dcase(2, 3, 3, 1, 129, 37, 19));
     c = dcase(2, 8, 2, 4, 520, 64, 64);
     c.align = ATTN_ALIGN_BOTTOM_RIGHT;
