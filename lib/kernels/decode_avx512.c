@@ -200,10 +200,7 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
             const void *kr[4];
             for (int c = 0; c < 4; c++)
                 kr[c] = k[c0 + c];
-            const char *a = k0 + (c0 + PF_KEYS) * rowb;
-            for (int64_t o = 0; o < 4 * rowb; o += 64)
-                _mm_prefetch(a + o, _MM_HINT_T0);
-            _mm_prefetch(a + 4 * rowb - 1, _MM_HINT_T0);
+            attn_dec_prefetch_span_at(k0 + (c0 + PF_KEYS) * rowb, 4 * rowb);
             qk_block(ST, q, ldq, R, kr, c0, nk, d, vs, s, lds);
         }
     }

@@ -16,6 +16,17 @@ static inline __attribute__((always_inline)) void attn_dec_prefetch_row(const vo
         _mm_prefetch((const char *)row + o, _MM_HINT_T0);
 }
 
+/* The 64-byte lines of [p, p + bytes) for bytes > 0, counted from p
+ * rather than from its line (the last byte's line asked for apart, so
+ * a span that starts mid-line loses none). */
+static inline __attribute__((always_inline)) void attn_dec_prefetch_span_at(const char *p,
+                                                                            int64_t bytes)
+{
+    for (int64_t o = 0; o < bytes; o += 64)
+        _mm_prefetch(p + o, _MM_HINT_T0);
+    _mm_prefetch(p + bytes - 1, _MM_HINT_T0);
+}
+
 /* Of rows[0, n): bytes from byte off of row c + dist, and of row c + far
  * when far > 0, where those rows exist. */
 static inline __attribute__((always_inline)) void attn_dec_prefetch_ahead(
@@ -39,10 +50,7 @@ static inline __attribute__((always_inline)) void attn_dec_prefetch_span(
     const void *const *rows, int64_t a, int64_t g, int64_t n, int64_t bytes)
 {
     if (a + g <= n && (const char *)rows[a + g - 1] - (const char *)rows[a] == (g - 1) * bytes) {
-        const char *p = (const char *)rows[a];
-        for (int64_t o = 0; o < g * bytes; o += 64)
-            _mm_prefetch(p + o, _MM_HINT_T0);
-        _mm_prefetch(p + g * bytes - 1, _MM_HINT_T0);
+        attn_dec_prefetch_span_at((const char *)rows[a], g * bytes);
         return;
     }
     for (int64_t i = 0; i < g && a + i < n; i++)
