@@ -190,12 +190,14 @@ INLINE void qk_block(const int ST, const float *q, int64_t ldq, int64_t R,
  * group of 4 rows, d 128) has a copy of its own, the row count and d
  * constants (its de-quantizing unrolled whole), which asks for the rows
  * QK_Q4_PF_KEYS ahead, as it computes faster than memory brings them 16
- * ahead: on Zen 5 (2 vCPUs, attn-ab, two runs each) the whole D1 call
- * took 0.93x the time at 1 thread and 0.93-0.95x at 2.  The same for
- * Q8_0 took 0.98-1.01x, F16 0.98-0.99x and BF16 1.02-1.04x, so they
- * keep the general code.  (The kernel alone, F16 from memory in a quiet
- * spell: 8.8-9.8 ns a key as it is, 9.6-11.1 with the copy and 16 rows
- * ahead, 7.8-8.5 with 32: the faster loop needs the longer distance.) */
+ * ahead.  On Zen 5 (2 vCPUs, attn-ab, two runs each) the whole D1 call
+ * took 0.93x the time at 1 thread and 0.93-0.95x at 2; over a paged pool
+ * (the rows ahead from k, 16 and the far distance) 0.95x at 1 thread and
+ * 0.88-0.93x at 2.  The same for Q8_0 took 0.98-1.01x, F16 0.98-0.99x
+ * and BF16 1.02-1.04x, so they keep the general code.  (The kernel alone,
+ * F16 from memory in a quiet spell: 8.8-9.8 ns a key as it is, 9.6-11.1
+ * with the copy and 16 rows ahead, 7.8-8.5 with 32: the faster loop needs
+ * the longer distance.) */
 enum { QK_Q4_PF_KEYS = 32, QK_Q4_D = 128 };
 
 INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const void *const *k,
@@ -223,6 +225,16 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
             qk_block(ST, q, ldq, R, kr, c0, nk, d, vs, s, lds);
         }
     }
+    /* (the Q4_0 copy for a paged cache and the last keys too: whole
+     * blocks of 4, the rows ahead from k) */
+    if (ST == ATTN_ST_Q4_0 && R == 4 && d == QK_Q4_D)
+        for (; c0 + 4 <= nk; c0 += 4) {
+            const void *kr[4];
+            for (int c = 0; c < 4; c++)
+                kr[c] = k[c0 + c];
+            attn_dec_prefetch_group(k, c0, 4, nk, PF_KEYS, far, rowb);
+            qk_block(ST, q, ldq, 4, kr, c0, nk, QK_Q4_D, vs, s, lds);
+        }
     for (; c0 < nk; c0 += 4) {
         const void *kr[4];
         for (int c = 0; c < 4; c++)
