@@ -354,11 +354,18 @@ INLINE void pv_chunks(const int ST, const float *p, int64_t ldp, int64_t R,
 {
     int64_t x0 = 0;
     /* (the block types with 3 or 4 rows: 64 columns for 4 rows, so each
-     * value is de-quantized once; F32 with 8 or more rows, a multiple of
-     * 4 (D3's 16): 4 rows x 64 columns took 0.94-0.97x the time of 2 x 128
-     * on Zen 5, from memory and from L3, where F16 was 4% slower, BF16 the
-     * same, and F32 with 4 rows the same) */
-    const int by64 = R > 2 && (IS_BLOCK(ST) || (ST == ATTN_ST_F32 && R >= 8 && R % 4 == 0));
+     * value is de-quantized once; F32 with a multiple of 4 rows (D3's 16):
+     * 4 rows x 64 columns took 0.94-0.97x the time of 2 x 128 on Zen 5,
+     * from memory and from L3, where F16 was 4% slower and BF16 the same.
+     * F32 with 4 rows (D1's GQA group) joined in 1.4.8: the kernel alone
+     * on Zen 5, d 128, from L2 8.6-8.9 -> 5.5-5.6 ns a key, from memory
+     * 25.9-27.2 -> 22.3-22.6 (the second row block of 2 x 128 reads every
+     * row again from L2 while memory idles); the whole D1 call 0.87-0.92x
+     * the time at 1 and 2 threads, over a paged pool 0.94-0.95x.  4 x 96
+     * then 4 x 32 did as well from L2 and no better from memory; F16 with
+     * 4 rows x 64 read half of each 256-byte row a pass and took 1.4x the
+     * time from memory, so it keeps its runs (pv_impl).) */
+    const int by64 = R > 2 && (IS_BLOCK(ST) || (ST == ATTN_ST_F32 && R >= 4 && R % 4 == 0));
     for (; x0 + 128 <= d && !by64; x0 += 128)
         PV_ROWS(2, 8, 0);
     for (; x0 + 64 <= d; x0 += 64)
