@@ -224,10 +224,12 @@ INLINE void pv_key(const int RB, const int NV, const int st, __m256 a[4][4], con
 /* RB rows x NV chunks of 8 columns from x0 of O in registers over every
  * key in order.  RB and NV are constants at every call, so the
  * accumulators stay in registers (with a run-time count they lived on the
- * stack, each fused multiply-add a load and a store: 4-5x slower). */
+ * stack, each fused multiply-add a load and a store: 4-5x slower).  nv:
+ * the rows of the stream from v[0] (nk or more), which the prefetches, dist
+ * rows ahead, may reach. */
 INLINE void pv_block(const int RB, const int NV, const int st, const float *p, int64_t ldp,
-                     const void *const *v, int64_t nk, int64_t x0, float *o, int64_t ldo,
-                     int acc, int64_t far)
+                     const void *const *v, int64_t nk, int64_t nv, int64_t dist, int64_t x0,
+                     float *o, int64_t ldo, int acc, int64_t far)
 {
     __m256 a[4][4];
     for (int r = 0; r < RB; r++)
@@ -239,15 +241,16 @@ INLINE void pv_block(const int RB, const int NV, const int st, const float *p, i
      * took 1.04-1.06x the time on Zen 5, F16 and BF16 0.95-0.96x) */
     uintptr_t step;
     int64_t c = 0;
-    if (!far && st != ATTN_ST_Q8_0 && st != ATTN_ST_Q4_0 && attn_dec_linear(v, nk, &step)) {
+    if (!far && st != ATTN_ST_Q8_0 && st != ATTN_ST_Q4_0 && attn_dec_linear(v, nv, &step)) {
         const uintptr_t v0 = (uintptr_t)v[0] + off;
-        for (; c + PF_KEYS < nk; c++) {
-            attn_dec_prefetch_row((const char *)(v0 + (uintptr_t)(c + PF_KEYS) * step), span);
+        const int64_t m = nv - dist < nk ? nv - dist : nk;
+        for (; c < m; c++) {
+            attn_dec_prefetch_row((const char *)(v0 + (uintptr_t)(c + dist) * step), span);
             pv_key(RB, NV, st, a, v[c], p, ldp, c, x0);
         }
     }
     for (; c < nk; c++) {
-        attn_dec_prefetch_ahead(v, c, nk, PF_KEYS, far, off, span);
+        attn_dec_prefetch_ahead(v, c, nv, dist, far, off, span);
         pv_key(RB, NV, st, a, v[c], p, ldp, c, x0);
     }
     for (int r = 0; r < RB; r++)
@@ -261,19 +264,22 @@ INLINE void pv_block(const int RB, const int NV, const int st, const float *p, i
     do {                                                                                    \
         int64_t x0 = 0;                                                                     \
         for (; x0 + 8 * (NV) <= d8; x0 += 8 * (NV))                                         \
-            pv_block(RB, NV, st, p + r0 * ldp, ldp, v, nk, x0, o + r0 * ldo, ldo, acc, far); \
+            pv_block(RB, NV, st, p + r0 * ldp, ldp, v, nk, nv, dist, x0, o + r0 * ldo, ldo, \
+                     acc, far);                                                             \
         for (; x0 < d8; x0 += 8)                                                            \
-            pv_block(RB, 1, st, p + r0 * ldp, ldp, v, nk, x0, o + r0 * ldo, ldo, acc, far);  \
+            pv_block(RB, 1, st, p + r0 * ldp, ldp, v, nk, nv, dist, x0, o + r0 * ldo, ldo,  \
+                     acc, far);                                                             \
     } while (0)
 
 /* Rows 4 at a time over 16 columns (each value widened or de-quantized
  * once for the 4 rows: 8 accumulators, 2 values and a weight in 16
  * registers), 3 last rows the same way, else the last 2 or 1 at a time
- * over 32; the columns past the last multiple of 8 in scalar chains. */
-INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
-                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
+ * over 32, for keys [0, nk) of a stream of nv rows; the rows dist ahead
+ * prefetched. */
+INLINE void pv_rows(const int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
+                    int64_t nk, int64_t nv, int64_t dist, int64_t d8, float *o, int64_t ldo,
+                    int acc, int64_t far)
 {
-    const int64_t d8 = d & ~(int64_t)7;
     int64_t r0 = 0;
     for (; r0 + 4 <= R; r0 += 4)
         PV_COLS(4, 2);
@@ -285,6 +291,40 @@ INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const 
         PV_COLS(2, 4);
     for (; r0 < R; r0++)
         PV_COLS(1, 4);
+}
+
+/* The column passes each stream every key, the first from memory and the
+ * others, 16-64 KiB of rows later, from L2.  So the keys go in runs of
+ * about PV_RUN_BYTES (at least PF_KEYS keys), which the later passes find
+ * in L1, and each pass asks for its columns of the rows a run ahead (the
+ * next run), so that the next run arrives over the whole run's work.  O
+ * carries the sums from run to run (exact): every chain and every bit is
+ * unchanged.  On Zen 5 at the AVX2 level (ATTN_SIMD=avx2; attn-ab, D1's
+ * shape, against one run of all the keys): 4 KiB runs took 0.68-0.75x the
+ * time for F32 (1 and 2 threads), 0.72-0.75x F16, 0.74x BF16, 0.90-0.94x
+ * Q8_0, 0.91x F16 over a paged pool; the kernel alone from memory, 4 rows,
+ * F32 P V 44 -> 20-26 ns a key.  16 KiB runs gained less (F32 0.73, F16
+ * 0.78), 2 KiB lost Q8_0 5%.  Q4_0's short rows (72 bytes at d 128) took
+ * 1.00-1.07x with runs, so they keep one run of all the keys.  The
+ * columns past the last multiple of 8 go in scalar chains. */
+enum { PV_RUN_BYTES = 4096 };
+
+INLINE void pv_impl(const int st, const float *p, int64_t ldp, int64_t R, const void *const *v,
+                    int64_t nk, int64_t d, float *o, int64_t ldo, int acc, int64_t far)
+{
+    const int64_t d8 = d & ~(int64_t)7;
+    int64_t run = nk > 0 ? nk : 1, dist = PF_KEYS;
+    if (st != ATTN_ST_Q4_0 && d8 > 0) {
+        run = PV_RUN_BYTES / attn_st_bytes(st, d);
+        run = run < PF_KEYS ? PF_KEYS : run;
+        dist = run;
+    }
+    int64_t c0 = 0;
+    do {
+        const int64_t n = nk - c0 < run ? nk - c0 : run;
+        pv_rows(st, p + c0, ldp, R, v + c0, n, nk - c0, dist, d8, o, ldo, acc || c0 > 0, far);
+        c0 += run;
+    } while (c0 < nk);
     for (int64_t r = 0; r < R; r++) {
         float *orow = o + r * ldo;
         for (int64_t x = d8; x < d; x++) {
