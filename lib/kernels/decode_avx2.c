@@ -300,11 +300,11 @@ INLINE void pv_rows(const int st, const float *p, int64_t ldp, int64_t R, const 
  * next run), so that the next run arrives over the whole run's work.  O
  * carries the sums from run to run (exact): every chain and every bit is
  * unchanged.  On Zen 5 at the AVX2 level (ATTN_SIMD=avx2; attn-ab, D1's
- * shape, against one run of all the keys): 4 KiB runs took 0.68-0.75x the
- * time for F32 (1 and 2 threads), 0.72-0.75x F16, 0.74x BF16, 0.90-0.94x
- * Q8_0, 0.91x F16 over a paged pool; the kernel alone from memory, 4 rows,
- * F32 P V 44 -> 20-26 ns a key.  16 KiB runs gained less (F32 0.73, F16
- * 0.78), 2 KiB lost Q8_0 5%.  Q4_0's short rows (72 bytes at d 128) took
+ * shape, against one run of all the keys): 4 KiB runs took 0.68-0.71x the
+ * time for F32 (1 and 2 threads), 0.71x F16, 0.74x BF16, 0.90-0.98x Q8_0;
+ * the kernel alone from memory, 4 rows, F32 P V 44 -> 20-26 ns a key.
+ * 16 KiB runs gained less (F32 0.73, F16 0.78; F16 over a paged pool
+ * 0.91), 2 KiB lost Q8_0 5%.  Q4_0's short rows (72 bytes at d 128) took
  * 1.00-1.07x with runs, so they keep one run of all the keys.  The
  * columns past the last multiple of 8 go in scalar chains. */
 enum { PV_RUN_BYTES = 4096 };
