@@ -294,7 +294,8 @@ INLINE void pv_rows(const int st, const float *p, int64_t ldp, int64_t R, const 
 }
 
 /* The column passes each stream every key, the first from memory and the
- * others, 16-64 KiB of rows later, from L2.  So the keys go in runs of
+ * others a whole call's rows later (a decode tile of up to 1024 keys: 512
+ * KiB of F32 rows at d 128), from L2 at best.  So the keys go in runs of
  * about PV_RUN_BYTES (at least PF_KEYS keys), which the later passes find
  * in L1, and each pass asks for its columns of the rows a run ahead (the
  * next run), so that the next run arrives over the whole run's work.  O
