@@ -27,8 +27,27 @@ static inline __attribute__((always_inline)) void attn_dec_prefetch_span_at(cons
     _mm_prefetch(p + bytes - 1, _MM_HINT_T0);
 }
 
+/* A paged cache's far prefetch (decode.h) of a row, or of the bytes of it
+ * a kernel's pass reads: rows of ATTN_DEC_FAR_LINE_BYTES or more by their
+ * first line alone, shorter ones whole.  That line starts the page walk
+ * and the memory access of the row early; the near prefetch asks for the
+ * whole row later.  Against the whole row, on Zen 5 (D1's shape over a
+ * pool in a random order, attn-ab, 1 and 2 threads): F32 0.94-0.96x the
+ * time, F16 0.95-0.96x, BF16 0.93-0.96x; for Q8_0 rows (136 bytes) one
+ * line took 1.01-1.02x, so they and Q4_0's stay whole (docs/DESIGN.md). */
+enum { ATTN_DEC_FAR_LINE_BYTES = 256 };
+
+static inline __attribute__((always_inline)) void attn_dec_prefetch_far(const void *row,
+                                                                        int64_t bytes)
+{
+    if (bytes >= ATTN_DEC_FAR_LINE_BYTES)
+        _mm_prefetch((const char *)row, _MM_HINT_T0);
+    else
+        attn_dec_prefetch_row(row, bytes);
+}
+
 /* Of rows[0, n): bytes from byte off of row c + dist, and of row c + far
- * when far > 0, where those rows exist. */
+ * when far > 0 (attn_dec_prefetch_far), where those rows exist. */
 static inline __attribute__((always_inline)) void attn_dec_prefetch_ahead(
     const void *const *rows, int64_t c, int64_t n, int64_t dist, int64_t far, int64_t off,
     int64_t bytes)
@@ -36,7 +55,7 @@ static inline __attribute__((always_inline)) void attn_dec_prefetch_ahead(
     if (c + dist < n)
         attn_dec_prefetch_row((const char *)rows[c + dist] + off, bytes);
     if (far && c + far < n)
-        attn_dec_prefetch_row((const char *)rows[c + far] + off, bytes);
+        attn_dec_prefetch_far((const char *)rows[c + far] + off, bytes);
 }
 
 /* Of rows[0, n): the g rows from a (those that exist), each whole
@@ -108,14 +127,17 @@ static inline __attribute__((always_inline)) int64_t attn_dec_spread_or_span(
 }
 
 /* The g rows from c + dist, and from c + far when far > 0, as
- * attn_dec_prefetch_ahead asks for them row by row, by
- * attn_dec_prefetch_span. */
+ * attn_dec_prefetch_ahead asks for them row by row: the near ones by
+ * attn_dec_prefetch_span, the far ones as attn_dec_prefetch_far. */
 static inline __attribute__((always_inline)) void attn_dec_prefetch_group(
     const void *const *rows, int64_t c, int64_t g, int64_t n, int64_t dist, int64_t far,
     int64_t bytes)
 {
     attn_dec_prefetch_span(rows, c + dist, g, n, bytes);
-    if (far)
+    if (far && bytes >= ATTN_DEC_FAR_LINE_BYTES)
+        for (int64_t i = 0; i < g && c + far + i < n; i++)
+            _mm_prefetch((const char *)rows[c + far + i], _MM_HINT_T0);
+    else if (far)
         attn_dec_prefetch_span(rows, c + far, g, n, bytes);
 }
 
