@@ -26,6 +26,8 @@ check_run --type bf16 --lib-copies 1
 check_run --type f32 --lib-copies 16
 check_run --type q4_0 --paged --offset 64
 check_run --type f16 --queries 4 --head-dim 64
+check_run --type f16 --paged --batch 4 --ragged --threads 2
+check_run --type q8_0 --batch 3 --queries 4 --ragged
 check_bad() {
     "$ab" "$@" > /dev/null 2> err.txt
     rc=$?
@@ -46,6 +48,8 @@ check_bad "$lib" "$lib" --lib-copies 17
 check_bad "$lib" "$lib" --offset 4096
 check_bad "$lib" "$lib" --head-dim 48
 check_bad "$lib" "$lib" --head-dim 512
+check_bad "$lib" "$lib" --batch 0
+check_bad "$lib" "$lib" --batch 65
 "$ab" /nonexistent/libattn.so "$lib" > /dev/null 2> err.txt
 rc=$?
 if [ "$rc" != 1 ]; then echo "FAIL: a missing library exited $rc"; fail=1; else echo "ok: a missing library exits 1"; fi

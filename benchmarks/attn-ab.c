@@ -24,7 +24,8 @@
  *
  * The shape is attn-bench's S5/D1 (batch 1, 32 query heads, 8 KV heads,
  * d 128, 4096 keys by default); more than one query is D3's bottom-right
- * causal step.  Only attn.h's interface is used, through dlsym.
+ * causal step; --batch 8 --ragged is D2's (sequence b of 8 holding
+ * 512 (b + 1) keys, through kv_lens).  Only attn.h's interface is used, through dlsym.
  *
  * Exit status: 0; 1 when a library cannot be loaded or a call fails; 2 for
  * a bad command line. */
@@ -65,6 +66,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: attn-ab LIB_A LIB_B [--type T] [--queries N] [--kv-len M] [--paged]\n"
+            "               [--batch B] [--ragged]\n"
             "               [--int8] [--threads T] [--calls N] [--copies C]\n"
             "               [--lib-copies L] [--offset B] [--head-dim D]\n"
             "\n"
@@ -80,6 +82,9 @@ static void usage(FILE *f)
             "               causal); 16 or fewer take the decode path\n"
             "  --kv-len M   keys, a multiple of 16, 16-1048576 (default 4096)\n"
             "  --paged      a paged cache: blocks of 16 rows in a random order\n"
+            "  --batch B    sequences, 1-64 (default 1), each of M keys\n"
+            "  --ragged     sequence b (from 0) holds M (b + 1) / B keys, rounded up\n"
+            "               to 16, given as kv_lens (--batch 8 --ragged: D2's shape)\n"
             "  --int8       integer scores (desc.qk_int8; q8_0 and q4_0 only)\n"
             "  --threads T  threads of each call, 1-1024 (default 1)\n"
             "  --calls N    timed calls of each build, 10-1000000 (default 400)\n"
@@ -90,7 +95,7 @@ static void usage(FILE *f)
             "               0-4095 (default 0: page-aligned)\n"
             "  --head-dim D dk = dv, a multiple of 32, 32-256 (default 128)\n"
             "\n"
-            "Shape: batch 1, 32 query heads, 8 KV heads, d 128 unless --head-dim\n"
+            "Shape: batch 1 unless --batch, 32 query heads, 8 KV heads, d 128 unless --head-dim\n"
             "(attn-bench's S5/D1; --queries 4 is D3).\n");
 }
 
@@ -199,7 +204,8 @@ int main(int argc, char **argv)
     const char *tname = "f32";
     attn_dtype type = ATTN_DTYPE_F32;
     long n = 1, m = 4096, threads = 1, calls = 400, copies = 0, lcopies = 6, offset = 0, D = 128;
-    int paged = 0, int8 = 0;
+    long B = 1;
+    int paged = 0, int8 = 0, ragged = 0;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--type")) {
@@ -245,6 +251,11 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--offset")) {
             if (!arg_int(a, v, 0, 4095, &offset)) return 2;
             i++;
+        } else if (!strcmp(a, "--batch")) {
+            if (!arg_int(a, v, 1, 64, &B)) return 2;
+            i++;
+        } else if (!strcmp(a, "--ragged")) {
+            ragged = 1;
         } else if (!strcmp(a, "--paged")) {
             paged = 1;
         } else if (!strcmp(a, "--int8")) {
@@ -285,7 +296,7 @@ int main(int argc, char **argv)
 
     attn_sdpa_desc d;
     b[0].desc_init(&d);
-    d.batch = 1;
+    d.batch = B;
     d.q_heads = HQ;
     d.kv_heads = HKV;
     d.q_len = n;
@@ -301,9 +312,10 @@ int main(int argc, char **argv)
         d.window_right = 0;
     }
     const int64_t nblk = m / BLOCK;
+    d.use_kv_lens = ragged;
     if (paged) {
         d.kv_block_size = BLOCK;
-        d.kv_num_blocks = nblk;
+        d.kv_num_blocks = B * nblk;
         d.kv_max_blocks = nblk;
         d.k = d.v = attn_view_bhsd(HKV, BLOCK, D);   /* a pool block [HKV][16][D] */
     }
@@ -314,7 +326,7 @@ int main(int argc, char **argv)
      * (aligned_alloc(64) put them 64 bytes past one until 1.4.5): on Zen 5
      * D1's paged F16 call took 1.00 ms page-aligned, 1.08 at 64 bytes past,
      * 1.14 at 128 and 0.95 at 4032, the same library in one spell. */
-    const int64_t values = (int64_t)HKV * m * D;
+    const int64_t values = B * HKV * m * D;
     int64_t bytes = 0;
     attn_status st = b[0].dtype_bytes(type, values, &bytes);
     if (st != ATTN_OK) {
@@ -326,22 +338,29 @@ int main(int argc, char **argv)
         copies = copies > 64 ? 64 : copies;
     }
     float *f = malloc((size_t)values * sizeof(float));
-    float *q = malloc((size_t)(HQ * n * D) * sizeof(float));
-    float *o = malloc((size_t)(HQ * n * D) * sizeof(float));
-    int32_t *table = malloc((size_t)nblk * sizeof(int32_t));
+    float *q = malloc((size_t)(B * HQ * n * D) * sizeof(float));
+    float *o = malloc((size_t)(B * HQ * n * D) * sizeof(float));
+    int32_t *table = malloc((size_t)(B * nblk) * sizeof(int32_t));
+    int32_t *lens = malloc((size_t)B * sizeof(int32_t));
     void **kv = calloc((size_t)copies * 2, sizeof(void *));
-    if (!f || !q || !o || !table || !kv) {
+    if (!f || !q || !o || !table || !lens || !kv) {
         fprintf(stderr, "attn-ab: out of memory\n");
         return 1;
     }
     uint64_t seed = 42;
     for (int64_t i = 0; i < values; i++)
         f[i] = next_value(&seed);
-    for (int64_t i = 0; i < (int64_t)HQ * n * D; i++)
+    for (int64_t i = 0; i < B * HQ * n * D; i++)
         q[i] = next_value(&seed);
-    for (int64_t i = 0; i < nblk; i++)
+    /* (ragged: at least n keys, as the bottom-right causal rows need) */
+    for (long i = 0; i < B; i++) {
+        const long len = (m * (i + 1) / B + BLOCK - 1) / BLOCK * BLOCK;
+        lens[i] = (int32_t)(ragged ? (len < n ? n : len) : m);
+    }
+    /* one random order of the pool's blocks, sequence after sequence */
+    for (int64_t i = 0; i < B * nblk; i++)
         table[i] = (int32_t)i;
-    for (int64_t i = nblk - 1; i > 0; i--) {
+    for (int64_t i = B * nblk - 1; i > 0; i--) {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         const int64_t j = (int64_t)((seed >> 33) % (uint64_t)(i + 1));
         const int32_t t = table[i];
@@ -404,6 +423,8 @@ int main(int argc, char **argv)
             }
             if (paged)
                 a.block_table = table;
+            if (ragged)
+                a.kv_lens = lens;
             const double t0 = now_ms();
             st = b[l].execute(b[l].plan, &a, b[l].ws, b[l].ws_bytes);
             const double t1 = now_ms();
@@ -415,10 +436,11 @@ int main(int argc, char **argv)
                 b[l].ms[r / lcopies] = t1 - t0;
         }
 
-    printf("attn-ab: %s%s%s, %ld quer%s, %ld keys, d %ld, %ld thread%s; %ld calls each, "
-           "alternating, over %ld copies of %.1f MiB (%ld bytes past a page); each library from "
-           "%ld copies of its file\n",
-           tname, paged ? " paged" : "", int8 ? " int8" : "", n, n == 1 ? "y" : "ies", m, D,
+    printf("attn-ab: %s%s%s, batch %ld, %ld quer%s, %s%ld keys, d %ld, %ld thread%s; %ld calls "
+           "each, alternating, over %ld copies of %.1f MiB (%ld bytes past a page); each library "
+           "from %ld copies of its file\n",
+           tname, paged ? " paged" : "", int8 ? " int8" : "", B, n, n == 1 ? "y" : "ies",
+           ragged ? "up to " : "", m, D,
            threads, threads == 1 ? "" : "s", calls, copies, 2.0 * (double)bytes / 1048576.0,
            offset, lcopies);
     double med[2], p10[2];
