@@ -31,6 +31,7 @@
 #define ATTN_DECODE_MAX_Q 16 /* most queries of a plan on the decode path */
 #define ATTN_DECODE_TILE 1024 /* most keys per score tile on the decode path */
 #define ATTN_DECODE_TILE_MIN 256 /* fewest (plan.c: decode_tile) */
+#define ATTN_DECODE_RUN_ITEMS 4 /* decode items a thread takes at once (forward.c) */
 #define ATTN_DECODE_SCORE_BYTES ((uint64_t)64 << 10)  /* a decode tile's score rows */
 #define ATTN_DECODE_TILE_VALUES ((uint64_t)128 << 10)  /* a decode tile's K or V rows */
 #define ATTN_AHEAD_MIN_KV (64 << 10)  /* the tile engine's look-ahead runs when a
