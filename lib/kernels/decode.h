@@ -34,7 +34,8 @@
 
 /* A paged cache's blocks lie where the hardware prefetchers do not look,
  * so for one the callers ask the kernels to prefetch rows further ahead as
- * well (into L1, within the call's rows): half the decode tile (`tile`
+ * well (into L1, within the call's rows; since 1.4.9 a row of 256 bytes
+ * or more by its first line only, decode_pf.h): half the decode tile (`tile`
  * keys, sdpa/plan.c: 512 rows at d 128), or none when that is no more
  * than twice ATTN_DEC_PF_KEYS.  Contiguous caches only lost by it, so
  * there it is 0 (none).  Until 1.4.4 the distance was about 16 KiB (at
