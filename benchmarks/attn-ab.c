@@ -25,7 +25,8 @@
  * The shape is attn-bench's S5/D1 (batch 1, 32 query heads, 8 KV heads,
  * d 128, 4096 keys by default); more than one query is D3's bottom-right
  * causal step; --batch 8 --ragged is D2's (sequence b of 8 holding
- * 512 (b + 1) keys, through kv_lens).  Only attn.h's interface is used, through dlsym.
+ * 512 (b + 1) keys, through kv_lens).  Only attn.h's interface is used,
+ * through dlsym.
  *
  * Exit status: 0; 1 when a library cannot be loaded or a call fails; 2 for
  * a bad command line. */

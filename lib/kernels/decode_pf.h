@@ -32,9 +32,11 @@ static inline __attribute__((always_inline)) void attn_dec_prefetch_span_at(cons
  * first line alone, shorter ones whole.  That line starts the page walk
  * and the memory access of the row early; the near prefetch asks for the
  * whole row later.  Against the whole row, on Zen 5 (D1's shape over a
- * pool in a random order, attn-ab, 1 and 2 threads): F32 0.94-0.96x the
- * time, F16 0.95-0.96x, BF16 0.93-0.96x; for Q8_0 rows (136 bytes) one
- * line took 1.01-1.02x, so they and Q4_0's stay whole (docs/DESIGN.md). */
+ * pool in a random order, attn-ab, 1 and 2 threads): F32 0.92-0.97x the
+ * time, F16 0.92-0.98x, BF16 0.91-0.97x (one pair 1.01) at the AVX-512
+ * level, F32 0.97-0.98x and F16 1.01-1.03x at the AVX2 level; for Q8_0
+ * rows (136 bytes) one line took 1.01-1.02x, so they and Q4_0's stay
+ * whole (docs/DESIGN.md). */
 enum { ATTN_DEC_FAR_LINE_BYTES = 256 };
 
 static inline __attribute__((always_inline)) void attn_dec_prefetch_far(const void *row,

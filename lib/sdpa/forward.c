@@ -1130,7 +1130,7 @@ static void execute_body(void *arg, int tid)
          * heads reads the pages of the same pool blocks one after another:
          * D2's shape (8 sequences of 512-4096 keys, kv_lens) over a pool
          * in a random order, F16, 2 threads, on Zen 5 took 2.45 ms by runs
-         * of 4 against 2.89-3.12 one at a time, and a contiguous cache the
+         * of 4 against 2.89-2.95 one at a time, and a contiguous cache the
          * same 1.83-1.84 (docs/DESIGN.md).  The look-ahead guesses the
          * next item of the run, or the first of the run `team` runs on,
          * which the schedule hands out in turn when neighbours cost alike. */
