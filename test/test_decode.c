@@ -245,14 +245,14 @@ static void build_table(void)
     c.kv_lens[0] = 300; c.kv_lens[1] = 17; c.kv_lens[2] = 0;
     c.poison = 1;
     addq("16 queries, causal, kv lengths 300/17/0, poison", c, 1, 0, -1, 0);
-    /* 65 items of D2's kind (one query, kv lengths): at 2 threads they go
-     * in runs of 4, at 3 and 4 in runs of 2 (forward.c), the last run of
-     * one item */
-    c = dcase(5, 26, 13, 1, 96, 32, 32);
+    /* 64 items of D2's kind (one query, kv lengths): at 2 threads they go
+     * in runs of 4, at 4 in runs of 2, at 3 one at a time (forward.c,
+     * decode_run) */
+    c = dcase(8, 16, 8, 1, 96, 32, 32);
     c.use_kv_lens = 1;
-    for (int b = 0; b < 5; b++)
-        c.kv_lens[b] = 20 * b + 5;
-    add("5 sequences x 13 kv heads, kv lengths 5..85 (runs of items, the last short)", c);
+    for (int b = 0; b < 8; b++)
+        c.kv_lens[b] = 12 * b + 5;
+    add("8 sequences x 8 kv heads, kv lengths 5..89 (runs of items)", c);
     c = dcase(2, 6, 3, 3, 257, 16, 16);
     c.align = ATTN_ALIGN_BOTTOM_RIGHT;
     c.wl = 40;

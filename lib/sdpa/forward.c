@@ -1085,6 +1085,24 @@ static void take_item(const execute_ctx *c, work *w, int64_t it, int64_t next)
     run_item(c->p, c->a, w, c->part, b, hk, qb, chunk);
 }
 
+/* The decode path's items that do not cost alike go to the threads in
+ * runs of r = ATTN_DECODE_RUN_ITEMS, 2 or 1 consecutive items (a
+ * sequence's kv heads in order, no key chunks), the largest r that
+ * divides the kv heads into a number of runs the team divides (so that one
+ * sequence far longer than the others still spreads evenly over the
+ * threads, as one item at a time would) and leaves 8 runs or more a
+ * thread: D2 (8 kv heads) at 2 threads 4, at 4 threads 2, at 3 threads 1. */
+static int64_t decode_run(const attn_sdpa_plan *p, int64_t team)
+{
+    const int64_t hk = p->d.kv_heads;
+    int64_t r = ATTN_DECODE_RUN_ITEMS;
+    if (!p->decode || p->nchunks > 1)
+        return 1;
+    while (r > 1 && (hk % r || (hk / r) % team || p->nitems < 8 * team * r))
+        r /= 2;
+    return r;
+}
+
 /* One thread of execute: its slice of the workspace, its share of the work
  * items (contiguous runs when they cost alike; else heaviest first, the
  * last query blocks under a causal mask, so that a dynamic schedule
@@ -1124,23 +1142,20 @@ static void execute_body(void *arg, int tid)
             take_item(c, &w, it, it + 1);
     } else {
         /* Otherwise heaviest first, one at a time; the decode path's items
-         * (no heaviest: its rows are one block) in runs of up to
-         * ATTN_DECODE_RUN_ITEMS, a sequence's kv heads in order, while
-         * that leaves 8 runs or more a thread.  A run of a paged cache's
-         * heads reads the pages of the same pool blocks one after another:
-         * D2's shape (8 sequences of 512-4096 keys, kv_lens) over a pool
-         * in a random order, F16, 2 threads, on Zen 5 took 2.45 ms by runs
+         * (no heaviest: its rows are one block) in runs of a sequence's
+         * kv heads in order (decode_run).  A run of a paged cache's heads
+         * reads the pages of the same pool blocks one after another: D2's
+         * shape (8 sequences of 512-4096 keys, kv_lens) over a pool in a
+         * random order, F16, 2 threads, on Zen 5 took 2.38-2.47 ms by runs
          * of 4 against 2.89-2.95 one at a time, and a contiguous cache the
          * same 1.83-1.84 (docs/DESIGN.md).  The look-ahead guesses the
          * next item of the run, or the first of the run `team` runs on,
          * which the schedule hands out in turn when neighbours cost alike. */
-        int64_t team = 1, run = 1;
+        int64_t team = 1;
 #if ATTN_HAVE_OPENMP
         team = omp_get_num_threads();
 #endif
-        if (p->decode)
-            for (run = ATTN_DECODE_RUN_ITEMS; run > 1 && nitems < 8 * team * run; run /= 2)
-                ;
+        const int64_t run = decode_run(p, team);
 #if ATTN_HAVE_OPENMP
 #pragma omp for schedule(dynamic, run)
 #endif
