@@ -244,6 +244,18 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
     }
 }
 
+/* BF16 V in whole chunks of 32 columns (1.4.10): a pair of accumulators
+ * holds the even and the odd columns of 32, whose values are one 64-byte
+ * load shifted left by 16 bits (the even ones) or masked to its high
+ * halves (the odd ones), one operation per 16 values where the widening of
+ * widen16 takes two; pv_block puts the columns back in order when it loads
+ * and stores O.  Each column's chain of fused multiply-adds is the same,
+ * so every bit is.  On Zen 5 (attn-ab, the whole call, from memory) D3's
+ * shape (16 rows: 8 row blocks, each widening every V row again) took
+ * 0.94-0.96x the time at 1 and 2 threads, 8 rows 0.96x; D1's (4 rows)
+ * 1.00-1.02x, within the noise (docs/DESIGN.md). */
+#define BF_PAIRS(ST, tail, NV) ((ST) == ATTN_ST_BF16 && !(tail) && (NV) % 2 == 0)
+
 /* One key's row vc into the RB x NV accumulators (pv_block). */
 INLINE void pv_key(const int RB, const int NV, const int ST, const int tail, __m512 a[4][8],
                    const char *vc, const float *p, int64_t ldp, int64_t c, int64_t x0,
@@ -254,7 +266,16 @@ INLINE void pv_key(const int RB, const int NV, const int ST, const int tail, __m
      * multiples of 32) */
     for (int j = 0; IS_BLOCK(ST) && j + 1 < NV; j += 2)
         ld32q(ST, vc, x0 + 16 * j, &vv[j], &vv[j + 1]);
-    for (int j = 0; !IS_BLOCK(ST) && j < NV; j++)
+    if (BF_PAIRS(ST, tail, NV))
+        /* 32 BF16 values as 16 pairs: the even ones shifted up, the odd
+         * ones masked in place (pv_block) */
+        for (int j = 0; j + 1 < NV; j += 2) {
+            const __m512i w = _mm512_loadu_si512((const uint16_t *)(const void *)vc + x0 + 16 * j);
+            const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
+            vv[j] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+            vv[j + 1] = _mm512_castsi512_ps(_mm512_and_si512(w, high));
+        }
+    for (int j = 0; !IS_BLOCK(ST) && !BF_PAIRS(ST, tail, NV) && j < NV; j++)
         vv[j] = tail && j == NV - 1 ? ld16m(ST, vc, x0 + 16 * j, mt) : ld16(ST, vc, x0 + 16 * j);
     for (int r = 0; r < RB; r++) {
         const __m512 w = _mm512_set1_ps(p[r * ldp + c]);
@@ -289,6 +310,19 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
             a[r][j] = !acc ? _mm512_setzero_ps()
                     : tail && j == NV - 1 ? _mm512_maskz_loadu_ps(mt, oj) : _mm512_loadu_ps(oj);
         }
+    /* (BF16 pairs: the even and the odd columns of 32 from O, and back) */
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
+                  od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31),
+                  ilo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23),
+                  ihi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15,
+                                          31);
+    if (BF_PAIRS(ST, tail, NV) && acc)
+        for (int r = 0; r < RB; r++)
+            for (int j = 0; j + 1 < NV; j += 2) {
+                const __m512 x = a[r][j], y = a[r][j + 1];
+                a[r][j] = _mm512_permutex2var_ps(x, ev, y);
+                a[r][j + 1] = _mm512_permutex2var_ps(x, od, y);
+            }
     uintptr_t step;
     int64_t c = 0;
     if (!far && (pf || sbytes) && attn_dec_linear(v, nv, &step)) {
@@ -311,6 +345,13 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
             attn_dec_prefetch_ahead(v, c, nv, sdist, 0, off + 64 * lo, sbytes);
         pv_key(RB, NV, ST, tail, a, (const char *)v[c], p, ldp, c, x0, mt);
     }
+    if (BF_PAIRS(ST, tail, NV))
+        for (int r = 0; r < RB; r++)
+            for (int j = 0; j + 1 < NV; j += 2) {
+                const __m512 e = a[r][j], f = a[r][j + 1];
+                a[r][j] = _mm512_permutex2var_ps(e, ilo, f);
+                a[r][j + 1] = _mm512_permutex2var_ps(e, ihi, f);
+            }
     for (int r = 0; r < RB; r++)
         for (int j = 0; j < NV; j++) {
             float *oj = o + r * ldo + x0 + 16 * j;
