@@ -389,6 +389,8 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
  * row vectors in registers; a V row of 128 floats read whole), then of 64
  * (4 rows at a time), then the last partial chunk of 64; nv as for
  * pv_block. */
+enum { PV_F16_BY64_ROWS = 5 };
+
 INLINE void pv_chunks(const int ST, const float *p, int64_t ldp, int64_t R,
                       const void *const *v, int64_t nk, int64_t nv, int64_t d, float *o,
                       int64_t ldo, int acc, int64_t sdist, int last, int64_t far)
@@ -405,8 +407,18 @@ INLINE void pv_chunks(const int ST, const float *p, int64_t ldp, int64_t R,
      * the time at 1 and 2 threads, over a paged pool 0.94-0.95x.  4 x 96
      * then 4 x 32 did as well from L2 and no better from memory; F16 with
      * 4 rows x 64 read half of each 256-byte row a pass and took 1.4x the
-     * time from memory, so it keeps its runs (pv_impl).) */
-    const int by64 = R > 2 && (IS_BLOCK(ST) || (ST == ATTN_ST_F32 && R >= 4 && R % 4 == 0));
+     * time from memory, so it keeps its runs (pv_impl).  F16 with 8 rows or
+     * more (a multiple of 4) joined in 1.4.10, with pv_impl asking for the
+     * next run over all the row blocks as for F32: half the widenings of
+     * 2 x 128 (4 per 16 multiply-adds, not 8), and the column passes read
+     * the run from L1.  On Zen 5 (attn-ab, the whole call) D3's shape took
+     * 0.93-0.95x the time from memory at 1 thread, 0.90-0.95x at 2, over a
+     * paged pool 0.92-0.94x, 8 and 12 rows 0.95-0.96x; 4 x 64 without the
+     * run's prefetch took 1.02-1.11x from memory (0.95x from L3).  BF16 (in
+     * pairs, BF_PAIRS) gained nothing from it at 16 rows (0.98x at 1
+     * thread) and lost at 8 (1.01-1.03x), so it keeps 2 x 128.) */
+    const int rows4 = ST == ATTN_ST_F32 || (ST == ATTN_ST_F16 && R >= PV_F16_BY64_ROWS);
+    const int by64 = R > 2 && (IS_BLOCK(ST) || (rows4 && R >= 4 && R % 4 == 0));
     for (; x0 + 128 <= d && !by64; x0 += 128)
         PV_ROWS(2, 8, 0);
     for (; x0 + 64 <= d; x0 += 64)
@@ -466,7 +478,7 @@ INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const 
     } else if (!IS_BLOCK(ST) && R >= PV_RUN_MIN_ROWS && d >= PV_RUN_MIN_D) {
         run = PV_RUN_BYTES / attn_st_bytes(ST, d);
         run = run < 16 ? 16 : run;
-        if (mem && ST == ATTN_ST_F32)
+        if (mem && (ST == ATTN_ST_F32 || ST == ATTN_ST_F16))   /* (F16: 1.4.10, pv_chunks) */
             sdist = run;
     }
     int64_t c0 = 0;
