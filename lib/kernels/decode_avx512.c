@@ -416,8 +416,12 @@ INLINE void pv_chunks(const int ST, const float *p, int64_t ldp, int64_t R,
      * paged pool 0.92-0.94x, 8 and 12 rows 0.95-0.96x; 4 x 64 without the
      * run's prefetch took 1.02-1.11x from memory (0.95x from L3).  BF16 (in
      * pairs, BF_PAIRS) gained nothing from it at 16 rows (0.98x at 1
-     * thread) and lost at 8 (1.01-1.03x), so it keeps 2 x 128.) */
-    const int rows4 = ST == ATTN_ST_F32 || (ST == ATTN_ST_F16 && R >= PV_F16_BY64_ROWS);
+     * thread) and lost at 8 (1.01-1.03x), so it keeps 2 x 128.  F16 over
+     * a paged pool (far rows; one run of all the keys, pv_impl) with 4
+     * rows too: D1's shape took 0.97-0.98x the time at 1 thread and
+     * 0.98-0.99x at 2, D2's 0.98-0.99x at 2 (contiguous, in runs of 8 KiB,
+     * 4 x 64 took 1.05-1.11x); BF16 0.99x, left as it is.) */
+    const int rows4 = ST == ATTN_ST_F32 || (ST == ATTN_ST_F16 && (R >= PV_F16_BY64_ROWS || far));
     const int by64 = R > 2 && (IS_BLOCK(ST) || (rows4 && R >= 4 && R % 4 == 0));
     for (; x0 + 128 <= d && !by64; x0 += 128)
         PV_ROWS(2, 8, 0);
