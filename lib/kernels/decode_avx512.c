@@ -200,6 +200,18 @@ INLINE void qk_block(const int ST, const float *q, int64_t ldq, int64_t R,
  * the longer distance.) */
 enum { QK_Q4_PF_KEYS = 32, QK_Q4_D = 128 };
 
+/* A K of F32, F16 or BF16 over a paged pool (far rows) asks for the rows
+ * about 8 KiB ahead, 16 rows at least and 32 at most, not 16 (1.4.10):
+ * 32 for F16 and BF16 at d 128 and for F32 at d 64, 16 as before for F32
+ * at d 128 and F16 at 256.  On Zen 5 (attn-ab, the whole call) D1's shape
+ * took 0.92-0.99x the time for F16 at 1 thread (most pairs 0.96-0.97),
+ * BF16 0.97x at 2 threads, D2's F16 0.96-0.98x at 2; F32 at d 64 0.96x,
+ * F16 at d 64 0.95-0.99x.  F16 at d 128 with 48 rows took 0.94-0.99x,
+ * 64 rows 0.96-1.03x, 24 rows 1.00-1.03x; F32 at d 128 with 32 rows
+ * 1.01-1.02x, F16 at d 256 1.02x, F16 at d 64 with 64 rows 0.99-1.00x;
+ * Q8_0 with 32 rows 0.99-1.00x, so the block types keep 16. */
+enum { QK_PAGED_PF_BYTES = 8192 };
+
 INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const void *const *k,
                     int64_t nk, int64_t d, float scale, float *s, int64_t lds, int64_t far)
 {
@@ -226,7 +238,11 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
         }
     }
     /* (the Q4_0 copy for a paged cache and the last keys too: whole
-     * blocks of 4, the rows ahead from k) */
+     * blocks of 4, the rows ahead from k; a paged F16 or BF16 K's
+     * QK_PAGED16_PF_KEYS ahead) */
+    int64_t pf = PF_KEYS;
+    if (far && !IS_BLOCK(ST) && QK_PAGED_PF_BYTES / rowb > PF_KEYS)
+        pf = QK_PAGED_PF_BYTES / rowb < 2 * PF_KEYS ? QK_PAGED_PF_BYTES / rowb : 2 * PF_KEYS;
     if (ST == ATTN_ST_Q4_0 && R == 4 && d == QK_Q4_D)
         for (; c0 + 4 <= nk; c0 += 4) {
             const void *kr[4];
@@ -239,7 +255,7 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
         const void *kr[4];
         for (int c = 0; c < 4; c++)
             kr[c] = k[c0 + c < nk ? c0 + c : nk - 1];
-        attn_dec_prefetch_group(k, c0, 4, nk, PF_KEYS, far, rowb);
+        attn_dec_prefetch_group(k, c0, 4, nk, pf, far, rowb);
         qk_block(ST, q, ldq, R, kr, c0, nk, d, vs, s, lds);
     }
 }
