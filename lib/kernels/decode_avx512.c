@@ -204,9 +204,10 @@ enum { QK_Q4_PF_KEYS = 32, QK_Q4_D = 128 };
  * about 8 KiB ahead, 16 rows at least and 32 at most, not 16 (1.4.10):
  * 32 for F16 and BF16 at d 128 and for F32 at d 64, 16 as before for F32
  * at d 128 and F16 at 256.  On Zen 5 (attn-ab, the whole call) D1's shape
- * took 0.92-0.99x the time for F16 at 1 thread (most pairs 0.96-0.97),
- * BF16 0.97x at 2 threads, D2's F16 0.96-0.98x at 2; F32 at d 64 0.96x,
- * F16 at d 64 0.95-0.99x.  F16 at d 128 with 48 rows took 0.94-0.99x,
+ * took 0.92-0.99x the time for F16 at 1 thread (0.94-0.95 as built),
+ * 0.95-0.97x at 2, BF16 0.96-0.97x, D2's F16 0.96-0.98x at 2 threads;
+ * F32 at d 64 0.96x, F16 at d 64 0.95-0.99x.  F16 at d 128 with 48 rows
+ * took 0.94-0.99x,
  * 64 rows 0.96-1.03x, 24 rows 1.00-1.03x; F32 at d 128 with 32 rows
  * 1.01-1.02x, F16 at d 256 1.02x, F16 at d 64 with 64 rows 0.99-1.00x;
  * Q8_0 with 32 rows 0.99-1.00x, so the block types keep 16. */
@@ -428,11 +429,11 @@ INLINE void pv_chunks(const int ST, const float *p, int64_t ldp, int64_t R,
      * next run over all the row blocks as for F32: half the widenings of
      * 2 x 128 (4 per 16 multiply-adds, not 8), and the column passes read
      * the run from L1.  On Zen 5 (attn-ab, the whole call) D3's shape took
-     * 0.93-0.95x the time from memory at 1 thread, 0.90-0.95x at 2, over a
+     * 0.93-0.96x the time from memory at 1 thread, 0.90-0.95x at 2, over a
      * paged pool 0.92-0.94x, 8 and 12 rows 0.95-0.96x; 4 x 64 without the
      * run's prefetch took 1.02-1.11x from memory (0.95x from L3).  BF16 (in
-     * pairs, BF_PAIRS) gained nothing from it at 16 rows (0.98x at 1
-     * thread) and lost at 8 (1.01-1.03x), so it keeps 2 x 128.  F16 over
+     * pairs, BF_PAIRS) took 0.98x at 16 rows and 1 thread, 0.94-0.97x at
+     * 2, but 1.01-1.03x at 8, so it keeps 2 x 128.  F16 over
      * a paged pool (far rows; one run of all the keys, pv_impl) with 4
      * rows too: D1's shape took 0.97-0.98x the time at 1 thread and
      * 0.98-0.99x at 2, D2's 0.98-0.99x at 2 (contiguous, in runs of 8 KiB,
