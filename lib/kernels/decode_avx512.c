@@ -207,10 +207,9 @@ enum { QK_Q4_PF_KEYS = 32, QK_Q4_D = 128 };
  * took 0.92-0.99x the time for F16 at 1 thread (0.94-0.95 as built),
  * 0.95-0.97x at 2, BF16 0.96-0.97x, D2's F16 0.96-0.98x at 2 threads;
  * F32 at d 64 0.96x, F16 at d 64 0.95-0.99x.  F16 at d 128 with 48 rows
- * took 0.94-0.99x,
- * 64 rows 0.96-1.03x, 24 rows 1.00-1.03x; F32 at d 128 with 32 rows
- * 1.01-1.02x, F16 at d 256 1.02x, F16 at d 64 with 64 rows 0.99-1.00x;
- * Q8_0 with 32 rows 0.99-1.00x, so the block types keep 16. */
+ * took 0.94-0.99x, 64 rows 0.96-1.03x, 24 rows 1.00-1.03x; F32 at d 128
+ * with 32 rows 1.01-1.02x, F16 at d 256 1.02x, F16 at d 64 with 64 rows
+ * 0.99-1.00x; Q8_0 with 32 rows 0.99-1.00x, so the block types keep 16. */
 enum { QK_PAGED_PF_BYTES = 8192 };
 
 INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const void *const *k,
@@ -239,8 +238,8 @@ INLINE void qk_impl(const int ST, const float *q, int64_t ldq, int64_t R, const 
         }
     }
     /* (the Q4_0 copy for a paged cache and the last keys too: whole
-     * blocks of 4, the rows ahead from k; a paged F16 or BF16 K's
-     * QK_PAGED16_PF_KEYS ahead) */
+     * blocks of 4, the rows ahead from k; a paged F32, F16 or BF16 K's
+     * about QK_PAGED_PF_BYTES ahead) */
     int64_t pf = PF_KEYS;
     if (far && !IS_BLOCK(ST) && QK_PAGED_PF_BYTES / rowb > PF_KEYS)
         pf = QK_PAGED_PF_BYTES / rowb < 2 * PF_KEYS ? QK_PAGED_PF_BYTES / rowb : 2 * PF_KEYS;
@@ -499,7 +498,8 @@ INLINE void pv_impl(const int ST, const float *p, int64_t ldp, int64_t R, const 
     } else if (!IS_BLOCK(ST) && R >= PV_RUN_MIN_ROWS && d >= PV_RUN_MIN_D) {
         run = PV_RUN_BYTES / attn_st_bytes(ST, d);
         run = run < 16 ? 16 : run;
-        if (mem && (ST == ATTN_ST_F32 || ST == ATTN_ST_F16))   /* (F16: 1.4.10, pv_chunks) */
+        /* (F16 in 4 x 64 blocks since 1.4.10, as F32: pv_chunks) */
+        if (mem && (ST == ATTN_ST_F32 || (ST == ATTN_ST_F16 && R % 4 == 0)))
             sdist = run;
     }
     int64_t c0 = 0;
