@@ -326,19 +326,19 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
             a[r][j] = !acc ? _mm512_setzero_ps()
                     : tail && j == NV - 1 ? _mm512_maskz_loadu_ps(mt, oj) : _mm512_loadu_ps(oj);
         }
-    /* (BF16 pairs: the even and the odd columns of 32 from O, and back) */
-    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
-                  od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31),
-                  ilo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23),
-                  ihi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15,
-                                          31);
-    if (BF_PAIRS(ST, tail, NV) && acc)
+    /* (BF16 pairs: the even and the odd columns of 32 from O) */
+    if (BF_PAIRS(ST, tail, NV) && acc) {
+        const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28,
+                                             30),
+                      od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29,
+                                             31);
         for (int r = 0; r < RB; r++)
             for (int j = 0; j + 1 < NV; j += 2) {
                 const __m512 x = a[r][j], y = a[r][j + 1];
                 a[r][j] = _mm512_permutex2var_ps(x, ev, y);
                 a[r][j + 1] = _mm512_permutex2var_ps(x, od, y);
             }
+    }
     uintptr_t step;
     int64_t c = 0;
     if (!far && (pf || sbytes) && attn_dec_linear(v, nv, &step)) {
@@ -361,13 +361,19 @@ INLINE void pv_block(const int RB, const int NV, const int ST, const int tail, c
             attn_dec_prefetch_ahead(v, c, nv, sdist, 0, off + 64 * lo, sbytes);
         pv_key(RB, NV, ST, tail, a, (const char *)v[c], p, ldp, c, x0, mt);
     }
-    if (BF_PAIRS(ST, tail, NV))
+    /* (BF16 pairs: the columns back in order) */
+    if (BF_PAIRS(ST, tail, NV)) {
+        const __m512i ilo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7,
+                                              23),
+                      ihi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30,
+                                              15, 31);
         for (int r = 0; r < RB; r++)
             for (int j = 0; j + 1 < NV; j += 2) {
                 const __m512 e = a[r][j], f = a[r][j + 1];
                 a[r][j] = _mm512_permutex2var_ps(e, ilo, f);
                 a[r][j + 1] = _mm512_permutex2var_ps(e, ihi, f);
             }
+    }
     for (int r = 0; r < RB; r++)
         for (int j = 0; j < NV; j++) {
             float *oj = o + r * ldo + x0 + 16 * j;
