@@ -102,8 +102,9 @@ static int copies_of(const bench_case *c, const drow *r, size_t target)
  * 3 ms per MiB in faults on the VMs this runs on, which made the setup of
  * a row with 2 GiB of copies take seconds.  Ordinary 4 KiB pages, as the
  * read bandwidth's buffer (no MADV_HUGEPAGE): only the setup changes, not
- * what the timed calls see.  Zero-filled; never freed (the row's process
- * exits).  A range never prefaulted nor written (the rows of a contiguous
+ * what the timed calls see.  Zero-filled; the K/V copies are unmapped
+ * after the timed calls (before the row's last bandwidth reading), the
+ * rest never freed (the row's process exits).  A range never prefaulted nor written (the rows of a contiguous
  * cache past a sequence's length) stays absent. */
 static void *big_alloc(size_t bytes)
 {
@@ -180,7 +181,7 @@ typedef struct djob {
     const bench_case *c;
     const drow *row;
     int impl, threads, runs;
-    size_t target;
+    size_t target, bw_bytes;
 } djob;
 
 /* A row's failure: what failed, and the status (ATTN_OK: none). */
@@ -412,6 +413,15 @@ static void run_decode_row(const djob *j, result *res)
         free(perm);
     }
 
+    /* The read bandwidth in this process, now and again after the timed
+     * calls (the copies gone by then, so the peak RSS is the row's own):
+     * on a shared VM the memory's speed drifts by a third within minutes
+     * (one run here read 27 GB/s at 2 threads at its start, 29 at 1), so
+     * the row's %bw is taken against the better of these two, measured
+     * seconds from its calls, not against the figure of the run's start
+     * alone, which the table's header still gives. */
+    const double bw0 = read_bandwidth(j->threads, j->bw_bytes);
+
     /* R copies of the cache (only the rows a call reads are written: the
      * rest of a contiguous copy is never touched, so never resident) */
     const size_t copy_elems = row->paged ? (size_t)(nblocks * Hkv * BLOCK * d) : nkv;
@@ -478,6 +488,12 @@ static void run_decode_row(const djob *j, result *res)
     if (bench_time(decode_call_run, &call, &timing, &stats))
         return fail(res, "execute", stats.status);
     result_set_times(res, &stats);
+    munmap(kc, copy_bytes * (size_t)R);
+    munmap(vc, copy_bytes * (size_t)R);
+    const double bw1 = read_bandwidth(j->threads, j->bw_bytes);
+    res->read_gbs = bw0 > bw1 ? bw0 : bw1;
+    res->read_gbs_before = bw0;
+    res->read_gbs_after = bw1;
     res->max_err = sampled_error(c, q, kr, vr, o);
     res->ok = 1;
     attn_sdpa_plan_destroy(plan);
@@ -513,11 +529,13 @@ void decode_print_header(const bench_env *env)
     ndone = 0;
     if (env->json)
         return;
-    printf("\ndecode (K/V far larger than the L3; read bandwidth this thread count: %.1f GB/s)\n",
+    printf("\ndecode (K/V far larger than the L3; read bandwidth this thread count: %.1f GB/s at "
+           "the run's start; each row's %%bw and %%roof against the read bandwidth measured in "
+           "its own process, before and after its calls: column bw)\n",
            env->read_gbs);
-    printf("%-6s %-10s %-6s %9s %9s %9s %8s %7s %6s %6s %6s %10s %9s %9s %8s\n", "case", "row",
-           "impl", "ms(med)", "ms(min)", "ms(max)", "KV MiB", "GB/s", "%bw", "%roof", "copies",
-           "workspace", "RSS MiB", "max_err", "vs attn");
+    printf("%-6s %-10s %-6s %9s %9s %9s %8s %7s %6s %6s %6s %6s %10s %9s %9s %8s\n", "case",
+           "row", "impl", "ms(med)", "ms(min)", "ms(max)", "KV MiB", "GB/s", "bw", "%bw", "%roof",
+           "copies", "workspace", "RSS MiB", "max_err", "vs attn");
 }
 
 /* The bytes of one head's run of a pool block (BLOCK rows of d values) of
@@ -558,7 +576,7 @@ void decode_run_case(const bench_case *c, int nthreads, const bench_env *env)
              * process and its cache copies) */
             if (impl == IMPL_SGEMM && !strcmp(c->id, "D2") && row->type != ATTN_DTYPE_F16)
                 continue;
-            djob j = { c, row, impl, nthreads, env->runs, env->kv_target_bytes };
+            djob j = { c, row, impl, nthreads, env->runs, env->kv_target_bytes, env->bw_bytes };
             result r;
             in_child(djob_fn, &j, &r);
             if (!r.ok) {
@@ -573,11 +591,13 @@ void decode_run_case(const bench_case *c, int nthreads, const bench_env *env)
                 fflush(stdout);
                 continue;
             }
+            /* (the row's own bandwidth, else the run's) */
+            const double bw = r.read_gbs > 0 ? r.read_gbs : env->read_gbs;
             const double gbs = bytes / (r.ms_median * 1e6);
-            const double frac = env->read_gbs > 0 ? gbs / env->read_gbs : 0;
+            const double frac = bw > 0 ? gbs / bw : 0;
             /* the roofline: the longer of reading the K/V bytes at the
              * measured bandwidth and doing the flops at the FMA peak */
-            const double t_read = env->read_gbs > 0 ? bytes / (env->read_gbs * 1e6) : 0;
+            const double t_read = bw > 0 ? bytes / (bw * 1e6) : 0;
             const double t_fma = env->fma_gflops > 0 ? flops_of(c) / (env->fma_gflops * 1e6) : 0;
             const double roof = (t_read > t_fma ? t_read : t_fma) / r.ms_median;
             if (impl == IMPL_ATTN)
@@ -591,12 +611,16 @@ void decode_run_case(const bench_case *c, int nthreads, const bench_env *env)
                 printf("{\"kind\":\"decode\",\"case\":\"%s\",\"name\":\"%s\",\"row\":\"%s\","
                        "\"threads\":%d,\"impl\":\"%s\",\"ok\":true,\"ms_median\":%.4f,"
                        "\"ms_min\":%.4f,\"ms_max\":%.4f,\"kv_bytes\":%.0f,\"gbs\":%.3f,"
-                       "\"read_gbs\":%.2f,\"frac_bw\":%.4f,\"flops\":%.0f,\"frac_roofline\":%.4f,"
+                       "\"read_gbs\":%.2f,\"read_gbs_before\":%.2f,\"read_gbs_after\":%.2f,"
+                       "\"read_gbs_run\":%.2f,\"frac_bw\":%.4f,\"flops\":%.0f,"
+                       "\"frac_roofline\":%.4f,"
                        "\"copies\":%d,\"workspace_bytes\":%zu,"
                        "\"peak_rss_bytes\":%ld,\"max_err\":%s,\"sgemm_gflops\":%.2f,"
                        "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
                        c->id, c->name, row->label, nthreads, impl_name[impl], r.ms_median,
-                       r.ms_min, r.ms_max, bytes, gbs, env->read_gbs, frac, flops_of(c), roof, R,
+                       r.ms_min, r.ms_max, bytes, gbs, bw, r.read_gbs_before, r.read_gbs_after,
+                       env->read_gbs, frac, flops_of(c), roof,
+                       R,
                        r.workspace,
                        r.peak_rss_kb * 1024, err, env->sgemm_gflops, env->blas, env->kernel,
                        env->simd);
@@ -604,10 +628,10 @@ void decode_run_case(const bench_case *c, int nthreads, const bench_env *env)
                 char vs[16] = "";
                 if (impl != IMPL_ATTN && attn_ms > 0)
                     snprintf(vs, sizeof vs, "%.2fx", r.ms_median / attn_ms);
-                printf("%-6s %-10s %-6s %9.3f %9.3f %9.3f %8.1f %7.1f %5.0f%% %5.0f%% %6d %10zu "
-                       "%9.1f %9.2g %8s\n",
+                printf("%-6s %-10s %-6s %9.3f %9.3f %9.3f %8.1f %7.1f %6.1f %5.0f%% %5.0f%% %6d "
+                       "%10zu %9.1f %9.2g %8s\n",
                        c->id, row->label, impl_name[impl], r.ms_median, r.ms_min, r.ms_max,
-                       bytes / 1048576.0, gbs, 100.0 * frac, 100.0 * roof, R, r.workspace,
+                       bytes / 1048576.0, gbs, bw, 100.0 * frac, 100.0 * roof, R, r.workspace,
                        r.peak_rss_kb / 1024.0, r.max_err, vs);
             }
             fflush(stdout);

@@ -20,6 +20,11 @@ typedef struct result {
     long peak_rss_kb;
     double fma_local;          /* GFLOP/s: the FMA peak sampled in the case's
                                   own process after each timed run (median) */
+    double read_gbs;           /* decode rows: the read bandwidth measured in
+                                  the row's own process just before its K/V
+                                  copies were made and just after its timed
+                                  calls, the better of the two (0: none) */
+    double read_gbs_before, read_gbs_after;   /* (those two) */
     char error[96];
 } result;
 
@@ -32,6 +37,7 @@ typedef struct bench_env {
     int runs;
     double sgemm_gflops;       /* at this thread count */
     double read_gbs;           /* streaming read bandwidth at this thread count */
+    size_t bw_bytes;           /* the buffer it was read from */
     double fma_gflops;         /* FMA peak (registers only) at this thread count */
     size_t l3_bytes;           /* as read from sysconf or /sys (0: unknown) */
     size_t kv_target_bytes;    /* K/V copies per decode case: at least this much */
