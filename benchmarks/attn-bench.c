@@ -1429,8 +1429,7 @@ int main(int argc, char **argv)
             }
         }
         bench_env env = { .json = json, .do_naive = do_naive, .runs = runs,
-                          .sgemm_gflops = rate, .read_gbs = read_gbs, .bw_bytes = bw_bytes,
-                          .fma_gflops = fma_gflops,
+                          .sgemm_gflops = rate, .read_gbs = read_gbs, .fma_gflops = fma_gflops,
                           .l3_bytes = l3, .kv_target_bytes = kv_bytes, .blas = bi.loaded,
                           .kernel = bi.kernel, .simd = bi.simd };
         /* the paged decode rows' runs, read in a random order */

@@ -102,9 +102,8 @@ static int copies_of(const bench_case *c, const drow *r, size_t target)
  * 3 ms per MiB in faults on the VMs this runs on, which made the setup of
  * a row with 2 GiB of copies take seconds.  Ordinary 4 KiB pages, as the
  * read bandwidth's buffer (no MADV_HUGEPAGE): only the setup changes, not
- * what the timed calls see.  Zero-filled; the K/V copies are unmapped
- * after the timed calls (before the row's last bandwidth reading), the
- * rest never freed (the row's process exits).  A range never prefaulted nor written (the rows of a contiguous
+ * what the timed calls see.  Zero-filled; never freed (the row's process
+ * exits).  A range never prefaulted nor written (the rows of a contiguous
  * cache past a sequence's length) stays absent. */
 static void *big_alloc(size_t bytes)
 {
@@ -175,13 +174,44 @@ static void scalar_body(void *arg, int tid)
     }
 }
 
-/* ---- one row in the child ----------------------------------------------- */
+/* ---- the bandwidth of the moments a row runs in ---------------------------- */
+
+/* On the shared VMs this runs on, the memory's speed drifts within
+ * minutes: one run on Zen 5 read 27.0 GB/s at 2 threads at its start (29.0
+ * at 1), and the same reading taken around its last decode rows a minute
+ * later gave 53-68.  A row's %bw is therefore taken against the bandwidth
+ * of the moments its calls ran in: after each timed run (CALLS_PER_RUN
+ * calls), one streaming read of at least BW_SAMPLE_BYTES of the row's own
+ * K/V copies, those the calls will not read for longest (half the copies
+ * ahead of the next call's: read a few hundred MiB ago, so from memory),
+ * with the same loop and thread count as read_bandwidth; the row's figure
+ * is the best of these samples (as read_bandwidth's is the best of its
+ * passes: a figure that never flatters the row).  The run's figure
+ * (read_bandwidth at the start) is still printed in the header. */
+enum { BW_SAMPLE_BYTES = 256 << 20, BW_SAMPLES_MAX = 256 };
+
+typedef struct bw_sampler {
+    const struct decode_call *call;
+    size_t off, len;   /* the range of each copy read: present in every copy */
+    int threads;
+    double gbs[BW_SAMPLES_MAX];
+    int n;
+} bw_sampler;
+
+static double best_of(const double *x, int n)
+{
+    double b = 0;
+    for (int i = 0; i < n; i++)
+        b = x[i] > b ? x[i] : b;
+    return b;
+}
+
 
 typedef struct djob {
     const bench_case *c;
     const drow *row;
     int impl, threads, runs;
-    size_t target, bw_bytes;
+    size_t target;
 } djob;
 
 /* A row's failure: what failed, and the status (ATTN_OK: none). */
@@ -278,7 +308,8 @@ static void copies_fill(const bench_case *c, const drow *row, char *kc, char *vc
 }
 
 /* One timed call, on the next copy of the cache (round-robin). */
-typedef struct decode_call {
+typedef struct decode_call decode_call;
+struct decode_call {
     const bench_case *c;
     int impl, threads;
     attn_dtype type;
@@ -291,7 +322,49 @@ typedef struct decode_call {
     const char *kc, *vc;
     size_t copy_bytes;
     int copies, next;
-} decode_call;
+};
+
+/* The range of a copy every copy holds (written, so present): the whole
+ * copy for a paged pool or a cache of full sequences, else the longest
+ * sequence's rows (all its heads when it is full, else its first head). */
+static void bw_sample_range(const bench_case *c, const int32_t *kvl, attn_dtype t,
+                            size_t copy_bytes, int paged, bw_sampler *b)
+{
+    const int64_t B = c->B, Hkv = c->Hkv, m = c->m, d = c->d;
+    int64_t best = 0;
+    for (int64_t i = 1; i < B; i++)
+        if (kvl[i] > kvl[best])
+            best = i;
+    if (paged) {
+        b->off = 0;
+        b->len = copy_bytes;
+    } else if (!c->padded) {
+        b->off = 0;
+        b->len = stored(t, (size_t)(B * Hkv * m * d));
+    } else {
+        b->off = stored(t, (size_t)(best * Hkv * m * d));
+        b->len = stored(t, (size_t)((kvl[best] == m ? Hkv * m : kvl[best]) * d));
+    }
+}
+
+static void bw_sample(void *arg)
+{
+    bw_sampler *b = arg;
+    const decode_call *x = b->call;
+    double secs = 0;
+    size_t bytes = 0;
+    for (int i = 0; bytes < BW_SAMPLE_BYTES && i < x->copies; i++) {
+        const size_t r = (size_t)((x->next + x->copies / 2 + i) % x->copies);
+        for (int kv = 0; kv < 2; kv++) {
+            size_t got = 0;
+            secs += read_pass(b->threads, (kv ? x->vc : x->kc) + r * x->copy_bytes + b->off,
+                              b->len, &got);
+            bytes += got;
+        }
+    }
+    if (secs > 0 && b->n < BW_SAMPLES_MAX)
+        b->gbs[b->n++] = (double)bytes / secs * 1e-9;
+}
 
 static int decode_call_run(void *arg, double *split)
 {
@@ -413,15 +486,6 @@ static void run_decode_row(const djob *j, result *res)
         free(perm);
     }
 
-    /* The read bandwidth in this process, now and again after the timed
-     * calls (the copies gone by then, so the peak RSS is the row's own):
-     * on a shared VM the memory's speed drifts by a third within minutes
-     * (one run here read 27 GB/s at 2 threads at its start, 29 at 1), so
-     * the row's %bw is taken against the better of these two, measured
-     * seconds from its calls, not against the figure of the run's start
-     * alone, which the table's header still gives. */
-    const double bw0 = read_bandwidth(j->threads, j->bw_bytes);
-
     /* R copies of the cache (only the rows a call reads are written: the
      * rest of a contiguous copy is never touched, so never resident) */
     const size_t copy_elems = row->paged ? (size_t)(nblocks * Hkv * BLOCK * d) : nkv;
@@ -482,18 +546,23 @@ static void run_decode_row(const djob *j, result *res)
     copies_fill(c, row, kc, vc, ksrc, vsrc, kvl, table, copy_bytes, 1, R);
 
     /* warm-up: one pass over every copy (the first read of a page after
-     * the copies were written is slower here), then the timed calls */
-    const bench_timing timing = { .runs = j->runs * CALLS_PER_RUN, .warmup = R > 2 ? R : 2 };
+     * the copies were written is slower here), then the timed calls, each
+     * run followed by a sample of the read bandwidth and of the FMA peak
+     * (bw_sample) */
+    bw_sampler samp = { &call, 0, 0, j->threads, { 0 }, 0 };
+    bw_sample_range(c, kvl, type, copy_bytes, row->paged != 0, &samp);
+    peak_sample_start(j->threads);
+    const bench_timing timing = { .runs = j->runs * CALLS_PER_RUN,
+                                  .warmup = R > 2 ? R : 2,
+                                  .sample_peak = 1,
+                                  .after_run = bw_sample,
+                                  .after_ctx = &samp };
     bench_stats stats;
     if (bench_time(decode_call_run, &call, &timing, &stats))
         return fail(res, "execute", stats.status);
     result_set_times(res, &stats);
-    munmap(kc, copy_bytes * (size_t)R);
-    munmap(vc, copy_bytes * (size_t)R);
-    const double bw1 = read_bandwidth(j->threads, j->bw_bytes);
-    res->read_gbs = bw0 > bw1 ? bw0 : bw1;
-    res->read_gbs_before = bw0;
-    res->read_gbs_after = bw1;
+    res->read_gbs = best_of(samp.gbs, samp.n);
+    res->fma_local = peak_sample_finish();
     res->max_err = sampled_error(c, q, kr, vr, o);
     res->ok = 1;
     attn_sdpa_plan_destroy(plan);
@@ -530,8 +599,8 @@ void decode_print_header(const bench_env *env)
     if (env->json)
         return;
     printf("\ndecode (K/V far larger than the L3; read bandwidth this thread count: %.1f GB/s at "
-           "the run's start; each row's %%bw and %%roof against the read bandwidth measured in "
-           "its own process, before and after its calls: column bw)\n",
+           "the run's start; each row's %%bw and %%roof against the read bandwidth and FMA peak "
+           "sampled between its own calls: column bw)\n",
            env->read_gbs);
     printf("%-6s %-10s %-6s %9s %9s %9s %8s %7s %6s %6s %6s %6s %10s %9s %9s %8s\n", "case",
            "row", "impl", "ms(med)", "ms(min)", "ms(max)", "KV MiB", "GB/s", "bw", "%bw", "%roof",
@@ -576,7 +645,7 @@ void decode_run_case(const bench_case *c, int nthreads, const bench_env *env)
              * process and its cache copies) */
             if (impl == IMPL_SGEMM && !strcmp(c->id, "D2") && row->type != ATTN_DTYPE_F16)
                 continue;
-            djob j = { c, row, impl, nthreads, env->runs, env->kv_target_bytes, env->bw_bytes };
+            djob j = { c, row, impl, nthreads, env->runs, env->kv_target_bytes };
             result r;
             in_child(djob_fn, &j, &r);
             if (!r.ok) {
@@ -598,7 +667,8 @@ void decode_run_case(const bench_case *c, int nthreads, const bench_env *env)
             /* the roofline: the longer of reading the K/V bytes at the
              * measured bandwidth and doing the flops at the FMA peak */
             const double t_read = bw > 0 ? bytes / (bw * 1e6) : 0;
-            const double t_fma = env->fma_gflops > 0 ? flops_of(c) / (env->fma_gflops * 1e6) : 0;
+            const double fma = r.fma_local > 0 ? r.fma_local : env->fma_gflops;
+            const double t_fma = fma > 0 ? flops_of(c) / (fma * 1e6) : 0;
             const double roof = (t_read > t_fma ? t_read : t_fma) / r.ms_median;
             if (impl == IMPL_ATTN)
                 attn_ms = r.ms_median;
@@ -611,15 +681,15 @@ void decode_run_case(const bench_case *c, int nthreads, const bench_env *env)
                 printf("{\"kind\":\"decode\",\"case\":\"%s\",\"name\":\"%s\",\"row\":\"%s\","
                        "\"threads\":%d,\"impl\":\"%s\",\"ok\":true,\"ms_median\":%.4f,"
                        "\"ms_min\":%.4f,\"ms_max\":%.4f,\"kv_bytes\":%.0f,\"gbs\":%.3f,"
-                       "\"read_gbs\":%.2f,\"read_gbs_before\":%.2f,\"read_gbs_after\":%.2f,"
-                       "\"read_gbs_run\":%.2f,\"frac_bw\":%.4f,\"flops\":%.0f,"
+                       "\"read_gbs\":%.2f,\"read_gbs_run\":%.2f,\"fma_local_gflops\":%.2f,"
+                       "\"fma_gflops_run\":%.2f,\"frac_bw\":%.4f,\"flops\":%.0f,"
                        "\"frac_roofline\":%.4f,"
                        "\"copies\":%d,\"workspace_bytes\":%zu,"
                        "\"peak_rss_bytes\":%ld,\"max_err\":%s,\"sgemm_gflops\":%.2f,"
                        "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
                        c->id, c->name, row->label, nthreads, impl_name[impl], r.ms_median,
-                       r.ms_min, r.ms_max, bytes, gbs, bw, r.read_gbs_before, r.read_gbs_after,
-                       env->read_gbs, frac, flops_of(c), roof,
+                       r.ms_min, r.ms_max, bytes, gbs, bw, env->read_gbs, fma, env->fma_gflops,
+                       frac, flops_of(c), roof,
                        R,
                        r.workspace,
                        r.peak_rss_kb * 1024, err, env->sgemm_gflops, env->blas, env->kernel,

@@ -82,6 +82,8 @@ int bench_time(bench_fn fn, void *ctx, const bench_timing *timing, bench_stats *
         }
         if (timing->sample_peak)
             peak_sample();
+        if (timing->after_run)
+            timing->after_run(timing->after_ctx);
     }
     stats->median = median_sorted(t, runs);
     stats->min = t[0];
@@ -521,6 +523,34 @@ double read_bandwidth(int nthreads, size_t bytes)
     const double best = best_rate(nthreads, bw_body, (void *)&ctx, (double)bytes, 1, 3, sums);
     munmap(mem, bytes);
     return best;
+}
+
+double read_pass(int nthreads, const void *buf, size_t bytes, size_t *read)
+{
+    float sums[64] = { 0 };
+    *read = 0;
+    if (nthreads < 1 || nthreads > 64)
+        return 0;
+    const uintptr_t a = ((uintptr_t)buf + 63) & ~(uintptr_t)63;
+    const size_t skip = (size_t)(a - (uintptr_t)buf), unit = 64 * sizeof(float) * (size_t)nthreads;
+    if (bytes < skip + unit)
+        return 0;
+    const size_t n = (bytes - skip) / unit * unit;
+    int isa = 0;
+#if ATTN_HAVE_X86_KERNELS
+    isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+#endif
+    const bw_ctx ctx = { (const float *)a, n / sizeof(float), nthreads, isa, sums };
+    const pass_ctx p = { nthreads, bw_body, (void *)&ctx };
+    const double t0 = now_ms();
+    one_pass((void *)&p, NULL);
+    const double t1 = now_ms();
+    volatile float sink = 0;
+    for (int t = 0; t < nthreads; t++)
+        sink += sums[t];
+    (void)sink;
+    *read = n;
+    return (t1 - t0) * 1e-3;
 }
 
 /* The read bandwidth over runs of `run` bytes (a multiple of 64) taken in

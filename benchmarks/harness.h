@@ -20,11 +20,9 @@ typedef struct result {
     long peak_rss_kb;
     double fma_local;          /* GFLOP/s: the FMA peak sampled in the case's
                                   own process after each timed run (median) */
-    double read_gbs;           /* decode rows: the read bandwidth measured in
-                                  the row's own process just before its K/V
-                                  copies were made and just after its timed
-                                  calls, the better of the two (0: none) */
-    double read_gbs_before, read_gbs_after;   /* (those two) */
+    double read_gbs;           /* decode rows: the read bandwidth of the
+                                  moments they ran in, the best of one
+                                  sample after each timed run (0: none) */
     char error[96];
 } result;
 
@@ -37,7 +35,6 @@ typedef struct bench_env {
     int runs;
     double sgemm_gflops;       /* at this thread count */
     double read_gbs;           /* streaming read bandwidth at this thread count */
-    size_t bw_bytes;           /* the buffer it was read from */
     double fma_gflops;         /* FMA peak (registers only) at this thread count */
     size_t l3_bytes;           /* as read from sysconf or /sys (0: unknown) */
     size_t kv_target_bytes;    /* K/V copies per decode case: at least this much */
@@ -62,6 +59,8 @@ typedef struct bench_timing {
     int warmup;        /* untimed runs before them */
     int per_run;       /* calls per run, the run's time divided by it (0: 1) */
     int sample_peak;   /* peak_sample() after each timed run */
+    void (*after_run)(void *);   /* called after each timed run, if set */
+    void *after_ctx;
 } bench_timing;
 
 typedef struct bench_stats {
@@ -129,6 +128,11 @@ double fma_peak(int nthreads);
 double bf16_peak(int nthreads);
 /* GB/s of a streaming read of `bytes`, every thread its own part. */
 double read_bandwidth(int nthreads, size_t bytes);
+/* The seconds of one streaming read of [buf, buf + bytes) on nthreads
+ * threads, every thread its own part (memory the caller owns and has made
+ * present; from buf rounded up to 64 bytes, a multiple of 256 bytes a
+ * thread), and in *read the bytes it read; 0 when nothing was read. */
+double read_pass(int nthreads, const void *buf, size_t bytes, size_t *read);
 /* The same over runs of `run` bytes (a multiple of 64) in a random order,
  * as a paged KV cache is read (0 on failure). */
 double read_bandwidth_runs(int nthreads, size_t bytes, size_t run);
