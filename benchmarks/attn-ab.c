@@ -474,7 +474,17 @@ int main(int argc, char **argv)
     }
     free(all);
     printf("B / A  median %.3f  p10 %.3f\n", med[1] / med[0], p10[1] / p10[0]);
-    for (int l = 0; l < nb; l++)
+    for (int l = 0; l < nb; l++) {
         b[l].plan_destroy(b[l].plan);
+        free(b[l].ws);
+        free(b[l].ms);
+    }
+    for (long c = 0; c < 2 * copies; c++)
+        free((char *)kv[c] - offset);
+    free(kv);
+    free(q);
+    free(o);
+    free(table);
+    free(lens);
     return 0;
 }
