@@ -289,8 +289,11 @@ int main(int argc, char **argv)
         loaded = load(&b[i], argv[1 + i / (int)lcopies], dir, i);
     /* the copies stay mapped; their names are not needed once loaded */
     for (int i = 0; i < nb; i++)
-        if (b[i].file)
+        if (b[i].file) {
             remove(b[i].file);
+            free(b[i].file);
+            b[i].file = NULL;
+        }
     remove(dir);
     if (!loaded)
         return 1;
