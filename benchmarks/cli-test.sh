@@ -86,5 +86,20 @@ run --case S1 --case D --threads 2 --runs 3 --no-naive --dry-run
 grep -q '^runs at 2 threads: .* S1 (bert-base), S5 (decode-f32), D1 (.*), D2 (.*), D3 (.*); 3 timed runs each after 2 warm-up; no naive path' "$tmp/out" &&
     ok "--case S1 --case D: $(grep '^runs' "$tmp/out")" || { no "--case S1 --case D --dry-run: exit $rc"; cat "$tmp/out"; }
 
+# A decode case for real (small copies, one run): each row's %bw is against
+# the bandwidth sampled between its own calls (read_gbs, beside the run's
+# read_gbs_run), and %roof against the FMA peak sampled the same way.
+run --case D1 --threads 1 --runs 1 --kv-mib 64 --bw-mib 64 --json --no-naive
+if [ "$rc" -eq 0 ]; then
+    bad=$(grep '"kind":"decode"' "$tmp/out" | awk '
+        function num(k,   m) { if (match($0, "\"" k "\":[-0-9.e+]+")) return substr($0, RSTART + length(k) + 3, RLENGTH - length(k) - 3) + 0; return -1 }
+        /"ok":true/ { n++; g = num("gbs"); b = num("read_gbs"); f = num("frac_bw"); r = num("read_gbs_run"); p = num("fma_local_gflops")
+                      if (b <= 0 || r <= 0 || p <= 0 || f <= 0 || (f * b - g) > 0.005 * g || (g - f * b) > 0.005 * g) print "row " n ": gbs " g " read_gbs " b " frac_bw " f " read_gbs_run " r " fma_local " p }
+        END { if (n < 2) print "only " n + 0 " decode rows" }')
+    [ -z "$bad" ] && ok "D1 for real: every row's %bw against its own bandwidth samples" || no "D1 --json: $bad"
+else
+    no "D1 --json: exit $rc"; cat "$tmp/err"
+fi
+
 echo "attn-bench command line: $fail failed"
 [ "$fail" -eq 0 ]
