@@ -180,14 +180,17 @@ static void scalar_body(void *arg, int tid)
  * minutes: one run on Zen 5 read 27.0 GB/s at 2 threads at its start (29.0
  * at 1), and the same reading taken around its last decode rows a minute
  * later gave 53-68.  A row's %bw is therefore taken against the bandwidth
- * of the moments its calls ran in: after each timed run (CALLS_PER_RUN
- * calls), one streaming read of at least BW_SAMPLE_BYTES of the row's own
+ * of the moments its calls ran in: after every CALLS_PER_RUN timed calls
+ * (a run), a short FMA pass (peak_sample) and one streaming read of at
+ * least BW_SAMPLE_BYTES of the row's own
  * K/V copies, those the calls will not read for longest (half the copies
  * ahead of the next call's: read a few hundred MiB ago, so from memory),
  * with the same loop and thread count as read_bandwidth; the row's figure
  * is the best of these samples (as read_bandwidth's is the best of its
  * passes: a figure that never flatters the row).  The run's figure
- * (read_bandwidth at the start) is still printed in the header. */
+ * (read_bandwidth at the start) is still printed in the header.  The call
+ * after a sample finds Q, O and the workspace out of the cache (a few
+ * hundred KiB), one call in CALLS_PER_RUN. */
 enum { BW_SAMPLE_BYTES = 256 << 20, BW_SAMPLES_MAX = 256 };
 
 typedef struct bw_sampler {
@@ -195,7 +198,7 @@ typedef struct bw_sampler {
     size_t off, len;   /* the range of each copy read: present in every copy */
     int threads;
     double gbs[BW_SAMPLES_MAX];
-    int n;
+    int n, calls;
 } bw_sampler;
 
 static double best_of(const double *x, int n)
@@ -351,6 +354,9 @@ static void bw_sample(void *arg)
 {
     bw_sampler *b = arg;
     const decode_call *x = b->call;
+    if (++b->calls % CALLS_PER_RUN)
+        return;
+    peak_sample();
     double secs = 0;
     size_t bytes = 0;
     for (int i = 0; bytes < BW_SAMPLE_BYTES && i < x->copies; i++) {
@@ -547,14 +553,13 @@ static void run_decode_row(const djob *j, result *res)
 
     /* warm-up: one pass over every copy (the first read of a page after
      * the copies were written is slower here), then the timed calls, each
-     * run followed by a sample of the read bandwidth and of the FMA peak
-     * (bw_sample) */
-    bw_sampler samp = { &call, 0, 0, j->threads, { 0 }, 0 };
+     * run of CALLS_PER_RUN followed by a sample of the FMA peak and of the
+     * read bandwidth (bw_sample) */
+    bw_sampler samp = { &call, 0, 0, j->threads, { 0 }, 0, 0 };
     bw_sample_range(c, kvl, type, copy_bytes, row->paged != 0, &samp);
     peak_sample_start(j->threads);
     const bench_timing timing = { .runs = j->runs * CALLS_PER_RUN,
                                   .warmup = R > 2 ? R : 2,
-                                  .sample_peak = 1,
                                   .after_run = bw_sample,
                                   .after_ctx = &samp };
     bench_stats stats;
@@ -875,7 +880,7 @@ void decode_print_notes(void)
            "copies of the cache, round-robin, so K/V come from memory; KV MiB and GB/s count the "
            "K/V bytes a call must read (kv_len x Hkv x (dk + dv) x element size per sequence); "
            "%%bw is GB/s over bw, the streaming read bandwidth of the moments the row ran in "
-           "(after each timed run, a read of 256 MiB of the row's own K/V copies at the same "
+           "(after each run of %d timed calls, a read of 256 MiB of the row's own K/V copies at the same "
            "thread count, those the calls read last; the best sample); "
            "%%roof is the roofline time over the time, the roofline time being the longer of "
            "reading the K/V bytes at that bandwidth and doing the call's flops (4 x query rows x "
@@ -883,5 +888,5 @@ void decode_print_notes(void)
            "with many query rows per K/V row, D3 and F16 at 1 thread, is bound by the FMAs, not "
            "by memory); DL (--case DL) is S5 over cache lengths, the data of the plot; "
            "%d timed calls per --runs, after a warm-up pass over every copy; max_err against float64 on %d query heads of every "
-           "sequence from the same stored (rounded) values; D2's \"random-run read\" is a read loop over runs of its paged rows' size (16 rows of a head) in a random order, asking for the run two ahead as it reads (benchmarks/harness.c): against the streaming bandwidth it tells what the random placement costs this machine's memory, and each paged row is given as a fraction of it (not a ceiling: the kernels, with work between the loads, can do better).\n", CALLS_PER_RUN, SAMPLE_HEADS);
+           "sequence from the same stored (rounded) values; D2's \"random-run read\" is a read loop over runs of its paged rows' size (16 rows of a head) in a random order, asking for the run two ahead as it reads (benchmarks/harness.c): against the streaming bandwidth it tells what the random placement costs this machine's memory, and each paged row is given as a fraction of it (not a ceiling: the kernels, with work between the loads, can do better).\n", CALLS_PER_RUN, CALLS_PER_RUN, SAMPLE_HEADS);
 }

@@ -22,7 +22,8 @@ typedef struct result {
                                   own process after each timed run (median) */
     double read_gbs;           /* decode rows: the read bandwidth of the
                                   moments they ran in, the best of one
-                                  sample after each timed run (0: none) */
+                                  sample after each run of their calls
+                                  (0: none) */
     char error[96];
 } result;
 
