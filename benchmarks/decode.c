@@ -174,41 +174,7 @@ static void scalar_body(void *arg, int tid)
     }
 }
 
-/* ---- the bandwidth of the moments a row runs in ---------------------------- */
-
-/* On the shared VMs this runs on, the memory's speed drifts within
- * minutes: one run on Zen 5 read 27.0 GB/s at 2 threads at its start (29.0
- * at 1), and the same reading taken around its last decode rows a minute
- * later gave 53-68.  A row's %bw is therefore taken against the bandwidth
- * of the moments its calls ran in: after every CALLS_PER_RUN timed calls
- * (a run), a short FMA pass (peak_sample) and one streaming read of at
- * least BW_SAMPLE_BYTES of the row's own
- * K/V copies, those the calls will not read for longest (half the copies
- * ahead of the next call's: read a few hundred MiB ago, so from memory),
- * with the same loop and thread count as read_bandwidth; the row's figure
- * is the best of these samples (as read_bandwidth's is the best of its
- * passes: a figure that never flatters the row).  The run's figure
- * (read_bandwidth at the start) is still printed in the header.  The call
- * after a sample finds Q, O and the workspace out of the cache (a few
- * hundred KiB), one call in CALLS_PER_RUN. */
-enum { BW_SAMPLE_BYTES = 256 << 20, BW_SAMPLES_MAX = 256 };
-
-typedef struct bw_sampler {
-    const struct decode_call *call;
-    size_t off, len;   /* the range of each copy read: present in every copy */
-    int threads;
-    double gbs[BW_SAMPLES_MAX];
-    int n, calls;
-} bw_sampler;
-
-static double best_of(const double *x, int n)
-{
-    double b = 0;
-    for (int i = 0; i < n; i++)
-        b = x[i] > b ? x[i] : b;
-    return b;
-}
-
+/* ---- one row in the child ----------------------------------------------- */
 
 typedef struct djob {
     const bench_case *c;
@@ -311,8 +277,7 @@ static void copies_fill(const bench_case *c, const drow *row, char *kc, char *vc
 }
 
 /* One timed call, on the next copy of the cache (round-robin). */
-typedef struct decode_call decode_call;
-struct decode_call {
+typedef struct decode_call {
     const bench_case *c;
     int impl, threads;
     attn_dtype type;
@@ -325,7 +290,42 @@ struct decode_call {
     const char *kc, *vc;
     size_t copy_bytes;
     int copies, next;
-};
+} decode_call;
+
+/* ---- the bandwidth of the moments a row runs in ---------------------------- */
+
+/* On the shared VMs this runs on, the memory's speed drifts within
+ * minutes: one run on Zen 5 read 27.0 GB/s at 2 threads at its start (29.0
+ * at 1), and the same reading taken around its last decode rows a minute
+ * later gave 53-68.  A row's %bw is therefore taken against the bandwidth
+ * of the moments its calls ran in: after every CALLS_PER_RUN timed calls
+ * (a run), a short FMA pass (peak_sample) and one streaming read of at
+ * least BW_SAMPLE_BYTES of the row's own K/V copies, those the calls will
+ * not read for longest (half the copies ahead of the next call's: read a
+ * few hundred MiB ago, so from memory), with the same loop and thread
+ * count as read_bandwidth; the row's figure is the best of these samples
+ * (as read_bandwidth's is the best of its passes: a figure that never
+ * flatters the row).  The run's figure
+ * (read_bandwidth at the start) is still printed in the header.  The call
+ * after a sample finds Q, O and the workspace out of the cache (a few
+ * hundred KiB), one call in CALLS_PER_RUN. */
+enum { BW_SAMPLE_BYTES = 256 << 20, BW_SAMPLES_MAX = 256 };
+
+typedef struct bw_sampler {
+    const decode_call *call;
+    size_t off, len;   /* the range of each copy read: present in every copy */
+    int threads;
+    double gbs[BW_SAMPLES_MAX];
+    int n, calls;
+} bw_sampler;
+
+static double best_of(const double *x, int n)
+{
+    double b = 0;
+    for (int i = 0; i < n; i++)
+        b = x[i] > b ? x[i] : b;
+    return b;
+}
 
 /* The range of a copy every copy holds (written, so present): the whole
  * copy for a paged pool or a cache of full sequences, else the longest
@@ -694,9 +694,7 @@ void decode_run_case(const bench_case *c, int nthreads, const bench_env *env)
                        "\"blas\":\"%s\",\"kernel\":\"%s\",\"simd\":\"%s\"}\n",
                        c->id, c->name, row->label, nthreads, impl_name[impl], r.ms_median,
                        r.ms_min, r.ms_max, bytes, gbs, bw, env->read_gbs, fma, env->fma_gflops,
-                       frac, flops_of(c), roof,
-                       R,
-                       r.workspace,
+                       frac, flops_of(c), roof, R, r.workspace,
                        r.peak_rss_kb * 1024, err, env->sgemm_gflops, env->blas, env->kernel,
                        env->simd);
             } else {

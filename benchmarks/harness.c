@@ -493,6 +493,16 @@ static void bw_body(void *arg, int tid)
     }
 }
 
+/* The widest loop bw_body can run here: 2 AVX-512, 1 AVX2, 0 plain C. */
+static int bw_isa(void)
+{
+#if ATTN_HAVE_X86_KERNELS
+    return __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
 double read_bandwidth(int nthreads, size_t bytes)
 {
     const size_t unit = 64 * sizeof(float) * (size_t)nthreads;
@@ -514,11 +524,7 @@ double read_bandwidth(int nthreads, size_t bytes)
 #endif
     for (size_t i = 0; !present && i < bytes / sizeof(float); i++)
         buf[i] = (float)(i & 7);
-    int isa = 0;
-#if ATTN_HAVE_X86_KERNELS
-    isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
-#endif
-    const bw_ctx ctx = { buf, bytes / sizeof(float), nthreads, isa, sums };
+    const bw_ctx ctx = { buf, bytes / sizeof(float), nthreads, bw_isa(), sums };
     /* the first pass warms the threads and the TLB: the best of 3 after it */
     const double best = best_rate(nthreads, bw_body, (void *)&ctx, (double)bytes, 1, 3, sums);
     munmap(mem, bytes);
@@ -536,21 +542,13 @@ double read_pass(int nthreads, const void *buf, size_t bytes, size_t *read)
     if (bytes < skip + unit)
         return 0;
     const size_t n = (bytes - skip) / unit * unit;
-    int isa = 0;
-#if ATTN_HAVE_X86_KERNELS
-    isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
-#endif
-    const bw_ctx ctx = { (const float *)a, n / sizeof(float), nthreads, isa, sums };
-    const pass_ctx p = { nthreads, bw_body, (void *)&ctx };
-    const double t0 = now_ms();
-    one_pass((void *)&p, NULL);
-    const double t1 = now_ms();
-    volatile float sink = 0;
-    for (int t = 0; t < nthreads; t++)
-        sink += sums[t];
-    (void)sink;
+    const bw_ctx ctx = { (const float *)a, n / sizeof(float), nthreads, bw_isa(), sums };
+    /* one pass, no warm-up: GB/s, back to seconds */
+    const double gbs = best_rate(nthreads, bw_body, (void *)&ctx, (double)n, 0, 1, sums);
+    if (gbs <= 0)
+        return 0;
     *read = n;
-    return (t1 - t0) * 1e-3;
+    return (double)n / (gbs * 1e9);
 }
 
 /* The read bandwidth over runs of `run` bytes (a multiple of 64) taken in
